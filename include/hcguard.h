@@ -1,0 +1,105 @@
+/*
+ * hcguard: guard, audit and measure host functions run by the CUDA driver.
+ *
+ * This is the small public API. The interposer itself needs none of it: it is
+ * preloaded (LD_PRELOAD, or `hcguard run`) under an unmodified program. A
+ * program that wants a host-copy function of its own, or wants to read
+ * hcguard's counters, includes this header and links -lhcguard (or looks the
+ * symbols up with dlsym(RTLD_DEFAULT, ...) so that it also runs without it).
+ */
+#ifndef HCGUARD_H
+#define HCGUARD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define HCGUARD_VERSION_MAJOR 0
+#define HCGUARD_VERSION_MINOR 1
+#define HCGUARD_VERSION_PATCH 0
+
+/*
+ * The host-copy record: native endian, native width, 24 bytes on LP64.
+ * The same layout as cuda.core's HOST_COPY_FN record and Python's
+ * struct.pack("@PPN", dst, src, nbytes). A zero nbytes copies nothing.
+ */
+typedef struct hcguard_copy_record {
+    uintptr_t dst;
+    uintptr_t src;
+    size_t nbytes;
+} hcguard_copy_record;
+
+/*
+ * Outcome of checking a record. The names returned by
+ * hcguard_status_name() are stable: they appear in the summary and in the
+ * JSON Lines event log, and scripts may match on them.
+ */
+typedef enum hcguard_status {
+    HCGUARD_OK = 0,
+    HCGUARD_ERR_NULL_RECORD,       /* "null-record"       userData is NULL          */
+    HCGUARD_ERR_RECORD_UNREADABLE, /* "record-unreadable" the 24 bytes can't be read */
+    HCGUARD_ERR_NULL_DST,          /* "null-dst"          nbytes > 0, dst == 0      */
+    HCGUARD_ERR_NULL_SRC,          /* "null-src"          nbytes > 0, src == 0      */
+    HCGUARD_ERR_DST_OVERFLOW,      /* "dst-overflow"      dst + nbytes wraps        */
+    HCGUARD_ERR_SRC_OVERFLOW,      /* "src-overflow"      src + nbytes wraps        */
+    HCGUARD_ERR_OVERLAP,           /* "overlap"           the two ranges overlap    */
+    HCGUARD_ERR_DST_UNMAPPED,      /* "dst-unmapped"      part of dst is not mapped */
+    HCGUARD_ERR_SRC_UNMAPPED,      /* "src-unmapped"      part of src is not mapped */
+    HCGUARD_ERR_DST_NOT_WRITABLE,  /* "dst-not-writable"  mapped, but not writable  */
+    HCGUARD_ERR_SRC_NOT_READABLE,  /* "src-not-readable"  mapped, but not readable  */
+    HCGUARD_ERR_DST_DEVICE,        /* "dst-device"        dst is device-only memory */
+    HCGUARD_ERR_SRC_DEVICE,        /* "src-device"        src is device-only memory */
+    HCGUARD_STATUS_COUNT
+} hcguard_status;
+
+/* Stable short name ("null-dst") and a one-line description. */
+const char *hcguard_status_name(hcguard_status s);
+const char *hcguard_status_string(hcguard_status s);
+
+/*
+ * The host-copy function: a CUhostFn (void (*)(void *)) that copies
+ * record->nbytes bytes from record->src to record->dst. Under hcguard its
+ * record is validated at enqueue and again before it runs; without hcguard
+ * it copies unchecked, as any host function would.
+ */
+void hcguard_host_copy(void *record);
+
+/*
+ * Fill *rec after the checks cuda.core's pack_host_copy_args makes: null
+ * addresses, address overflow, overlapping ranges (touching is fine), and
+ * that both ranges are mapped host memory (dst writable, src readable).
+ * Returns HCGUARD_OK and fills *rec, or an error and leaves *rec alone.
+ */
+hcguard_status hcguard_pack_copy(hcguard_copy_record *rec, void *dst,
+                                 const void *src, size_t nbytes);
+
+/*
+ * Tell hcguard that fn is a host-copy function with the record ABI above
+ * (for functions it cannot find by symbol, e.g. in a stripped module).
+ * Returns 0, or -1 if fn is NULL or the table of registered functions is full.
+ */
+int hcguard_register_copy_fn(void *fn);
+
+/* Counters since start-up; events still in flight on the driver's threads
+ * are drained first, so after a stream synchronize the figures are exact. */
+typedef struct hcguard_stats {
+    uint64_t host_fns_launched; /* host functions that reached the driver     */
+    uint64_t host_fns_ran;      /* host functions that ran through hcguard    */
+    uint64_t copies_launched;   /* of those launched, recognised host copies  */
+    uint64_t copies_ran;        /* copies that ran (the copy was performed)   */
+    uint64_t rejected;          /* refused at enqueue (guard) or reported (audit) */
+    uint64_t skipped;           /* bad at run time: the copy was not performed */
+    uint64_t bytes_copied;
+    uint64_t events_dropped;    /* events lost to a full per-thread buffer    */
+} hcguard_stats;
+
+/* Returns 0 and fills *out; -1 if out is NULL. */
+int hcguard_get_stats(hcguard_stats *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* HCGUARD_H */

@@ -1,0 +1,260 @@
+/* The real driver, and glibc's own dlsym/dlvsym.
+ *
+ * hcguard exports dlsym and dlvsym, so a plain call to either from inside
+ * the library reaches the wrappers, and a versioned reference
+ * (dlsym@GLIBC_2.34) is bound by the static linker to the library's own
+ * definition. glibc's are found instead by looking them up in libc.so.6's
+ * dynamic symbol table in memory, then, for the sake of any interposer
+ * loaded after us, through dlvsym(RTLD_NEXT, "dlsym", ...). */
+#include <dlfcn.h>
+#include <elf.h>
+#include <link.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "hcg.h"
+
+typedef void *(*dlsym_fn)(void *, const char *);
+typedef void *(*dlvsym_fn)(void *, const char *, const char *);
+
+static _Atomic(dlsym_fn) real_dlsym;
+static _Atomic(dlvsym_fn) real_dlvsym;
+
+/* Older glibc exported these at the architecture's base version. */
+#if defined(__aarch64__)
+#define HCG_GLIBC_BASE "GLIBC_2.17"
+#else
+#define HCG_GLIBC_BASE "GLIBC_2.2.5"
+#endif
+
+typedef struct elf_dyn_view {
+    uintptr_t base;
+    const ElfW(Sym) *sym;
+    const char *str;
+    const uint32_t *gnu_hash;
+    const ElfW(Half) *versym;
+    const ElfW(Verdef) *verdef;
+} elf_dyn_view;
+
+/* ld.so relocates d_ptr in place on most targets, not on all. */
+static uintptr_t dyn_ptr(const elf_dyn_view *v, ElfW(Addr) p)
+{
+    return p < v->base ? v->base + p : p;
+}
+
+static int find_libc(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)size;
+    elf_dyn_view *v = arg;
+    const char *slash = strrchr(info->dlpi_name, '/');
+    const char *base = slash ? slash + 1 : info->dlpi_name;
+    if (strncmp(base, "libc.so.", 8) != 0)
+        return 0;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        if (info->dlpi_phdr[i].p_type != PT_DYNAMIC)
+            continue;
+        v->base = info->dlpi_addr;
+        const ElfW(Dyn) *d = (const void *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
+        for (; d->d_tag != DT_NULL; d++) {
+            uintptr_t p = dyn_ptr(v, d->d_un.d_ptr);
+            switch (d->d_tag) {
+            case DT_SYMTAB: v->sym = (const void *)p; break;
+            case DT_STRTAB: v->str = (const void *)p; break;
+            case DT_GNU_HASH: v->gnu_hash = (const void *)p; break;
+            case DT_VERSYM: v->versym = (const void *)p; break;
+            case DT_VERDEF: v->verdef = (const void *)p; break;
+            default: break;
+            }
+        }
+        return 1;
+    }
+    return 0;
+}
+
+static uint32_t gnu_hash(const char *s)
+{
+    uint32_t h = 5381;
+    for (; *s; s++)
+        h = h * 33 + (unsigned char)*s;
+    return h;
+}
+
+static const char *version_name(const elf_dyn_view *v, ElfW(Half) idx)
+{
+    const ElfW(Verdef) *d = v->verdef;
+    while (d) {
+        if ((d->vd_ndx & 0x7fff) == (idx & 0x7fff)) {
+            const ElfW(Verdaux) *a = (const void *)((const char *)d + d->vd_aux);
+            return v->str + a->vda_name;
+        }
+        d = d->vd_next ? (const void *)((const char *)d + d->vd_next) : NULL;
+    }
+    return NULL;
+}
+
+/* name@version in libc's .dynsym, through its GNU hash table. */
+static void *libc_lookup(const elf_dyn_view *v, const char *name, const char *version)
+{
+    const uint32_t *h = v->gnu_hash;
+    uint32_t nbuckets = h[0], symoff = h[1], bloom_words = h[2];
+    const uint32_t *buckets = (const void *)((const ElfW(Addr) *)(h + 4) + bloom_words);
+    const uint32_t *chain = buckets + nbuckets;
+    uint32_t want = gnu_hash(name);
+    uint32_t i = buckets[want % nbuckets];
+    if (i < symoff)
+        return NULL;
+    for (;; i++) {
+        uint32_t ch = chain[i - symoff];
+        const ElfW(Sym) *s = &v->sym[i];
+        if ((ch | 1) == (want | 1) && strcmp(v->str + s->st_name, name) == 0 &&
+            s->st_shndx != SHN_UNDEF) {
+            const char *ver = v->versym ? version_name(v, v->versym[i]) : NULL;
+            if (ver && strcmp(ver, version) == 0)
+                return (void *)(v->base + s->st_value);
+        }
+        if (ch & 1)
+            return NULL;
+    }
+}
+
+static void *libc_symbol(const char *name)
+{
+    elf_dyn_view v = {0};
+    if (!dl_iterate_phdr(find_libc, &v) || !v.sym || !v.str || !v.gnu_hash || !v.verdef)
+        return NULL;
+    void *p = libc_lookup(&v, name, "GLIBC_2.34");
+    return p ? p : libc_lookup(&v, name, HCG_GLIBC_BASE);
+}
+
+static void *next_version(dlvsym_fn libc_dlvsym, const char *name)
+{
+    void *p = libc_dlvsym(RTLD_NEXT, name, "GLIBC_2.34");
+    if (!p)
+        p = libc_dlvsym(RTLD_NEXT, name, HCG_GLIBC_BASE);
+    return p;
+}
+
+static void resolve_dl(void)
+{
+    if (atomic_load_explicit(&real_dlsym, memory_order_acquire))
+        return;
+    dlvsym_fn lv = (dlvsym_fn)libc_symbol("dlvsym");
+    dlsym_fn ls = (dlsym_fn)libc_symbol("dlsym");
+    if (!lv || !ls) {
+        static const char msg[] = "==hcguard== cannot find glibc's dlsym; aborting\n";
+        (void)!write(2, msg, sizeof msg - 1);
+        abort();
+    }
+    dlvsym_fn v = (dlvsym_fn)next_version(lv, "dlvsym");
+    dlsym_fn s = (dlsym_fn)next_version(lv, "dlsym");
+    /* RTLD_NEXT from here may find nothing, or hcguard's own stubs. */
+    extern void *dlsym(void *, const char *);
+    if (!s || (void *)s == (void *)dlsym)
+        s = ls;
+    if (!v || (void *)v == (void *)dlvsym)
+        v = lv;
+    atomic_store_explicit(&real_dlvsym, v, memory_order_release);
+    atomic_store_explicit(&real_dlsym, s, memory_order_release);
+}
+
+void *hcg_real_dlsym(void *handle, const char *name)
+{
+    resolve_dl();
+    return atomic_load_explicit(&real_dlsym, memory_order_acquire)(handle, name);
+}
+
+void *hcg_real_dlvsym(void *handle, const char *name, const char *version)
+{
+    resolve_dl();
+    return atomic_load_explicit(&real_dlvsym, memory_order_acquire)(handle, name, version);
+}
+
+/* Exposed for the dlsym entry stubs, which jump to it keeping the caller's
+ * return address (RTLD_NEXT and local scopes depend on it). */
+void *hcg_real_dlsym_ptr(void);
+void *hcg_real_dlvsym_ptr(void);
+void *hcg_real_dlsym_ptr(void)
+{
+    resolve_dl();
+    return (void *)atomic_load_explicit(&real_dlsym, memory_order_acquire);
+}
+void *hcg_real_dlvsym_ptr(void)
+{
+    resolve_dl();
+    return (void *)atomic_load_explicit(&real_dlvsym, memory_order_acquire);
+}
+
+static hcg_driver drv;
+static _Atomic int drv_state; /* 0 not tried, 1 loaded, -1 failed */
+static pthread_once_t drv_once = PTHREAD_ONCE_INIT;
+static _Thread_local int loading; /* this thread is inside the load */
+static char drv_error[HCG_PATH_MAX + 256];
+
+const char *hcg_driver_error(void)
+{
+    return drv_error;
+}
+
+#define FILL(slot) atomic_store(&drv.slot, hcg_real_dlsym(drv.handle, #slot))
+
+static void load_driver(void)
+{
+    const char *path = hcg_config_get()->driver_path;
+    if (!path[0])
+        path = "libcuda.so.1";
+    loading = 1;
+    drv.handle = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
+    if (!drv.handle) {
+        const char *err = dlerror();
+        loading = 0;
+        /* Said when a wrapped call needs it: a process that only probes
+         * for CUDA through dlsym should hear nothing. */
+        snprintf(drv_error, sizeof drv_error, "cannot load the CUDA driver %s: %s", path,
+                 err ? err : "unknown error");
+        hcg_debug("%s", drv_error);
+        atomic_store(&drv_state, -1);
+        return;
+    }
+    FILL(cuGetProcAddress);
+    FILL(cuGetProcAddress_v2);
+    FILL(cuLaunchHostFunc);
+    FILL(cuLaunchHostFunc_ptsz);
+    FILL(cuLaunchHostFunc_v2);
+    FILL(cuLaunchHostFunc_v2_ptsz);
+    FILL(cuPointerGetAttributes);
+    FILL(cuStreamBeginCapture);
+    FILL(cuStreamBeginCapture_ptsz);
+    FILL(cuStreamBeginCapture_v2);
+    FILL(cuStreamBeginCapture_v2_ptsz);
+    FILL(cuStreamBeginCaptureToGraph);
+    FILL(cuStreamBeginCaptureToGraph_ptsz);
+    FILL(cuStreamIsCapturing);
+    FILL(cuStreamIsCapturing_ptsz);
+    loading = 0;
+    atomic_store(&drv_state, 1);
+    hcg_debug("driver %s loaded", path);
+}
+
+hcg_driver *hcg_driver_get(void)
+{
+    if (HCG_LIKELY(atomic_load_explicit(&drv_state, memory_order_acquire) == 1))
+        return &drv;
+    if (loading) /* the driver's own start-up called back into us */
+        return NULL;
+    pthread_once(&drv_once, load_driver);
+    return atomic_load(&drv_state) == 1 ? &drv : NULL;
+}
+
+hcg_driver *hcg_driver_peek(void)
+{
+    return atomic_load_explicit(&drv_state, memory_order_acquire) == 1 ? &drv : NULL;
+}
+
+void hcg_driver_reset_after_fork(void)
+{
+    /* The table stays valid in a child; only a load in progress is lost. */
+    loading = 0;
+}

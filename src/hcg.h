@@ -1,0 +1,313 @@
+/*
+ * Internal interfaces of libhcguard. One section per source file; every
+ * name here is either hcg_-prefixed or static in its file.
+ */
+#ifndef HCG_H
+#define HCG_H
+
+#define __CUDA_API_VERSION_INTERNAL 1 /* plain, unrenamed driver prototypes */
+#include <cuda.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hcguard.h"
+
+#define HCG_EXPORT __attribute__((visibility("default")))
+/* Export hcg_w_<name> under the driver's own name, while hcguard's own
+ * references stay on the hidden hcg_w_ symbol. */
+#define HCG_EXPORT_ALIAS(name)                                                 \
+    extern __typeof(hcg_w_##name) name                                         \
+        __attribute__((alias("hcg_w_" #name), visibility("default")));
+#define HCG_LIKELY(x) __builtin_expect(!!(x), 1)
+#define HCG_UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+/* ---- config.c: HCGUARD_* environment, read once ---------------------- */
+typedef enum hcg_mode { HCG_MODE_GUARD, HCG_MODE_AUDIT, HCG_MODE_OFF } hcg_mode;
+
+#define HCG_MAX_COPY_FNS 32
+#define HCG_PATH_MAX 4096
+
+typedef struct hcg_config {
+    hcg_mode mode;
+    char log_path[HCG_PATH_MAX];    /* JSON Lines event log, expanded; "" = none */
+    int error_exitcode;             /* 0 = exit status untouched */
+    int summary;                    /* print the exit summary (default 1) */
+    int debug;                      /* HCGUARD_DEBUG: routing decisions on stderr */
+    int recheck_always;             /* re-check unchanged records at run time too */
+    char driver_path[HCG_PATH_MAX]; /* "" = libcuda.so.1 */
+    size_t n_copy_fns;
+    char copy_fns[HCG_MAX_COPY_FNS][128]; /* HCGUARD_COPY_FN, split on ',' */
+} hcg_config;
+
+typedef const char *(*hcg_getenv_fn)(const char *name);
+
+/* The process configuration; parsed on first use. Never NULL. */
+const hcg_config *hcg_config_get(void);
+/* Parse from getenv_fn into *c. Returns 0, or -1 with one line in err for
+ * each bad value, separated by '\n' (each such field keeps its default). */
+int hcg_config_parse(hcg_config *c, hcg_getenv_fn getenv_fn, char *err,
+                     size_t errlen);
+/* Expand %p (pid), %h (host), %q{VAR}, %% in pattern. Returns 0, or -1
+ * with a message in err (unknown %x, unset VAR, unterminated %q{, too long). */
+int hcg_expand_path(const char *pattern, char *out, size_t outlen,
+                    hcg_getenv_fn getenv_fn, char *err, size_t errlen);
+
+/* ---- driver.c: the real libcuda -------------------------------------- */
+typedef CUresult (*hcg_pfn_gpa_v1)(const char *, void **, int, cuuint64_t);
+typedef CUresult (*hcg_pfn_gpa_v2)(const char *, void **, int, cuuint64_t,
+                                   CUdriverProcAddressQueryResult *);
+typedef CUresult (*hcg_pfn_launch)(CUstream, CUhostFn, void *);
+typedef CUresult (*hcg_pfn_launch_v2)(CUstream, CUhostFn, void *, unsigned int);
+typedef CUresult (*hcg_pfn_ptr_attrs)(unsigned int, CUpointer_attribute *,
+                                      void **, CUdeviceptr);
+
+typedef CUresult (*hcg_pfn_begin_capture_v1)(CUstream);
+typedef CUresult (*hcg_pfn_begin_capture)(CUstream, CUstreamCaptureMode);
+typedef CUresult (*hcg_pfn_begin_capture_to_graph)(CUstream, CUgraph,
+                                                   const CUgraphNode *,
+                                                   const CUgraphEdgeData *,
+                                                   size_t, CUstreamCaptureMode);
+typedef CUresult (*hcg_pfn_is_capturing)(CUstream, CUstreamCaptureStatus *);
+
+/* Every real entry point hcguard wraps or calls. Slots are written once
+ * (at load, or adopted from cuGetProcAddress) and read without locks. */
+typedef struct hcg_driver {
+    void *handle;
+    _Atomic(hcg_pfn_gpa_v1) cuGetProcAddress;
+    _Atomic(hcg_pfn_gpa_v2) cuGetProcAddress_v2;
+    _Atomic(hcg_pfn_launch) cuLaunchHostFunc;
+    _Atomic(hcg_pfn_launch) cuLaunchHostFunc_ptsz;
+    _Atomic(hcg_pfn_launch_v2) cuLaunchHostFunc_v2;
+    _Atomic(hcg_pfn_launch_v2) cuLaunchHostFunc_v2_ptsz;
+    _Atomic(hcg_pfn_ptr_attrs) cuPointerGetAttributes;
+    /* Capture: host functions enqueued while capturing become graph nodes,
+     * which run once per replay, so their hcg_call must outlive one run. */
+    _Atomic(hcg_pfn_begin_capture_v1) cuStreamBeginCapture;
+    _Atomic(hcg_pfn_begin_capture_v1) cuStreamBeginCapture_ptsz;
+    _Atomic(hcg_pfn_begin_capture) cuStreamBeginCapture_v2;
+    _Atomic(hcg_pfn_begin_capture) cuStreamBeginCapture_v2_ptsz;
+    _Atomic(hcg_pfn_begin_capture_to_graph) cuStreamBeginCaptureToGraph;
+    _Atomic(hcg_pfn_begin_capture_to_graph) cuStreamBeginCaptureToGraph_ptsz;
+    _Atomic(hcg_pfn_is_capturing) cuStreamIsCapturing;
+    _Atomic(hcg_pfn_is_capturing) cuStreamIsCapturing_ptsz;
+} hcg_driver;
+
+/* The driver table, loading libcuda on first call; NULL if it cannot be
+ * loaded (the reason was printed once). */
+hcg_driver *hcg_driver_get(void);
+/* The table if libcuda is already loaded by hcguard, else NULL; never loads. */
+hcg_driver *hcg_driver_peek(void);
+void hcg_driver_reset_after_fork(void);
+/* Why the driver could not be loaded ("" if it was, or was not tried). */
+const char *hcg_driver_error(void);
+/* glibc's own dlsym/dlvsym, never the exported wrappers. */
+void *hcg_real_dlsym(void *handle, const char *name);
+void *hcg_real_dlvsym(void *handle, const char *name, const char *version);
+
+/* ---- intercept.c: routing of dlsym, dlvsym, cuGetProcAddress ---------- */
+/* If p is the real address of an entry point hcguard wraps, return the
+ * wrapper; else p. name is the symbol the caller asked for (may be NULL),
+ * used to adopt pointers for variants the driver does not export. */
+void *hcg_route(const char *name, void *p, cuuint64_t flags);
+
+/* The wrappers, hidden; exported under the driver's names. */
+CUresult hcg_w_cuGetProcAddress(const char *, void **, int, cuuint64_t);
+CUresult hcg_w_cuGetProcAddress_v2(const char *, void **, int, cuuint64_t,
+                                   CUdriverProcAddressQueryResult *);
+CUresult hcg_w_cuLaunchHostFunc(CUstream, CUhostFn, void *);
+CUresult hcg_w_cuLaunchHostFunc_ptsz(CUstream, CUhostFn, void *);
+CUresult hcg_w_cuLaunchHostFunc_v2(CUstream, CUhostFn, void *, unsigned int);
+CUresult hcg_w_cuLaunchHostFunc_v2_ptsz(CUstream, CUhostFn, void *, unsigned int);
+CUresult hcg_w_cuStreamBeginCapture(CUstream);
+CUresult hcg_w_cuStreamBeginCapture_ptsz(CUstream);
+CUresult hcg_w_cuStreamBeginCapture_v2(CUstream, CUstreamCaptureMode);
+CUresult hcg_w_cuStreamBeginCapture_v2_ptsz(CUstream, CUstreamCaptureMode);
+CUresult hcg_w_cuStreamBeginCaptureToGraph(CUstream, CUgraph, const CUgraphNode *,
+                                           const CUgraphEdgeData *, size_t,
+                                           CUstreamCaptureMode);
+CUresult hcg_w_cuStreamBeginCaptureToGraph_ptsz(CUstream, CUgraph, const CUgraphNode *,
+                                                const CUgraphEdgeData *, size_t,
+                                                CUstreamCaptureMode);
+
+/* ---- oracle.c: what the address space looks like ---------------------- */
+typedef enum hcg_mem {
+    HCG_MEM_OK = 0,
+    HCG_MEM_UNMAPPED,     /* some page of the range is not mapped       */
+    HCG_MEM_NO_READ,      /* mapped, but some page is not readable      */
+    HCG_MEM_NO_WRITE,     /* mapped and readable, some page not writable */
+    HCG_MEM_DEVICE        /* device-only memory (driver says so)        */
+} hcg_mem;
+
+/* The validator sees memory only through this, so it can be fuzzed with a
+ * model address space. */
+typedef struct hcg_oracle {
+    void *ctx;
+    /* Copy len bytes at addr into buf if they can be read; 0 or -1. */
+    int (*read)(void *ctx, uintptr_t addr, void *buf, size_t len);
+    /* Classify [addr, addr + len), len > 0, for reading or writing. */
+    hcg_mem (*classify)(void *ctx, uintptr_t addr, size_t len, int write);
+} hcg_oracle;
+
+/* The oracle for this process (PROCMAP_QUERY, falling back to parsing
+ * /proc/self/maps; cuPointerGetAttributes for device memory). Call it
+ * from application threads only: it makes system calls and driver calls. */
+const hcg_oracle *hcg_oracle_process(void);
+/* Forget every thread's cached VMAs (the mappings changed). */
+void hcg_oracle_invalidate(void);
+/* Turn the VMA cache on or off (tests; on by default). */
+void hcg_oracle_set_cache(int on);
+/* For tests and diagnostics. on != 0 forces the fallbacks: parse
+ * /proc/self/maps instead of PROCMAP_QUERY, and classify-then-memcpy instead
+ * of process_vm_readv (as on a kernel before 6.11 under seccomp). */
+void hcg_oracle_force_fallback(int on);
+/* Ask f instead of the driver's cuPointerGetAttributes; NULL: the driver's. */
+void hcg_oracle_set_ptr_attrs(hcg_pfn_ptr_attrs f);
+/* How ranges are classified now: "procmap-query" or "maps". */
+const char *hcg_oracle_method(void);
+
+/* ---- validate.c: pure checks over an oracle ---------------------------- */
+/* Check the fields of a record already read. */
+hcguard_status hcg_validate_fields(const hcg_oracle *o,
+                                   const hcguard_copy_record *r);
+/* Read the record at rec through o into *out (when readable), then check
+ * it. out may be NULL. */
+hcguard_status hcg_validate_record(const hcg_oracle *o, const void *rec,
+                                   hcguard_copy_record *out);
+
+/* ---- recognize.c: which host functions are copies ---------------------- */
+typedef enum hcg_fnkind {
+    HCG_FN_ORDINARY = 0,
+    HCG_FN_COPY_HCGUARD,    /* hcguard_host_copy                          */
+    HCG_FN_COPY_CUDA_CORE,  /* cuda.core _host_copy, by ELF symbol table   */
+    HCG_FN_COPY_USER,       /* named in HCGUARD_COPY_FN                    */
+    HCG_FN_COPY_REGISTERED, /* hcguard_register_copy_fn (the Python hook)  */
+    HCG_FN_KIND_COUNT
+} hcg_fnkind;
+
+static inline int hcg_fnkind_is_copy(hcg_fnkind k) { return k != HCG_FN_ORDINARY; }
+const char *hcg_fnkind_name(hcg_fnkind k); /* "ordinary", "hcguard_host_copy", ... */
+
+/* Classify fn; cached, so a repeated pointer costs one hash probe. */
+hcg_fnkind hcg_recognize(void *fn);
+/* Best symbol name for fn ("memcpy", "__pyx_f_..._host_copy") into buf,
+ * with the object file in obj; returns 0, or -1 if none ("anonymous"). */
+int hcg_symbolize(const void *fn, char *buf, size_t len, char *obj,
+                  size_t objlen);
+/* Classifications that missed the cache (tests: a repeat must not miss). */
+uint64_t hcg_recognize_misses(void);
+
+/* ---- elfsym.c: static symbol tables ------------------------------------ */
+/* Find the symbol of the ELF file at path whose [value, value + size)
+ * holds the file-relative address off. Returns 0 and the name, -1 if the
+ * file has no .symtab, no such symbol, or is not a readable ELF file. */
+int hcg_elf_symbol_at(const char *path, uintptr_t off, char *name, size_t len);
+/* The same, with the symbol's st_value in *start (may be NULL). off is in
+ * st_value space: run-time address minus link_map l_addr (dladdr1
+ * RTLD_DL_LINKMAP), i.e. base-relative for ET_DYN, absolute for ET_EXEC. */
+int hcg_elf_symbol_find(const char *path, uintptr_t off, char *name,
+                        size_t len, uintptr_t *start);
+/* The same over an ELF image of size bytes already in memory (fuzzing). */
+int hcg_elf_symbol_image(const void *img, size_t size, uintptr_t off,
+                         char *name, size_t len, uintptr_t *start);
+
+/* ---- clock ------------------------------------------------------------- */
+uint64_t hcg_now_ns(void); /* CLOCK_MONOTONIC, vDSO: no system call */
+
+/* ---- trampoline.c: what the driver runs instead ------------------------ */
+/* One host-function launch (stream) or one host node (graph). */
+typedef struct hcg_call {
+    CUhostFn fn;
+    void *user;
+    uintptr_t stream;
+    uint64_t t_enqueue;
+    uint64_t seq;
+    hcguard_copy_record snap; /* the record as validated at enqueue */
+    uint8_t kind;             /* hcg_fnkind */
+    uint8_t oneshot;          /* free after it runs (stream launches) */
+    uint8_t api;              /* hcg_api: which entry point enqueued it */
+    uint8_t enqueue_status;   /* hcguard_status at enqueue (audit mode) */
+    _Atomic uint8_t busy;     /* slot in use (pool) */
+} hcg_call;
+
+hcg_call *hcg_call_alloc(void); /* lock-free pool; NULL if out of memory */
+void hcg_call_free(hcg_call *c);
+void CUDA_CB hcg_trampoline(void *call);
+/* The call the current thread is running, or NULL. */
+const hcg_call *hcg_current_call(void);
+
+/* ---- events.c: per-thread rings and the collector ---------------------- */
+typedef enum hcg_api {
+    HCG_API_LAUNCH_HOST_FUNC = 0, /* cuLaunchHostFunc       */
+    HCG_API_LAUNCH_HOST_FUNC_PTSZ,
+    HCG_API_LAUNCH_HOST_FUNC_V2,
+    HCG_API_LAUNCH_HOST_FUNC_V2_PTSZ,
+    HCG_API_COUNT
+} hcg_api;
+const char *hcg_api_name(hcg_api a);
+
+typedef enum hcg_evkind {
+    HCG_EV_RUN = 1,   /* a host function ran (copy or not)          */
+    HCG_EV_SKIP,      /* a copy was skipped at run time (reason)    */
+    HCG_EV_REJECT,    /* rejected / reported at enqueue (reason)    */
+} hcg_evkind;
+
+/* A skip of a record already reported at enqueue (audit mode): shown, but
+ * not counted as a second error. */
+#define HCG_EVF_REPORTED 0x01
+
+typedef struct hcg_event {
+    uint8_t kind;   /* hcg_evkind */
+    uint8_t fnkind; /* hcg_fnkind */
+    uint8_t reason; /* hcguard_status */
+    uint8_t api;    /* hcg_api */
+    uint8_t flags;  /* HCG_EVF_* */
+    uint32_t tid;
+    uint64_t seq;
+    uint64_t t_enqueue, t_start, t_end; /* ns, CLOCK_MONOTONIC */
+    uint64_t bytes;
+    uintptr_t fn, user, stream, dst, src;
+} hcg_event;
+
+/* Copy *e into the calling thread's ring: no lock, no allocation (after a
+ * thread's first event), no system call. Drops and counts when full. */
+void hcg_event_push(const hcg_event *e);
+/* Drain every ring into the sinks now (any thread; serialised). */
+void hcg_events_flush(void);
+/* Start the collector thread (idempotent; after fork, restarts). */
+void hcg_collector_start(void);
+/* Stop the collector and drain what is left (exit). */
+void hcg_collector_stop(void);
+void hcg_events_after_fork(void);
+uint64_t hcg_events_dropped(void);
+uint32_t hcg_gettid(void); /* cached per thread */
+
+/* ---- summary.c: aggregation and the exit summary ----------------------- */
+void hcg_summary_event(const hcg_event *e); /* collector thread only */
+void hcg_summary_stats(hcguard_stats *out);
+void hcg_summary_print(int fd);
+uint64_t hcg_summary_errors(void);
+void hcg_summary_after_fork(void);
+
+/* ---- jsonl.c: the event log -------------------------------------------- */
+int hcg_jsonl_open(const char *path); /* 0 or -1 (message printed) */
+void hcg_jsonl_event(const hcg_event *e);
+void hcg_jsonl_close(void);
+
+/* ---- report.c: messages ------------------------------------------------ */
+/* "==hcguard== " prefixed line on stderr; serialised. */
+void hcg_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void hcg_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Report one enqueue-time finding (printed once per call) and count it. */
+void hcg_report_reject(hcg_api api, CUstream s, void *fn, void *user,
+                       hcg_fnkind kind, const hcguard_copy_record *r,
+                       hcguard_status why, int refused);
+
+/* ---- init.c: lifecycle ------------------------------------------------- */
+void hcg_init(void); /* pthread_once; safe from any intercepted call */
+uint64_t hcg_next_seq(void);
+/* Count a launch that reached the driver (atomic; any thread). */
+void hcg_count_launch(hcg_fnkind kind);
+
+#endif /* HCG_H */

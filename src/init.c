@@ -1,0 +1,61 @@
+/* Lifecycle: lazy start from the first intercepted launch (constructors
+ * stay trivial: the CUDA runtime calls cuGetProcAddress before cuInit, and
+ * Python may never touch CUDA), fork handling, and the exit summary. */
+#include <pthread.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include "hcg.h"
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static atomic_int started;
+
+static void atfork_child(void)
+{
+    hcg_events_after_fork();
+    hcg_summary_after_fork();
+    hcg_driver_reset_after_fork();
+    if (atomic_load(&started))
+        hcg_collector_start();
+}
+
+static void start(void)
+{
+    const hcg_config *c = hcg_config_get();
+    if (c->log_path[0])
+        hcg_jsonl_open(c->log_path);
+    pthread_atfork(NULL, NULL, atfork_child);
+    hcg_collector_start();
+    atomic_store(&started, 1);
+}
+
+void hcg_init(void)
+{
+    if (HCG_LIKELY(atomic_load_explicit(&started, memory_order_acquire)))
+        return;
+    pthread_once(&once, start);
+}
+
+HCG_EXPORT int hcguard_get_stats(hcguard_stats *out)
+{
+    if (!out)
+        return -1;
+    hcg_events_flush();
+    hcg_summary_stats(out);
+    return 0;
+}
+
+__attribute__((destructor)) static void finish(void)
+{
+    if (!atomic_load(&started))
+        return;
+    const hcg_config *c = hcg_config_get();
+    hcg_collector_stop();
+    hcg_jsonl_close();
+    if (c->summary)
+        hcg_summary_print(STDERR_FILENO);
+    if (c->error_exitcode && hcg_summary_errors() > 0) {
+        fflush(NULL); /* _exit skips stdio's flush at exit */
+        _exit(c->error_exitcode);
+    }
+}

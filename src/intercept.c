@@ -1,0 +1,229 @@
+/* How calls reach hcguard: exported dlsym/dlvsym, cuGetProcAddress (v1 and
+ * v2) and the routing of real driver pointers to hcguard's wrappers.
+ *
+ * Routing is by pointer: the real lookup runs first, and if what it found
+ * is the real address of an entry point hcguard wraps, the wrapper of that
+ * exact variant is handed out instead. A name-keyed table would hand a
+ * _ptsz caller the legacy wrapper, or a v1 caller the 5-argument one. */
+#include <dlfcn.h>
+#include <string.h>
+
+#include "hcg.h"
+
+typedef struct hcg_route_entry {
+    const char *name;
+    size_t slot; /* offsetof(hcg_driver, <name>) */
+    void *wrapper;
+} hcg_route_entry;
+
+#define R(n) { #n, offsetof(hcg_driver, n), (void *)hcg_w_##n }
+static const hcg_route_entry routes[] = {
+    R(cuGetProcAddress),
+    R(cuGetProcAddress_v2),
+    R(cuLaunchHostFunc),
+    R(cuLaunchHostFunc_ptsz),
+    R(cuLaunchHostFunc_v2),
+    R(cuLaunchHostFunc_v2_ptsz),
+    R(cuStreamBeginCapture),
+    R(cuStreamBeginCapture_ptsz),
+    R(cuStreamBeginCapture_v2),
+    R(cuStreamBeginCapture_v2_ptsz),
+    R(cuStreamBeginCaptureToGraph),
+    R(cuStreamBeginCaptureToGraph_ptsz),
+};
+#undef R
+#define N_ROUTES (sizeof routes / sizeof routes[0])
+
+static _Atomic(void *) *slot_of(hcg_driver *d, const hcg_route_entry *e)
+{
+    return (_Atomic(void *) *)((char *)d + e->slot);
+}
+
+static const hcg_route_entry *route_by_name(const char *name)
+{
+    if (!name || name[0] != 'c' || name[1] != 'u')
+        return NULL;
+    for (size_t i = 0; i < N_ROUTES; i++)
+        if (strcmp(routes[i].name, name) == 0)
+            return &routes[i];
+    return NULL;
+}
+
+/* The variant a cuGetProcAddress caller gets for a base name: the _ptsz
+ * one under the per-thread flag, when hcguard wraps one. */
+static const hcg_route_entry *route_for_request(const char *name, cuuint64_t flags)
+{
+    if (name && (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM)) {
+        char buf[128];
+        size_t n = strlen(name);
+        if (n + 6 <= sizeof buf) {
+            memcpy(buf, name, n);
+            memcpy(buf + n, "_ptsz", 6);
+            const hcg_route_entry *e = route_by_name(buf);
+            if (e)
+                return e;
+        }
+    }
+    return route_by_name(name);
+}
+
+void *hcg_route(const char *name, void *p, cuuint64_t flags)
+{
+    if (!p)
+        return p;
+    hcg_driver *d = hcg_driver_get();
+    if (!d)
+        return p;
+    for (size_t i = 0; i < N_ROUTES; i++)
+        if (atomic_load_explicit(slot_of(d, &routes[i]), memory_order_acquire) == p) {
+            hcg_debug("route %s -> wrapper %s", name ? name : "?", routes[i].name);
+            return routes[i].wrapper;
+        }
+    const hcg_route_entry *e = route_for_request(name, flags);
+    if (!e || p == e->wrapper)
+        return p;
+    /* A variant the driver hands out but does not export (newer entry
+     * points): adopt its address, once. */
+    void *expected = NULL;
+    if (atomic_compare_exchange_strong(slot_of(d, e), &expected, p)) {
+        hcg_debug("route %s -> wrapper %s (adopted %p)", name, e->name, p);
+        return e->wrapper;
+    }
+    for (size_t i = 0; i < N_ROUTES; i++)
+        if (p == routes[i].wrapper)
+            return p;
+    hcg_debug("route %s: %p is not the driver's %s (%p); passed through", name, p,
+              e->name, expected);
+    return p;
+}
+
+/* ---- dlsym / dlvsym ----------------------------------------------------
+ * The exported entry points are small assembly stubs: they ask
+ * hcg_dlsym_target where to go and jump there with the caller's own return
+ * address, because glibc resolves RTLD_NEXT and a dlopen'd caller's local
+ * scope from it. Only names hcguard wraps, on real handles, go through C. */
+void *hcg_dlsym_target(void *handle, const char *name) __attribute__((visibility("hidden")));
+void *hcg_dlvsym_target(void *handle, const char *name, const char *version)
+    __attribute__((visibility("hidden")));
+void *hcg_real_dlsym_ptr(void);
+void *hcg_real_dlvsym_ptr(void);
+
+static void *dlsym_routed(void *handle, const char *name)
+{
+    return hcg_route(name, hcg_real_dlsym(handle, name), 0);
+}
+
+static void *dlvsym_routed(void *handle, const char *name, const char *version)
+{
+    return hcg_route(name, hcg_real_dlvsym(handle, name, version), 0);
+}
+
+static _Thread_local int dl_depth;
+
+static int wants(void *handle, const char *name)
+{
+    return handle != RTLD_NEXT && dl_depth == 0 && route_by_name(name) != NULL;
+}
+
+void *hcg_dlsym_target(void *handle, const char *name)
+{
+    return wants(handle, name) ? (void *)dlsym_routed : hcg_real_dlsym_ptr();
+}
+
+void *hcg_dlvsym_target(void *handle, const char *name, const char *version)
+{
+    (void)version;
+    return wants(handle, name) ? (void *)dlvsym_routed : hcg_real_dlvsym_ptr();
+}
+
+#if defined(__x86_64__)
+#if defined(__CET__)
+#define HCG_LANDING "endbr64\n"
+#else
+#define HCG_LANDING ""
+#endif
+/* Saves the arguments, asks the target, restores them, jumps. */
+#define HCG_DL_STUB(sym, target, save, restore)                               \
+    __asm__(".text\n.globl " #sym "\n.type " #sym ",@function\n.p2align 4\n"   \
+            #sym ":\n.cfi_startproc\n" HCG_LANDING save                       \
+            "call " #target "\n" restore "jmp *%rax\n.cfi_endproc\n"          \
+            ".size " #sym ",.-" #sym "\n");
+HCG_DL_STUB(dlsym, hcg_dlsym_target,
+            "pushq %rdi\n.cfi_adjust_cfa_offset 8\npushq %rsi\n.cfi_adjust_cfa_offset 8\n"
+            "subq $8,%rsp\n.cfi_adjust_cfa_offset 8\n",
+            "addq $8,%rsp\n.cfi_adjust_cfa_offset -8\npopq %rsi\n.cfi_adjust_cfa_offset -8\n"
+            "popq %rdi\n.cfi_adjust_cfa_offset -8\n")
+HCG_DL_STUB(dlvsym, hcg_dlvsym_target,
+            "pushq %rdi\n.cfi_adjust_cfa_offset 8\npushq %rsi\n.cfi_adjust_cfa_offset 8\n"
+            "pushq %rdx\n.cfi_adjust_cfa_offset 8\n",
+            "popq %rdx\n.cfi_adjust_cfa_offset -8\npopq %rsi\n.cfi_adjust_cfa_offset -8\n"
+            "popq %rdi\n.cfi_adjust_cfa_offset -8\n")
+#elif defined(__aarch64__)
+#if defined(__ARM_FEATURE_BTI_DEFAULT)
+#define HCG_LANDING "bti c\n"
+#else
+#define HCG_LANDING ""
+#endif
+#define HCG_DL_STUB(sym, target)                                               \
+    __asm__(".text\n.globl " #sym "\n.type " #sym ",%function\n.p2align 2\n"   \
+            #sym ":\n.cfi_startproc\n" HCG_LANDING                             \
+            "stp x29, x30, [sp, #-48]!\n.cfi_def_cfa_offset 48\n"              \
+            ".cfi_offset 29, -48\n.cfi_offset 30, -40\nmov x29, sp\n"          \
+            "stp x0, x1, [sp, #16]\nstr x2, [sp, #32]\nbl " #target "\n"       \
+            "mov x16, x0\nldp x0, x1, [sp, #16]\nldr x2, [sp, #32]\n"          \
+            "ldp x29, x30, [sp], #48\n.cfi_def_cfa_offset 0\n.cfi_restore 29\n" \
+            ".cfi_restore 30\nbr x16\n.cfi_endproc\n.size " #sym ",.-" #sym "\n");
+HCG_DL_STUB(dlsym, hcg_dlsym_target)
+HCG_DL_STUB(dlvsym, hcg_dlvsym_target)
+#else
+/* Portable fallback: RTLD_NEXT is resolved relative to hcguard itself. */
+HCG_EXPORT void *dlsym(void *handle, const char *name)
+{
+    return ((void *(*)(void *, const char *))hcg_dlsym_target(handle, name))(handle, name);
+}
+HCG_EXPORT void *dlvsym(void *handle, const char *name, const char *version)
+{
+    return ((void *(*)(void *, const char *, const char *))hcg_dlvsym_target(
+        handle, name, version))(handle, name, version);
+}
+#endif
+
+/* ---- cuGetProcAddress ---------------------------------------------------- */
+CUresult hcg_w_cuGetProcAddress_v2(const char *symbol, void **pfn, int version,
+                                   cuuint64_t flags, CUdriverProcAddressQueryResult *status)
+{
+    hcg_driver *d = hcg_driver_get();
+    hcg_pfn_gpa_v2 v2 = d ? atomic_load(&d->cuGetProcAddress_v2) : NULL;
+    CUresult r;
+    if (v2) {
+        r = v2(symbol, pfn, version, flags, status);
+    } else {
+        /* A driver older than 12.0 has only the 4-argument form. */
+        hcg_pfn_gpa_v1 v1 = d ? atomic_load(&d->cuGetProcAddress) : NULL;
+        if (!v1)
+            return CUDA_ERROR_NOT_INITIALIZED;
+        r = v1(symbol, pfn, version, flags);
+        if (status)
+            *status = r == CUDA_SUCCESS ? CU_GET_PROC_ADDRESS_SUCCESS
+                                        : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    }
+    if (r == CUDA_SUCCESS && pfn)
+        *pfn = hcg_route(symbol, *pfn, flags);
+    return r;
+}
+
+CUresult hcg_w_cuGetProcAddress(const char *symbol, void **pfn, int version,
+                                cuuint64_t flags)
+{
+    hcg_driver *d = hcg_driver_get();
+    hcg_pfn_gpa_v1 v1 = d ? atomic_load(&d->cuGetProcAddress) : NULL;
+    if (!v1)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r = v1(symbol, pfn, version, flags);
+    if (r == CUDA_SUCCESS && pfn)
+        *pfn = hcg_route(symbol, *pfn, flags);
+    return r;
+}
+
+HCG_EXPORT_ALIAS(cuGetProcAddress)
+HCG_EXPORT_ALIAS(cuGetProcAddress_v2)

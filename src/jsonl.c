@@ -1,0 +1,104 @@
+/* The JSON Lines event log (HCGUARD_LOG / --log): one object per event.
+ * Written only while the rings are drained, which is serialised. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "hcg.h"
+
+static int log_fd = -1;
+static char buf[1 << 16];
+static size_t used;
+
+static void flush_buf(void)
+{
+    size_t off = 0;
+    while (off < used) {
+        ssize_t w = write(log_fd, buf + off, used - off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            break;
+        off += (size_t)w;
+    }
+    used = 0;
+}
+
+int hcg_jsonl_open(const char *path)
+{
+    log_fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (log_fd < 0) {
+        hcg_msg("cannot open the event log %s: %s; no log will be written", path,
+                strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+static const char *kind_name(uint8_t k)
+{
+    switch (k) {
+    case HCG_EV_RUN: return "run";
+    case HCG_EV_SKIP: return "skip";
+    case HCG_EV_REJECT: return "reject";
+    default: return "unknown";
+    }
+}
+
+void hcg_jsonl_event(const hcg_event *e)
+{
+    if (log_fd < 0)
+        return;
+    if (sizeof buf - used < 1024)
+        flush_buf();
+    char *p = buf + used;
+    size_t room = sizeof buf - used;
+    int n = snprintf(p, room,
+                     "{\"event\":\"%s\",\"seq\":%" PRIu64 ",\"api\":\"%s\",\"fn\":\"0x%" PRIxPTR
+                     "\",\"fn_kind\":\"%s\",\"user_data\":\"0x%" PRIxPTR "\",\"stream\":\"0x%" PRIxPTR
+                     "\",\"tid\":%u,\"t_enqueue_ns\":%" PRIu64,
+                     kind_name(e->kind), e->seq, hcg_api_name((hcg_api)e->api), e->fn,
+                     hcg_fnkind_name((hcg_fnkind)e->fnkind), e->user, e->stream, e->tid,
+                     e->t_enqueue);
+    if (n < 0 || (size_t)n >= room)
+        return;
+    size_t len = (size_t)n;
+    if (e->kind != HCG_EV_REJECT) {
+        n = snprintf(p + len, room - len, ",\"t_start_ns\":%" PRIu64 ",\"t_end_ns\":%" PRIu64
+                     ",\"duration_ns\":%" PRIu64, e->t_start, e->t_end, e->t_end - e->t_start);
+        len += n > 0 ? (size_t)n : 0;
+    }
+    if (hcg_fnkind_is_copy((hcg_fnkind)e->fnkind)) {
+        n = snprintf(p + len, room - len,
+                     ",\"dst\":\"0x%" PRIxPTR "\",\"src\":\"0x%" PRIxPTR "\",\"bytes\":%" PRIu64,
+                     e->dst, e->src, e->bytes);
+        len += n > 0 ? (size_t)n : 0;
+        if (e->kind == HCG_EV_RUN && e->t_end > e->t_start) {
+            n = snprintf(p + len, room - len, ",\"gbps\":%.3f",
+                         (double)e->bytes / (double)(e->t_end - e->t_start));
+            len += n > 0 ? (size_t)n : 0;
+        }
+    }
+    if (e->kind != HCG_EV_RUN) {
+        n = snprintf(p + len, room - len, ",\"reason\":\"%s\"",
+                     hcguard_status_name((hcguard_status)e->reason));
+        len += n > 0 ? (size_t)n : 0;
+    }
+    if (len + 2 < room) {
+        p[len++] = '}';
+        p[len++] = '\n';
+        used += len;
+    }
+}
+
+void hcg_jsonl_close(void)
+{
+    if (log_fd < 0)
+        return;
+    flush_buf();
+    close(log_fd);
+    log_fd = -1;
+}

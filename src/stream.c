@@ -1,0 +1,230 @@
+/* Stream wrappers: cuLaunchHostFunc and its variants, and the capture
+ * entry points (a host function enqueued while its stream captures becomes
+ * a graph node and runs once per replay). */
+#include "hcg.h"
+
+/* Set once any capture has begun; until then no launch needs the (driver)
+ * question "is this stream capturing?". */
+static atomic_int capture_seen;
+
+typedef struct launch_args {
+    hcg_api api;
+    CUstream stream;
+    CUhostFn fn;
+    void *user;
+    unsigned int sync_mode;
+} launch_args;
+
+static CUresult call_real(hcg_driver *d, const launch_args *a, CUhostFn fn, void *user)
+{
+    switch (a->api) {
+    case HCG_API_LAUNCH_HOST_FUNC:
+        return atomic_load(&d->cuLaunchHostFunc)(a->stream, fn, user);
+    case HCG_API_LAUNCH_HOST_FUNC_PTSZ:
+        return atomic_load(&d->cuLaunchHostFunc_ptsz)(a->stream, fn, user);
+    case HCG_API_LAUNCH_HOST_FUNC_V2:
+        return atomic_load(&d->cuLaunchHostFunc_v2)(a->stream, fn, user, a->sync_mode);
+    case HCG_API_LAUNCH_HOST_FUNC_V2_PTSZ:
+        return atomic_load(&d->cuLaunchHostFunc_v2_ptsz)(a->stream, fn, user, a->sync_mode);
+    default:
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+}
+
+static int have_real(hcg_driver *d, hcg_api api)
+{
+    switch (api) {
+    case HCG_API_LAUNCH_HOST_FUNC: return atomic_load(&d->cuLaunchHostFunc) != NULL;
+    case HCG_API_LAUNCH_HOST_FUNC_PTSZ: return atomic_load(&d->cuLaunchHostFunc_ptsz) != NULL;
+    case HCG_API_LAUNCH_HOST_FUNC_V2: return atomic_load(&d->cuLaunchHostFunc_v2) != NULL;
+    case HCG_API_LAUNCH_HOST_FUNC_V2_PTSZ:
+        return atomic_load(&d->cuLaunchHostFunc_v2_ptsz) != NULL;
+    default: return 0;
+    }
+}
+
+static int is_ptsz(hcg_api api)
+{
+    return api == HCG_API_LAUNCH_HOST_FUNC_PTSZ || api == HCG_API_LAUNCH_HOST_FUNC_V2_PTSZ;
+}
+
+/* Whether the call may be replayed (stream capture), so must not be freed
+ * after its first run. */
+static int launch_is_captured(hcg_driver *d, const launch_args *a)
+{
+    if (!atomic_load_explicit(&capture_seen, memory_order_relaxed))
+        return 0;
+    hcg_pfn_is_capturing q = is_ptsz(a->api) ? atomic_load(&d->cuStreamIsCapturing_ptsz)
+                                             : atomic_load(&d->cuStreamIsCapturing);
+    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+    if (!q || q(a->stream, &st) != CUDA_SUCCESS)
+        return 1; /* unknown: keeping the call alive is the safe side */
+    return st != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+/* Check a recognised copy's record; returns 0 to go on, or the status the
+ * launch must return. */
+static int check_copy(const launch_args *a, hcg_fnkind kind, hcguard_copy_record *snap,
+                      hcguard_status *why)
+{
+    *why = hcg_validate_record(hcg_oracle_process(), a->user, snap);
+    if (*why == HCGUARD_OK)
+        return 0;
+    int guard = hcg_config_get()->mode == HCG_MODE_GUARD;
+    int have_fields = *why != HCGUARD_ERR_NULL_RECORD && *why != HCGUARD_ERR_RECORD_UNREADABLE;
+    hcg_report_reject(a->api, a->stream, (void *)a->fn, a->user, kind,
+                      have_fields ? snap : NULL, *why, guard);
+    return guard;
+}
+
+static void no_driver(void)
+{
+    static atomic_int said;
+    if (!atomic_exchange(&said, 1))
+        hcg_msg("%s: host functions cannot be launched", hcg_driver_error());
+}
+
+static CUresult launch(const launch_args *a)
+{
+    hcg_driver *d = hcg_driver_get();
+    if (HCG_UNLIKELY(!d)) {
+        no_driver();
+        return CUDA_ERROR_NOT_INITIALIZED;
+    }
+    if (!have_real(d, a->api))
+        return CUDA_ERROR_NOT_SUPPORTED; /* e.g. cuLaunchHostFunc_v2 on a 13.0 driver */
+    if (HCG_UNLIKELY(hcg_config_get()->mode == HCG_MODE_OFF || a->fn == NULL))
+        return call_real(d, a, a->fn, a->user);
+    hcg_init();
+
+    hcg_fnkind kind = hcg_recognize((void *)a->fn);
+    hcguard_copy_record snap = {0, 0, 0};
+    hcguard_status why = HCGUARD_OK;
+    if (hcg_fnkind_is_copy(kind) && check_copy(a, kind, &snap, &why))
+        return CUDA_ERROR_INVALID_VALUE;
+
+    hcg_call *c = hcg_call_alloc();
+    if (HCG_UNLIKELY(!c))
+        return call_real(d, a, a->fn, a->user); /* out of memory: unmeasured, unguarded */
+    c->fn = a->fn;
+    c->user = a->user;
+    c->stream = (uintptr_t)a->stream;
+    c->snap = snap;
+    c->kind = (uint8_t)kind;
+    c->api = (uint8_t)a->api;
+    c->enqueue_status = (uint8_t)why;
+    c->oneshot = !launch_is_captured(d, a);
+    c->seq = hcg_next_seq();
+    c->t_enqueue = hcg_now_ns();
+    CUresult r = call_real(d, a, hcg_trampoline, c);
+    if (r != CUDA_SUCCESS)
+        hcg_call_free(c);
+    else
+        hcg_count_launch(kind);
+    return r;
+}
+
+CUresult hcg_w_cuLaunchHostFunc(CUstream s, CUhostFn fn, void *user)
+{
+    launch_args a = {HCG_API_LAUNCH_HOST_FUNC, s, fn, user, 0};
+    return launch(&a);
+}
+
+CUresult hcg_w_cuLaunchHostFunc_ptsz(CUstream s, CUhostFn fn, void *user)
+{
+    launch_args a = {HCG_API_LAUNCH_HOST_FUNC_PTSZ, s, fn, user, 0};
+    return launch(&a);
+}
+
+CUresult hcg_w_cuLaunchHostFunc_v2(CUstream s, CUhostFn fn, void *user, unsigned int mode)
+{
+    launch_args a = {HCG_API_LAUNCH_HOST_FUNC_V2, s, fn, user, mode};
+    return launch(&a);
+}
+
+CUresult hcg_w_cuLaunchHostFunc_v2_ptsz(CUstream s, CUhostFn fn, void *user, unsigned int mode)
+{
+    launch_args a = {HCG_API_LAUNCH_HOST_FUNC_V2_PTSZ, s, fn, user, mode};
+    return launch(&a);
+}
+
+/* ---- capture ---------------------------------------------------------- */
+static void note_capture(CUresult r)
+{
+    if (r == CUDA_SUCCESS)
+        atomic_store(&capture_seen, 1);
+}
+
+#define DRV_OR_FAIL(d)                                                         \
+    hcg_driver *d = hcg_driver_get();                                          \
+    if (!d)                                                                    \
+        return CUDA_ERROR_NOT_INITIALIZED
+
+CUresult hcg_w_cuStreamBeginCapture(CUstream s)
+{
+    DRV_OR_FAIL(d);
+    hcg_pfn_begin_capture_v1 f = atomic_load(&d->cuStreamBeginCapture);
+    CUresult r = f ? f(s) : CUDA_ERROR_NOT_SUPPORTED;
+    note_capture(r);
+    return r;
+}
+
+CUresult hcg_w_cuStreamBeginCapture_ptsz(CUstream s)
+{
+    DRV_OR_FAIL(d);
+    hcg_pfn_begin_capture_v1 f = atomic_load(&d->cuStreamBeginCapture_ptsz);
+    CUresult r = f ? f(s) : CUDA_ERROR_NOT_SUPPORTED;
+    note_capture(r);
+    return r;
+}
+
+CUresult hcg_w_cuStreamBeginCapture_v2(CUstream s, CUstreamCaptureMode m)
+{
+    DRV_OR_FAIL(d);
+    hcg_pfn_begin_capture f = atomic_load(&d->cuStreamBeginCapture_v2);
+    CUresult r = f ? f(s, m) : CUDA_ERROR_NOT_SUPPORTED;
+    note_capture(r);
+    return r;
+}
+
+CUresult hcg_w_cuStreamBeginCapture_v2_ptsz(CUstream s, CUstreamCaptureMode m)
+{
+    DRV_OR_FAIL(d);
+    hcg_pfn_begin_capture f = atomic_load(&d->cuStreamBeginCapture_v2_ptsz);
+    CUresult r = f ? f(s, m) : CUDA_ERROR_NOT_SUPPORTED;
+    note_capture(r);
+    return r;
+}
+
+CUresult hcg_w_cuStreamBeginCaptureToGraph(CUstream s, CUgraph g, const CUgraphNode *deps,
+                                           const CUgraphEdgeData *edges, size_t n,
+                                           CUstreamCaptureMode m)
+{
+    DRV_OR_FAIL(d);
+    hcg_pfn_begin_capture_to_graph f = atomic_load(&d->cuStreamBeginCaptureToGraph);
+    CUresult r = f ? f(s, g, deps, edges, n, m) : CUDA_ERROR_NOT_SUPPORTED;
+    note_capture(r);
+    return r;
+}
+
+CUresult hcg_w_cuStreamBeginCaptureToGraph_ptsz(CUstream s, CUgraph g, const CUgraphNode *deps,
+                                                const CUgraphEdgeData *edges, size_t n,
+                                                CUstreamCaptureMode m)
+{
+    DRV_OR_FAIL(d);
+    hcg_pfn_begin_capture_to_graph f = atomic_load(&d->cuStreamBeginCaptureToGraph_ptsz);
+    CUresult r = f ? f(s, g, deps, edges, n, m) : CUDA_ERROR_NOT_SUPPORTED;
+    note_capture(r);
+    return r;
+}
+
+HCG_EXPORT_ALIAS(cuLaunchHostFunc)
+HCG_EXPORT_ALIAS(cuLaunchHostFunc_ptsz)
+HCG_EXPORT_ALIAS(cuLaunchHostFunc_v2)
+HCG_EXPORT_ALIAS(cuLaunchHostFunc_v2_ptsz)
+HCG_EXPORT_ALIAS(cuStreamBeginCapture)
+HCG_EXPORT_ALIAS(cuStreamBeginCapture_ptsz)
+HCG_EXPORT_ALIAS(cuStreamBeginCapture_v2)
+HCG_EXPORT_ALIAS(cuStreamBeginCapture_v2_ptsz)
+HCG_EXPORT_ALIAS(cuStreamBeginCaptureToGraph)
+HCG_EXPORT_ALIAS(cuStreamBeginCaptureToGraph_ptsz)

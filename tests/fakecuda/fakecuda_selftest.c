@@ -1,0 +1,1126 @@
+/*
+ * Self-test of the test driver in tests/fakecuda (a libcuda.so.1 for CI
+ * machines without a GPU). It checks the behaviour hcguard's tests rely
+ * on, so that a wrong model fails here rather than passing them silently.
+ * It always runs against the test driver (its build RPATH points there).
+ *
+ * Run with no arguments. "--exit-with-pending-work" is the child mode of
+ * the exit test.
+ */
+#define __CUDA_API_VERSION_INTERNAL 1 /* plain, unrenamed driver prototypes */
+#include <cuda.h>
+
+#include <dlfcn.h>
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <link.h>
+#include <pthread.h>
+#include <spawn.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+/* CUDA 13.2 entry points, absent from the 13.0 cuda.h. */
+CUresult CUDAAPI cuLaunchHostFunc_v2(CUstream hStream, CUhostFn fn,
+                                     void *userData, unsigned int syncMode);
+CUresult CUDAAPI cuLaunchHostFunc_v2_ptsz(CUstream hStream, CUhostFn fn,
+                                          void *userData, unsigned int syncMode);
+CUresult CUDAAPI cuGraphNodeGetParams(CUgraphNode hNode,
+                                      CUgraphNodeParams *nodeParams);
+
+extern char **environ;
+
+static int failures;
+
+static void check(int ok, const char *what, int line)
+{
+    if (!ok) {
+        fprintf(stderr, "fakecuda_selftest.c:%d: FAILED: %s\n", line, what);
+        failures++;
+    }
+}
+
+static void check_cu(CUresult got, CUresult want, const char *what, int line)
+{
+    if (got != want) {
+        const char *g = NULL, *w = NULL;
+        cuGetErrorName(got, &g);
+        cuGetErrorName(want, &w);
+        fprintf(stderr, "fakecuda_selftest.c:%d: FAILED: %s returned %s (%d), "
+                "expected %s\n", line, what, g ? g : "?", (int)got, w ? w : "?");
+        failures++;
+    }
+}
+
+#define CHECK(cond) check(!!(cond), #cond, __LINE__)
+#define CHECK_CU(call, want) check_cu((call), (want), #call, __LINE__)
+#define OK(call) CHECK_CU((call), CUDA_SUCCESS)
+
+/* ---- what host functions did ------------------------------------------ */
+/* Written on the callback thread, read after a synchronize. */
+#define MAX_RUNS 512
+static struct {
+    int n;
+    intptr_t ids[MAX_RUNS];
+    pthread_t thread[MAX_RUNS];
+} runs;
+
+static void CUDA_CB record(void *p)
+{
+    if (runs.n < MAX_RUNS) {
+        runs.ids[runs.n] = (intptr_t)p;
+        runs.thread[runs.n] = pthread_self();
+    }
+    runs.n++;
+}
+
+static void runs_reset(void) { memset(&runs, 0, sizeof runs); }
+
+/* The last runs were exactly ids[0..n). */
+static int runs_are(const intptr_t *ids, int n)
+{
+    if (runs.n != n)
+        return 0;
+    for (int i = 0; i < n; i++)
+        if (runs.ids[i] != ids[i])
+            return 0;
+    return 1;
+}
+
+#define RUNS_ARE(...)                                                   \
+    runs_are((const intptr_t[]){__VA_ARGS__},                           \
+             (int)(sizeof((const intptr_t[]){__VA_ARGS__}) / sizeof(intptr_t)))
+
+/* A host function that blocks until the gate opens, then takes 50 ms. */
+typedef struct gate {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int open, started;
+    atomic_int done;
+} gate;
+
+static void gate_init(gate *g)
+{
+    pthread_mutex_init(&g->mu, NULL);
+    pthread_cond_init(&g->cv, NULL);
+    g->open = g->started = 0;
+    atomic_store(&g->done, 0);
+}
+
+static void gate_open(gate *g)
+{
+    pthread_mutex_lock(&g->mu);
+    g->open = 1;
+    pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+}
+
+static void gate_wait_started(gate *g)
+{
+    pthread_mutex_lock(&g->mu);
+    while (!g->started)
+        pthread_cond_wait(&g->cv, &g->mu);
+    pthread_mutex_unlock(&g->mu);
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static void CUDA_CB gated(void *p)
+{
+    gate *g = p;
+    pthread_mutex_lock(&g->mu);
+    g->started = 1;
+    pthread_cond_broadcast(&g->cv);
+    while (!g->open)
+        pthread_cond_wait(&g->cv, &g->mu);
+    pthread_mutex_unlock(&g->mu);
+    sleep_ms(50);
+    atomic_store(&g->done, 1);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* ---- init, devices, contexts ------------------------------------------ */
+static void test_before_init(void)
+{
+    int v = 0, n = 0;
+    void *p = NULL;
+    OK(cuDriverGetVersion(&v));
+    CHECK(v == 13020);
+    CHECK_CU(cuDeviceGetCount(&n), CUDA_ERROR_NOT_INITIALIZED);
+    CHECK_CU(cuLaunchHostFunc(NULL, record, NULL), CUDA_ERROR_NOT_INITIALIZED);
+    CHECK_CU(cuMemAlloc_v2((CUdeviceptr *)&p, 16), CUDA_ERROR_NOT_INITIALIZED);
+    /* The CUDA runtime looks entry points up before cuInit. */
+    OK(cuGetProcAddress_v2("cuInit", &p, 12000, 0, NULL));
+    CHECK(p == (void *)cuInit);
+    CHECK_CU(cuInit(1), CUDA_ERROR_INVALID_VALUE);
+}
+
+static CUcontext g_ctx;
+
+static void test_init_and_context(void)
+{
+    int n = 0;
+    CUdevice dev = -1;
+    char name[64] = "";
+    CUcontext c = NULL, made = NULL;
+    CUdeviceptr d;
+    OK(cuInit(0));
+    OK(cuDeviceGetCount(&n));
+    CHECK(n == 1);
+    CHECK_CU(cuDeviceGet(&dev, 1), CUDA_ERROR_INVALID_DEVICE);
+    OK(cuDeviceGet(&dev, 0));
+    CHECK(dev == 0);
+    OK(cuDeviceGetName(name, sizeof name, dev));
+    CHECK(strstr(name, "fakecuda") != NULL);
+    CHECK_CU(cuDeviceGetName(name, 0, dev), CUDA_ERROR_INVALID_VALUE);
+
+    /* Without a current context the default streams and allocation fail. */
+    OK(cuCtxGetCurrent(&c));
+    CHECK(c == NULL);
+    CHECK_CU(cuLaunchHostFunc(NULL, record, NULL), CUDA_ERROR_INVALID_CONTEXT);
+    CHECK_CU(cuMemAlloc_v2(&d, 16), CUDA_ERROR_INVALID_CONTEXT);
+    CHECK_CU(cuCtxSynchronize(), CUDA_ERROR_INVALID_CONTEXT);
+
+    OK(cuCtxCreate_v2(&made, 0, 0));
+    OK(cuCtxGetCurrent(&c));
+    CHECK(c == made);
+    OK(cuCtxDestroy_v2(made));
+    OK(cuCtxGetCurrent(&c));
+    CHECK(c == NULL);
+    CHECK_CU(cuCtxSetCurrent(made), CUDA_ERROR_INVALID_CONTEXT);
+
+    OK(cuDevicePrimaryCtxRetain(&g_ctx, 0));
+    CHECK_CU(cuCtxDestroy_v2(g_ctx), CUDA_ERROR_INVALID_CONTEXT);
+    OK(cuCtxSetCurrent(g_ctx));
+    OK(cuCtxGetCurrent(&c));
+    CHECK(c == g_ctx);
+}
+
+static void test_error_names(void)
+{
+    const char *s = NULL;
+    OK(cuGetErrorName(CUDA_ERROR_INVALID_VALUE, &s));
+    CHECK(s && strcmp(s, "CUDA_ERROR_INVALID_VALUE") == 0);
+    OK(cuGetErrorString(CUDA_ERROR_NOT_READY, &s));
+    CHECK(s && *s);
+    CHECK_CU(cuGetErrorName((CUresult)123456, &s), CUDA_ERROR_INVALID_VALUE);
+    CHECK(s == NULL);
+}
+
+/* ---- host functions and streams --------------------------------------- */
+static void test_order_and_thread(void)
+{
+    CUstream a, b;
+    OK(cuStreamCreate(&a, 0));
+    OK(cuStreamCreate(&b, CU_STREAM_NON_BLOCKING));
+    CHECK_CU(cuStreamCreate(&b, 4), CUDA_ERROR_INVALID_VALUE);
+    runs_reset();
+    for (intptr_t i = 0; i < 300; i++) {
+        CUstream s = i % 3 == 0 ? a : i % 3 == 1 ? b : NULL;
+        OK(cuLaunchHostFunc(s, record, (void *)i));
+    }
+    OK(cuCtxSynchronize());
+    CHECK(runs.n == 300);
+    int in_order = 1, one_thread = 1;
+    for (int i = 0; i < 300 && i < runs.n; i++) {
+        in_order &= runs.ids[i] == i;
+        one_thread &= pthread_equal(runs.thread[i], runs.thread[0]) != 0;
+    }
+    CHECK(in_order);
+    CHECK(one_thread);
+    CHECK(!pthread_equal(runs.thread[0], pthread_self()));
+
+    /* The same one thread serves a second application thread too. */
+    pthread_t first = runs.thread[0];
+    runs_reset();
+    OK(cuLaunchHostFunc_ptsz(NULL, record, (void *)1));
+    OK(cuStreamSynchronize_ptsz(NULL));
+    CHECK(runs.n == 1 && pthread_equal(runs.thread[0], first));
+    OK(cuStreamDestroy_v2(a));
+    OK(cuStreamDestroy_v2(b));
+    CHECK_CU(cuStreamDestroy_v2(a), CUDA_ERROR_INVALID_HANDLE);
+    CHECK_CU(cuLaunchHostFunc(a, record, NULL), CUDA_ERROR_INVALID_HANDLE);
+    CHECK_CU(cuStreamSynchronize(a), CUDA_ERROR_INVALID_HANDLE);
+}
+
+static void test_synchronize_waits(void)
+{
+    CUstream a, b;
+    gate g;
+    OK(cuStreamCreate(&a, 0));
+    OK(cuStreamCreate(&b, 0));
+
+    gate_init(&g);
+    OK(cuLaunchHostFunc(a, gated, &g));
+    OK(cuLaunchHostFunc(b, record, NULL));
+    CHECK_CU(cuStreamQuery(a), CUDA_ERROR_NOT_READY);
+    CHECK_CU(cuStreamQuery(b), CUDA_ERROR_NOT_READY); /* queued behind a's */
+    gate_open(&g);
+    OK(cuStreamSynchronize(a));
+    CHECK(atomic_load(&g.done) == 1);
+    OK(cuStreamQuery(a));
+    OK(cuStreamSynchronize(b));
+
+    gate_init(&g);
+    OK(cuLaunchHostFunc(b, gated, &g));
+    gate_open(&g);
+    OK(cuCtxSynchronize());
+    CHECK(atomic_load(&g.done) == 1);
+
+    /* The per-thread default stream, through the _ptsz entry points. */
+    gate_init(&g);
+    OK(cuLaunchHostFunc_ptsz(NULL, gated, &g));
+    CHECK_CU(cuStreamQuery_ptsz(NULL), CUDA_ERROR_NOT_READY);
+    CHECK_CU(cuStreamQuery(CU_STREAM_PER_THREAD), CUDA_ERROR_NOT_READY);
+    gate_open(&g);
+    OK(cuStreamSynchronize_ptsz(NULL));
+    CHECK(atomic_load(&g.done) == 1);
+
+    /* The legacy stream, by name. */
+    gate_init(&g);
+    OK(cuLaunchHostFunc(CU_STREAM_LEGACY, gated, &g));
+    gate_open(&g);
+    OK(cuStreamSynchronize(NULL));
+    CHECK(atomic_load(&g.done) == 1);
+
+    OK(cuStreamDestroy_v2(a));
+    OK(cuStreamDestroy_v2(b));
+}
+
+static struct {
+    CUstream stream;
+    CUresult status;
+    void *user;
+} cb_seen;
+
+static void CUDA_CB stream_cb(CUstream s, CUresult status, void *user)
+{
+    cb_seen.stream = s;
+    cb_seen.status = status;
+    cb_seen.user = user;
+    record(user);
+}
+
+static void test_launch_variants(void)
+{
+    CUstream s;
+    OK(cuStreamCreate(&s, 0));
+    CHECK_CU(cuLaunchHostFunc(s, NULL, NULL), CUDA_ERROR_INVALID_VALUE);
+    CHECK_CU(cuLaunchHostFunc_ptsz(s, NULL, NULL), CUDA_ERROR_INVALID_VALUE);
+    CHECK_CU(cuLaunchHostFunc_v2(s, NULL, NULL, 0), CUDA_ERROR_INVALID_VALUE);
+    CHECK_CU(cuLaunchHostFunc_v2_ptsz(s, NULL, NULL, 0), CUDA_ERROR_INVALID_VALUE);
+    CHECK_CU(cuLaunchHostFunc_v2(s, record, NULL, 2), CUDA_ERROR_INVALID_VALUE);
+    CHECK_CU(cuStreamAddCallback(s, stream_cb, NULL, 1), CUDA_ERROR_INVALID_VALUE);
+    CHECK_CU(cuStreamAddCallback(s, NULL, NULL, 0), CUDA_ERROR_INVALID_VALUE);
+
+    runs_reset();
+    OK(cuLaunchHostFunc_v2(s, record, (void *)1, 0));
+    OK(cuLaunchHostFunc_v2(s, record, (void *)2, 1)); /* spin-wait mode */
+    OK(cuLaunchHostFunc_v2_ptsz(NULL, record, (void *)3, 0));
+    OK(cuStreamAddCallback(s, stream_cb, (void *)4, 0));
+    OK(cuStreamSynchronize(s));
+    OK(cuStreamSynchronize_ptsz(NULL));
+    CHECK(RUNS_ARE(1, 2, 3, 4));
+    CHECK(cb_seen.stream == s && cb_seen.status == CUDA_SUCCESS &&
+          cb_seen.user == (void *)4);
+    OK(cuStreamAddCallback_ptsz(NULL, stream_cb, (void *)5, 0));
+    OK(cuStreamSynchronize_ptsz(NULL));
+    CHECK(cb_seen.user == (void *)5 && cb_seen.stream == NULL);
+    OK(cuStreamDestroy_v2(s));
+}
+
+/* Calls that wait must not deadlock when made from a host function. */
+static CUresult inner_results[3];
+
+static void CUDA_CB calls_with_ctx(void *p)
+{
+    cuCtxSetCurrent(*(CUcontext *)p);
+    inner_results[0] = cuStreamSynchronize(NULL);
+    inner_results[1] = cuCtxSynchronize();
+    inner_results[2] = cuLaunchHostFunc(NULL, record, (void *)77);
+    cuCtxSetCurrent(NULL);
+}
+
+static void test_waits_inside_host_fn_with_ctx(void)
+{
+    CUcontext c = g_ctx;
+    runs_reset();
+    OK(cuLaunchHostFunc(NULL, calls_with_ctx, &c));
+    OK(cuCtxSynchronize());
+    OK(cuCtxSynchronize()); /* for what the host function enqueued */
+    CHECK(inner_results[0] == CUDA_ERROR_NOT_PERMITTED);
+    CHECK(inner_results[1] == CUDA_ERROR_NOT_PERMITTED);
+    CHECK(inner_results[2] == CUDA_SUCCESS);
+    CHECK(RUNS_ARE(77));
+}
+
+/* ---- cuGetProcAddress ------------------------------------------------- */
+static void *driver_sym(const char *name)
+{
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    void *p = h ? dlsym(h, name) : NULL;
+    if (h)
+        dlclose(h);
+    return p;
+}
+
+/* Look name up at version v with flags; returns the pointer or NULL, and
+ * checks the result code agrees with the status. */
+static void *gpa(const char *name, int v, cuuint64_t flags,
+                 CUdriverProcAddressQueryResult *st)
+{
+    void *p = (void *)1;
+    CUresult r = cuGetProcAddress_v2(name, &p, v, flags, st);
+    CHECK((r == CUDA_SUCCESS) == (*st == CU_GET_PROC_ADDRESS_SUCCESS));
+    CHECK((r == CUDA_SUCCESS) == (p != NULL));
+    return p;
+}
+
+static void test_proc_address(void)
+{
+    const cuuint64_t PTDS = CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
+    const cuuint64_t LEGACY = CU_GET_PROC_ADDRESS_LEGACY_STREAM;
+    CUdriverProcAddressQueryResult st;
+    void *p;
+
+    CHECK(gpa("cuLaunchHostFunc", 12000, 0, &st) == driver_sym("cuLaunchHostFunc"));
+    CHECK(gpa("cuLaunchHostFunc", 10000, LEGACY, &st) ==
+          driver_sym("cuLaunchHostFunc"));
+    CHECK(gpa("cuLaunchHostFunc", 10000, PTDS, &st) ==
+          driver_sym("cuLaunchHostFunc_ptsz"));
+    CHECK(gpa("cuLaunchHostFunc", 9020, 0, &st) == NULL);
+    CHECK(st == CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
+    CHECK(gpa("cuLaunchHostFunc_v2", 13010, 0, &st) == NULL);
+    CHECK(st == CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
+    CHECK(gpa("cuLaunchHostFunc_v2", 13020, 0, &st) ==
+          driver_sym("cuLaunchHostFunc_v2"));
+    CHECK(gpa("cuLaunchHostFunc_v2", 13020, PTDS, &st) ==
+          driver_sym("cuLaunchHostFunc_v2_ptsz"));
+    CHECK(gpa("cuGetProcAddress", 11030, 0, &st) == driver_sym("cuGetProcAddress"));
+    CHECK(gpa("cuGetProcAddress", 12000, 0, &st) ==
+          driver_sym("cuGetProcAddress_v2"));
+    CHECK(gpa("cuMemAlloc", 3020, 0, &st) == driver_sym("cuMemAlloc_v2"));
+    CHECK(gpa("cuMemAlloc", 3010, 0, &st) == NULL);
+    CHECK(st == CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
+    CHECK(gpa("cuMemcpyHtoD", 3020, PTDS, &st) == driver_sym("cuMemcpyHtoD_v2_ptds"));
+    CHECK(gpa("cuStreamSynchronize", 2000, PTDS, &st) ==
+          driver_sym("cuStreamSynchronize_ptsz"));
+    CHECK(gpa("cuStreamGetCaptureInfo", 12030, PTDS, &st) ==
+          driver_sym("cuStreamGetCaptureInfo_v3_ptsz"));
+    CHECK(gpa("cuStreamGetCaptureInfo", 11030, 0, &st) ==
+          driver_sym("cuStreamGetCaptureInfo_v2"));
+    CHECK(gpa("cuGraphInstantiate", 12000, 0, &st) ==
+          driver_sym("cuGraphInstantiateWithFlags"));
+    CHECK(gpa("cuGraphInstantiate", 11000, 0, &st) ==
+          driver_sym("cuGraphInstantiate_v2"));
+    CHECK(gpa("cuGraphExecUpdate", 12000, 0, &st) == driver_sym("cuGraphExecUpdate_v2"));
+    CHECK(gpa("cuGraphExecUpdate", 11000, 0, &st) == driver_sym("cuGraphExecUpdate"));
+    CHECK(gpa("cuGraphAddNode", 12030, 0, &st) == driver_sym("cuGraphAddNode_v2"));
+    CHECK(gpa("cuGraphNodeGetParams", 13020, 0, &st) ==
+          driver_sym("cuGraphNodeGetParams"));
+    /* A variant's own name is not a base name. */
+    CHECK(gpa("cuMemAlloc_v2", 13020, 0, &st) == NULL);
+    CHECK(st == CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
+    CHECK(gpa("cuNoSuchEntryPoint", 13020, 0, &st) == NULL);
+    CHECK(st == CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
+
+    CHECK_CU(cuGetProcAddress_v2(NULL, &p, 12000, 0, &st), CUDA_ERROR_INVALID_VALUE);
+    CHECK_CU(cuGetProcAddress_v2("cuInit", &p, 12000, 4, &st),
+             CUDA_ERROR_INVALID_VALUE);
+    OK(cuGetProcAddress_v2("cuInit", &p, 12000, 0, NULL)); /* status optional */
+
+    /* v1: same table, no status. */
+    CHECK_CU(cuGetProcAddress("cuLaunchHostFunc", &p, 9000, 0), CUDA_ERROR_NOT_FOUND);
+    CHECK(p == NULL);
+    OK(cuGetProcAddress("cuStreamQuery", &p, 12000, PTDS));
+    CHECK(p == driver_sym("cuStreamQuery_ptsz"));
+    CHECK(driver_sym("cuStreamQuery_ptsz") == (void *)cuStreamQuery_ptsz);
+}
+
+/* Every function the library exports must be reachable through
+ * cuGetProcAddress_v2 at some version and flag, and nothing but driver
+ * entry points may be exported. Reads the library's .dynsym. */
+static int findable(const char *name, void *addr)
+{
+    static const int versions[] = {2000,  2020,  3020,  4000,  5000,  6000,  7000,
+                                   10000, 10010, 10020, 11000, 11030, 11040, 12000,
+                                   12020, 12030, 12050, 13000, 13020};
+    char base[3][128];
+    snprintf(base[0], sizeof base[0], "%s", name);
+    snprintf(base[1], sizeof base[1], "%s", name);
+    size_t n = strlen(base[1]);
+    if (n > 5 && (!strcmp(base[1] + n - 5, "_ptsz") || !strcmp(base[1] + n - 5, "_ptds")))
+        base[1][n - 5] = '\0';
+    snprintf(base[2], sizeof base[2], "%s", base[1]);
+    char *v = strrchr(base[2], '_');
+    if (v && v[1] == 'v' && v[2] >= '0' && v[2] <= '9')
+        *v = '\0';
+    for (int b = 0; b < 3; b++)
+        for (size_t i = 0; i < sizeof versions / sizeof versions[0]; i++)
+            for (cuuint64_t f = 1; f <= 2; f++) {
+                void *p = NULL;
+                if (cuGetProcAddress_v2(base[b], &p, versions[i], f, NULL) ==
+                        CUDA_SUCCESS && p == addr)
+                    return 1;
+            }
+    return 0;
+}
+
+static void test_exports(void)
+{
+    Dl_info info;
+    CHECK(dladdr((void *)cuInit, &info) != 0);
+    int fd = open(info.dli_fname, O_RDONLY);
+    struct stat sb;
+    CHECK(fd >= 0 && fstat(fd, &sb) == 0);
+    if (fd < 0)
+        return;
+    const unsigned char *map = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    CHECK(map != MAP_FAILED && memcmp(map, ELFMAG, SELFMAG) == 0);
+    if (map == MAP_FAILED)
+        return;
+    const ElfW(Ehdr) *eh = (const void *)map;
+    const ElfW(Shdr) *sh = (const void *)(map + eh->e_shoff);
+    int funcs = 0;
+    for (int i = 0; i < eh->e_shnum; i++) {
+        if (sh[i].sh_type != SHT_DYNSYM)
+            continue;
+        const ElfW(Sym) *sym = (const void *)(map + sh[i].sh_offset);
+        const char *str = (const char *)(map + sh[sh[i].sh_link].sh_offset);
+        for (size_t k = 0; k < sh[i].sh_size / sizeof *sym; k++) {
+            const char *name = str + sym[k].st_name;
+            if (sym[k].st_shndx == SHN_UNDEF || !*name)
+                continue;
+            int is_fn = ELF64_ST_TYPE(sym[k].st_info) == STT_FUNC;
+            if (!is_fn || strncmp(name, "cu", 2) != 0) {
+                fprintf(stderr, "unexpected export: %s\n", name);
+                CHECK(!"only driver entry points are exported");
+                continue;
+            }
+            funcs++;
+            void *addr = driver_sym(name);
+            if (!findable(name, addr)) {
+                fprintf(stderr, "not found through cuGetProcAddress: %s\n", name);
+                CHECK(!"every export is reachable through cuGetProcAddress");
+            }
+        }
+    }
+    CHECK(funcs > 50);
+    munmap((void *)map, (size_t)sb.st_size);
+}
+
+/* ---- memory ----------------------------------------------------------- */
+enum { NATTR = 7 };
+typedef struct attrs {
+    unsigned memtype;
+    CUdeviceptr devptr;
+    void *hostptr;
+    unsigned managed;
+    CUcontext ctx;
+    CUdeviceptr start;
+    size_t size;
+} attrs;
+
+static CUresult get_attrs(const void *p, attrs *a)
+{
+    CUpointer_attribute which[NATTR] = {
+        CU_POINTER_ATTRIBUTE_MEMORY_TYPE,  CU_POINTER_ATTRIBUTE_DEVICE_POINTER,
+        CU_POINTER_ATTRIBUTE_HOST_POINTER, CU_POINTER_ATTRIBUTE_IS_MANAGED,
+        CU_POINTER_ATTRIBUTE_CONTEXT,      CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+        CU_POINTER_ATTRIBUTE_RANGE_SIZE};
+    void *data[NATTR] = {&a->memtype, &a->devptr, &a->hostptr, &a->managed,
+                         &a->ctx,     &a->start,  &a->size};
+    memset(a, 0xa5, sizeof *a); /* so that "zero" is something written */
+    return cuPointerGetAttributes(NATTR, which, data, (CUdeviceptr)(uintptr_t)p);
+}
+
+/* Can the host read [p, p + n)? write(2) says EFAULT, without touching it. */
+static int host_readable(const void *p, size_t n)
+{
+    int fds[2];
+    if (pipe(fds) != 0)
+        return -1;
+    ssize_t w = write(fds[1], p, n);
+    int err = errno;
+    close(fds[0]);
+    close(fds[1]);
+    if (w < 0 && err != EFAULT)
+        return -1;
+    return w == (ssize_t)n;
+}
+
+static void test_device_memory(void)
+{
+    enum { SIZE = 4096 + 100 };
+    CUdeviceptr d;
+    attrs a;
+    unsigned mt = 0;
+    void *hp;
+    static unsigned char in[SIZE], out[SIZE];
+
+    CHECK_CU(cuMemAlloc_v2(&d, 0), CUDA_ERROR_INVALID_VALUE);
+    OK(cuMemAlloc_v2(&d, SIZE));
+    OK(get_attrs((void *)(uintptr_t)(d + 10), &a));
+    CHECK(a.memtype == CU_MEMORYTYPE_DEVICE);
+    CHECK(a.devptr == d + 10);
+    CHECK(a.hostptr == NULL);
+    CHECK(a.managed == 0);
+    CHECK(a.ctx == g_ctx);
+    CHECK(a.start == d);
+    CHECK(a.size == SIZE);
+    OK(cuPointerGetAttribute(&mt, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, d + SIZE - 1));
+    CHECK(mt == CU_MEMORYTYPE_DEVICE);
+    CHECK_CU(cuPointerGetAttribute(&hp, CU_POINTER_ATTRIBUTE_HOST_POINTER, d),
+             CUDA_ERROR_INVALID_VALUE);
+    CHECK(host_readable((void *)(uintptr_t)d, 16) == 0);
+    CHECK(host_readable((void *)(uintptr_t)(d + 4096), 16) == 0);
+
+    for (int i = 0; i < SIZE; i++)
+        in[i] = (unsigned char)(i * 7 + 1);
+    OK(cuMemcpyHtoD_v2(d, in, SIZE));
+    OK(cuMemcpyDtoH_v2(out, d, SIZE));
+    CHECK(memcmp(in, out, SIZE) == 0);
+    memset(out, 0, sizeof out);
+    OK(cuMemcpyDtoH_v2_ptds(out, d + 5, 10));
+    CHECK(memcmp(in + 5, out, 10) == 0);
+    CHECK_CU(cuMemcpyHtoD_v2(d + SIZE - 5, in, 10), CUDA_ERROR_INVALID_VALUE);
+    CHECK_CU(cuMemcpyHtoD_v2((CUdeviceptr)(uintptr_t)in, out, 10),
+             CUDA_ERROR_INVALID_VALUE);
+    CHECK_CU(cuMemcpyDtoH_v2((void *)(uintptr_t)d, d, 10), CUDA_ERROR_INVALID_VALUE);
+
+    CHECK_CU(cuMemFree_v2(d + 1), CUDA_ERROR_INVALID_VALUE);
+    CHECK_CU(cuMemFreeHost((void *)(uintptr_t)d), CUDA_ERROR_INVALID_VALUE);
+    OK(cuMemFree_v2(d));
+    OK(get_attrs((void *)(uintptr_t)d, &a));
+    CHECK(a.memtype == 0 && a.ctx == NULL);
+    CHECK_CU(cuMemFree_v2(d), CUDA_ERROR_INVALID_VALUE);
+}
+
+static unsigned char *g_pinned;
+
+static void CUDA_CB slow_fill(void *p)
+{
+    sleep_ms(30);
+    memset(g_pinned, (int)(intptr_t)p, 64);
+}
+
+static void test_host_memory(void)
+{
+    void *h = NULL, *h2 = NULL;
+    attrs a;
+    int x = 0;
+    CUdeviceptr d;
+
+    OK(cuMemAllocHost_v2(&h, 1000));
+    OK(get_attrs((char *)h + 8, &a));
+    CHECK(a.memtype == CU_MEMORYTYPE_HOST);
+    CHECK(a.hostptr == (char *)h + 8);
+    CHECK(a.devptr == (CUdeviceptr)(uintptr_t)h + 8);
+    CHECK(a.start == (CUdeviceptr)(uintptr_t)h && a.size == 1000);
+    CHECK(a.ctx == g_ctx);
+    memset(h, 0x5a, 1000);
+    CHECK(host_readable(h, 1000) == 1);
+
+    CHECK_CU(cuMemHostAlloc(&h2, 100, 0x100), CUDA_ERROR_INVALID_VALUE);
+    OK(cuMemHostAlloc(&h2, 100, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE));
+    OK(get_attrs(h2, &a));
+    CHECK(a.memtype == CU_MEMORYTYPE_HOST);
+
+    /* A synchronous copy waits for work already on the default stream. */
+    g_pinned = h;
+    OK(cuMemAlloc_v2(&d, 64));
+    OK(cuLaunchHostFunc(NULL, slow_fill, (void *)0x3c));
+    OK(cuMemcpyHtoD_v2(d, h, 64));
+    unsigned char back[64];
+    OK(cuMemcpyDtoH_v2(back, d, 64));
+    CHECK(back[0] == 0x3c && back[63] == 0x3c);
+    OK(cuMemFree_v2(d));
+
+    /* Memory the driver does not know: zeros, and SUCCESS, in the plural
+     * form; an error in the singular one. */
+    OK(get_attrs(&x, &a));
+    CHECK(a.memtype == 0 && a.devptr == 0 && a.hostptr == NULL && a.managed == 0 &&
+          a.ctx == NULL && a.start == 0 && a.size == 0);
+    unsigned mt;
+    CHECK_CU(cuPointerGetAttribute(&mt, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                   (CUdeviceptr)(uintptr_t)&x),
+             CUDA_ERROR_INVALID_VALUE);
+
+    OK(cuMemFreeHost(h));
+    OK(cuMemFreeHost(h2));
+    CHECK_CU(cuMemFreeHost(h), CUDA_ERROR_INVALID_VALUE);
+    OK(get_attrs(h, &a));
+    CHECK(a.memtype == 0);
+}
+
+/* ---- graphs ----------------------------------------------------------- */
+static CUgraphExec instantiate(CUgraph gr)
+{
+    CUgraphExec e = NULL;
+    OK(cuGraphInstantiateWithFlags(&e, gr, 0));
+    return e;
+}
+
+static void launch_and_wait(CUgraphExec e, CUstream s)
+{
+    runs_reset();
+    OK(cuGraphLaunch(e, s));
+    OK(cuStreamSynchronize(s));
+}
+
+static int file_contains(const char *path, const char *needle)
+{
+    char buf[8192];
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    return strstr(buf, needle) != NULL;
+}
+
+static void test_graph_build(CUgraph *pg, CUgraphNode nd[6])
+{
+    CUgraph gr, child;
+    CUDA_HOST_NODE_PARAMS p1 = {record, (void *)1}, p3 = {record, (void *)3},
+                          p4 = {record, (void *)4}, nofn = {NULL, NULL};
+    CUgraphNode bad[2];
+    CUgraphNodeParams np;
+
+    CHECK_CU(cuGraphCreate(&gr, 1), CUDA_ERROR_INVALID_VALUE);
+    OK(cuGraphCreate(&gr, 0));
+    OK(cuGraphAddHostNode(&nd[0], gr, NULL, 0, &p1));           /* A */
+    OK(cuGraphAddEmptyNode(&nd[1], gr, &nd[0], 1));             /* B <- A */
+    OK(cuGraphAddHostNode(&nd[2], gr, &nd[1], 1, &p3));         /* C <- B */
+    OK(cuGraphCreate(&child, 0));
+    OK(cuGraphAddHostNode(&nd[5], child, NULL, 0, &p4));        /* D, in child */
+    OK(cuGraphAddChildGraphNode(&nd[3], gr, &nd[2], 1, child)); /* E <- C */
+
+    memset(&np, 0, sizeof np);
+    np.type = CU_GRAPH_NODE_TYPE_HOST;
+    np.host.fn = record;
+    np.host.userData = (void *)5;
+    OK(cuGraphAddNode(&nd[4], gr, &nd[3], 1, &np));              /* F <- E */
+
+    /* Bad input. */
+    CHECK_CU(cuGraphAddHostNode(&bad[0], gr, NULL, 0, &nofn), CUDA_ERROR_INVALID_VALUE);
+    CHECK_CU(cuGraphAddHostNode(&bad[0], gr, NULL, 0, NULL), CUDA_ERROR_INVALID_VALUE);
+    CHECK_CU(cuGraphAddHostNode(&bad[0], gr, &nd[5], 1, &p1), CUDA_ERROR_INVALID_VALUE);
+    bad[0] = bad[1] = nd[0];
+    CHECK_CU(cuGraphAddEmptyNode(&bad[0], gr, bad, 2), CUDA_ERROR_INVALID_VALUE);
+    CHECK_CU(cuGraphAddEmptyNode(&bad[0], gr, NULL, 1), CUDA_ERROR_INVALID_VALUE);
+    np.type = CU_GRAPH_NODE_TYPE_KERNEL;
+    CHECK_CU(cuGraphAddNode_v2(&bad[0], gr, NULL, NULL, 0, &np), CUDA_ERROR_NOT_SUPPORTED);
+    np.type = CU_GRAPH_NODE_TYPE_HOST;
+    np.reserved0[1] = 1;
+    CHECK_CU(cuGraphAddNode_v2(&bad[0], gr, NULL, NULL, 0, &np), CUDA_ERROR_INVALID_VALUE);
+    np.reserved0[1] = 0;
+    CUgraphEdgeData edge = {.from_port = 1};
+    CHECK_CU(cuGraphAddNode_v2(&bad[0], gr, &nd[0], &edge, 1, &np),
+             CUDA_ERROR_INVALID_VALUE);
+    OK(cuGraphDestroy(child)); /* the node holds a clone */
+    CHECK_CU(cuGraphAddHostNode(&bad[0], gr, &nd[5], 1, &p1), CUDA_ERROR_INVALID_VALUE);
+    *pg = gr;
+}
+
+static void test_graph_queries(CUgraph gr, CUgraphNode nd[6])
+{
+    size_t n = 0;
+    CUgraphNode list[8], dep[2];
+    CUgraphNodeType t;
+    CUDA_HOST_NODE_PARAMS hp;
+    CUgraphNodeParams np;
+    CUgraph owned;
+
+    OK(cuGraphGetNodes(gr, NULL, &n));
+    CHECK(n == 5);
+    n = 8;
+    OK(cuGraphGetNodes(gr, list, &n));
+    CHECK(n == 5 && list[0] == nd[0] && list[4] == nd[4] && list[5] == NULL);
+    n = 8;
+    OK(cuGraphGetRootNodes(gr, list, &n));
+    CHECK(n == 1 && list[0] == nd[0]);
+    n = 2;
+    OK(cuGraphNodeGetDependencies(nd[2], dep, &n));
+    CHECK(n == 1 && dep[0] == nd[1]);
+    OK(cuGraphNodeGetType(nd[1], &t));
+    CHECK(t == CU_GRAPH_NODE_TYPE_EMPTY);
+    OK(cuGraphNodeGetType(nd[3], &t));
+    CHECK(t == CU_GRAPH_NODE_TYPE_GRAPH);
+    OK(cuGraphHostNodeGetParams(nd[2], &hp));
+    CHECK(hp.fn == record && hp.userData == (void *)3);
+    CHECK_CU(cuGraphHostNodeGetParams(nd[1], &hp), CUDA_ERROR_INVALID_VALUE);
+    OK(cuGraphNodeGetParams(nd[4], &np));
+    CHECK(np.type == CU_GRAPH_NODE_TYPE_HOST && np.host.fn == record &&
+          np.host.userData == (void *)5);
+    OK(cuGraphChildGraphNodeGetGraph(nd[3], &owned));
+    OK(cuGraphNodeGetParams(nd[3], &np));
+    CHECK(np.type == CU_GRAPH_NODE_TYPE_GRAPH && np.graph.graph == owned);
+    CHECK_CU(cuGraphDestroy(owned), CUDA_ERROR_INVALID_VALUE);
+    n = 1;
+    OK(cuGraphGetNodes(owned, list, &n));
+    CHECK(n == 1);
+}
+
+static void test_graph_exec(CUgraph gr, CUgraphNode nd[6], CUstream s)
+{
+    CUDA_HOST_NODE_PARAMS p11 = {record, (void *)11};
+    CUgraphNodeParams np;
+    CUgraphExec e = instantiate(gr);
+
+    launch_and_wait(e, s);
+    CHECK(RUNS_ARE(1, 3, 4, 5)); /* dependency order, child graph inside */
+
+    /* The exec keeps its own copy: changing the graph does not change it. */
+    OK(cuGraphHostNodeSetParams(nd[0], &p11));
+    launch_and_wait(e, s);
+    CHECK(RUNS_ARE(1, 3, 4, 5));
+    OK(cuGraphExecHostNodeSetParams(e, nd[0], &p11));
+    launch_and_wait(e, s);
+    CHECK(RUNS_ARE(11, 3, 4, 5));
+    memset(&np, 0, sizeof np);
+    np.type = CU_GRAPH_NODE_TYPE_HOST;
+    np.host.fn = record;
+    np.host.userData = (void *)15;
+    OK(cuGraphExecNodeSetParams(e, nd[4], &np));
+    launch_and_wait(e, s);
+    CHECK(RUNS_ARE(11, 3, 4, 15));
+    CHECK_CU(cuGraphExecHostNodeSetParams(e, nd[1], &p11), CUDA_ERROR_INVALID_VALUE);
+    CHECK_CU(cuGraphExecNodeSetParams(e, nd[1], &np), CUDA_ERROR_INVALID_VALUE);
+
+    /* Launches queue like any other work, in stream order. */
+    runs_reset();
+    OK(cuLaunchHostFunc(s, record, (void *)100));
+    OK(cuGraphLaunch(e, s));
+    OK(cuLaunchHostFunc(s, record, (void *)101));
+    OK(cuStreamSynchronize(s));
+    CHECK(RUNS_ARE(100, 11, 3, 4, 15, 101));
+    OK(cuGraphExecDestroy(e));
+    CHECK_CU(cuGraphLaunch(e, s), CUDA_ERROR_INVALID_VALUE);
+}
+
+static void test_graph_clone_update(CUgraph gr, CUgraphNode nd[6], CUstream s)
+{
+    CUgraph cl, other;
+    CUgraphNode a2, d2, extra;
+    CUDA_HOST_NODE_PARAMS hp, p21 = {record, (void *)21}, p22 = {record, (void *)22};
+    CUgraphExecUpdateResultInfo info;
+    CUgraphExecUpdateResult res;
+    CUgraphNode err;
+    CUgraphExec e = instantiate(gr);
+
+    OK(cuGraphClone(&cl, gr));
+    OK(cuGraphNodeFindInClone(&a2, nd[0], cl));
+    CHECK(a2 != nd[0]);
+    OK(cuGraphHostNodeGetParams(a2, &hp));
+    CHECK(hp.fn == record && hp.userData == (void *)11); /* params copied */
+    CUgraph owned;
+    CUgraphNode d;
+    size_t one = 1;
+    OK(cuGraphChildGraphNodeGetGraph(nd[3], &owned));
+    OK(cuGraphGetNodes(owned, &d, &one));
+    OK(cuGraphNodeFindInClone(&d2, d, cl)); /* a node inside a child graph */
+    CHECK(d2 != d);
+    OK(cuGraphHostNodeGetParams(d2, &hp));
+    CHECK(hp.userData == (void *)4);
+    CHECK_CU(cuGraphNodeFindInClone(&a2, nd[0], gr), CUDA_ERROR_INVALID_VALUE);
+    OK(cuGraphNodeFindInClone(&a2, nd[0], cl));
+
+    /* Whole-graph update from the clone, with one parameter changed. */
+    OK(cuGraphHostNodeSetParams(a2, &p21));
+    OK(cuGraphExecUpdate_v2(e, cl, &info));
+    CHECK(info.result == CU_GRAPH_EXEC_UPDATE_SUCCESS);
+    launch_and_wait(e, s);
+    CHECK(RUNS_ARE(21, 3, 4, 5));
+    OK(cuGraphExecHostNodeSetParams(e, a2, &p22)); /* nodes of the new graph */
+    launch_and_wait(e, s);
+    CHECK(RUNS_ARE(22, 3, 4, 5));
+
+    /* A changed topology, or node type, is refused and leaves it as it was. */
+    OK(cuGraphAddEmptyNode(&extra, cl, NULL, 0));
+    CHECK_CU(cuGraphExecUpdate_v2(e, cl, &info), CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE);
+    CHECK(info.result == CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED);
+    OK(cuGraphCreate(&other, 0));
+    CUgraphNode o[5];
+    OK(cuGraphAddEmptyNode(&o[0], other, NULL, 0));
+    for (int i = 1; i < 5; i++)
+        OK(cuGraphAddEmptyNode(&o[i], other, &o[i - 1], 1));
+    CHECK_CU(cuGraphExecUpdate(e, other, &err, &res), CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE);
+    CHECK(res == CU_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED && err == o[0]);
+    launch_and_wait(e, s);
+    CHECK(RUNS_ARE(22, 3, 4, 5));
+
+    /* The exec outlives the graphs. */
+    OK(cuGraphDestroy(cl));
+    OK(cuGraphDestroy(other));
+    CHECK_CU(cuGraphHostNodeGetParams(a2, &hp), CUDA_ERROR_INVALID_VALUE);
+    launch_and_wait(e, s);
+    CHECK(RUNS_ARE(22, 3, 4, 5));
+    OK(cuGraphExecDestroy(e));
+}
+
+static void test_graph_instantiate_forms(CUgraph gr, CUstream s)
+{
+    CUgraphExec e;
+    CUgraphNode err = (CUgraphNode)1;
+    char log[16] = "x";
+    CUDA_GRAPH_INSTANTIATE_PARAMS ip = {.flags = CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD,
+                                        .hUploadStream = s,
+                                        .result_out = CUDA_GRAPH_INSTANTIATE_ERROR};
+    OK(cuGraphInstantiate_v2(&e, gr, &err, log, sizeof log));
+    CHECK(err == NULL && log[0] == '\0');
+    OK(cuGraphExecDestroy(e));
+    OK(cuGraphInstantiateWithParams(&e, gr, &ip));
+    CHECK(ip.result_out == CUDA_GRAPH_INSTANTIATE_SUCCESS);
+    OK(cuGraphExecDestroy(e));
+    CHECK_CU(cuGraphInstantiateWithFlags(&e, gr, 1u << 20), CUDA_ERROR_INVALID_VALUE);
+    CHECK_CU(cuGraphInstantiateWithFlags(&e, (CUgraph)&e, 0), CUDA_ERROR_INVALID_VALUE);
+}
+
+static void test_graph_dot(CUgraph gr)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/fakecuda_selftest_%d.dot", (int)getpid());
+    OK(cuGraphDebugDotPrint(gr, path, 0));
+    CHECK(file_contains(path, "digraph"));
+    CHECK(file_contains(path, "HOST"));
+    CHECK(file_contains(path, "->"));
+    unlink(path);
+    CHECK_CU(cuGraphDebugDotPrint(gr, "/nonexistent-dir/x.dot", 0),
+             CUDA_ERROR_OPERATING_SYSTEM);
+}
+
+static void test_graphs(void)
+{
+    CUgraph gr;
+    CUgraphNode nd[6];
+    CUgraphNodeType t;
+    CUstream s;
+    OK(cuStreamCreate(&s, 0));
+    test_graph_build(&gr, nd);
+    test_graph_queries(gr, nd);
+    test_graph_exec(gr, nd, s);
+    test_graph_clone_update(gr, nd, s);
+    test_graph_instantiate_forms(gr, s);
+    test_graph_dot(gr);
+    OK(cuGraphDestroy(gr));
+    CHECK_CU(cuGraphNodeGetType(nd[0], &t), CUDA_ERROR_INVALID_VALUE);
+    CHECK_CU(cuGraphDestroy(gr), CUDA_ERROR_INVALID_VALUE);
+    OK(cuStreamDestroy_v2(s));
+}
+
+/* ---- stream capture --------------------------------------------------- */
+static CUgraphExec one_node_exec(intptr_t id)
+{
+    CUgraph gr;
+    CUgraphNode n;
+    CUDA_HOST_NODE_PARAMS p = {record, (void *)id};
+    OK(cuGraphCreate(&gr, 0));
+    OK(cuGraphAddHostNode(&n, gr, NULL, 0, &p));
+    CUgraphExec e = instantiate(gr);
+    OK(cuGraphDestroy(gr));
+    return e;
+}
+
+static void test_capture_basic(CUstream s)
+{
+    CUstreamCaptureStatus st;
+    cuuint64_t id = 0;
+    CUgraph cg = NULL, got;
+    const CUgraphNode *deps = NULL;
+    const CUgraphEdgeData *edges = NULL;
+    size_t nd = 0, n = 0;
+    CUgraphNode nodes[4], dep;
+    CUDA_HOST_NODE_PARAMS hp;
+    CUgraphExec inner = one_node_exec(33);
+
+    OK(cuStreamIsCapturing(s, &st));
+    CHECK(st == CU_STREAM_CAPTURE_STATUS_NONE);
+    CHECK_CU(cuStreamBeginCapture_v2(NULL, CU_STREAM_CAPTURE_MODE_GLOBAL),
+             CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED); /* the legacy stream */
+    runs_reset();
+    OK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    CHECK_CU(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL),
+             CUDA_ERROR_ILLEGAL_STATE);
+    OK(cuStreamIsCapturing(s, &st));
+    CHECK(st == CU_STREAM_CAPTURE_STATUS_ACTIVE);
+    OK(cuLaunchHostFunc(s, record, (void *)31));
+    OK(cuLaunchHostFunc(s, record, (void *)32));
+    OK(cuStreamGetCaptureInfo_v3(s, &st, &id, &cg, &deps, &edges, &nd));
+    CHECK(st == CU_STREAM_CAPTURE_STATUS_ACTIVE && id != 0 && cg != NULL && nd == 1);
+    if (nd == 1) {
+        OK(cuGraphHostNodeGetParams(deps[0], &hp));
+        CHECK(hp.userData == (void *)32);
+        CHECK(edges[0].from_port == 0 && edges[0].type == 0);
+    }
+    OK(cuGraphLaunch(inner, s));
+    CHECK_CU(cuCtxSynchronize(), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    OK(cuStreamEndCapture(s, &got));
+    CHECK(got == cg);
+    CHECK_CU(cuStreamEndCapture(s, &got), CUDA_ERROR_ILLEGAL_STATE);
+    OK(cuCtxSynchronize());
+    CHECK(runs.n == 0); /* captured, not run */
+
+    n = 4;
+    OK(cuGraphGetNodes(got, nodes, &n));
+    CHECK(n == 3);
+    n = 1;
+    OK(cuGraphNodeGetDependencies(nodes[1], &dep, &n));
+    CHECK(n == 1 && dep == nodes[0]);
+    CUgraphExec e = instantiate(got);
+    launch_and_wait(e, s);
+    CHECK(RUNS_ARE(31, 32, 33));
+    OK(cuGraphExecDestroy(e));
+    OK(cuGraphExecDestroy(inner));
+    OK(cuGraphDestroy(got));
+}
+
+static void test_capture_invalidated(CUstream s)
+{
+    CUstreamCaptureStatus st;
+    CUgraph got = (CUgraph)1;
+
+    OK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_RELAXED));
+    CHECK_CU(cuStreamSynchronize(s), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    OK(cuStreamIsCapturing(s, &st));
+    CHECK(st == CU_STREAM_CAPTURE_STATUS_INVALIDATED);
+    CHECK_CU(cuLaunchHostFunc(s, record, NULL), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+    CHECK_CU(cuStreamEndCapture(s, &got), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+    CHECK(got == NULL);
+
+    OK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_RELAXED));
+    CHECK_CU(cuStreamAddCallback(s, stream_cb, NULL, 0),
+             CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    CHECK_CU(cuStreamEndCapture(s, &got), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+    OK(cuStreamIsCapturing(s, &st));
+    CHECK(st == CU_STREAM_CAPTURE_STATUS_NONE);
+}
+
+static CUstream g_cap_stream;
+
+static void *end_capture_elsewhere(void *p)
+{
+    CUgraph got;
+    *(CUresult *)p = cuStreamEndCapture(g_cap_stream, &got);
+    return NULL;
+}
+
+static void test_capture_threads(CUstream s)
+{
+    CUgraph got;
+    size_t n = 0;
+    CUresult r = CUDA_SUCCESS;
+    pthread_t t;
+
+    g_cap_stream = s;
+    OK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    OK(cuLaunchHostFunc_ptsz(s, record, (void *)1));
+    pthread_create(&t, NULL, end_capture_elsewhere, &r);
+    pthread_join(t, NULL);
+    CHECK(r == CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD);
+    OK(cuStreamEndCapture(s, &got));
+    OK(cuGraphDestroy(got));
+
+    /* The per-thread default stream can capture; the legacy one cannot. */
+    OK(cuStreamBeginCapture_v2_ptsz(NULL, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+    OK(cuLaunchHostFunc_ptsz(NULL, record, (void *)41));
+    OK(cuLaunchHostFunc_v2_ptsz(NULL, record, (void *)42, 0));
+    OK(cuStreamEndCapture_ptsz(NULL, &got));
+    OK(cuGraphGetNodes(got, NULL, &n));
+    CHECK(n == 2);
+    CUgraphExec e = instantiate(got);
+    runs_reset();
+    OK(cuGraphLaunch_ptsz(e, NULL));
+    OK(cuStreamSynchronize_ptsz(NULL));
+    CHECK(RUNS_ARE(41, 42));
+    OK(cuGraphExecDestroy(e));
+    OK(cuGraphDestroy(got));
+}
+
+static void test_capture(void)
+{
+    CUstream s;
+    OK(cuStreamCreate(&s, 0));
+    test_capture_basic(s);
+    test_capture_invalidated(s);
+    test_capture_threads(s);
+    /* Destroying a stream mid-capture drops the capture. */
+    OK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    OK(cuLaunchHostFunc(s, record, NULL));
+    OK(cuStreamDestroy_v2(s));
+    OK(cuCtxSynchronize());
+}
+
+/* ---- exit with work still queued -------------------------------------- */
+static gate g_forever;
+
+static int exit_child(void)
+{
+    CUcontext c;
+    alarm(20); /* a hang at exit fails the parent's check */
+    gate_init(&g_forever);
+    if (cuInit(0) || cuDevicePrimaryCtxRetain(&c, 0) || cuCtxSetCurrent(c))
+        return 2;
+    if (cuLaunchHostFunc(NULL, gated, &g_forever) ||
+        cuLaunchHostFunc(NULL, record, (void *)1))
+        return 3;
+    gate_wait_started(&g_forever); /* the callback thread is now stuck */
+    return 0;
+}
+
+static void test_exit_with_pending_work(void)
+{
+    char *argv[] = {"fakecuda_selftest", "--exit-with-pending-work", NULL};
+    pid_t pid;
+    int status = 0;
+    double t0 = now_s();
+    CHECK(posix_spawn(&pid, "/proc/self/exe", NULL, NULL, argv, environ) == 0);
+    CHECK(waitpid(pid, &status, 0) == pid);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    CHECK(now_s() - t0 < 10.0);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "--exit-with-pending-work") == 0)
+        return exit_child();
+    test_before_init();
+    test_init_and_context();
+    test_error_names();
+    test_order_and_thread();
+    test_synchronize_waits();
+    test_launch_variants();
+    test_waits_inside_host_fn_with_ctx();
+    test_proc_address();
+    test_exports();
+    test_device_memory();
+    test_host_memory();
+    test_graphs();
+    test_capture();
+    test_exit_with_pending_work();
+    if (failures)
+        fprintf(stderr, "fakecuda_selftest: %d check(s) failed\n", failures);
+    else
+        printf("fakecuda_selftest: all checks passed\n");
+    return failures ? 1 : 0;
+}

@@ -1,0 +1,126 @@
+/*
+ * A CUDA runtime program (cudaLaunchHostFunc), built twice: against the
+ * shared and the static libcudart. The runtime finds the driver through
+ * cuGetProcAddress, looked up through itself, so this is the path CuPy and
+ * PyTorch take. Good copies must be exact, bad records refused with
+ * cudaErrorInvalidValue, and host functions captured into a graph must
+ * survive every replay.
+ *
+ * Exit 0: passed; 1: failed; 77: no GPU.
+ */
+#include <cuda_runtime_api.h>
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "hcguard.h"
+
+static int failures;
+
+#define CHECK(cond, ...)                                                       \
+    do {                                                                       \
+        if (!(cond)) {                                                         \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);               \
+            fprintf(stderr, __VA_ARGS__);                                      \
+            fputc('\n', stderr);                                               \
+            failures++;                                                        \
+        }                                                                      \
+    } while (0)
+
+#define RT(call)                                                               \
+    do {                                                                       \
+        cudaError_t e_ = (call);                                               \
+        if (e_ != cudaSuccess) {                                               \
+            fprintf(stderr, "FAIL %s:%d: %s = %s\n", __FILE__, __LINE__, #call, \
+                    cudaGetErrorName(e_));                                     \
+            exit(1);                                                           \
+        }                                                                      \
+    } while (0)
+
+static void local_copy(void *p)
+{
+    const hcguard_copy_record *r = p;
+    if (r && r->nbytes)
+        memcpy((void *)r->dst, (const void *)r->src, r->nbytes);
+}
+
+int main(void)
+{
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
+        fprintf(stderr, "SKIP: no CUDA device\n");
+        return 77;
+    }
+    cudaHostFn_t copy = (cudaHostFn_t)dlsym(RTLD_DEFAULT, "hcguard_host_copy");
+    int guarded = copy != NULL;
+    if (!copy)
+        copy = local_copy;
+    cudaStream_t s;
+    RT(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+
+    /* Good copies, pageable and pinned. */
+    enum { SZ = 8 << 20 };
+    unsigned char *src = malloc(SZ), *dst = calloc(1, SZ), *pinned;
+    RT(cudaMallocHost((void **)&pinned, SZ));
+    for (int i = 0; i < SZ; i++)
+        src[i] = (unsigned char)(i * 7 + 3);
+    hcguard_copy_record r1 = {(uintptr_t)pinned, (uintptr_t)src, SZ};
+    hcguard_copy_record r2 = {(uintptr_t)dst, (uintptr_t)pinned, SZ};
+    RT(cudaLaunchHostFunc(s, copy, &r1));
+    RT(cudaLaunchHostFunc(s, copy, &r2));
+    RT(cudaStreamSynchronize(s));
+    CHECK(memcmp(src, dst, SZ) == 0, "pageable -> pinned -> pageable copy differs");
+
+    if (guarded) {
+        long pg = sysconf(_SC_PAGESIZE);
+        void *none = mmap(NULL, (size_t)pg, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        void *dev;
+        RT(cudaMalloc(&dev, 1 << 20));
+        hcguard_copy_record bad[] = {
+            {0, (uintptr_t)src, 64},                  /* null-dst */
+            {(uintptr_t)dst, (uintptr_t)dst + 8, 64}, /* overlap */
+            {(uintptr_t)dst, (uintptr_t)none, 64},    /* src-not-readable */
+            {(uintptr_t)dev, (uintptr_t)src, 64},     /* dst-device */
+            {(uintptr_t)dst, (uintptr_t)dev, 64},     /* src-device */
+        };
+        for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+            cudaError_t e = cudaLaunchHostFunc(s, copy, &bad[i]);
+            CHECK(e == cudaErrorInvalidValue, "bad record %zu: %s", i, cudaGetErrorName(e));
+            cudaGetLastError(); /* the runtime keeps the last error */
+        }
+        cudaError_t e = cudaLaunchHostFunc(s, copy, NULL);
+        CHECK(e == cudaErrorInvalidValue, "null record: %s", cudaGetErrorName(e));
+        cudaGetLastError();
+        RT(cudaFree(dev));
+    }
+
+    /* Capture: the host function becomes a node that runs on every replay. */
+    memset(dst, 0, SZ);
+    hcguard_copy_record r3 = {(uintptr_t)dst, (uintptr_t)src, 4096};
+    cudaGraph_t g;
+    cudaGraphExec_t ge;
+    RT(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    RT(cudaLaunchHostFunc(s, copy, &r3));
+    RT(cudaStreamEndCapture(s, &g));
+    RT(cudaGraphInstantiate(&ge, g, 0));
+    for (int i = 0; i < 5; i++) {
+        memset(dst, 0, 4096);
+        RT(cudaGraphLaunch(ge, s));
+        RT(cudaStreamSynchronize(s));
+        CHECK(memcmp(src, dst, 4096) == 0, "replay %d did not copy", i);
+    }
+    RT(cudaGraphExecDestroy(ge));
+    RT(cudaGraphDestroy(g));
+
+    RT(cudaStreamDestroy(s));
+    RT(cudaFreeHost(pinned));
+    free(src);
+    free(dst);
+    printf("cudart hostfn: %s (%s)\n", failures ? "FAILED" : "passed",
+           guarded ? "under hcguard" : "without hcguard");
+    return failures ? 1 : 0;
+}

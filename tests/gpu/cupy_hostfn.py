@@ -1,0 +1,123 @@
+"""CuPy under hcguard.
+
+CuPy reaches the driver through the CUDA runtime, which gets every entry
+point through cuGetProcAddress looked up through itself. This checks that
+hcguard sees CuPy's Stream.launch_host_func callbacks (Python callables run
+by CuPy's own C trampoline, ordinary host functions to hcguard), and that a
+host-copy record enqueued on a CuPy stream through the same runtime
+instance (cudaLaunchHostFunc) is copied when good and refused when bad.
+Exit 0 passed, 1 failed, 77 not applicable.
+"""
+import ctypes
+import struct
+import sys
+
+try:
+    import cupy
+except ImportError as e:
+    print(f"SKIP: cupy not importable: {e}")
+    sys.exit(77)
+
+process = ctypes.CDLL(None)
+try:
+    copy_addr = ctypes.cast(process.hcguard_host_copy, ctypes.c_void_p).value
+    get_stats = process.hcguard_get_stats
+except AttributeError:
+    print("SKIP: hcguard is not preloaded")
+    sys.exit(77)
+
+
+class Stats(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_uint64) for n in (
+        "host_fns_launched", "host_fns_ran", "copies_launched", "copies_ran",
+        "rejected", "skipped", "bytes_copied", "events_dropped")]
+
+
+def stats():
+    s = Stats()
+    get_stats(ctypes.byref(s))
+    return s
+
+
+failures = 0
+
+
+def check(cond, what):
+    global failures
+    if not cond:
+        failures += 1
+        print(f"FAIL: {what}", file=sys.stderr)
+
+
+try:
+    cupy.cuda.runtime.getDeviceCount()
+except Exception as e:  # noqa: BLE001 - any CUDA failure means no GPU here
+    print(f"SKIP: no GPU: {e}")
+    sys.exit(77)
+
+stream = cupy.cuda.Stream(non_blocking=True)
+before = stats()
+
+# 1. CuPy's own host callbacks (Python callables), 50 of them.
+src = bytearray(b"cupy-host-func" * 1000)
+dst = bytearray(len(src))
+seen = []
+
+
+def cb(arg):
+    seen.append(arg)
+    if arg == 0:
+        dst[:] = src
+
+
+a = cupy.arange(1 << 20, dtype=cupy.float32)
+with stream:
+    for i in range(50):
+        a *= 1.0001
+        stream.launch_host_func(cb, i)
+stream.synchronize()
+check(seen == list(range(50)), f"callbacks ran {len(seen)} times in order")
+check(dst == src, "copy made inside a CuPy callback differs")
+after = stats()
+check(after.host_fns_ran - before.host_fns_ran >= 50,
+      f"hcguard saw {after.host_fns_ran - before.host_fns_ran} host functions, want >= 50")
+
+# 2. hcguard_host_copy on a CuPy stream through the runtime CuPy uses.
+cudart_path = None
+with open("/proc/self/maps") as maps:
+    for line in maps:
+        if "libcudart.so" in line:
+            cudart_path = line.split()[-1]
+            break
+if cudart_path is None:
+    print("FAIL: libcudart is not loaded in this CuPy process", file=sys.stderr)
+    sys.exit(1)
+cudart = ctypes.CDLL(cudart_path)
+launch = cudart.cudaLaunchHostFunc
+launch.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+launch.restype = ctypes.c_int
+N = 4 << 20
+s_buf = (ctypes.c_ubyte * N)(*([3, 5, 7, 11] * (N // 4)))
+d_buf = (ctypes.c_ubyte * N)()
+rec = ctypes.create_string_buffer(struct.pack("@PPN", ctypes.addressof(d_buf), ctypes.addressof(s_buf), N), 24)
+check(launch(stream.ptr, copy_addr, ctypes.addressof(rec)) == 0, "good cudaLaunchHostFunc")
+stream.synchronize()
+check(bytes(d_buf) == bytes(s_buf), "good host copy on a CuPy stream differs")
+dev = cupy.empty(1024, dtype=cupy.uint8)
+bad = {
+    "null-dst": (0, ctypes.addressof(s_buf), 64),
+    "overlap": (ctypes.addressof(d_buf), ctypes.addressof(d_buf) + 4, 64),
+    "dst-device": (dev.data.ptr, ctypes.addressof(s_buf), 64),
+}
+keep = []
+for name, (d, s, n) in bad.items():
+    b = ctypes.create_string_buffer(struct.pack("@PPN", d, s, n), 24)
+    keep.append(b)
+    err = launch(stream.ptr, copy_addr, ctypes.addressof(b))
+    check(err == 1, f"{name}: cudaLaunchHostFunc returned {err}, want 1 (cudaErrorInvalidValue)")
+    cudart.cudaGetLastError()
+stream.synchronize()
+final = stats()
+check(final.rejected - before.rejected == len(bad), f"rejected {final.rejected - before.rejected}")
+print(f"cupy hostfn: {'FAILED' if failures else 'passed'}")
+sys.exit(1 if failures else 0)

@@ -1,0 +1,85 @@
+"""What test_launcher.py and test_pyhook.py share: arguments, a hermetic
+environment, running a command, and the case registry."""
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import traceback
+
+CASES = {}
+
+
+def case(fn):
+    CASES[fn.__name__[len("case_"):]] = fn
+    return fn
+
+
+class Failure(Exception):
+    pass
+
+
+def expect(cond, what, proc=None):
+    if cond:
+        return
+    if proc is not None:
+        what += "\n  exit status: %r\n  stdout: %r\n  stderr: %r" % (
+            proc.returncode, proc.stdout, proc.stderr)
+    raise Failure(what)
+
+
+def expect_eq(got, want, what, proc=None):
+    expect(got == want, "%s: got %r, want %r" % (what, got, want), proc)
+
+
+def clean_env(**extra):
+    """The caller's environment without anything hcguard reads or sets."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("HCGUARD_")
+           and k not in ("LD_PRELOAD", "PYTHONPATH", "PYTHONSTARTUP")}
+    env.update(extra)
+    return env
+
+
+def run(argv, env=None, cwd=None, timeout=30):
+    return subprocess.run(argv, env=clean_env() if env is None else env,
+                          cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def parse_args():
+    p = argparse.ArgumentParser()
+    p.add_argument("--list", action="store_true")
+    p.add_argument("--case")
+    for name in ("hcguard", "library", "dummy", "stub", "printenv", "hook-dir",
+                 "build-dir", "cmake", "version", "sanitizer-runtime"):
+        p.add_argument("--" + name, default="")
+    return p.parse_args()
+
+
+def main():
+    args = parse_args()
+    if args.list:
+        print("\n".join(CASES))
+        return 0
+    names = [args.case] if args.case else list(CASES)
+    failed = 0
+    for name in names:
+        if name not in CASES:
+            print("no such case: %s" % name, file=sys.stderr)
+            return 2
+        tmp = tempfile.mkdtemp(prefix="hcg-launcher-")
+        try:
+            CASES[name](args, tmp)
+            print("ok   %s" % name)
+        except Failure as exc:
+            failed += 1
+            print("FAIL %s: %s" % (name, exc))
+        except Exception:
+            failed += 1
+            print("FAIL %s: %s" % (name, traceback.format_exc()))
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return 1 if failed else 0

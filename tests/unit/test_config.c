@@ -1,0 +1,380 @@
+/*
+ * HCGUARD_* parsing: defaults, every variable with good and bad values,
+ * error messages that name the variable, the value and what is accepted,
+ * all errors reported at once, and %-expansion of file names.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "hcg.h"
+
+static int failures;
+
+#define CHECK(cond)                                                          \
+    do {                                                                     \
+        if (!(cond)) {                                                       \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, \
+                    #cond);                                                  \
+            failures++;                                                      \
+        }                                                                    \
+    } while (0)
+
+#define CHECK_STR(a, b)                                                      \
+    do {                                                                     \
+        const char *a_ = (a), *b_ = (b);                                     \
+        if (strcmp(a_, b_) != 0) {                                           \
+            fprintf(stderr, "%s:%d: CHECK failed: %s == %s ('%s' vs '%s')\n", \
+                    __FILE__, __LINE__, #a, #b, a_, b_);                     \
+            failures++;                                                      \
+        }                                                                    \
+    } while (0)
+
+#define CHECK_HAS(hay, needle)                                               \
+    do {                                                                     \
+        const char *h_ = (hay), *n_ = (needle);                              \
+        if (!strstr(h_, n_)) {                                               \
+            fprintf(stderr, "%s:%d: CHECK failed: '%s' does not contain '%s'\n", \
+                    __FILE__, __LINE__, h_, n_);                             \
+            failures++;                                                      \
+        }                                                                    \
+    } while (0)
+
+/* ---- a fake environment ------------------------------------------------- */
+
+#define MAX_VARS 16
+static struct { const char *name, *value; } g_env[MAX_VARS];
+static size_t g_nenv;
+
+static void env_clear(void) { g_nenv = 0; }
+
+static void env_set(const char *name, const char *value)
+{
+    if (g_nenv < MAX_VARS) {
+        g_env[g_nenv].name = name;
+        g_env[g_nenv++].value = value;
+    }
+}
+
+static const char *fake_getenv(const char *name)
+{
+    for (size_t i = 0; i < g_nenv; i++) {
+        if (strcmp(g_env[i].name, name) == 0)
+            return g_env[i].value;
+    }
+    return NULL;
+}
+
+static hcg_config g_cfg;
+static char g_err[4096];
+
+/* Parse the fake environment holding just name=value. */
+static int parse1(const char *name, const char *value)
+{
+    env_clear();
+    env_set(name, value);
+    return hcg_config_parse(&g_cfg, fake_getenv, g_err, sizeof g_err);
+}
+
+static int is_default(const hcg_config *c)
+{
+    return c->mode == HCG_MODE_GUARD && c->log_path[0] == '\0' &&
+           c->error_exitcode == 0 && c->summary == 1 && c->debug == 0 &&
+           c->recheck_always == 0 && c->driver_path[0] == '\0' &&
+           c->n_copy_fns == 0;
+}
+
+/* A bad value: -1, the defaults kept, and a message naming it. */
+static void check_bad(const char *name, const char *value, const char *accepted)
+{
+    int rc = parse1(name, value);
+    CHECK(rc == -1);
+    CHECK(is_default(&g_cfg));
+    char quoted[600];
+    snprintf(quoted, sizeof quoted, "%s='%.*s", name, 100, value);
+    CHECK_HAS(g_err, quoted);
+    CHECK_HAS(g_err, accepted);
+    CHECK(strchr(g_err, '\n') == NULL); /* one error, one line */
+}
+
+static void test_defaults(void)
+{
+    env_clear();
+    strcpy(g_err, "stale");
+    CHECK(hcg_config_parse(&g_cfg, fake_getenv, g_err, sizeof g_err) == 0);
+    CHECK(is_default(&g_cfg));
+    CHECK_STR(g_err, "");
+    /* An empty value counts as unset. */
+    const char *vars[] = {"HCGUARD_MODE", "HCGUARD_LOG", "HCGUARD_ERROR_EXITCODE",
+                          "HCGUARD_SUMMARY", "HCGUARD_DEBUG", "HCGUARD_RECHECK",
+                          "HCGUARD_DRIVER", "HCGUARD_COPY_FN"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        CHECK(parse1(vars[i], "") == 0);
+        CHECK(is_default(&g_cfg));
+    }
+}
+
+static void test_mode(void)
+{
+    CHECK(parse1("HCGUARD_MODE", "audit") == 0 && g_cfg.mode == HCG_MODE_AUDIT);
+    CHECK(parse1("HCGUARD_MODE", "off") == 0 && g_cfg.mode == HCG_MODE_OFF);
+    CHECK(parse1("HCGUARD_MODE", "guard") == 0 && g_cfg.mode == HCG_MODE_GUARD);
+    CHECK(parse1("HCGUARD_MODE", "fast") == -1);
+    CHECK_STR(g_err, "HCGUARD_MODE='fast' is not one of guard, audit, off");
+    check_bad("HCGUARD_MODE", "GUARD", "guard, audit, off");
+    check_bad("HCGUARD_MODE", "guard ", "guard, audit, off");
+}
+
+static void test_exitcode(void)
+{
+    CHECK(parse1("HCGUARD_ERROR_EXITCODE", "1") == 0 && g_cfg.error_exitcode == 1);
+    CHECK(parse1("HCGUARD_ERROR_EXITCODE", "255") == 0 && g_cfg.error_exitcode == 255);
+    CHECK(parse1("HCGUARD_ERROR_EXITCODE", "0") == 0 && g_cfg.error_exitcode == 0);
+    CHECK(parse1("HCGUARD_ERROR_EXITCODE", "042") == 0 && g_cfg.error_exitcode == 42);
+    const char *bad[] = {"256", "-1", "abc", "1x", " 1", "1000", "+3", "0x10"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        check_bad("HCGUARD_ERROR_EXITCODE", bad[i], "integer from 1 to 255");
+}
+
+static void test_bools(void)
+{
+    CHECK(parse1("HCGUARD_SUMMARY", "0") == 0 && g_cfg.summary == 0);
+    CHECK(parse1("HCGUARD_SUMMARY", "1") == 0 && g_cfg.summary == 1);
+    CHECK(parse1("HCGUARD_DEBUG", "1") == 0 && g_cfg.debug == 1);
+    CHECK(parse1("HCGUARD_DEBUG", "0") == 0 && g_cfg.debug == 0);
+    check_bad("HCGUARD_SUMMARY", "2", "not one of 0, 1");
+    check_bad("HCGUARD_SUMMARY", "yes", "not one of 0, 1");
+    check_bad("HCGUARD_DEBUG", "true", "not one of 0, 1");
+    check_bad("HCGUARD_DEBUG", "10", "not one of 0, 1");
+}
+
+static void test_recheck(void)
+{
+    CHECK(parse1("HCGUARD_RECHECK", "always") == 0 && g_cfg.recheck_always == 1);
+    CHECK(parse1("HCGUARD_RECHECK", "changed") == 0 && g_cfg.recheck_always == 0);
+    check_bad("HCGUARD_RECHECK", "sometimes", "not one of changed, always");
+}
+
+static void test_driver(void)
+{
+    CHECK(parse1("HCGUARD_DRIVER", "/opt/nvidia/libcuda.so.1") == 0);
+    CHECK_STR(g_cfg.driver_path, "/opt/nvidia/libcuda.so.1");
+    static char longpath[HCG_PATH_MAX + 10];
+    memset(longpath, 'a', sizeof longpath - 1);
+    check_bad("HCGUARD_DRIVER", longpath, "shorter than 4096 bytes");
+    /* The value in the message is cut, not the whole 4 KiB. */
+    CHECK(strlen(g_err) < 400);
+    longpath[HCG_PATH_MAX - 1] = '\0'; /* 4095 bytes: fits */
+    CHECK(parse1("HCGUARD_DRIVER", longpath) == 0);
+    CHECK(strlen(g_cfg.driver_path) == HCG_PATH_MAX - 1);
+}
+
+static void test_copy_fn(void)
+{
+    CHECK(parse1("HCGUARD_COPY_FN", " my_copy ,\tother_copy,z ") == 0);
+    CHECK(g_cfg.n_copy_fns == 3);
+    CHECK_STR(g_cfg.copy_fns[0], "my_copy");
+    CHECK_STR(g_cfg.copy_fns[1], "other_copy");
+    CHECK_STR(g_cfg.copy_fns[2], "z");
+    CHECK(parse1("HCGUARD_COPY_FN", "only") == 0 && g_cfg.n_copy_fns == 1);
+
+    char list[32 * 4 + 8] = "";
+    for (int i = 0; i < HCG_MAX_COPY_FNS; i++)
+        sprintf(list + strlen(list), "%sf%02d", i ? "," : "", i);
+    CHECK(parse1("HCGUARD_COPY_FN", list) == 0);
+    CHECK(g_cfg.n_copy_fns == HCG_MAX_COPY_FNS);
+    CHECK_STR(g_cfg.copy_fns[31], "f31");
+    strcat(list, ",f32");
+    check_bad("HCGUARD_COPY_FN", list, "more than 32 names");
+
+    char name[140];
+    memset(name, 'n', 127);
+    name[127] = '\0';
+    CHECK(parse1("HCGUARD_COPY_FN", name) == 0 && strlen(g_cfg.copy_fns[0]) == 127);
+    strcat(name, "n");
+    check_bad("HCGUARD_COPY_FN", name, "128 bytes or more");
+
+    const char *empties[] = {"a,,b", ",", "a,", ",a", " , x", "  "};
+    for (size_t i = 0; i < sizeof empties / sizeof empties[0]; i++)
+        check_bad("HCGUARD_COPY_FN", empties[i], "an empty name");
+    CHECK_HAS(g_err, "comma-separated symbol names");
+}
+
+static void test_log(void)
+{
+    char want[64];
+    CHECK(parse1("HCGUARD_LOG", "/tmp/hcg.jsonl") == 0);
+    CHECK_STR(g_cfg.log_path, "/tmp/hcg.jsonl");
+    CHECK(parse1("HCGUARD_LOG", "/tmp/hcg.%p.jsonl") == 0);
+    snprintf(want, sizeof want, "/tmp/hcg.%ld.jsonl", (long)getpid());
+    CHECK_STR(g_cfg.log_path, want);
+    check_bad("HCGUARD_LOG", "/tmp/x.%z", "unknown conversion '%z'");
+    CHECK_HAS(g_err, "%p (pid), %h (host name), %q{VAR}");
+    check_bad("HCGUARD_LOG", "/tmp/%q{HCG_NO_SUCH_RANK}", "HCG_NO_SUCH_RANK is not set");
+}
+
+static void test_multiple_errors(void)
+{
+    env_clear();
+    env_set("HCGUARD_MODE", "fast");
+    env_set("HCGUARD_SUMMARY", "maybe");
+    env_set("HCGUARD_DEBUG", "1");          /* good: still applied */
+    env_set("HCGUARD_COPY_FN", "a,,b");
+    env_set("HCGUARD_RECHECK", "always");   /* good, after the bad ones */
+    env_set("HCGUARD_LOG", "/tmp/%x");
+    CHECK(hcg_config_parse(&g_cfg, fake_getenv, g_err, sizeof g_err) == -1);
+    CHECK(g_cfg.debug == 1 && g_cfg.recheck_always == 1);
+    CHECK(g_cfg.mode == HCG_MODE_GUARD && g_cfg.summary == 1 && g_cfg.n_copy_fns == 0);
+    CHECK(g_cfg.log_path[0] == '\0');
+    CHECK_HAS(g_err, "HCGUARD_MODE='fast' is not one of guard, audit, off\n");
+    CHECK_HAS(g_err, "HCGUARD_SUMMARY='maybe' is not one of 0, 1");
+    CHECK_HAS(g_err, "HCGUARD_COPY_FN='a,,b' has an empty name");
+    CHECK_HAS(g_err, "HCGUARD_LOG='/tmp/%x'");
+    int lines = 1;
+    for (const char *p = g_err; *p; p++)
+        lines += *p == '\n';
+    CHECK(lines == 4);
+
+    /* A small buffer is filled, cut and terminated; NULL is allowed. */
+    char small[16];
+    memset(small, 'X', sizeof small);
+    CHECK(hcg_config_parse(&g_cfg, fake_getenv, small, sizeof small) == -1);
+    CHECK(memchr(small, '\0', sizeof small) != NULL);
+    CHECK(strncmp(small, "HCGUARD_MODE=", 13) == 0);
+    CHECK(hcg_config_parse(&g_cfg, fake_getenv, NULL, 0) == -1);
+    CHECK(g_cfg.debug == 1);
+}
+
+/* ---- hcg_expand_path ----------------------------------------------------- */
+
+static char g_out[256];
+
+static int expand(const char *pattern)
+{
+    return hcg_expand_path(pattern, g_out, sizeof g_out, fake_getenv, g_err,
+                           sizeof g_err);
+}
+
+static void test_expand_good(void)
+{
+    char want[512], host[256];
+    env_clear();
+    env_set("RANK", "7");
+    env_set("EMPTY", "");
+    CHECK(expand("plain/name.log") == 0);
+    CHECK_STR(g_out, "plain/name.log");
+    CHECK(expand("") == 0 && g_out[0] == '\0');
+    CHECK(expand("a%pb") == 0);
+    snprintf(want, sizeof want, "a%ldb", (long)getpid());
+    CHECK_STR(g_out, want);
+    CHECK(gethostname(host, sizeof host) == 0);
+    host[sizeof host - 1] = '\0';
+    CHECK(expand("%h.log") == 0);
+    snprintf(want, sizeof want, "%s.log", host);
+    CHECK_STR(g_out, want);
+    CHECK(expand("r%q{RANK}-%q{RANK}") == 0);
+    CHECK_STR(g_out, "r7-7");
+    CHECK(expand("e%q{EMPTY}e") == 0);
+    CHECK_STR(g_out, "ee");
+    CHECK(expand("100%%.%%p") == 0);
+    CHECK_STR(g_out, "100%.%p");
+    /* Exactly fitting: 7 bytes and the NUL in 8. */
+    CHECK(hcg_expand_path("abcdefg", g_out, 8, fake_getenv, g_err, sizeof g_err) == 0);
+    CHECK_STR(g_out, "abcdefg");
+}
+
+static void check_expand_bad(const char *pattern, const char *why)
+{
+    strcpy(g_out, "stale");
+    CHECK(expand(pattern) == -1);
+    CHECK_HAS(g_err, why);
+    CHECK(g_out[0] == '\0');
+}
+
+static void test_expand_bad(void)
+{
+    env_clear();
+    env_set("RANK", "7");
+    check_expand_bad("x%z", "unknown conversion '%z'");
+    check_expand_bad("x%", "unknown conversion '%'");
+    check_expand_bad("x%\001", "unknown conversion '%\\x01'");
+    check_expand_bad("%q{SLURM_PROCID}.log", "SLURM_PROCID is not set");
+    check_expand_bad("%q{RANK", "unterminated %q{");
+    check_expand_bad("%qRANK", "%q must be followed by {VAR}");
+    check_expand_bad("%q{}", "needs a variable name");
+    CHECK(hcg_expand_path("abcdefgh", g_out, 8, fake_getenv, g_err, sizeof g_err) == -1);
+    CHECK_HAS(g_err, "expands to more than 7 bytes");
+    CHECK(hcg_expand_path("%p%p%p%p", g_out, 4, fake_getenv, g_err, sizeof g_err) == -1);
+    CHECK_HAS(g_err, "more than 3 bytes");
+    CHECK(hcg_expand_path("x", g_out, 0, fake_getenv, g_err, sizeof g_err) == -1);
+    CHECK(hcg_expand_path("%q{RANK}", g_out, sizeof g_out, NULL, g_err, sizeof g_err) == -1);
+    CHECK(hcg_expand_path("%z", g_out, sizeof g_out, fake_getenv, NULL, 0) == -1);
+}
+
+/* ---- hcg_config_get: the real environment, errors printed once ---------- */
+
+static void test_config_get(void)
+{
+    const char *others[] = {"HCGUARD_LOG", "HCGUARD_ERROR_EXITCODE", "HCGUARD_DEBUG",
+                            "HCGUARD_DRIVER", "HCGUARD_COPY_FN"};
+    for (size_t i = 0; i < sizeof others / sizeof others[0]; i++)
+        unsetenv(others[i]);
+    setenv("HCGUARD_MODE", "audit", 1);
+    setenv("HCGUARD_SUMMARY", "7", 1);
+    setenv("HCGUARD_RECHECK", "bogus", 1);
+    char path[] = "/tmp/hcg_test_config_XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    if (fd < 0)
+        return;
+    int saved = dup(2);
+    dup2(fd, 2);
+    const hcg_config *c = hcg_config_get();
+    const hcg_config *again = hcg_config_get();
+    dup2(saved, 2);
+    close(saved);
+    CHECK(c == again);
+    CHECK(c->mode == HCG_MODE_AUDIT && c->summary == 1 && c->recheck_always == 0);
+
+    char text[4096] = "";
+    ssize_t n = pread(fd, text, sizeof text - 1, 0);
+    close(fd);
+    unlink(path);
+    CHECK(n > 0);
+    text[n > 0 ? n : 0] = '\0';
+    const char *want[] = {
+        "==hcguard== HCGUARD_SUMMARY='7' is not one of 0, 1; the default is used\n",
+        "==hcguard== HCGUARD_RECHECK='bogus' is not one of changed, always; "
+        "the default is used\n",
+    };
+    for (size_t i = 0; i < 2; i++) {
+        const char *at = strstr(text, want[i]);
+        CHECK(at != NULL);
+        CHECK(!at || !strstr(at + 1, want[i])); /* once only */
+    }
+    size_t total = strlen(want[0]) + strlen(want[1]);
+    CHECK((size_t)n == total);
+}
+
+int main(void)
+{
+    test_defaults();
+    test_mode();
+    test_exitcode();
+    test_bools();
+    test_recheck();
+    test_driver();
+    test_copy_fn();
+    test_log();
+    test_multiple_errors();
+    test_expand_good();
+    test_expand_bad();
+    test_config_get();
+    if (failures) {
+        fprintf(stderr, "test_config: %d check(s) failed\n", failures);
+        return 1;
+    }
+    printf("test_config: all checks passed\n");
+    return 0;
+}

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs what building and testing hcguard needs, from Debian's packages,
+# if it is missing. The CUDA toolkit's headers (cuda.h) are required too;
+# they are not a Debian package here and must already be installed.
+set -euo pipefail
+need=()
+command -v cmake >/dev/null 2>&1 || need+=(cmake)
+command -v gcc >/dev/null 2>&1 || need+=(gcc)
+command -v make >/dev/null 2>&1 || need+=(make)
+command -v python3 >/dev/null 2>&1 || need+=(python3)
+command -v objcopy >/dev/null 2>&1 || need+=(binutils)
+# Sanitizer runtimes come with gcc; libFuzzer with clang's runtime.
+if [ "${HCGUARD_FUZZ:-0}" = 1 ]; then
+    command -v clang >/dev/null 2>&1 || need+=(clang)
+    dpkg -s libclang-rt-14-dev >/dev/null 2>&1 || need+=(libclang-rt-14-dev)
+fi
+if [ ${#need[@]} -gt 0 ]; then
+    echo "hcguard: installing ${need[*]}"
+    if [ "$(id -u)" != 0 ]; then SUDO=sudo; else SUDO=; fi
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}"
+fi
+cuda=${HCGUARD_CUDA_ROOT:-/usr/local/cuda}
+if [ ! -f "$cuda/include/cuda.h" ]; then
+    echo "hcguard: $cuda/include/cuda.h not found: install the CUDA toolkit (12.x or 13.x)," >&2
+    echo "         or set HCGUARD_CUDA_ROOT to where it is" >&2
+    exit 1
+fi
