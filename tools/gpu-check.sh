@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# On a GPU machine: build, run the gpu-labelled tests, the rest of the
+# suite, and the benchmark; logs go to $OUT (or ./gpu-out).
+#   tools/gpu-check.sh [ROUNDS]
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+out=${OUT:-$root/gpu-out}
+mkdir -p "$out"
+build="$root/build-gpu"
+{
+    nvidia-smi -L; nvidia-smi --query-gpu=driver_version --format=csv,noheader
+    uname -r; gcc --version | head -1
+    python3 -c 'import cuda.bindings, cupy; print("cuda.bindings", cuda.bindings.__version__, "cupy", cupy.__version__)'
+} 2>&1 | tee "$out/machine.txt"
+cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHCGUARD_WERROR=OFF >"$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; exit 1; }
+cmake --build "$build" -j "$(nproc)" >"$out/build.log" 2>&1 || { grep -E "error" "$out/build.log" | head -30; exit 1; }
+grep -E "warning:" "$out/build.log" | sort -u | head -20
+cd "$build"
+ctest -L gpu -j 4 --output-on-failure --timeout 240 >"$out/ctest-gpu.log" 2>&1
+grep -E "tests passed|Failed|Skipped|\*\*\*" "$out/ctest-gpu.log" | head -80
+ctest -LE gpu -j 8 --timeout 240 >"$out/ctest-rest.log" 2>&1
+grep -E "tests passed|Failed|\*\*\*" "$out/ctest-rest.log" | head -30
+HCGUARD_DEBUG=1 ./bin/hcguard run -- ./tests/gpu/cudart_hostfn_shared >"$out/debug-cudart.log" 2>&1
+echo "debug cudart exit $?"; grep -c route "$out/debug-cudart.log"
+"$root/bench/run.sh" "$build" "${1:-3}" 2>&1 | tee "$out/bench.txt"
