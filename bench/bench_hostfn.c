@@ -3,9 +3,14 @@
  * program that runs the same way with and without hcguard preloaded
  * (bench/run.sh runs both, interleaved, and prints the ratios).
  *
- *   enqueue_plain   ns per cuLaunchHostFunc of an ordinary host function
- *   enqueue_copy    ns per cuLaunchHostFunc of a 64-byte host copy
- *                   (validated at enqueue under hcguard)
+ *   enqueue_plain   ns per cuLaunchHostFunc of an ordinary host function,
+ *                   while the driver's thread runs the earlier ones
+ *   enqueue_copy    the same for a 64-byte host copy (validated at enqueue
+ *                   under hcguard)
+ *   gated_plain     ns per launch while the stream is held by a host
+ *                   function waiting on a flag: the enqueue path alone
+ *   gated_copy      the same for the 64-byte copy
+ *   clock_ns        ns per clock_gettime(CLOCK_MONOTONIC) on this machine
  *   dispatch_min    min ns from just before the launch to the function's
  *                   start, idle stream, one at a time
  *   dispatch_med    the median of the same
@@ -86,6 +91,34 @@ static void mark_b(void *p)
     stamp_b = now_ns();
 }
 
+static atomic_int gate;
+static void wait_gate(void *p)
+{
+    (void)p;
+    struct timespec ts = {0, 20000};
+    while (!atomic_load(&gate))
+        nanosleep(&ts, NULL);
+}
+
+/* ns per launch of `batch` launches queued behind a held stream; median. */
+static uint64_t gated_cost(CUstream s, CUhostFn fn, void *user, int batches, int batch)
+{
+    uint64_t *t = malloc(sizeof *t * (size_t)batches);
+    for (int b = 0; b < batches; b++) {
+        atomic_store(&gate, 0);
+        DRV(cuLaunchHostFunc(s, wait_gate, NULL));
+        uint64_t t0 = now_ns();
+        for (int i = 0; i < batch; i++)
+            DRV(cuLaunchHostFunc(s, fn, user));
+        t[b] = (now_ns() - t0) / (uint64_t)batch;
+        atomic_store(&gate, 1);
+        DRV(cuStreamSynchronize(s));
+    }
+    uint64_t m = median(t, (size_t)batches);
+    free(t);
+    return m;
+}
+
 /* ns per launch: batches of `batch` launches, each followed by an untimed
  * synchronize; the median batch. */
 static uint64_t enqueue_cost(CUstream s, CUhostFn fn, void *user, int batches, int batch)
@@ -130,6 +163,18 @@ int main(int argc, char **argv)
     hcguard_copy_record small = {(uintptr_t)a, (uintptr_t)b, sizeof a};
     printf("enqueue_copy %llu\n",
            (unsigned long long)enqueue_cost(s, copy, &small, 40 * scale, 500));
+
+    printf("gated_plain %llu\n",
+           (unsigned long long)gated_cost(s, noop, NULL, 40 * scale, 500));
+    printf("gated_copy %llu\n",
+           (unsigned long long)gated_cost(s, copy, &small, 40 * scale, 500));
+    {
+        enum { NC = 200000 };
+        uint64_t t0 = now_ns();
+        for (int i = 0; i < NC; i++)
+            now_ns();
+        printf("clock_ns %.1f\n", (double)(now_ns() - t0) / NC);
+    }
 
     enum { ND = 2000 };
     uint64_t *d = malloc(sizeof *d * ND);

@@ -21,7 +21,7 @@ med() { # metric files...
     awk -v m="$m" '$1 == m { print $2 }' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'
 }
 printf '%-14s %12s %12s %8s\n' metric plain hcguard ratio
-for m in enqueue_plain enqueue_copy dispatch_min dispatch_med copy_gbps; do
+for m in enqueue_plain enqueue_copy gated_plain gated_copy dispatch_min dispatch_med copy_gbps clock_ns; do
     p=$(med "$m" "$tmp"/plain.*)
     h=$(med "$m" "$tmp"/hcg.*)
     awk -v m="$m" -v p="$p" -v h="$h" 'BEGIN { printf "%-14s %12s %12s %8.3f\n", m, p, h, (p > 0 ? h / p : 0) }'

@@ -113,23 +113,30 @@ void hcg_event_push(const hcg_event *e)
     atomic_store_explicit(&r->head, h + 1, memory_order_release);
 }
 
-static void drain(ring *r)
+static void drain(ring *r, const hcg_clock_ref_t *ref)
 {
     uint64_t t = atomic_load_explicit(&r->tail, memory_order_relaxed);
     uint64_t h = atomic_load_explicit(&r->head, memory_order_acquire);
     for (; t != h; t++) {
-        const hcg_event *e = &r->ev[t & (RING_CAP - 1)];
-        hcg_summary_event(e);
-        hcg_jsonl_event(e);
+        hcg_event e = r->ev[t & (RING_CAP - 1)];
+        e.t_enqueue = hcg_ticks_to_ns(ref, e.t_enqueue);
+        if (e.kind != HCG_EV_REJECT) {
+            e.t_start = hcg_ticks_to_ns(ref, e.t_start);
+            e.t_end = hcg_ticks_to_ns(ref, e.t_end);
+        }
+        hcg_summary_event(&e);
+        hcg_jsonl_event(&e);
     }
     atomic_store_explicit(&r->tail, t, memory_order_release);
 }
 
 void hcg_events_flush(void)
 {
+    hcg_clock_ref_t ref;
     pthread_mutex_lock(&drain_lock);
+    hcg_clock_ref(&ref);
     for (ring *r = atomic_load(&rings); r; r = r->next)
-        drain(r);
+        drain(r, &ref);
     pthread_mutex_unlock(&drain_lock);
 }
 

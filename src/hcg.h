@@ -183,10 +183,23 @@ typedef enum hcg_fnkind {
     HCG_FN_COPY_CUDA_CORE,  /* cuda.core _host_copy, by ELF symbol table   */
     HCG_FN_COPY_USER,       /* named in HCGUARD_COPY_FN                    */
     HCG_FN_COPY_REGISTERED, /* hcguard_register_copy_fn (the Python hook)  */
+    /* cuda.bindings' driver.cuLaunchHostFunc runs every function through
+     * its own GIL-taking wrapper, whose userData is {CUhostFn, void *}:
+     * looked through, to recognise and check what it will call. */
+    HCG_FN_WRAP_BINDINGS,
     HCG_FN_KIND_COUNT
 } hcg_fnkind;
 
-static inline int hcg_fnkind_is_copy(hcg_fnkind k) { return k != HCG_FN_ORDINARY; }
+static inline int hcg_fnkind_is_copy(hcg_fnkind k)
+{
+    return k >= HCG_FN_COPY_HCGUARD && k <= HCG_FN_COPY_REGISTERED;
+}
+
+/* cuda.bindings' wrapper data (cuHostCallbackData in its driver module). */
+typedef struct hcg_bindings_cb {
+    CUhostFn callback;
+    void *user;
+} hcg_bindings_cb;
 const char *hcg_fnkind_name(hcg_fnkind k); /* "ordinary", "hcguard_host_copy", ... */
 
 /* Classify fn; cached, so a repeated pointer costs one hash probe. */
@@ -213,13 +226,25 @@ int hcg_elf_symbol_image(const void *img, size_t size, uintptr_t off,
                          char *name, size_t len, uintptr_t *start);
 
 /* ---- clock ------------------------------------------------------------- */
-uint64_t hcg_now_ns(void); /* CLOCK_MONOTONIC, vDSO: no system call */
+uint64_t hcg_now_ns(void); /* CLOCK_MONOTONIC */
+/* Event time stamps: a raw counter, cheap on any thread. */
+void hcg_clock_init(void);
+uint64_t hcg_ticks(void);
+/* A reference point (counter and clock read together, and the rate) to
+ * turn ticks into CLOCK_MONOTONIC nanoseconds. */
+typedef struct hcg_clock_ref_t {
+    uint64_t tick, ns;
+    double ns_per_tick;
+} hcg_clock_ref_t;
+void hcg_clock_ref(hcg_clock_ref_t *r);
+uint64_t hcg_ticks_to_ns(const hcg_clock_ref_t *r, uint64_t t);
 
 /* ---- trampoline.c: what the driver runs instead ------------------------ */
 /* One host-function launch (stream) or one host node (graph). */
 typedef struct hcg_call {
     CUhostFn fn;
     void *user;
+    void *rec;                /* the copy record: user, or inside a wrapper's data */
     uintptr_t stream;
     uint64_t t_enqueue;
     uint64_t seq;
@@ -228,6 +253,7 @@ typedef struct hcg_call {
     uint8_t oneshot;          /* free after it runs (stream launches) */
     uint8_t api;              /* hcg_api: which entry point enqueued it */
     uint8_t enqueue_status;   /* hcguard_status at enqueue (audit mode) */
+    uint8_t wrapped;          /* fn is cuda.bindings' wrapper: user is malloc'd by it */
     _Atomic uint8_t busy;     /* slot in use (pool) */
 } hcg_call;
 
@@ -265,7 +291,7 @@ typedef struct hcg_event {
     uint8_t flags;  /* HCG_EVF_* */
     uint32_t tid;
     uint64_t seq;
-    uint64_t t_enqueue, t_start, t_end; /* ns, CLOCK_MONOTONIC */
+    uint64_t t_enqueue, t_start, t_end; /* hcg_ticks(); ns once drained */
     uint64_t bytes;
     uintptr_t fn, user, stream, dst, src;
 } hcg_event;

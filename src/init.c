@@ -22,6 +22,7 @@ static void atfork_child(void)
 static void start(void)
 {
     const hcg_config *c = hcg_config_get();
+    hcg_clock_init();
     if (c->log_path[0])
         hcg_jsonl_open(c->log_path);
     pthread_atfork(NULL, NULL, atfork_child);

@@ -161,6 +161,15 @@ static int is_cuda_core_module(const char *path)
     return 0;
 }
 
+/* .../cuda/bindings/driver*.so: cuda.bindings' Python driver module. */
+static int is_bindings_module(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    return strncmp(base, "driver", 6) == 0 && ends_with(base, ".so") &&
+           strstr(path, "cuda/bindings/") != NULL;
+}
+
 static int is_cuda_core_name(const char *name)
 {
     return strcmp(name, "_host_copy") == 0 || ends_with(name, "__host_copy");
@@ -182,7 +191,8 @@ static hcg_fnkind classify(void *fn)
     if (obj_lookup(fn, &o) != 0)
         return HCG_FN_ORDINARY; /* not in any object: JIT code, a closure */
     int core_path = is_cuda_core_module(o.file);
-    if (!core_path && hcg_config_get()->n_copy_fns == 0)
+    int bindings_path = !core_path && is_bindings_module(o.file);
+    if (!core_path && !bindings_path && hcg_config_get()->n_copy_fns == 0)
         return HCG_FN_ORDINARY; /* nothing a name could match: no file I/O */
     /* Longer than any name matched here; a name that fills it is cut. */
     char name[1024];
@@ -191,6 +201,8 @@ static hcg_fnkind classify(void *fn)
         return HCG_FN_ORDINARY;
     if (core_path && is_cuda_core_name(name))
         return HCG_FN_COPY_CUDA_CORE;
+    if (bindings_path && ends_with(name, "cuHostCallbackWrapper"))
+        return HCG_FN_WRAP_BINDINGS;
     return is_user_name(name) ? HCG_FN_COPY_USER : HCG_FN_ORDINARY;
 }
 
@@ -252,6 +264,7 @@ const char *hcg_fnkind_name(hcg_fnkind k)
         [HCG_FN_COPY_CUDA_CORE] = "cuda.core _host_copy",
         [HCG_FN_COPY_USER] = "user (HCGUARD_COPY_FN)",
         [HCG_FN_COPY_REGISTERED] = "registered (hcguard_register_copy_fn)",
+        [HCG_FN_WRAP_BINDINGS] = "cuda.bindings callback wrapper",
     };
     return (unsigned)k < HCG_FN_KIND_COUNT ? names[k] : "unknown";
 }

@@ -90,7 +90,7 @@ void hcg_report_reject(hcg_api api, CUstream s, void *fn, void *user,
     e.api = (uint8_t)api;
     e.tid = hcg_gettid();
     e.seq = hcg_next_seq();
-    e.t_enqueue = hcg_now_ns();
+    e.t_enqueue = hcg_ticks();
     e.fn = (uintptr_t)fn;
     e.user = (uintptr_t)user;
     e.stream = (uintptr_t)s;

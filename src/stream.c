@@ -1,6 +1,8 @@
 /* Stream wrappers: cuLaunchHostFunc and its variants, and the capture
  * entry points (a host function enqueued while its stream captures becomes
  * a graph node and runs once per replay). */
+#include <stdio.h>
+
 #include "hcg.h"
 
 /* Set once any capture has begun; until then no launch needs the (driver)
@@ -62,19 +64,46 @@ static int launch_is_captured(hcg_driver *d, const launch_args *a)
     return st != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
-/* Check a recognised copy's record; returns 0 to go on, or the status the
- * launch must return. */
-static int check_copy(const launch_args *a, hcg_fnkind kind, hcguard_copy_record *snap,
-                      hcguard_status *why)
+/* Check a recognised copy's record rec; returns nonzero if the launch
+ * must be refused (guard mode). */
+static int check_copy(const launch_args *a, CUhostFn fn, void *rec, hcg_fnkind kind,
+                      hcguard_copy_record *snap, hcguard_status *why)
 {
-    *why = hcg_validate_record(hcg_oracle_process(), a->user, snap);
+    *why = hcg_validate_record(hcg_oracle_process(), rec, snap);
     if (*why == HCGUARD_OK)
         return 0;
     int guard = hcg_config_get()->mode == HCG_MODE_GUARD;
     int have_fields = *why != HCGUARD_ERR_NULL_RECORD && *why != HCGUARD_ERR_RECORD_UNREADABLE;
-    hcg_report_reject(a->api, a->stream, (void *)a->fn, a->user, kind,
-                      have_fields ? snap : NULL, *why, guard);
+    hcg_report_reject(a->api, a->stream, (void *)fn, rec, kind, have_fields ? snap : NULL,
+                      *why, guard);
     return guard;
+}
+
+/* What a cuda.bindings wrapper will call: its data's {callback, user}. */
+static hcg_fnkind look_through(void *data, CUhostFn *fn, void **rec)
+{
+    hcg_bindings_cb cb;
+    if (!data || hcg_oracle_process()->read(NULL, (uintptr_t)data, &cb, sizeof cb) != 0)
+        return HCG_FN_ORDINARY;
+    hcg_fnkind k = hcg_recognize((void *)cb.callback);
+    if (!hcg_fnkind_is_copy(k))
+        return HCG_FN_ORDINARY;
+    *fn = cb.callback;
+    *rec = cb.user;
+    return k;
+}
+
+static void debug_launch(const launch_args *a, hcg_fnkind kind, CUhostFn inner)
+{
+    static atomic_int n;
+    if (!hcg_config_get()->debug || atomic_fetch_add(&n, 1) >= 16)
+        return;
+    char name[256], obj[HCG_PATH_MAX];
+    if (hcg_symbolize((void *)a->fn, name, sizeof name, obj, sizeof obj) != 0)
+        snprintf(name, sizeof name, "anonymous");
+    hcg_debug("%s: host function %p %s (%s), user data %p: %s%s", hcg_api_name(a->api),
+              (void *)a->fn, name, obj, a->user, hcg_fnkind_name(kind),
+              inner != a->fn ? " (inside cuda.bindings' wrapper)" : "");
 }
 
 static void no_driver(void)
@@ -98,9 +127,14 @@ static CUresult launch(const launch_args *a)
     hcg_init();
 
     hcg_fnkind kind = hcg_recognize((void *)a->fn);
+    CUhostFn inner = a->fn;
+    void *rec = a->user;
+    if (HCG_UNLIKELY(kind == HCG_FN_WRAP_BINDINGS))
+        kind = look_through(a->user, &inner, &rec);
+    debug_launch(a, kind, inner);
     hcguard_copy_record snap = {0, 0, 0};
     hcguard_status why = HCGUARD_OK;
-    if (hcg_fnkind_is_copy(kind) && check_copy(a, kind, &snap, &why))
+    if (hcg_fnkind_is_copy(kind) && check_copy(a, inner, rec, kind, &snap, &why))
         return CUDA_ERROR_INVALID_VALUE;
 
     hcg_call *c = hcg_call_alloc();
@@ -108,6 +142,8 @@ static CUresult launch(const launch_args *a)
         return call_real(d, a, a->fn, a->user); /* out of memory: unmeasured, unguarded */
     c->fn = a->fn;
     c->user = a->user;
+    c->rec = rec;
+    c->wrapped = inner != a->fn;
     c->stream = (uintptr_t)a->stream;
     c->snap = snap;
     c->kind = (uint8_t)kind;
@@ -115,7 +151,7 @@ static CUresult launch(const launch_args *a)
     c->enqueue_status = (uint8_t)why;
     c->oneshot = !launch_is_captured(d, a);
     c->seq = hcg_next_seq();
-    c->t_enqueue = hcg_now_ns();
+    c->t_enqueue = hcg_ticks();
     CUresult r = call_real(d, a, hcg_trampoline, c);
     if (r != CUDA_SUCCESS)
         hcg_call_free(c);

@@ -158,8 +158,9 @@ static uint64_t sum(const uint64_t *a, size_t n)
 static uint64_t launched_total(int copies_only)
 {
     uint64_t t = 0;
-    for (int k = copies_only ? 1 : 0; k < HCG_FN_KIND_COUNT; k++)
-        t += atomic_load_explicit(&launched[k], memory_order_relaxed);
+    for (int k = 0; k < HCG_FN_KIND_COUNT; k++)
+        if (!copies_only || hcg_fnkind_is_copy((hcg_fnkind)k))
+            t += atomic_load_explicit(&launched[k], memory_order_relaxed);
     return t;
 }
 
@@ -171,7 +172,8 @@ void hcg_summary_stats(hcguard_stats *o)
     o->events_dropped = hcg_events_dropped();
     pthread_mutex_lock(&S.lock);
     o->host_fns_ran = sum(S.ran, HCG_FN_KIND_COUNT);
-    o->copies_ran = o->host_fns_ran - S.ran[HCG_FN_ORDINARY];
+    for (int k = 0; k < HCG_FN_KIND_COUNT; k++)
+        o->copies_ran += hcg_fnkind_is_copy((hcg_fnkind)k) ? S.ran[k] : 0;
     o->rejected = sum(S.rejected, HCGUARD_STATUS_COUNT);
     o->skipped = sum(S.skipped, HCGUARD_STATUS_COUNT);
     o->bytes_copied = S.bytes;
@@ -242,11 +244,13 @@ static void print_reasons(const char *what, const uint64_t *counts)
 static void print_copies(void)
 {
     char a[32], b[32];
-    uint64_t ran = sum(S.ran, HCG_FN_KIND_COUNT) - S.ran[HCG_FN_ORDINARY];
+    uint64_t ran = 0;
+    for (int k = 0; k < HCG_FN_KIND_COUNT; k++)
+        ran += hcg_fnkind_is_copy((hcg_fnkind)k) ? S.ran[k] : 0;
     hcg_msg("host copies: %" PRIu64 " launched, %" PRIu64 " ran, %s copied",
             launched_total(1), ran, fmt_bytes(S.bytes, a, sizeof a));
-    for (int k = 1; k < HCG_FN_KIND_COUNT; k++)
-        if (atomic_load(&launched[k]) || S.ran[k])
+    for (int k = 0; k < HCG_FN_KIND_COUNT; k++)
+        if (hcg_fnkind_is_copy((hcg_fnkind)k) && (atomic_load(&launched[k]) || S.ran[k]))
             hcg_msg("    recognised as %s: %" PRIuFAST64 " launched, %" PRIu64 " ran",
                     hcg_fnkind_name((hcg_fnkind)k), atomic_load(&launched[k]), S.ran[k]);
     print_time_hist("copy latency", &S.copy_time);

@@ -2,6 +2,7 @@
  * function. It re-checks a copy's record when it changed since it was
  * checked, times the call, and leaves one event in the thread's ring.
  * Common path: no lock, no allocation, no system call. */
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 
@@ -77,7 +78,7 @@ const hcg_call *hcg_current_call(void)
  * checked at enqueue (records at integer addresses may be rewritten). */
 static hcguard_status recheck(const hcg_call *c, hcguard_copy_record *now)
 {
-    const hcguard_copy_record *r = c->user;
+    const hcguard_copy_record *r = c->rec;
     if (HCG_LIKELY(c->enqueue_status == HCGUARD_OK && !hcg_config_get()->recheck_always)) {
         *now = *r; /* readable at enqueue; a record freed since is the caller's bug */
         if (HCG_LIKELY(memcmp(now, &c->snap, sizeof *now) == 0))
@@ -104,7 +105,7 @@ void CUDA_CB hcg_trampoline(void *arg)
     e.user = (uintptr_t)c->user;
     e.stream = c->stream;
     e.bytes = e.dst = e.src = 0;
-    e.t_start = hcg_now_ns();
+    e.t_start = hcg_ticks();
     current = c;
     int run = 1;
     if (hcg_fnkind_is_copy((hcg_fnkind)c->kind)) {
@@ -121,7 +122,9 @@ void CUDA_CB hcg_trampoline(void *arg)
     }
     if (HCG_LIKELY(run))
         c->fn(c->user);
-    e.t_end = hcg_now_ns();
+    else if (c->wrapped)
+        free(c->user); /* what cuda.bindings' wrapper would have done after the call */
+    e.t_end = hcg_ticks();
     current = NULL;
     hcg_event_push(&e);
     if (c->oneshot)

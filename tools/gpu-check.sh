@@ -20,6 +20,13 @@ ctest -L gpu -j 4 --output-on-failure --timeout 240 >"$out/ctest-gpu.log" 2>&1
 grep -E "tests passed|Failed|Skipped|\*\*\*" "$out/ctest-gpu.log" | head -80
 ctest -LE gpu -j 8 --timeout 240 >"$out/ctest-rest.log" 2>&1
 grep -E "tests passed|Failed|\*\*\*" "$out/ctest-rest.log" | head -30
-HCGUARD_DEBUG=1 ./bin/hcguard run -- ./tests/gpu/cudart_hostfn_shared >"$out/debug-cudart.log" 2>&1
-echo "debug cudart exit $?"; grep -c route "$out/debug-cudart.log"
+{
+    for t in gpu_bindings gpu_cupy gpu_cudart_shared; do
+        echo "=== $t"; ctest -R "^$t\$" -V 2>&1 | grep -E "==hcguard== (HCGUARD|host|bad|copies|copy|ERROR S|    [a-z-]+ +[0-9])|FAIL|SKIP|passed" | head -40
+    done
+    echo "=== v2 skip reason"; LD_PRELOAD=$build/lib/libhcguard.so ./tests/e2e/hc_e2e v2 good 2>&1 | tail -2
+    echo "=== bindings under --debug"
+    ./bin/hcguard run --debug -- python3 "$root/tests/gpu/bindings_hostfn.py" 2>&1 | grep -E "debug|route|cuLaunchHostFunc|FAIL|passed" | head -30
+} >"$out/detail.log" 2>&1
+cat "$out/detail.log" | head -150
 "$root/bench/run.sh" "$build" "${1:-3}" 2>&1 | tee "$out/bench.txt"

@@ -5,8 +5,9 @@
  * driver (CI) and the real driver (GPU machines).
  *
  *   hc_e2e PATH SCENARIO
- *   PATH:     direct dlsym dlvsym gpa1 gpa2 gpa1-self gpa2-self ptsz
- *             ptsz-direct v2 v2-ptsz
+ *   PATH:     direct dlsym gpa1 gpa2 gpa1-self gpa2-self ptsz ptsz-direct
+ *             v2 v2-ptsz, or bindings (through a stand-in of cuda.bindings'
+ *             callback wrapper, the module named by HC_E2E_BINDINGS_MODULE)
  *   SCENARIO: good    good copies are exact, ordinary host functions run
  *             bad     every bad-record class: CUDA_ERROR_INVALID_VALUE in
  *                     guard mode, passed through and skipped in audit mode
@@ -122,13 +123,13 @@ static void pick_path(const char *path)
         launch1 = cuLaunchHostFunc;
     } else if (strcmp(path, "dlsym") == 0) {
         launch1 = (launch_fn)dlsym(h, "cuLaunchHostFunc");
-    } else if (strcmp(path, "dlvsym") == 0) {
-        /* The driver's symbols carry no version: any version matches. */
-        launch1 = (launch_fn)dlvsym(h, "cuLaunchHostFunc", "libcuda.so.1");
-        if (!launch1) {
-            fprintf(stderr, "SKIP: dlvsym found no cuLaunchHostFunc: %s\n", dlerror());
-            exit(SKIP);
-        }
+    } else if (strcmp(path, "bindings") == 0) {
+        const char *m = getenv("HC_E2E_BINDINGS_MODULE");
+        void *mod = m ? dlopen(m, RTLD_NOW | RTLD_LOCAL) : NULL;
+        CHECK(mod != NULL, "HC_E2E_BINDINGS_MODULE %s: %s", m ? m : "(unset)", dlerror());
+        if (!mod)
+            exit(1);
+        launch1 = (launch_fn)dlsym(mod, "fake_bindings_launch");
     } else if (strcmp(path, "gpa1") == 0) {
         gpa_v1_fn g = (gpa_v1_fn)dlsym(h, "cuGetProcAddress");
         void *p = NULL;
@@ -210,6 +211,19 @@ static void *map(size_t n, int prot)
         perror("mmap");
         exit(1);
     }
+    return p;
+}
+
+/* npages of read-write memory followed by a one-page hole and a guard page:
+ * the hole is too small for any mapping made meanwhile (hcguard's and the
+ * driver's are larger), so it stays unmapped. */
+static unsigned char *rw_then_hole(size_t npages, unsigned char **hole)
+{
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+    unsigned char *p = map((npages + 2) * pg, PROT_READ | PROT_WRITE);
+    munmap(p + npages * pg, pg);
+    mprotect(p + (npages + 1) * pg, pg, PROT_NONE);
+    *hole = p + npages * pg;
     return p;
 }
 
@@ -295,13 +309,12 @@ typedef struct bad_case {
 static void bad(void)
 {
     long pg = sysconf(_SC_PAGESIZE);
-    unsigned char *rw = map((size_t)pg * 4, PROT_READ | PROT_WRITE);
-    unsigned char *ro = map((size_t)pg, PROT_READ);
-    unsigned char *none = map((size_t)pg, PROT_NONE);
-    unsigned char *gone = map((size_t)pg, PROT_READ | PROT_WRITE);
-    munmap(gone, (size_t)pg);
     CUdeviceptr dev = 0;
     DRV(cuMemAlloc(&dev, 1 << 20));
+    unsigned char *ro = map((size_t)pg, PROT_READ);
+    unsigned char *none = map((size_t)pg, PROT_NONE);
+    unsigned char *gone; /* last: a later one-page mapping could fill the hole */
+    unsigned char *rw = rw_then_hole(4, &gone);
     uintptr_t a = (uintptr_t)rw, b = (uintptr_t)rw + (uintptr_t)pg * 2;
     bad_case cases[] = {
         {"null-record", {0, 0, 0}, NULL},
@@ -361,9 +374,8 @@ static void wait_gate(void *p)
 
 static void changed(void)
 {
-    long pg = sysconf(_SC_PAGESIZE);
-    unsigned char *gone = map((size_t)pg, PROT_READ | PROT_WRITE);
-    munmap(gone, (size_t)pg);
+    unsigned char *gone;
+    rw_then_hole(1, &gone);
     unsigned char src[256], dst[256];
     fill(src, sizeof src, 11);
     memset(dst, 0, sizeof dst);
@@ -389,12 +401,47 @@ static void changed(void)
     free(rec);
 }
 
+/* Look-ups hcguard must leave alone: versioned ones, and every entry point
+ * it does not wrap, on every path. */
+static int passthrough_check(void)
+{
+    void *h = driver_handle();
+    dlerror();
+    CHECK(dlvsym(h, "cuLaunchHostFunc", "GLIBC_2.2.5") == NULL,
+          "a versioned look-up of an unversioned driver symbol must fail");
+    CHECK(dlerror() != NULL, "dlerror after a failed dlvsym");
+    CHECK(dlvsym(RTLD_DEFAULT, "dlopen", "GLIBC_2.34") == (void *)dlopen,
+          "dlvsym(RTLD_DEFAULT, dlopen@GLIBC_2.34)");
+    CHECK(dlvsym(RTLD_NEXT, "dlopen", "GLIBC_2.34") == (void *)dlopen,
+          "dlvsym(RTLD_NEXT, dlopen@GLIBC_2.34)");
+    void *init = dlsym(h, "cuInit");
+    CHECK(init != NULL && init == (void *)cuInit, "dlsym(cuInit) untouched");
+    CHECK(dlsym(RTLD_DEFAULT, "cuStreamSynchronize") == (void *)cuStreamSynchronize,
+          "dlsym(RTLD_DEFAULT, cuStreamSynchronize) untouched");
+    CHECK(gpa2("cuInit", 2000, 0) == init, "cuGetProcAddress_v2(cuInit) untouched");
+    CHECK(gpa2("cuStreamSynchronize", 2000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) ==
+              dlsym(h, "cuStreamSynchronize_ptsz"),
+          "cuGetProcAddress_v2(cuStreamSynchronize, ptds) untouched");
+    void *missing = (void *)1;
+    CUdriverProcAddressQueryResult st = CU_GET_PROC_ADDRESS_SUCCESS;
+    gpa_v2_fn g = (gpa_v2_fn)dlsym(h, "cuGetProcAddress_v2");
+    /* The real driver answers CUDA_SUCCESS with NULL and the status. */
+    CUresult r = g("cuNoSuchFunction", &missing, 13000, 0, &st);
+    CHECK((r == CUDA_SUCCESS || r == CUDA_ERROR_NOT_FOUND) && missing == NULL &&
+              st == CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND,
+          "an unknown name: NULL and SYMBOL_NOT_FOUND (got %d, %p, %d)", (int)r, missing, (int)st);
+    printf("dlvsym passthrough: %s\n", failures ? "FAILED" : "passed");
+    return failures ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 3) {
         fprintf(stderr, "usage: hc_e2e PATH good|bad|changed\n");
         return 2;
     }
+    if (strcmp(argv[1], "dlvsym") == 0)
+        return passthrough_check();
     setup();
     pick_path(argv[1]);
     Dl_info di;

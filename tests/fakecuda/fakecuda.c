@@ -14,11 +14,16 @@
  * that cuGetProcAddress hands out are this library's, as with the real one,
  * even while an interposer is preloaded.
  *
+ * Where the real driver's behaviour was not plain from cuda.h, it was
+ * measured on driver 580.159.04 (CUDA 13.0) on an H200, and the comments
+ * say "measured".
+ *
  * What is modelled:
  * - One device (ordinal 0), a primary context, created contexts, and the
  *   calling thread's current context. Everything but cuInit,
  *   cuDriverGetVersion (13020), cuGetErrorName/String and cuGetProcAddress
- *   returns CUDA_ERROR_NOT_INITIALIZED before cuInit.
+ *   returns CUDA_ERROR_NOT_INITIALIZED before cuInit, and
+ *   CUDA_ERROR_NOT_PERMITTED when called from inside a host function.
  * - Streams: created streams, the NULL stream, CU_STREAM_LEGACY and
  *   CU_STREAM_PER_THREAD (NULL means the per-thread stream in the _ptsz
  *   entry points). There is ONE callback thread for the process, started on
@@ -26,8 +31,6 @@
  *   which keeps every stream's order (and is a valid schedule for the real
  *   driver too). A stream synchronize waits until everything enqueued on
  *   that stream so far has run; cuCtxSynchronize waits for everything.
- *   A call that would wait, made from inside a host function, returns
- *   CUDA_ERROR_NOT_PERMITTED instead of deadlocking.
  * - Memory: cuMemAlloc gives device-only memory: each allocation is its own
  *   PROT_NONE mapping, so the host faults on it as on a GPU, and its bytes
  *   live in a shadow buffer for cuMemcpyHtoD/DtoH. Pinned host memory is
@@ -41,9 +44,10 @@
  *   callback thread); per-node exec updates and whole-graph cuGraphExecUpdate;
  *   stream capture of host functions and graph launches; a DOT dump.
  *
- * What is not: kernels, modules, events, memsets, device-to-device copies,
- * managed or registered memory, peer access, memory pools, other node
- * types (CUDA_ERROR_NOT_SUPPORTED), cross-stream capture (events),
+ * What is not: kernels, modules, events, memsets, the 32-bit v1 memory
+ * entry points (cuMemAlloc, cuMemcpyHtoD, ...), managed or registered
+ * memory, peer access, memory pools, other node types
+ * (CUDA_ERROR_NOT_SUPPORTED), cross-stream capture (events),
  * cuStreamUpdateCaptureDependencies, the global-mode capture ban on other
  * threads' unsafe calls, primary-context reset when its last reference
  * goes, and real timing or concurrency between streams.
@@ -121,6 +125,7 @@ typedef struct fc_stream {
     CUstreamCaptureMode cap_mode;
     pthread_t cap_thread;
     cuuint64_t cap_id;
+    uint64_t cap_epoch;
     fc_graph *cap_graph;
     CUgraphNode cap_deps[1]; /* what the next captured node depends on */
     CUgraphEdgeData cap_edges[1];
@@ -166,6 +171,7 @@ static struct {
     fc_mem *mems;
     int primary_refs;
     unsigned n_capturing;
+    uint64_t cap_epoch; /* bumped by cuCtxSynchronize to invalidate captures */
 } g = {
     .mu = PTHREAD_MUTEX_INITIALIZER,
     .work_cv = PTHREAD_COND_INITIALIZER,
@@ -183,6 +189,18 @@ static _Thread_local int t_on_worker;
 static void fc_lock(void) { pthread_mutex_lock(&g.mu); }
 static void fc_unlock(void) { pthread_mutex_unlock(&g.mu); }
 static int fc_inited(void) { return atomic_load(&g_inited); }
+
+/* What every entry point but cuInit, cuDriverGetVersion, cuGetErrorName,
+ * cuGetErrorString and cuGetProcAddress checks first: the driver must be
+ * initialised, and the caller must not be a host function (measured: the
+ * driver refuses all other calls from its callback thread). */
+static CUresult fc_enter(void)
+{
+    if (!fc_inited())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    return t_on_worker ? CUDA_ERROR_NOT_PERMITTED : CUDA_SUCCESS;
+}
+
 static uint64_t fc_id(void) { return atomic_fetch_add(&g_next_id, 1); }
 
 static size_t obj_bucket(const void *p)
@@ -338,7 +356,8 @@ static CUresult enqueue(fc_stream *s, fc_work *w)
     return CUDA_SUCCESS;
 }
 
-/* Wait until queue work number seq has run. */
+/* Wait until queue work number seq has run. The callback thread must
+ * never wait for itself (fc_enter already refuses its calls). */
 static CUresult wait_done(uint64_t seq)
 {
     if (t_on_worker)
@@ -374,8 +393,9 @@ FC_API CUresult CUDAAPI cuDriverGetVersion(int *driverVersion)
 
 FC_API CUresult CUDAAPI cuDeviceGetCount(int *count)
 {
-    if (!fc_inited())
-        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r0 = fc_enter();
+    if (r0 != CUDA_SUCCESS)
+        return r0;
     if (!count)
         return CUDA_ERROR_INVALID_VALUE;
     *count = 1;
@@ -384,8 +404,9 @@ FC_API CUresult CUDAAPI cuDeviceGetCount(int *count)
 
 FC_API CUresult CUDAAPI cuDeviceGet(CUdevice *device, int ordinal)
 {
-    if (!fc_inited())
-        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r0 = fc_enter();
+    if (r0 != CUDA_SUCCESS)
+        return r0;
     if (!device)
         return CUDA_ERROR_INVALID_VALUE;
     if (ordinal != 0)
@@ -396,8 +417,9 @@ FC_API CUresult CUDAAPI cuDeviceGet(CUdevice *device, int ordinal)
 
 FC_API CUresult CUDAAPI cuDeviceGetName(char *name, int len, CUdevice dev)
 {
-    if (!fc_inited())
-        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r0 = fc_enter();
+    if (r0 != CUDA_SUCCESS)
+        return r0;
     if (!name || len <= 0)
         return CUDA_ERROR_INVALID_VALUE;
     if (dev != 0)
@@ -408,8 +430,9 @@ FC_API CUresult CUDAAPI cuDeviceGetName(char *name, int len, CUdevice dev)
 
 FC_API CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 {
-    if (!fc_inited())
-        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r0 = fc_enter();
+    if (r0 != CUDA_SUCCESS)
+        return r0;
     if (!pctx)
         return CUDA_ERROR_INVALID_VALUE;
     if (dev != 0)
@@ -423,8 +446,9 @@ FC_API CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 
 static CUresult primary_release(CUdevice dev)
 {
-    if (!fc_inited())
-        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r0 = fc_enter();
+    if (r0 != CUDA_SUCCESS)
+        return r0;
     if (dev != 0)
         return CUDA_ERROR_INVALID_DEVICE;
     fc_lock();
@@ -448,8 +472,9 @@ FC_API CUresult CUDAAPI cuDevicePrimaryCtxRelease_v2(CUdevice dev)
 /* A new context, made current on this thread (the driver pushes it). */
 static CUresult ctx_create(CUcontext *pctx, CUdevice dev)
 {
-    if (!fc_inited())
-        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r0 = fc_enter();
+    if (r0 != CUDA_SUCCESS)
+        return r0;
     if (!pctx)
         return CUDA_ERROR_INVALID_VALUE;
     if (dev != 0)
@@ -463,6 +488,13 @@ static CUresult ctx_create(CUcontext *pctx, CUdevice dev)
     t_ctx = c;
     *pctx = (CUcontext)c;
     return CUDA_SUCCESS;
+}
+
+FC_API CUresult CUDAAPI cuCtxCreate(CUcontext *pctx, unsigned int flags,
+                                    CUdevice dev)
+{
+    (void)flags;
+    return ctx_create(pctx, dev);
 }
 
 FC_API CUresult CUDAAPI cuCtxCreate_v2(CUcontext *pctx, unsigned int flags,
@@ -526,10 +558,11 @@ static void ctx_free_resources(fc_ctx *c)
     }
 }
 
-FC_API CUresult CUDAAPI cuCtxDestroy_v2(CUcontext ctx)
+static CUresult ctx_destroy(CUcontext ctx)
 {
-    if (!fc_inited())
-        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r0 = fc_enter();
+    if (r0 != CUDA_SUCCESS)
+        return r0;
     fc_lock();
     fc_ctx *c = obj_get(ctx, FC_CTX);
     CUresult r = c && !c->primary ? wait_done(g.enq_seq)
@@ -549,10 +582,15 @@ FC_API CUresult CUDAAPI cuCtxDestroy_v2(CUcontext ctx)
     return r;
 }
 
+FC_API CUresult CUDAAPI cuCtxDestroy(CUcontext ctx) { return ctx_destroy(ctx); }
+
+FC_API CUresult CUDAAPI cuCtxDestroy_v2(CUcontext ctx) { return ctx_destroy(ctx); }
+
 FC_API CUresult CUDAAPI cuCtxSetCurrent(CUcontext ctx)
 {
-    if (!fc_inited())
-        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r0 = fc_enter();
+    if (r0 != CUDA_SUCCESS)
+        return r0;
     fc_lock();
     fc_ctx *c = obj_get(ctx, FC_CTX);
     fc_unlock();
@@ -564,8 +602,9 @@ FC_API CUresult CUDAAPI cuCtxSetCurrent(CUcontext ctx)
 
 FC_API CUresult CUDAAPI cuCtxGetCurrent(CUcontext *pctx)
 {
-    if (!fc_inited())
-        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r0 = fc_enter();
+    if (r0 != CUDA_SUCCESS)
+        return r0;
     if (!pctx)
         return CUDA_ERROR_INVALID_VALUE;
     fc_lock();
@@ -574,21 +613,32 @@ FC_API CUresult CUDAAPI cuCtxGetCurrent(CUcontext *pctx)
     return CUDA_SUCCESS;
 }
 
-FC_API CUresult CUDAAPI cuCtxSynchronize(void)
+/* Wait for all work of context c (NULL: the current one). A capture in
+ * progress makes this an error, and is invalidated by it. */
+static CUresult ctx_sync(CUcontext c)
 {
-    if (!fc_inited())
-        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r0 = fc_enter();
+    if (r0 != CUDA_SUCCESS)
+        return r0;
     fc_lock();
     CUresult r = CUDA_SUCCESS;
-    if (!cur_ctx())
+    if (c && !obj_get(c, FC_CTX)) {
+        r = CUDA_ERROR_CONTEXT_IS_DESTROYED; /* measured, for any bad handle */
+    } else if (!c && !cur_ctx()) {
         r = CUDA_ERROR_INVALID_CONTEXT;
-    else if (g.n_capturing)
+    } else if (g.n_capturing) {
+        g.cap_epoch++;
         r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-    else
+    } else {
         r = wait_done(g.enq_seq);
+    }
     fc_unlock();
     return r;
 }
+
+FC_API CUresult CUDAAPI cuCtxSynchronize(void) { return ctx_sync(NULL); }
+
+FC_API CUresult CUDAAPI cuCtxSynchronize_v2(CUcontext ctx) { return ctx_sync(ctx); }
 
 /* ======================================================================
  * Streams.
@@ -598,22 +648,29 @@ FC_API CUresult CUDAAPI cuCtxSynchronize(void)
  * thread's own stream for the _ptsz entry points. */
 static CUresult stream_get(CUstream h, int ptsz, fc_stream **out)
 {
+    fc_stream *s;
     if (!h)
         h = ptsz ? CU_STREAM_PER_THREAD : CU_STREAM_LEGACY;
     if (h == CU_STREAM_LEGACY || h == CU_STREAM_PER_THREAD) {
         if (!cur_ctx())
             return CUDA_ERROR_INVALID_CONTEXT;
-        *out = h == CU_STREAM_LEGACY ? &g_legacy : &t_ptds;
-        return CUDA_SUCCESS;
+        s = h == CU_STREAM_LEGACY ? &g_legacy : &t_ptds;
+    } else if (!(s = obj_get(h, FC_STREAM))) {
+        return CUDA_ERROR_INVALID_HANDLE;
     }
-    *out = obj_get(h, FC_STREAM);
-    return *out ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+    /* A cuCtxSynchronize since the capture began has invalidated it. */
+    if (s->cap_status == CU_STREAM_CAPTURE_STATUS_ACTIVE &&
+        s->cap_epoch != g.cap_epoch)
+        s->cap_status = CU_STREAM_CAPTURE_STATUS_INVALIDATED;
+    *out = s;
+    return CUDA_SUCCESS;
 }
 
 FC_API CUresult CUDAAPI cuStreamCreate(CUstream *phStream, unsigned int Flags)
 {
-    if (!fc_inited())
-        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r0 = fc_enter();
+    if (r0 != CUDA_SUCCESS)
+        return r0;
     if (!phStream || (Flags & ~(unsigned)CU_STREAM_NON_BLOCKING))
         return CUDA_ERROR_INVALID_VALUE;
     fc_stream *s = calloc(1, sizeof *s);
@@ -634,10 +691,11 @@ FC_API CUresult CUDAAPI cuStreamCreate(CUstream *phStream, unsigned int Flags)
 }
 
 /* Work already enqueued still runs: queue entries do not refer to streams. */
-FC_API CUresult CUDAAPI cuStreamDestroy_v2(CUstream hStream)
+static CUresult stream_destroy(CUstream hStream)
 {
-    if (!fc_inited())
-        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r0 = fc_enter();
+    if (r0 != CUDA_SUCCESS)
+        return r0;
     fc_lock();
     fc_stream *s = obj_get(hStream, FC_STREAM);
     if (s) {
@@ -649,6 +707,16 @@ FC_API CUresult CUDAAPI cuStreamDestroy_v2(CUstream hStream)
     return s ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 
+FC_API CUresult CUDAAPI cuStreamDestroy(CUstream hStream)
+{
+    return stream_destroy(hStream);
+}
+
+FC_API CUresult CUDAAPI cuStreamDestroy_v2(CUstream hStream)
+{
+    return stream_destroy(hStream);
+}
+
 /* A synchronising call on a capturing stream ends the capture's validity. */
 static CUresult capture_forbid(fc_stream *s)
 {
@@ -658,8 +726,9 @@ static CUresult capture_forbid(fc_stream *s)
 
 static CUresult stream_sync(CUstream h, int ptsz)
 {
-    if (!fc_inited())
-        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r0 = fc_enter();
+    if (r0 != CUDA_SUCCESS)
+        return r0;
     fc_lock();
     fc_stream *s;
     CUresult r = stream_get(h, ptsz, &s);
@@ -681,8 +750,9 @@ FC_API CUresult CUDAAPI cuStreamSynchronize_ptsz(CUstream hStream)
 
 static CUresult stream_query(CUstream h, int ptsz)
 {
-    if (!fc_inited())
-        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r0 = fc_enter();
+    if (r0 != CUDA_SUCCESS)
+        return r0;
     fc_lock();
     fc_stream *s;
     CUresult r = stream_get(h, ptsz, &s);
@@ -919,8 +989,9 @@ static CUresult capture_graph(fc_stream *s, const fc_graph *src)
 
 static CUresult begin_capture(CUstream h, int ptsz, CUstreamCaptureMode mode)
 {
-    if (!fc_inited())
-        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r0 = fc_enter();
+    if (r0 != CUDA_SUCCESS)
+        return r0;
     if ((unsigned)mode > CU_STREAM_CAPTURE_MODE_RELAXED)
         return CUDA_ERROR_INVALID_VALUE;
     fc_lock();
@@ -938,6 +1009,7 @@ static CUresult begin_capture(CUstream h, int ptsz, CUstreamCaptureMode mode)
         s->cap_mode = mode;
         s->cap_thread = pthread_self();
         s->cap_id = fc_id();
+        s->cap_epoch = g.cap_epoch;
         s->n_cap_deps = 0;
         g.n_capturing++;
     }
@@ -971,14 +1043,14 @@ static CUresult end_capture_locked(fc_stream *s, CUgraph *phGraph)
 {
     if (s->cap_status == CU_STREAM_CAPTURE_STATUS_NONE)
         return CUDA_ERROR_ILLEGAL_STATE;
-    if (s->cap_mode != CU_STREAM_CAPTURE_MODE_RELAXED &&
-        !pthread_equal(s->cap_thread, pthread_self()))
-        return CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
     if (s->cap_status == CU_STREAM_CAPTURE_STATUS_INVALIDATED) {
-        stream_capture_drop(s);
+        stream_capture_drop(s); /* from any thread (measured) */
         *phGraph = NULL;
         return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
     }
+    if (s->cap_mode != CU_STREAM_CAPTURE_MODE_RELAXED &&
+        !pthread_equal(s->cap_thread, pthread_self()))
+        return CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
     fc_graph *gr = s->cap_graph;
     gr->capturer = NULL;
     s->cap_graph = NULL;
@@ -990,8 +1062,9 @@ static CUresult end_capture_locked(fc_stream *s, CUgraph *phGraph)
 
 static CUresult end_capture(CUstream h, int ptsz, CUgraph *phGraph)
 {
-    if (!fc_inited())
-        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r0 = fc_enter();
+    if (r0 != CUDA_SUCCESS)
+        return r0;
     if (!phGraph)
         return CUDA_ERROR_INVALID_VALUE;
     fc_lock();
@@ -1016,8 +1089,9 @@ FC_API CUresult CUDAAPI cuStreamEndCapture_ptsz(CUstream hStream,
 
 static CUresult is_capturing(CUstream h, int ptsz, CUstreamCaptureStatus *st)
 {
-    if (!fc_inited())
-        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r0 = fc_enter();
+    if (r0 != CUDA_SUCCESS)
+        return r0;
     if (!st)
         return CUDA_ERROR_INVALID_VALUE;
     fc_lock();
@@ -1069,8 +1143,9 @@ static void capture_info_fill(const fc_stream *s, const fc_capinfo *o)
 
 static CUresult capture_info(CUstream h, int ptsz, const fc_capinfo *o)
 {
-    if (!fc_inited())
-        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r0 = fc_enter();
+    if (r0 != CUDA_SUCCESS)
+        return r0;
     if (!o->status || (o->edges && !o->deps) || (o->deps && !o->ndeps))
         return CUDA_ERROR_INVALID_VALUE;
     fc_lock();
@@ -1145,8 +1220,9 @@ FC_API CUresult CUDAAPI cuStreamGetCaptureInfo_v3_ptsz(
  * ====================================================================== */
 static CUresult launch_task(CUstream h, int ptsz, const fc_task *t)
 {
-    if (!fc_inited())
-        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r0 = fc_enter();
+    if (r0 != CUDA_SUCCESS)
+        return r0;
     fc_lock();
     fc_stream *s;
     CUresult r = stream_get(h, ptsz, &s);
@@ -1167,10 +1243,12 @@ static CUresult launch_task(CUstream h, int ptsz, const fc_task *t)
 static CUresult launch_host(CUstream h, int ptsz, CUhostFn fn, void *user,
                             unsigned sync_mode)
 {
+    CUresult r0 = fc_enter();
+    if (r0 != CUDA_SUCCESS)
+        return r0;
     if (!fn || (sync_mode != FC_HOST_TASK_BLOCKING &&
                 sync_mode != FC_HOST_TASK_SPINWAIT))
-        return fc_inited() ? CUDA_ERROR_INVALID_VALUE
-                           : CUDA_ERROR_NOT_INITIALIZED;
+        return CUDA_ERROR_INVALID_VALUE;
     fc_task t = {.fn = fn, .user = user};
     return launch_task(h, ptsz, &t);
 }
@@ -1204,9 +1282,11 @@ FC_API CUresult CUDAAPI cuLaunchHostFunc_v2_ptsz(CUstream hStream, CUhostFn fn,
 static CUresult add_callback(CUstream h, int ptsz, CUstreamCallback cb,
                              void *user, unsigned flags)
 {
+    CUresult r0 = fc_enter();
+    if (r0 != CUDA_SUCCESS)
+        return r0;
     if (!cb || flags != 0)
-        return fc_inited() ? CUDA_ERROR_INVALID_VALUE
-                           : CUDA_ERROR_NOT_INITIALIZED;
+        return CUDA_ERROR_INVALID_VALUE;
     fc_task t = {.cb = cb, .stream = h, .user = user};
     return launch_task(h, ptsz, &t);
 }
@@ -1311,8 +1391,9 @@ static CUresult mem_free(uintptr_t base, int device)
 
 FC_API CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
-    if (!fc_inited())
-        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r0 = fc_enter();
+    if (r0 != CUDA_SUCCESS)
+        return r0;
     if (!dptr)
         return CUDA_ERROR_INVALID_VALUE;
     uintptr_t p;
@@ -1324,8 +1405,9 @@ FC_API CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 
 FC_API CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr)
 {
-    if (!fc_inited())
-        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r0 = fc_enter();
+    if (r0 != CUDA_SUCCESS)
+        return r0;
     if (dptr == 0)
         return CUDA_SUCCESS;
     return mem_free((uintptr_t)dptr, 1);
@@ -1335,10 +1417,15 @@ static CUresult host_alloc(void **pp, size_t bytesize, unsigned flags)
 {
     const unsigned known = CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP |
                            CU_MEMHOSTALLOC_WRITECOMBINED;
-    if (!fc_inited())
-        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r0 = fc_enter();
+    if (r0 != CUDA_SUCCESS)
+        return r0;
     if (!pp || (flags & ~known))
         return CUDA_ERROR_INVALID_VALUE;
+    if (bytesize == 0) { /* measured: success, and no memory */
+        *pp = NULL;
+        return CUDA_SUCCESS;
+    }
     uintptr_t p;
     CUresult r = mem_alloc(bytesize, 0, &p);
     if (r == CUDA_SUCCESS)
@@ -1359,18 +1446,37 @@ FC_API CUresult CUDAAPI cuMemHostAlloc(void **pp, size_t bytesize,
 
 FC_API CUresult CUDAAPI cuMemFreeHost(void *p)
 {
-    if (!fc_inited())
-        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r0 = fc_enter();
+    if (r0 != CUDA_SUCCESS)
+        return r0;
+    if (!p)
+        return CUDA_SUCCESS; /* what a zero-size cuMemAllocHost gave */
     return mem_free((uintptr_t)p, 0);
 }
 
+/* Where the bytes of [p, p + n) are: in the shadow of the device
+ * allocation that holds all of it, or, for host memory, at p. NULL when the
+ * range is partly device memory, or is not device memory but must be. */
+static unsigned char *bytes_of(uintptr_t p, size_t n, int need_device)
+{
+    fc_mem *m = mem_at(p);
+    if (m && m->device)
+        return n <= m->size - (p - m->base) ? m->shadow + (p - m->base) : NULL;
+    if (need_device || !p || p > UINTPTR_MAX - n || mem_touches_device(p, n))
+        return NULL;
+    return (unsigned char *)p;
+}
+
 /* A synchronous copy on the default stream: the work enqueued before it
- * on that stream runs first (on the legacy stream, all earlier work). */
+ * on that stream runs first (on the legacy stream, all earlier work). The
+ * host side may be device memory too, as with the real driver's unified
+ * addressing. */
 static CUresult copy_sync(uintptr_t dev, void *host, size_t n, int to_device,
                           int ptds)
 {
-    if (!fc_inited())
-        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r0 = fc_enter();
+    if (r0 != CUDA_SUCCESS)
+        return r0;
     if (n == 0)
         return CUDA_SUCCESS;
     fc_lock();
@@ -1379,16 +1485,13 @@ static CUresult copy_sync(uintptr_t dev, void *host, size_t n, int to_device,
     if (r == CUDA_SUCCESS)
         r = s->cap_status ? capture_forbid(s)
                           : wait_done(ptds ? s->last_seq : g.enq_seq);
-    fc_mem *m = r == CUDA_SUCCESS ? mem_at(dev) : NULL;
-    if (r == CUDA_SUCCESS &&
-        (!m || !m->device || n > m->size - (dev - m->base) || !host ||
-         (uintptr_t)host > UINTPTR_MAX - n ||
-         mem_touches_device((uintptr_t)host, n)))
-        r = CUDA_ERROR_INVALID_VALUE;
-    if (r == CUDA_SUCCESS && to_device)
-        memcpy(m->shadow + (dev - m->base), host, n);
-    else if (r == CUDA_SUCCESS)
-        memcpy(host, m->shadow + (dev - m->base), n);
+    if (r == CUDA_SUCCESS) {
+        unsigned char *d = bytes_of(dev, n, 1), *h = bytes_of((uintptr_t)host, n, 0);
+        if (d && h)
+            memmove(to_device ? d : h, to_device ? h : d, n);
+        else
+            r = CUDA_ERROR_INVALID_VALUE;
+    }
     fc_unlock();
     return r;
 }
@@ -1425,12 +1528,14 @@ FC_API CUresult CUDAAPI cuMemcpyDtoH_v2_ptds(void *dstHost,
  * Pointer attributes.
  * ====================================================================== */
 
-/* Write attribute a of address p, inside allocation m (NULL: memory the
- * driver does not know, which gets zero values). Returns CUDA_SUCCESS;
+/* Write attribute a of address p, inside allocation m, or m NULL for
+ * memory the driver does not know. Returns CUDA_SUCCESS; or
  * CUDA_ERROR_INVALID_VALUE when the value does not exist for this memory
- * (a zero was written); CUDA_ERROR_NOT_SUPPORTED for an attribute this
- * driver does not model (nothing written). Boolean attributes are written
- * as unsigned int, as the CUDA runtime reads them. */
+ * (what the plural form writes for it was still written); or
+ * CUDA_ERROR_NOT_SUPPORTED for an attribute not modelled (nothing written).
+ * Sizes and the values for unknown memory are the real driver's (measured):
+ * booleans are 4 bytes; for unknown memory the host pointer is p itself,
+ * the device ordinal is -2 and the range is not written. */
 static CUresult attr_write(CUpointer_attribute a, void *data, const fc_mem *m,
                            uintptr_t p)
 {
@@ -1452,17 +1557,18 @@ static CUresult attr_write(CUpointer_attribute a, void *data, const fc_mem *m,
         return ok;
     }
     case CU_POINTER_ATTRIBUTE_HOST_POINTER: {
-        void *v = m && !m->device ? (void *)p : NULL;
+        void *v = m && m->device ? NULL : (void *)p;
         memcpy(data, &v, sizeof v);
-        return v ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+        return m && !m->device ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
     }
-    case CU_POINTER_ATTRIBUTE_IS_MANAGED: {
-        unsigned v = 0;
+    case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+    case CU_POINTER_ATTRIBUTE_MAPPED: {
+        unsigned v = m && a == CU_POINTER_ATTRIBUTE_MAPPED;
         memcpy(data, &v, sizeof v);
         return ok;
     }
     case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: {
-        int v = 0;
+        int v = m ? 0 : -2;
         memcpy(data, &v, sizeof v);
         return ok;
     }
@@ -1473,12 +1579,14 @@ static CUresult attr_write(CUpointer_attribute a, void *data, const fc_mem *m,
     }
     case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: {
         CUdeviceptr v = m ? (CUdeviceptr)m->base : 0;
-        memcpy(data, &v, sizeof v);
+        if (m)
+            memcpy(data, &v, sizeof v);
         return ok;
     }
     case CU_POINTER_ATTRIBUTE_RANGE_SIZE: {
         size_t v = m ? m->size : 0;
-        memcpy(data, &v, sizeof v);
+        if (m)
+            memcpy(data, &v, sizeof v);
         return ok;
     }
     default:
@@ -1490,8 +1598,9 @@ FC_API CUresult CUDAAPI cuPointerGetAttribute(void *data,
                                               CUpointer_attribute attribute,
                                               CUdeviceptr ptr)
 {
-    if (!fc_inited())
-        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r0 = fc_enter();
+    if (r0 != CUDA_SUCCESS)
+        return r0;
     if (!data)
         return CUDA_ERROR_INVALID_VALUE;
     fc_lock();
@@ -1502,14 +1611,16 @@ FC_API CUresult CUDAAPI cuPointerGetAttribute(void *data,
     return r;
 }
 
-/* Unknown memory is not an error here: its values are zero. Attributes
- * this driver does not model are left as the caller set them. */
+/* Unknown memory is not an error here: it gets the values described at
+ * attr_write (mostly zero). Attributes not modelled are left as the caller
+ * set them. */
 FC_API CUresult CUDAAPI cuPointerGetAttributes(unsigned int numAttributes,
                                                CUpointer_attribute *attributes,
                                                void **data, CUdeviceptr ptr)
 {
-    if (!fc_inited())
-        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r0 = fc_enter();
+    if (r0 != CUDA_SUCCESS)
+        return r0;
     if (numAttributes && (!attributes || !data))
         return CUDA_ERROR_INVALID_VALUE;
     for (unsigned i = 0; i < numAttributes; i++)
@@ -1621,8 +1732,9 @@ static CUresult add_node(CUgraphNode *ph, CUgraph hGraph,
                          const CUgraphNode *deps, size_t ndeps,
                          const fc_newnode *nn)
 {
-    if (!fc_inited())
-        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r0 = fc_enter();
+    if (r0 != CUDA_SUCCESS)
+        return r0;
     if (!ph)
         return CUDA_ERROR_INVALID_VALUE;
     fc_lock();
@@ -1633,8 +1745,9 @@ static CUresult add_node(CUgraphNode *ph, CUgraph hGraph,
 
 FC_API CUresult CUDAAPI cuGraphCreate(CUgraph *phGraph, unsigned int flags)
 {
-    if (!fc_inited())
-        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r0 = fc_enter();
+    if (r0 != CUDA_SUCCESS)
+        return r0;
     if (!phGraph || flags != 0)
         return CUDA_ERROR_INVALID_VALUE;
     fc_lock();
@@ -1650,8 +1763,9 @@ FC_API CUresult CUDAAPI cuGraphCreate(CUgraph *phGraph, unsigned int flags)
  * destroy. */
 FC_API CUresult CUDAAPI cuGraphDestroy(CUgraph hGraph)
 {
-    if (!fc_inited())
-        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r0 = fc_enter();
+    if (r0 != CUDA_SUCCESS)
+        return r0;
     fc_lock();
     fc_graph *gr = obj_get(hGraph, FC_GRAPH);
     CUresult r = gr && !gr->owner && !gr->capturer ? CUDA_SUCCESS
@@ -1668,9 +1782,11 @@ FC_API CUresult CUDAAPI cuGraphAddHostNode(CUgraphNode *phGraphNode,
                                            size_t numDependencies,
                                            const CUDA_HOST_NODE_PARAMS *nodeParams)
 {
+    CUresult r0 = fc_enter();
+    if (r0 != CUDA_SUCCESS)
+        return r0;
     if (!nodeParams)
-        return fc_inited() ? CUDA_ERROR_INVALID_VALUE
-                           : CUDA_ERROR_NOT_INITIALIZED;
+        return CUDA_ERROR_INVALID_VALUE;
     fc_newnode nn = {.type = CU_GRAPH_NODE_TYPE_HOST, .host = *nodeParams};
     return add_node(phGraphNode, hGraph, dependencies, numDependencies, &nn);
 }
@@ -1725,8 +1841,9 @@ static CUresult add_node_params(CUgraphNode *ph, CUgraph hGraph,
                                 const CUgraphEdgeData *edges, size_t ndeps,
                                 const CUgraphNodeParams *p)
 {
-    if (!fc_inited())
-        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r0 = fc_enter();
+    if (r0 != CUDA_SUCCESS)
+        return r0;
     fc_newnode nn;
     CUresult r = node_params_in(p, &nn);
     if (r == CUDA_SUCCESS)
@@ -1764,8 +1881,9 @@ static fc_node *node_get(CUgraphNode h, int type)
 FC_API CUresult CUDAAPI cuGraphHostNodeGetParams(CUgraphNode hNode,
                                                  CUDA_HOST_NODE_PARAMS *nodeParams)
 {
-    if (!fc_inited())
-        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r0 = fc_enter();
+    if (r0 != CUDA_SUCCESS)
+        return r0;
     if (!nodeParams)
         return CUDA_ERROR_INVALID_VALUE;
     fc_lock();
@@ -1779,8 +1897,9 @@ FC_API CUresult CUDAAPI cuGraphHostNodeGetParams(CUgraphNode hNode,
 FC_API CUresult CUDAAPI cuGraphHostNodeSetParams(
     CUgraphNode hNode, const CUDA_HOST_NODE_PARAMS *nodeParams)
 {
-    if (!fc_inited())
-        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r0 = fc_enter();
+    if (r0 != CUDA_SUCCESS)
+        return r0;
     if (!nodeParams || !nodeParams->fn)
         return CUDA_ERROR_INVALID_VALUE;
     fc_lock();
@@ -1794,8 +1913,9 @@ FC_API CUresult CUDAAPI cuGraphHostNodeSetParams(
 FC_API CUresult CUDAAPI cuGraphChildGraphNodeGetGraph(CUgraphNode hNode,
                                                       CUgraph *phGraph)
 {
-    if (!fc_inited())
-        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r0 = fc_enter();
+    if (r0 != CUDA_SUCCESS)
+        return r0;
     if (!phGraph)
         return CUDA_ERROR_INVALID_VALUE;
     fc_lock();
@@ -1826,8 +1946,9 @@ static CUresult node_params_set(fc_node *n, const CUgraphNodeParams *p)
 FC_API CUresult CUDAAPI cuGraphNodeSetParams(CUgraphNode hNode,
                                              CUgraphNodeParams *nodeParams)
 {
-    if (!fc_inited())
-        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r0 = fc_enter();
+    if (r0 != CUDA_SUCCESS)
+        return r0;
     fc_lock();
     fc_node *n = node_get(hNode, -1);
     CUresult r = n ? node_params_set(n, nodeParams) : CUDA_ERROR_INVALID_VALUE;
@@ -1838,8 +1959,9 @@ FC_API CUresult CUDAAPI cuGraphNodeSetParams(CUgraphNode hNode,
 FC_API CUresult CUDAAPI cuGraphNodeGetParams(CUgraphNode hNode,
                                              CUgraphNodeParams *nodeParams)
 {
-    if (!fc_inited())
-        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r0 = fc_enter();
+    if (r0 != CUDA_SUCCESS)
+        return r0;
     if (!nodeParams)
         return CUDA_ERROR_INVALID_VALUE;
     fc_lock();
@@ -1861,8 +1983,9 @@ FC_API CUresult CUDAAPI cuGraphNodeGetParams(CUgraphNode hNode,
 FC_API CUresult CUDAAPI cuGraphNodeGetType(CUgraphNode hNode,
                                            CUgraphNodeType *type)
 {
-    if (!fc_inited())
-        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r0 = fc_enter();
+    if (r0 != CUDA_SUCCESS)
+        return r0;
     if (!type)
         return CUDA_ERROR_INVALID_VALUE;
     fc_lock();
@@ -1900,8 +2023,9 @@ static void list_out(fc_node *const *items, size_t count, int roots_only,
 static CUresult graph_list(CUgraph hGraph, int roots_only, CUgraphNode *nodes,
                            size_t *num)
 {
-    if (!fc_inited())
-        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r0 = fc_enter();
+    if (r0 != CUDA_SUCCESS)
+        return r0;
     if (!num)
         return CUDA_ERROR_INVALID_VALUE;
     fc_lock();
@@ -1928,8 +2052,9 @@ FC_API CUresult CUDAAPI cuGraphGetRootNodes(CUgraph hGraph,
 static CUresult node_deps(CUgraphNode hNode, CUgraphNode *deps,
                           CUgraphEdgeData *edges, size_t *num)
 {
-    if (!fc_inited())
-        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r0 = fc_enter();
+    if (r0 != CUDA_SUCCESS)
+        return r0;
     if (!num || (edges && !deps))
         return CUDA_ERROR_INVALID_VALUE;
     fc_lock();
@@ -1957,8 +2082,9 @@ FC_API CUresult CUDAAPI cuGraphNodeGetDependencies_v2(CUgraphNode hNode,
 
 FC_API CUresult CUDAAPI cuGraphClone(CUgraph *phGraphClone, CUgraph originalGraph)
 {
-    if (!fc_inited())
-        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r0 = fc_enter();
+    if (r0 != CUDA_SUCCESS)
+        return r0;
     if (!phGraphClone)
         return CUDA_ERROR_INVALID_VALUE;
     fc_lock();
@@ -1991,8 +2117,9 @@ FC_API CUresult CUDAAPI cuGraphNodeFindInClone(CUgraphNode *phNode,
                                                CUgraphNode hOriginalNode,
                                                CUgraph hClonedGraph)
 {
-    if (!fc_inited())
-        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r0 = fc_enter();
+    if (r0 != CUDA_SUCCESS)
+        return r0;
     if (!phNode)
         return CUDA_ERROR_INVALID_VALUE;
     fc_lock();
@@ -2037,8 +2164,9 @@ FC_API CUresult CUDAAPI cuGraphDebugDotPrint(CUgraph hGraph, const char *path,
                                              unsigned int flags)
 {
     (void)flags;
-    if (!fc_inited())
-        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r0 = fc_enter();
+    if (r0 != CUDA_SUCCESS)
+        return r0;
     if (!path)
         return CUDA_ERROR_INVALID_VALUE;
     fc_lock();
@@ -2093,8 +2221,9 @@ static CUresult instantiate_locked(CUgraphExec *ph, CUgraph hGraph,
 static CUresult instantiate(CUgraphExec *ph, CUgraph hGraph,
                             unsigned long long flags)
 {
-    if (!fc_inited())
-        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r0 = fc_enter();
+    if (r0 != CUDA_SUCCESS)
+        return r0;
     if (!ph)
         return CUDA_ERROR_INVALID_VALUE;
     fc_lock();
@@ -2144,8 +2273,9 @@ FC_API CUresult CUDAAPI cuGraphInstantiate_v2(CUgraphExec *phGraphExec,
 static CUresult instantiate_params(CUgraphExec *ph, CUgraph hGraph,
                                    CUDA_GRAPH_INSTANTIATE_PARAMS *p, int ptsz)
 {
-    if (!fc_inited())
-        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r0 = fc_enter();
+    if (r0 != CUDA_SUCCESS)
+        return r0;
     if (!p)
         return CUDA_ERROR_INVALID_VALUE;
     CUresult r = CUDA_SUCCESS;
@@ -2179,8 +2309,9 @@ FC_API CUresult CUDAAPI cuGraphInstantiateWithParams_ptsz(
 
 FC_API CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec hGraphExec)
 {
-    if (!fc_inited())
-        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r0 = fc_enter();
+    if (r0 != CUDA_SUCCESS)
+        return r0;
     fc_lock();
     fc_exec *e = obj_get(hGraphExec, FC_EXEC);
     if (e) {
@@ -2208,8 +2339,9 @@ static CUresult graph_enqueue(fc_stream *s, const fc_graph *snap)
 
 static CUresult graph_launch(CUgraphExec hExec, CUstream h, int ptsz)
 {
-    if (!fc_inited())
-        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r0 = fc_enter();
+    if (r0 != CUDA_SUCCESS)
+        return r0;
     fc_lock();
     fc_exec *e = obj_get(hExec, FC_EXEC);
     fc_stream *s;
@@ -2248,8 +2380,9 @@ FC_API CUresult CUDAAPI cuGraphExecHostNodeSetParams(
     CUgraphExec hGraphExec, CUgraphNode hNode,
     const CUDA_HOST_NODE_PARAMS *nodeParams)
 {
-    if (!fc_inited())
-        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r0 = fc_enter();
+    if (r0 != CUDA_SUCCESS)
+        return r0;
     if (!nodeParams || !nodeParams->fn)
         return CUDA_ERROR_INVALID_VALUE;
     fc_lock();
@@ -2267,8 +2400,9 @@ FC_API CUresult CUDAAPI cuGraphExecNodeSetParams(CUgraphExec hGraphExec,
                                                  CUgraphNode hNode,
                                                  CUgraphNodeParams *nodeParams)
 {
-    if (!fc_inited())
-        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r0 = fc_enter();
+    if (r0 != CUDA_SUCCESS)
+        return r0;
     fc_lock();
     fc_exec *e = obj_get(hGraphExec, FC_EXEC);
     fc_node *x = e ? exec_node(e, hNode) : NULL;
@@ -2333,8 +2467,9 @@ static CUresult exec_update(CUgraphExec hExec, CUgraph hGraph,
                             CUgraphNode *err_node,
                             CUgraphExecUpdateResult *result)
 {
-    if (!fc_inited())
-        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r0 = fc_enter();
+    if (r0 != CUDA_SUCCESS)
+        return r0;
     fc_lock();
     fc_exec *e = obj_get(hExec, FC_EXEC);
     fc_graph *gr = obj_get(hGraph, FC_GRAPH);
@@ -2368,9 +2503,11 @@ FC_API CUresult CUDAAPI cuGraphExecUpdate_v2(CUgraphExec hGraphExec,
                                              CUgraph hGraph,
                                              CUgraphExecUpdateResultInfo *resultInfo)
 {
+    CUresult r0 = fc_enter();
+    if (r0 != CUDA_SUCCESS)
+        return r0;
     if (!resultInfo)
-        return fc_inited() ? CUDA_ERROR_INVALID_VALUE
-                           : CUDA_ERROR_NOT_INITIALIZED;
+        return CUDA_ERROR_INVALID_VALUE;
     memset(resultInfo, 0, sizeof *resultInfo);
     resultInfo->result = CU_GRAPH_EXEC_UPDATE_ERROR;
     return exec_update(hGraphExec, hGraph, &resultInfo->errorNode,
@@ -2525,20 +2662,28 @@ FC_API CUresult CUDAAPI cuGetErrorString(CUresult error, const char **pStr)
 }
 
 /* ======================================================================
- * cuGetProcAddress. Callers ask by base name at a CUDA version; each row
- * is a variant and the first version that gets it (the highest row not
- * above the asked version wins). ptsz is the per-thread default stream
- * variant, given under CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM.
+ * cuGetProcAddress. Callers ask by base name at a CUDA version. Each row is
+ * one variant and the first version that gets it; the highest row not above
+ * the asked version wins. Under CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
+ * a name with per-thread (_ptsz/_ptds) rows is looked up among those alone,
+ * so asking below their version finds nothing, as with the real driver.
+ * Results, as measured on driver 580 (CUDA 13.0):
+ * - found: CUDA_SUCCESS, *pfn, status SUCCESS;
+ * - unknown name or version too old: _v2 gives CUDA_SUCCESS, *pfn = NULL
+ *   and status SYMBOL_NOT_FOUND or VERSION_NOT_SUFFICIENT; v1 gives
+ *   CUDA_ERROR_NOT_FOUND and leaves *pfn as it was;
+ * - a version above the driver's, or unknown flags: CUDA_ERROR_INVALID_VALUE,
+ *   outputs untouched.
  * ====================================================================== */
 typedef struct fc_proc {
     const char *name;
     int version;
+    int per_thread;
     void *fn;
-    void *ptsz;
 } fc_proc;
 
-#define P(name, ver, fn) {name, ver, (void *)fn, NULL}
-#define PT(name, ver, fn, pt) {name, ver, (void *)fn, (void *)pt}
+#define P(name, ver, fn) {name, ver, 0, (void *)fn}
+#define PT(name, ver, fn) {name, ver, 1, (void *)fn}
 
 static const fc_proc fc_procs[] = {
     P("cuGetErrorString", 6000, cuGetErrorString),
@@ -2551,38 +2696,52 @@ static const fc_proc fc_procs[] = {
     P("cuDevicePrimaryCtxRetain", 7000, cuDevicePrimaryCtxRetain),
     P("cuDevicePrimaryCtxRelease", 7000, cuDevicePrimaryCtxRelease),
     P("cuDevicePrimaryCtxRelease", 11000, cuDevicePrimaryCtxRelease_v2),
+    P("cuCtxCreate", 2000, cuCtxCreate),
     P("cuCtxCreate", 3020, cuCtxCreate_v2),
     P("cuCtxCreate", 11040, cuCtxCreate_v3),
     P("cuCtxCreate", 12050, cuCtxCreate_v4),
+    P("cuCtxDestroy", 2000, cuCtxDestroy),
     P("cuCtxDestroy", 4000, cuCtxDestroy_v2),
     P("cuCtxSetCurrent", 4000, cuCtxSetCurrent),
     P("cuCtxGetCurrent", 4000, cuCtxGetCurrent),
     P("cuCtxSynchronize", 2000, cuCtxSynchronize),
+    P("cuCtxSynchronize", 13000, cuCtxSynchronize_v2),
     P("cuStreamCreate", 2000, cuStreamCreate),
+    P("cuStreamDestroy", 2000, cuStreamDestroy),
     P("cuStreamDestroy", 4000, cuStreamDestroy_v2),
-    PT("cuStreamSynchronize", 2000, cuStreamSynchronize, cuStreamSynchronize_ptsz),
-    PT("cuStreamQuery", 2000, cuStreamQuery, cuStreamQuery_ptsz),
-    PT("cuStreamAddCallback", 5000, cuStreamAddCallback, cuStreamAddCallback_ptsz),
-    PT("cuLaunchHostFunc", 10000, cuLaunchHostFunc, cuLaunchHostFunc_ptsz),
-    PT("cuLaunchHostFunc_v2", 13020, cuLaunchHostFunc_v2, cuLaunchHostFunc_v2_ptsz),
-    PT("cuStreamBeginCapture", 10000, cuStreamBeginCapture, cuStreamBeginCapture_ptsz),
-    PT("cuStreamBeginCapture", 10010, cuStreamBeginCapture_v2,
-       cuStreamBeginCapture_v2_ptsz),
-    PT("cuStreamEndCapture", 10000, cuStreamEndCapture, cuStreamEndCapture_ptsz),
-    PT("cuStreamIsCapturing", 10000, cuStreamIsCapturing, cuStreamIsCapturing_ptsz),
-    PT("cuStreamGetCaptureInfo", 10010, cuStreamGetCaptureInfo,
-       cuStreamGetCaptureInfo_ptsz),
-    PT("cuStreamGetCaptureInfo", 11030, cuStreamGetCaptureInfo_v2,
-       cuStreamGetCaptureInfo_v2_ptsz),
-    PT("cuStreamGetCaptureInfo", 12030, cuStreamGetCaptureInfo_v3,
-       cuStreamGetCaptureInfo_v3_ptsz),
+    P("cuStreamSynchronize", 2000, cuStreamSynchronize),
+    PT("cuStreamSynchronize", 7000, cuStreamSynchronize_ptsz),
+    P("cuStreamQuery", 2000, cuStreamQuery),
+    PT("cuStreamQuery", 7000, cuStreamQuery_ptsz),
+    P("cuStreamAddCallback", 5000, cuStreamAddCallback),
+    PT("cuStreamAddCallback", 7000, cuStreamAddCallback_ptsz),
+    P("cuLaunchHostFunc", 10000, cuLaunchHostFunc),
+    PT("cuLaunchHostFunc", 10000, cuLaunchHostFunc_ptsz),
+    P("cuLaunchHostFunc_v2", 13020, cuLaunchHostFunc_v2),
+    PT("cuLaunchHostFunc_v2", 13020, cuLaunchHostFunc_v2_ptsz),
+    P("cuStreamBeginCapture", 10000, cuStreamBeginCapture),
+    PT("cuStreamBeginCapture", 10000, cuStreamBeginCapture_ptsz),
+    P("cuStreamBeginCapture", 10010, cuStreamBeginCapture_v2),
+    PT("cuStreamBeginCapture", 10010, cuStreamBeginCapture_v2_ptsz),
+    P("cuStreamEndCapture", 10000, cuStreamEndCapture),
+    PT("cuStreamEndCapture", 10000, cuStreamEndCapture_ptsz),
+    P("cuStreamIsCapturing", 10000, cuStreamIsCapturing),
+    PT("cuStreamIsCapturing", 10000, cuStreamIsCapturing_ptsz),
+    P("cuStreamGetCaptureInfo", 10010, cuStreamGetCaptureInfo),
+    PT("cuStreamGetCaptureInfo", 10010, cuStreamGetCaptureInfo_ptsz),
+    P("cuStreamGetCaptureInfo", 11030, cuStreamGetCaptureInfo_v2),
+    PT("cuStreamGetCaptureInfo", 11030, cuStreamGetCaptureInfo_v2_ptsz),
+    P("cuStreamGetCaptureInfo", 12030, cuStreamGetCaptureInfo_v3),
+    PT("cuStreamGetCaptureInfo", 12030, cuStreamGetCaptureInfo_v3_ptsz),
     P("cuMemAlloc", 3020, cuMemAlloc_v2),
     P("cuMemFree", 3020, cuMemFree_v2),
     P("cuMemAllocHost", 3020, cuMemAllocHost_v2),
     P("cuMemHostAlloc", 2020, cuMemHostAlloc),
     P("cuMemFreeHost", 2000, cuMemFreeHost),
-    PT("cuMemcpyHtoD", 3020, cuMemcpyHtoD_v2, cuMemcpyHtoD_v2_ptds),
-    PT("cuMemcpyDtoH", 3020, cuMemcpyDtoH_v2, cuMemcpyDtoH_v2_ptds),
+    P("cuMemcpyHtoD", 3020, cuMemcpyHtoD_v2),
+    PT("cuMemcpyHtoD", 7000, cuMemcpyHtoD_v2_ptds),
+    P("cuMemcpyDtoH", 3020, cuMemcpyDtoH_v2),
+    PT("cuMemcpyDtoH", 7000, cuMemcpyDtoH_v2_ptds),
     P("cuPointerGetAttribute", 4000, cuPointerGetAttribute),
     P("cuPointerGetAttributes", 7000, cuPointerGetAttributes),
     P("cuGetProcAddress", 11030, cuGetProcAddress),
@@ -2606,14 +2765,16 @@ static const fc_proc fc_procs[] = {
     P("cuGraphNodeGetDependencies", 12030, cuGraphNodeGetDependencies_v2),
     P("cuGraphClone", 10000, cuGraphClone),
     P("cuGraphNodeFindInClone", 10000, cuGraphNodeFindInClone),
+    /* "cuGraphInstantiate" stays the 5-argument _v2: WithFlags has its
+     * own name (measured). */
     P("cuGraphInstantiate", 10000, cuGraphInstantiate),
     P("cuGraphInstantiate", 11000, cuGraphInstantiate_v2),
-    P("cuGraphInstantiate", 11040, cuGraphInstantiateWithFlags),
     P("cuGraphInstantiateWithFlags", 11040, cuGraphInstantiateWithFlags),
-    PT("cuGraphInstantiateWithParams", 12000, cuGraphInstantiateWithParams,
-       cuGraphInstantiateWithParams_ptsz),
+    P("cuGraphInstantiateWithParams", 12000, cuGraphInstantiateWithParams),
+    PT("cuGraphInstantiateWithParams", 12000, cuGraphInstantiateWithParams_ptsz),
     P("cuGraphExecDestroy", 10000, cuGraphExecDestroy),
-    PT("cuGraphLaunch", 10000, cuGraphLaunch, cuGraphLaunch_ptsz),
+    P("cuGraphLaunch", 10000, cuGraphLaunch),
+    PT("cuGraphLaunch", 10000, cuGraphLaunch_ptsz),
     P("cuGraphExecHostNodeSetParams", 10020, cuGraphExecHostNodeSetParams),
     P("cuGraphExecNodeSetParams", 12020, cuGraphExecNodeSetParams),
     P("cuGraphExecUpdate", 10020, cuGraphExecUpdate),
@@ -2623,50 +2784,68 @@ static const fc_proc fc_procs[] = {
 #undef P
 #undef PT
 
-static CUresult proc_lookup(const char *symbol, void **pfn, int cudaVersion,
-                            cuuint64_t flags,
-                            CUdriverProcAddressQueryResult *status)
+static int proc_has_per_thread(const char *symbol)
 {
-    const cuuint64_t ptds = CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
-    const cuuint64_t known = CU_GET_PROC_ADDRESS_LEGACY_STREAM | ptds;
-    CUdriverProcAddressQueryResult st = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
-    CUresult r = CUDA_ERROR_NOT_FOUND;
+    for (size_t i = 0; i < sizeof fc_procs / sizeof fc_procs[0]; i++)
+        if (fc_procs[i].per_thread && strcmp(fc_procs[i].name, symbol) == 0)
+            return 1;
+    return 0;
+}
+
+/* The variant for (symbol, version, flags), or NULL with *st saying why. */
+static void *proc_find(const char *symbol, int cudaVersion, cuuint64_t flags,
+                       CUdriverProcAddressQueryResult *st)
+{
+    int per_thread = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) &&
+                     proc_has_per_thread(symbol);
     const fc_proc *best = NULL;
-    if (pfn)
-        *pfn = NULL;
-    if (!symbol || !pfn || (flags & ~known) || flags == known) {
-        r = CUDA_ERROR_INVALID_VALUE;
-    } else {
-        for (size_t i = 0; i < sizeof fc_procs / sizeof fc_procs[0]; i++) {
-            const fc_proc *p = &fc_procs[i];
-            if (strcmp(p->name, symbol) != 0)
-                continue;
-            st = CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT;
-            if (p->version <= cudaVersion && (!best || p->version > best->version))
-                best = p;
-        }
+    *st = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    for (size_t i = 0; i < sizeof fc_procs / sizeof fc_procs[0]; i++) {
+        const fc_proc *p = &fc_procs[i];
+        if (p->per_thread != per_thread || strcmp(p->name, symbol) != 0)
+            continue;
+        if (!best)
+            *st = CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT;
+        if (p->version <= cudaVersion && (!best || p->version > best->version))
+            best = p;
     }
-    if (best) {
-        *pfn = (flags & ptds) && best->ptsz ? best->ptsz : best->fn;
-        st = CU_GET_PROC_ADDRESS_SUCCESS;
-        r = CUDA_SUCCESS;
-    }
-    if (status)
-        *status = st;
-    return r;
+    if (best)
+        *st = CU_GET_PROC_ADDRESS_SUCCESS;
+    return best ? best->fn : NULL;
+}
+
+static int proc_args_ok(const char *symbol, void **pfn, int cudaVersion,
+                        cuuint64_t flags)
+{
+    const cuuint64_t known = CU_GET_PROC_ADDRESS_LEGACY_STREAM |
+                             CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
+    return symbol && pfn && !(flags & ~known) && cudaVersion <= FC_DRIVER_VERSION;
 }
 
 FC_API CUresult CUDAAPI cuGetProcAddress(const char *symbol, void **pfn,
                                          int cudaVersion, cuuint64_t flags)
 {
-    return proc_lookup(symbol, pfn, cudaVersion, flags, NULL);
+    CUdriverProcAddressQueryResult st;
+    if (!proc_args_ok(symbol, pfn, cudaVersion, flags))
+        return CUDA_ERROR_INVALID_VALUE;
+    void *fn = proc_find(symbol, cudaVersion, flags, &st);
+    if (!fn)
+        return CUDA_ERROR_NOT_FOUND;
+    *pfn = fn;
+    return CUDA_SUCCESS;
 }
 
 FC_API CUresult CUDAAPI cuGetProcAddress_v2(
     const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
     CUdriverProcAddressQueryResult *symbolStatus)
 {
-    return proc_lookup(symbol, pfn, cudaVersion, flags, symbolStatus);
+    CUdriverProcAddressQueryResult st;
+    if (!proc_args_ok(symbol, pfn, cudaVersion, flags))
+        return CUDA_ERROR_INVALID_VALUE;
+    *pfn = proc_find(symbol, cudaVersion, flags, &st);
+    if (symbolStatus)
+        *symbolStatus = st;
+    return CUDA_SUCCESS;
 }
 
 /* ======================================================================

@@ -347,29 +347,38 @@ static void test_launch_variants(void)
     OK(cuStreamDestroy_v2(s));
 }
 
-/* Calls that wait must not deadlock when made from a host function. */
-static CUresult inner_results[3];
+/* From inside a host function the driver refuses every call but a few
+ * (as the real one does), instead of deadlocking on a synchronize. */
+static CUresult inner_rc[8];
 
-static void CUDA_CB calls_with_ctx(void *p)
+static void CUDA_CB calls_from_host_fn(void *p)
 {
-    cuCtxSetCurrent(*(CUcontext *)p);
-    inner_results[0] = cuStreamSynchronize(NULL);
-    inner_results[1] = cuCtxSynchronize();
-    inner_results[2] = cuLaunchHostFunc(NULL, record, (void *)77);
-    cuCtxSetCurrent(NULL);
+    int v;
+    const char *name;
+    void *fn;
+    CUcontext c;
+    inner_rc[0] = cuInit(0);
+    inner_rc[1] = cuDriverGetVersion(&v);
+    inner_rc[2] = cuGetErrorName(CUDA_SUCCESS, &name);
+    inner_rc[3] = cuGetProcAddress_v2("cuInit", &fn, 12000, 0, NULL);
+    inner_rc[4] = cuCtxSetCurrent(*(CUcontext *)p);
+    inner_rc[5] = cuStreamSynchronize(NULL);
+    inner_rc[6] = cuLaunchHostFunc(NULL, record, (void *)77);
+    inner_rc[7] = cuCtxGetCurrent(&c);
 }
 
-static void test_waits_inside_host_fn_with_ctx(void)
+static void test_calls_inside_host_fn(void)
 {
     CUcontext c = g_ctx;
     runs_reset();
-    OK(cuLaunchHostFunc(NULL, calls_with_ctx, &c));
+    OK(cuLaunchHostFunc(NULL, calls_from_host_fn, &c));
     OK(cuCtxSynchronize());
-    OK(cuCtxSynchronize()); /* for what the host function enqueued */
-    CHECK(inner_results[0] == CUDA_ERROR_NOT_PERMITTED);
-    CHECK(inner_results[1] == CUDA_ERROR_NOT_PERMITTED);
-    CHECK(inner_results[2] == CUDA_SUCCESS);
-    CHECK(RUNS_ARE(77));
+    for (int i = 0; i < 4; i++)
+        CHECK_CU(inner_rc[i], CUDA_SUCCESS);
+    for (int i = 4; i < 8; i++)
+        CHECK_CU(inner_rc[i], CUDA_ERROR_NOT_PERMITTED);
+    OK(cuCtxSynchronize());
+    CHECK(runs.n == 0);
 }
 
 /* ---- cuGetProcAddress ------------------------------------------------- */
@@ -382,15 +391,15 @@ static void *driver_sym(const char *name)
     return p;
 }
 
-/* Look name up at version v with flags; returns the pointer or NULL, and
- * checks the result code agrees with the status. */
+/* Look name up through _v2 at version v with flags: the pointer, or NULL
+ * with the reason in *st. A valid query always returns CUDA_SUCCESS. */
 static void *gpa(const char *name, int v, cuuint64_t flags,
                  CUdriverProcAddressQueryResult *st)
 {
     void *p = (void *)1;
-    CUresult r = cuGetProcAddress_v2(name, &p, v, flags, st);
-    CHECK((r == CUDA_SUCCESS) == (*st == CU_GET_PROC_ADDRESS_SUCCESS));
-    CHECK((r == CUDA_SUCCESS) == (p != NULL));
+    *st = (CUdriverProcAddressQueryResult)99;
+    OK(cuGetProcAddress_v2(name, &p, v, flags, st));
+    CHECK((p != NULL) == (*st == CU_GET_PROC_ADDRESS_SUCCESS));
     return p;
 }
 
@@ -398,6 +407,7 @@ static void test_proc_address(void)
 {
     const cuuint64_t PTDS = CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
     const cuuint64_t LEGACY = CU_GET_PROC_ADDRESS_LEGACY_STREAM;
+    const cuuint64_t BOTH = PTDS | LEGACY;
     CUdriverProcAddressQueryResult st;
     void *p;
 
@@ -405,6 +415,8 @@ static void test_proc_address(void)
     CHECK(gpa("cuLaunchHostFunc", 10000, LEGACY, &st) ==
           driver_sym("cuLaunchHostFunc"));
     CHECK(gpa("cuLaunchHostFunc", 10000, PTDS, &st) ==
+          driver_sym("cuLaunchHostFunc_ptsz"));
+    CHECK(gpa("cuLaunchHostFunc", 12000, BOTH, &st) ==
           driver_sym("cuLaunchHostFunc_ptsz"));
     CHECK(gpa("cuLaunchHostFunc", 9020, 0, &st) == NULL);
     CHECK(st == CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
@@ -418,22 +430,26 @@ static void test_proc_address(void)
     CHECK(gpa("cuGetProcAddress", 12000, 0, &st) ==
           driver_sym("cuGetProcAddress_v2"));
     CHECK(gpa("cuMemAlloc", 3020, 0, &st) == driver_sym("cuMemAlloc_v2"));
-    CHECK(gpa("cuMemAlloc", 3010, 0, &st) == NULL);
+    CHECK(gpa("cuMemcpyHtoD", 7000, PTDS, &st) == driver_sym("cuMemcpyHtoD_v2_ptds"));
+    /* A per-thread variant has its own first version: no fallback below it. */
+    CHECK(gpa("cuStreamSynchronize", 2000, LEGACY, &st) ==
+          driver_sym("cuStreamSynchronize"));
+    CHECK(gpa("cuStreamSynchronize", 2000, PTDS, &st) == NULL);
     CHECK(st == CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
-    CHECK(gpa("cuMemcpyHtoD", 3020, PTDS, &st) == driver_sym("cuMemcpyHtoD_v2_ptds"));
-    CHECK(gpa("cuStreamSynchronize", 2000, PTDS, &st) ==
+    CHECK(gpa("cuStreamSynchronize", 7000, PTDS, &st) ==
           driver_sym("cuStreamSynchronize_ptsz"));
+    CHECK(gpa("cuInit", 2000, PTDS, &st) == driver_sym("cuInit"));
     CHECK(gpa("cuStreamGetCaptureInfo", 12030, PTDS, &st) ==
           driver_sym("cuStreamGetCaptureInfo_v3_ptsz"));
     CHECK(gpa("cuStreamGetCaptureInfo", 11030, 0, &st) ==
           driver_sym("cuStreamGetCaptureInfo_v2"));
-    CHECK(gpa("cuGraphInstantiate", 12000, 0, &st) ==
+    CHECK(gpa("cuGraphInstantiate", 12000, 0, &st) == driver_sym("cuGraphInstantiate_v2"));
+    CHECK(gpa("cuGraphInstantiateWithFlags", 11040, 0, &st) ==
           driver_sym("cuGraphInstantiateWithFlags"));
-    CHECK(gpa("cuGraphInstantiate", 11000, 0, &st) ==
-          driver_sym("cuGraphInstantiate_v2"));
     CHECK(gpa("cuGraphExecUpdate", 12000, 0, &st) == driver_sym("cuGraphExecUpdate_v2"));
     CHECK(gpa("cuGraphExecUpdate", 11000, 0, &st) == driver_sym("cuGraphExecUpdate"));
     CHECK(gpa("cuGraphAddNode", 12030, 0, &st) == driver_sym("cuGraphAddNode_v2"));
+    CHECK(gpa("cuCtxSynchronize", 13000, 0, &st) == driver_sym("cuCtxSynchronize_v2"));
     CHECK(gpa("cuGraphNodeGetParams", 13020, 0, &st) ==
           driver_sym("cuGraphNodeGetParams"));
     /* A variant's own name is not a base name. */
@@ -442,14 +458,20 @@ static void test_proc_address(void)
     CHECK(gpa("cuNoSuchEntryPoint", 13020, 0, &st) == NULL);
     CHECK(st == CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
 
+    /* Bad queries: nothing is written. */
+    p = (void *)1;
+    st = (CUdriverProcAddressQueryResult)99;
+    CHECK_CU(cuGetProcAddress_v2("cuInit", &p, 13030, 0, &st), CUDA_ERROR_INVALID_VALUE);
+    CHECK(p == (void *)1 && st == (CUdriverProcAddressQueryResult)99);
+    CHECK_CU(cuGetProcAddress_v2("cuInit", &p, 12000, 4, &st), CUDA_ERROR_INVALID_VALUE);
     CHECK_CU(cuGetProcAddress_v2(NULL, &p, 12000, 0, &st), CUDA_ERROR_INVALID_VALUE);
-    CHECK_CU(cuGetProcAddress_v2("cuInit", &p, 12000, 4, &st),
-             CUDA_ERROR_INVALID_VALUE);
     OK(cuGetProcAddress_v2("cuInit", &p, 12000, 0, NULL)); /* status optional */
 
-    /* v1: same table, no status. */
+    /* v1: same table, CUDA_ERROR_NOT_FOUND and *pfn untouched on a miss. */
+    p = (void *)1;
     CHECK_CU(cuGetProcAddress("cuLaunchHostFunc", &p, 9000, 0), CUDA_ERROR_NOT_FOUND);
-    CHECK(p == NULL);
+    CHECK_CU(cuGetProcAddress("cuNoSuchEntryPoint", &p, 12000, 0), CUDA_ERROR_NOT_FOUND);
+    CHECK(p == (void *)1);
     OK(cuGetProcAddress("cuStreamQuery", &p, 12000, PTDS));
     CHECK(p == driver_sym("cuStreamQuery_ptsz"));
     CHECK(driver_sym("cuStreamQuery_ptsz") == (void *)cuStreamQuery_ptsz);
@@ -529,7 +551,7 @@ static void test_exports(void)
 }
 
 /* ---- memory ----------------------------------------------------------- */
-enum { NATTR = 7 };
+enum { NATTR = 9 };
 typedef struct attrs {
     unsigned memtype;
     CUdeviceptr devptr;
@@ -538,18 +560,24 @@ typedef struct attrs {
     CUcontext ctx;
     CUdeviceptr start;
     size_t size;
+    int ordinal;
+    unsigned mapped;
 } attrs;
+
+#define UNTOUCHED_U64 0xa5a5a5a5a5a5a5a5ull
 
 static CUresult get_attrs(const void *p, attrs *a)
 {
     CUpointer_attribute which[NATTR] = {
-        CU_POINTER_ATTRIBUTE_MEMORY_TYPE,  CU_POINTER_ATTRIBUTE_DEVICE_POINTER,
-        CU_POINTER_ATTRIBUTE_HOST_POINTER, CU_POINTER_ATTRIBUTE_IS_MANAGED,
-        CU_POINTER_ATTRIBUTE_CONTEXT,      CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
-        CU_POINTER_ATTRIBUTE_RANGE_SIZE};
-    void *data[NATTR] = {&a->memtype, &a->devptr, &a->hostptr, &a->managed,
-                         &a->ctx,     &a->start,  &a->size};
-    memset(a, 0xa5, sizeof *a); /* so that "zero" is something written */
+        CU_POINTER_ATTRIBUTE_MEMORY_TYPE,    CU_POINTER_ATTRIBUTE_DEVICE_POINTER,
+        CU_POINTER_ATTRIBUTE_HOST_POINTER,   CU_POINTER_ATTRIBUTE_IS_MANAGED,
+        CU_POINTER_ATTRIBUTE_CONTEXT,        CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+        CU_POINTER_ATTRIBUTE_RANGE_SIZE,     CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+        CU_POINTER_ATTRIBUTE_MAPPED};
+    void *data[NATTR] = {&a->memtype, &a->devptr, &a->hostptr,
+                         &a->managed, &a->ctx,    &a->start,
+                         &a->size,    &a->ordinal, &a->mapped};
+    memset(a, 0xa5, sizeof *a); /* so that what is written shows */
     return cuPointerGetAttributes(NATTR, which, data, (CUdeviceptr)(uintptr_t)p);
 }
 
@@ -587,6 +615,7 @@ static void test_device_memory(void)
     CHECK(a.ctx == g_ctx);
     CHECK(a.start == d);
     CHECK(a.size == SIZE);
+    CHECK(a.ordinal == 0 && a.mapped == 1);
     OK(cuPointerGetAttribute(&mt, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, d + SIZE - 1));
     CHECK(mt == CU_MEMORYTYPE_DEVICE);
     CHECK_CU(cuPointerGetAttribute(&hp, CU_POINTER_ATTRIBUTE_HOST_POINTER, d),
@@ -605,7 +634,14 @@ static void test_device_memory(void)
     CHECK_CU(cuMemcpyHtoD_v2(d + SIZE - 5, in, 10), CUDA_ERROR_INVALID_VALUE);
     CHECK_CU(cuMemcpyHtoD_v2((CUdeviceptr)(uintptr_t)in, out, 10),
              CUDA_ERROR_INVALID_VALUE);
-    CHECK_CU(cuMemcpyDtoH_v2((void *)(uintptr_t)d, d, 10), CUDA_ERROR_INVALID_VALUE);
+    /* With unified addressing the "host" side may be device memory. */
+    OK(cuMemcpyDtoH_v2((void *)(uintptr_t)(d + 1000), d, 10));
+    memset(out, 0, sizeof out);
+    OK(cuMemcpyDtoH_v2(out, d + 1000, 10));
+    CHECK(memcmp(in, out, 10) == 0);
+    OK(cuMemcpyHtoD_v2(d + 2000, (void *)(uintptr_t)d, 10));
+    CHECK_CU(cuMemcpyHtoD_v2(d, (void *)(uintptr_t)(d + SIZE - 5), 10),
+             CUDA_ERROR_INVALID_VALUE);
 
     CHECK_CU(cuMemFree_v2(d + 1), CUDA_ERROR_INVALID_VALUE);
     CHECK_CU(cuMemFreeHost((void *)(uintptr_t)d), CUDA_ERROR_INVALID_VALUE);
@@ -613,6 +649,7 @@ static void test_device_memory(void)
     OK(get_attrs((void *)(uintptr_t)d, &a));
     CHECK(a.memtype == 0 && a.ctx == NULL);
     CHECK_CU(cuMemFree_v2(d), CUDA_ERROR_INVALID_VALUE);
+    OK(cuMemFree_v2(0));
 }
 
 static unsigned char *g_pinned;
@@ -636,11 +673,15 @@ static void test_host_memory(void)
     CHECK(a.hostptr == (char *)h + 8);
     CHECK(a.devptr == (CUdeviceptr)(uintptr_t)h + 8);
     CHECK(a.start == (CUdeviceptr)(uintptr_t)h && a.size == 1000);
-    CHECK(a.ctx == g_ctx);
+    CHECK(a.ctx == g_ctx && a.mapped == 1);
     memset(h, 0x5a, 1000);
     CHECK(host_readable(h, 1000) == 1);
 
     CHECK_CU(cuMemHostAlloc(&h2, 100, 0x100), CUDA_ERROR_INVALID_VALUE);
+    h2 = (void *)1;
+    OK(cuMemAllocHost_v2(&h2, 0)); /* success, and no memory */
+    CHECK(h2 == NULL);
+    OK(cuMemFreeHost(NULL));
     OK(cuMemHostAlloc(&h2, 100, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE));
     OK(get_attrs(h2, &a));
     CHECK(a.memtype == CU_MEMORYTYPE_HOST);
@@ -655,11 +696,14 @@ static void test_host_memory(void)
     CHECK(back[0] == 0x3c && back[63] == 0x3c);
     OK(cuMemFree_v2(d));
 
-    /* Memory the driver does not know: zeros, and SUCCESS, in the plural
-     * form; an error in the singular one. */
+    /* Memory the driver does not know: SUCCESS in the plural form, with the
+     * real driver's values (zero but for the host pointer and the ordinal,
+     * the range not written); an error in the singular form. */
     OK(get_attrs(&x, &a));
-    CHECK(a.memtype == 0 && a.devptr == 0 && a.hostptr == NULL && a.managed == 0 &&
-          a.ctx == NULL && a.start == 0 && a.size == 0);
+    CHECK(a.memtype == 0 && a.devptr == 0 && a.managed == 0 && a.ctx == NULL &&
+          a.mapped == 0);
+    CHECK(a.hostptr == &x && a.ordinal == -2);
+    CHECK(a.start == UNTOUCHED_U64 && a.size == UNTOUCHED_U64);
     unsigned mt;
     CHECK_CU(cuPointerGetAttribute(&mt, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
                                    (CUdeviceptr)(uintptr_t)&x),
@@ -974,7 +1018,6 @@ static void test_capture_basic(CUstream s)
         CHECK(edges[0].from_port == 0 && edges[0].type == 0);
     }
     OK(cuGraphLaunch(inner, s));
-    CHECK_CU(cuCtxSynchronize(), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
     OK(cuStreamEndCapture(s, &got));
     CHECK(got == cg);
     CHECK_CU(cuStreamEndCapture(s, &got), CUDA_ERROR_ILLEGAL_STATE);
@@ -1014,6 +1057,10 @@ static void test_capture_invalidated(CUstream s)
     CHECK_CU(cuStreamEndCapture(s, &got), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
     OK(cuStreamIsCapturing(s, &st));
     CHECK(st == CU_STREAM_CAPTURE_STATUS_NONE);
+
+    OK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    CHECK_CU(cuStreamQuery(s), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    CHECK_CU(cuStreamEndCapture(s, &got), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
 }
 
 static CUstream g_cap_stream;
@@ -1023,6 +1070,30 @@ static void *end_capture_elsewhere(void *p)
     CUgraph got;
     *(CUresult *)p = cuStreamEndCapture(g_cap_stream, &got);
     return NULL;
+}
+
+/* cuCtxSynchronize during a capture fails and invalidates it; an
+ * invalidated capture may then be ended from any thread. */
+static void test_capture_ctx_sync(CUstream s)
+{
+    CUstreamCaptureStatus st;
+    CUresult r = CUDA_SUCCESS;
+    CUgraph got;
+    pthread_t t;
+
+    g_cap_stream = s;
+    OK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    CHECK_CU(cuCtxSynchronize(), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    OK(cuStreamIsCapturing(s, &st));
+    CHECK(st == CU_STREAM_CAPTURE_STATUS_INVALIDATED);
+    pthread_create(&t, NULL, end_capture_elsewhere, &r);
+    pthread_join(t, NULL);
+    CHECK_CU(r, CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+    CHECK_CU(cuStreamEndCapture(s, &got), CUDA_ERROR_ILLEGAL_STATE);
+    OK(cuCtxSynchronize());
+    OK(cuCtxSynchronize_v2(NULL));
+    OK(cuCtxSynchronize_v2(g_ctx));
+    CHECK_CU(cuCtxSynchronize_v2((CUcontext)&r), CUDA_ERROR_CONTEXT_IS_DESTROYED);
 }
 
 static void test_capture_threads(CUstream s)
@@ -1063,6 +1134,7 @@ static void test_capture(void)
     OK(cuStreamCreate(&s, 0));
     test_capture_basic(s);
     test_capture_invalidated(s);
+    test_capture_ctx_sync(s);
     test_capture_threads(s);
     /* Destroying a stream mid-capture drops the capture. */
     OK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
@@ -1110,7 +1182,7 @@ int main(int argc, char **argv)
     test_order_and_thread();
     test_synchronize_waits();
     test_launch_variants();
-    test_waits_inside_host_fn_with_ctx();
+    test_calls_inside_host_fn();
     test_proc_address();
     test_exports();
     test_device_memory();

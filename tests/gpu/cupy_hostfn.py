@@ -82,20 +82,25 @@ after = stats()
 check(after.host_fns_ran - before.host_fns_ran >= 50,
       f"hcguard saw {after.host_fns_ran - before.host_fns_ran} host functions, want >= 50")
 
-# 2. hcguard_host_copy on a CuPy stream through the runtime CuPy uses.
-cudart_path = None
-with open("/proc/self/maps") as maps:
-    for line in maps:
-        if "libcudart.so" in line:
-            cudart_path = line.split()[-1]
-            break
-if cudart_path is None:
-    print("FAIL: libcudart is not loaded in this CuPy process", file=sys.stderr)
+# 2. hcguard_host_copy on a CuPy stream, through CuPy's own runtime
+# (cupy.cuda.runtime.launchHostFunc: cudaLaunchHostFunc with raw pointers;
+# CuPy carries its CUDA runtime inside its extension modules).
+from cupy.cuda import runtime
+
+CUDA_ERROR_INVALID_VALUE = 1  # cudaErrorInvalidValue
+if not hasattr(runtime, "launchHostFunc"):
+    print("FAIL: cupy.cuda.runtime has no launchHostFunc; it has "
+          + ", ".join(n for n in dir(runtime) if "ost" in n or "allback" in n), file=sys.stderr)
     sys.exit(1)
-cudart = ctypes.CDLL(cudart_path)
-launch = cudart.cudaLaunchHostFunc
-launch.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
-launch.restype = ctypes.c_int
+
+def launch(stream_ptr, fn, arg):
+    try:
+        runtime.launchHostFunc(stream_ptr, fn, arg)
+        return 0
+    except runtime.CUDARuntimeError as e:
+        return e.status
+
+
 N = 4 << 20
 s_buf = (ctypes.c_ubyte * N)(*([3, 5, 7, 11] * (N // 4)))
 d_buf = (ctypes.c_ubyte * N)()
@@ -114,8 +119,8 @@ for name, (d, s, n) in bad.items():
     b = ctypes.create_string_buffer(struct.pack("@PPN", d, s, n), 24)
     keep.append(b)
     err = launch(stream.ptr, copy_addr, ctypes.addressof(b))
-    check(err == 1, f"{name}: cudaLaunchHostFunc returned {err}, want 1 (cudaErrorInvalidValue)")
-    cudart.cudaGetLastError()
+    check(err == CUDA_ERROR_INVALID_VALUE,
+          f"{name}: cudaLaunchHostFunc returned {err}, want 1 (cudaErrorInvalidValue)")
 stream.synchronize()
 final = stats()
 check(final.rejected - before.rejected == len(bad), f"rejected {final.rejected - before.rejected}")

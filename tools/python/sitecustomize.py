@@ -50,7 +50,7 @@ def _load(spec):
     return module
 
 
-class _Finder:
+class _HcguardFinder:
     """Finds nothing itself: for cuda.core it asks the other finders, and
     makes the loader call back once the module has run."""
 
@@ -62,8 +62,9 @@ class _Finder:
         try:
             for finder in list(sys.meta_path):
                 find = getattr(finder, "find_spec", None)
-                spec = None if finder is self or find is None else \
-                    find(fullname, path, target)
+                if finder is self or find is None:
+                    continue
+                spec = find(fullname, path, target)
                 if spec is not None:
                     self._watch(spec.loader)
                     return spec
@@ -83,7 +84,9 @@ class _Finder:
             except Exception:
                 pass
             exec_module(module)  # its errors are the program's own
-            finder.done(module)
+            # What `import cuda.core` returns, should the module have put
+            # another object in its place.
+            finder.done(sys.modules.get(_TARGET, module))
 
         try:
             # A class, or a loader patched already, is shared: leave it be.
@@ -110,7 +113,7 @@ class _Finder:
 def _install():
     if any(getattr(f, "_hcguard_hook", False) for f in sys.meta_path):
         return  # a second copy of this hook on sys.path
-    finder = _Finder()
+    finder = _HcguardFinder()
     if _TARGET in sys.modules:
         finder.done(sys.modules[_TARGET])
     else:
@@ -146,19 +149,31 @@ def _find_shadowed():
     return None
 
 
-def _chain():
+def _report_failure(err):
+    """What site.py says when a sitecustomize fails, so that the program
+    sees what it would see without this hook."""
     try:
-        spec = _find_shadowed()
-        return _load(spec) if spec is not None else None
-    except Exception as err:
-        # What site.py says when a sitecustomize fails, so the program sees
-        # what it would see without this hook.
         if sys.flags.verbose:
             sys.excepthook(*sys.exc_info())
         else:
             sys.stderr.write(
                 "Error in sitecustomize; set PYTHONVERBOSE for traceback:\n"
                 "%s: %s\n" % (err.__class__.__name__, err))
+    except Exception:
+        pass
+
+
+def _chain():
+    try:
+        spec = _find_shadowed()
+    except Exception:
+        return None
+    if spec is None:
+        return None
+    try:
+        return _load(spec)
+    except Exception as err:
+        _report_failure(err)
         return None
 
 
