@@ -17,12 +17,16 @@
 #define RING_CAP 4096 /* events; a power of two */
 #define COLLECT_INTERVAL_NS 20000000L
 
+/* Producer and consumer indices on lines of their own, and the producer
+ * reads the consumer's only when the ring looks full: in the common case a
+ * push touches no line the collector writes. */
 typedef struct ring {
-    _Atomic uint64_t head; /* next slot the producer writes */
-    _Atomic uint64_t tail; /* next slot the consumer reads  */
+    _Alignas(64) _Atomic uint64_t head; /* next slot the producer writes */
+    uint64_t tail_seen;                 /* the producer's copy of tail */
     _Atomic uint64_t dropped;
-    atomic_int owned;      /* a live thread produces into it */
-    struct ring *next;     /* list of all rings; only grows */
+    _Alignas(64) _Atomic uint64_t tail; /* next slot the consumer reads */
+    _Alignas(64) atomic_int owned;      /* a live thread produces into it */
+    struct ring *next;                  /* list of all rings; only grows */
     hcg_event ev[RING_CAP];
 } ring;
 
@@ -104,10 +108,12 @@ void hcg_event_push(const hcg_event *e)
             return;
     }
     uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
-    uint64_t t = atomic_load_explicit(&r->tail, memory_order_acquire);
-    if (HCG_UNLIKELY(h - t >= RING_CAP)) {
-        atomic_fetch_add_explicit(&r->dropped, 1, memory_order_relaxed);
-        return;
+    if (HCG_UNLIKELY(h - r->tail_seen >= RING_CAP)) {
+        r->tail_seen = atomic_load_explicit(&r->tail, memory_order_acquire);
+        if (h - r->tail_seen >= RING_CAP) {
+            atomic_fetch_add_explicit(&r->dropped, 1, memory_order_relaxed);
+            return;
+        }
     }
     r->ev[h & (RING_CAP - 1)] = *e;
     atomic_store_explicit(&r->head, h + 1, memory_order_release);

@@ -156,6 +156,10 @@ typedef struct hcg_oracle {
 const hcg_oracle *hcg_oracle_process(void);
 /* Forget every thread's cached VMAs (the mappings changed). */
 void hcg_oracle_invalidate(void);
+/* 1 and the record in *out if rec was found good lately, with the same
+ * contents, and no mapping has changed since; else 0 (check it). */
+int hcg_oracle_recent(const void *rec, hcguard_copy_record *out);
+void hcg_oracle_remember(const void *rec, const hcguard_copy_record *r);
 /* Turn the VMA cache on or off (tests; on by default). */
 void hcg_oracle_set_cache(int on);
 /* For tests and diagnostics. on != 0 forces the fallbacks: parse
@@ -241,21 +245,24 @@ uint64_t hcg_ticks_to_ns(const hcg_clock_ref_t *r, uint64_t t);
 
 /* ---- trampoline.c: what the driver runs instead ------------------------ */
 /* One host-function launch (stream) or one host node (graph). */
+/* The first cache line holds what every run reads; the record snapshot,
+ * read for copies only, is in the second. */
 typedef struct hcg_call {
     CUhostFn fn;
     void *user;
-    void *rec;                /* the copy record: user, or inside a wrapper's data */
     uintptr_t stream;
     uint64_t t_enqueue;
     uint64_t seq;
-    hcguard_copy_record snap; /* the record as validated at enqueue */
+    void *rec;                /* the copy record: user, or inside a wrapper's data */
     uint8_t kind;             /* hcg_fnkind */
     uint8_t oneshot;          /* free after it runs (stream launches) */
     uint8_t api;              /* hcg_api: which entry point enqueued it */
     uint8_t enqueue_status;   /* hcguard_status at enqueue (audit mode) */
     uint8_t wrapped;          /* fn is cuda.bindings' wrapper: user is malloc'd by it */
-    _Atomic uint8_t busy;     /* slot in use (pool) */
-} hcg_call;
+    _Atomic uint32_t next_free; /* pool free list (index + 1; 0 ends it) */
+    uint32_t index;           /* this slot's index in the pool */
+    hcguard_copy_record snap; /* the record as validated at enqueue */
+} __attribute__((aligned(64))) hcg_call;
 
 hcg_call *hcg_call_alloc(void); /* lock-free pool; NULL if out of memory */
 void hcg_call_free(hcg_call *c);

@@ -171,6 +171,51 @@ static void vc_put(const struct hcg_procmap_query *q, uint64_t gen, uint64_t now
     e->file = q->inode != 0 || q->dev_major != 0 || q->dev_minor != 0;
 }
 
+/* ---- records checked lately ----------------------------------------------
+ * A record found good is remembered with its contents; while no mapping
+ * changed and the entry is young, the same record with the same contents
+ * is good again, and checking it costs a read and a compare. */
+#define RC_SLOTS 8
+
+typedef struct rc_entry {
+    const void *rec;
+    hcguard_copy_record r;
+    uint64_t gen, t;
+} rc_entry;
+
+static _Thread_local rc_entry rc[RC_SLOTS];
+static _Thread_local unsigned rc_next;
+
+int hcg_oracle_recent(const void *rec, hcguard_copy_record *out)
+{
+    if (atomic_load_explicit(&vc_disabled, memory_order_relaxed) || !rec)
+        return 0;
+    uint64_t gen = atomic_load_explicit(&vc_gen, memory_order_acquire), now = 0;
+    for (unsigned i = 0; i < RC_SLOTS; i++) {
+        const rc_entry *e = &rc[i];
+        if (e->rec != rec || e->gen != gen)
+            continue;
+        if (!now)
+            now = coarse_ns();
+        if (now - e->t > VC_TTL_NS)
+            return 0;
+        memcpy(out, rec, sizeof *out); /* readable: proven, and unchanged since */
+        return memcmp(out, &e->r, sizeof *out) == 0;
+    }
+    return 0;
+}
+
+void hcg_oracle_remember(const void *rec, const hcguard_copy_record *r)
+{
+    if (atomic_load_explicit(&vc_disabled, memory_order_relaxed))
+        return;
+    rc_entry *e = &rc[rc_next++ % RC_SLOTS];
+    e->rec = rec;
+    e->r = *r;
+    e->gen = atomic_load_explicit(&vc_gen, memory_order_acquire);
+    e->t = coarse_ns();
+}
+
 /* ---- PROCMAP_QUERY ------------------------------------------------------ */
 
 /* The fd was inherited from the parent and describes the parent's memory. */

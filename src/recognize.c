@@ -191,8 +191,12 @@ static hcg_fnkind classify(void *fn)
     if (obj_lookup(fn, &o) != 0)
         return HCG_FN_ORDINARY; /* not in any object: JIT code, a closure */
     int core_path = is_cuda_core_module(o.file);
-    int bindings_path = !core_path && is_bindings_module(o.file);
-    if (!core_path && !bindings_path && hcg_config_get()->n_copy_fns == 0)
+    /* Wheels strip .symtab, so the wrapper is known by its module alone:
+     * cuda.bindings hands the driver no other host function; what its data
+     * holds is checked before anything is read through it. */
+    if (!core_path && is_bindings_module(o.file))
+        return HCG_FN_WRAP_BINDINGS;
+    if (!core_path && hcg_config_get()->n_copy_fns == 0)
         return HCG_FN_ORDINARY; /* nothing a name could match: no file I/O */
     /* Longer than any name matched here; a name that fills it is cut. */
     char name[1024];
@@ -201,8 +205,6 @@ static hcg_fnkind classify(void *fn)
         return HCG_FN_ORDINARY;
     if (core_path && is_cuda_core_name(name))
         return HCG_FN_COPY_CUDA_CORE;
-    if (bindings_path && ends_with(name, "cuHostCallbackWrapper"))
-        return HCG_FN_WRAP_BINDINGS;
     return is_user_name(name) ? HCG_FN_COPY_USER : HCG_FN_ORDINARY;
 }
 

@@ -1,6 +1,7 @@
 /* Stream wrappers: cuLaunchHostFunc and its variants, and the capture
  * entry points (a host function enqueued while its stream captures becomes
  * a graph node and runs once per replay). */
+#include <dlfcn.h>
 #include <stdio.h>
 
 #include "hcg.h"
@@ -69,9 +70,15 @@ static int launch_is_captured(hcg_driver *d, const launch_args *a)
 static int check_copy(const launch_args *a, CUhostFn fn, void *rec, hcg_fnkind kind,
                       hcguard_copy_record *snap, hcguard_status *why)
 {
-    *why = hcg_validate_record(hcg_oracle_process(), rec, snap);
-    if (*why == HCGUARD_OK)
+    if (hcg_oracle_recent(rec, snap)) {
+        *why = HCGUARD_OK;
         return 0;
+    }
+    *why = hcg_validate_record(hcg_oracle_process(), rec, snap);
+    if (*why == HCGUARD_OK) {
+        hcg_oracle_remember(rec, snap);
+        return 0;
+    }
     int guard = hcg_config_get()->mode == HCG_MODE_GUARD;
     int have_fields = *why != HCGUARD_ERR_NULL_RECORD && *why != HCGUARD_ERR_RECORD_UNREADABLE;
     hcg_report_reject(a->api, a->stream, (void *)fn, rec, kind, have_fields ? snap : NULL,
@@ -83,8 +90,10 @@ static int check_copy(const launch_args *a, CUhostFn fn, void *rec, hcg_fnkind k
 static hcg_fnkind look_through(void *data, CUhostFn *fn, void **rec)
 {
     hcg_bindings_cb cb;
-    if (!data || hcg_oracle_process()->read(NULL, (uintptr_t)data, &cb, sizeof cb) != 0)
-        return HCG_FN_ORDINARY;
+    Dl_info info;
+    if (!data || hcg_oracle_process()->read(NULL, (uintptr_t)data, &cb, sizeof cb) != 0 ||
+        !dladdr((void *)cb.callback, &info))
+        return HCG_FN_ORDINARY; /* not {function, data}: leave it alone */
     hcg_fnkind k = hcg_recognize((void *)cb.callback);
     if (!hcg_fnkind_is_copy(k))
         return HCG_FN_ORDINARY;

@@ -2,6 +2,7 @@
  * function. It re-checks a copy's record when it changed since it was
  * checked, times the call, and leaves one event in the thread's ring.
  * Common path: no lock, no allocation, no system call. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -10,60 +11,87 @@
 
 /* ---- the call pool ------------------------------------------------------
  * Calls are allocated on application threads and freed on the driver's
- * callback thread, so the pool is a set of slabs of slots claimed by
- * compare-and-swap on `busy`: no lock, no ABA. Slabs are only added. */
-#define SLAB_SLOTS 4096
+ * callback thread. A lock-free LIFO free list (Treiber stack) keeps the
+ * slots that were just freed, still in cache, at the top; its head carries
+ * a tag that changes with every update, so a slot popped and pushed back
+ * meanwhile cannot fool a compare-and-swap (ABA). Slabs are only added. */
+#define SLAB_BITS 12
+#define SLAB_SLOTS (1u << SLAB_BITS)
+#define MAX_SLABS 1024u /* 4M calls in flight, 512 MiB */
 
 typedef struct slab {
-    struct slab *next;
     hcg_call slot[SLAB_SLOTS];
 } slab;
 
-static _Atomic(slab *) slabs;
-static atomic_size_t cursor;
-static atomic_size_t n_slabs;
+static _Atomic(slab *) slabs[MAX_SLABS];
+static atomic_uint n_slabs;
+static _Atomic uint64_t free_head; /* tag << 32 | (index + 1) */
+static pthread_mutex_t grow_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static hcg_call *claim_in(slab *s, size_t start)
+static hcg_call *slot_at(uint32_t index)
 {
-    for (size_t i = 0; i < SLAB_SLOTS; i++) {
-        hcg_call *c = &s->slot[(start + i) % SLAB_SLOTS];
-        uint8_t want = 0;
-        if (!atomic_load_explicit(&c->busy, memory_order_relaxed) &&
-            atomic_compare_exchange_strong_explicit(&c->busy, &want, 1, memory_order_acquire,
-                                                    memory_order_relaxed))
-            return c;
-    }
-    return NULL;
+    slab *s = atomic_load_explicit(&slabs[index >> SLAB_BITS], memory_order_acquire);
+    return &s->slot[index & (SLAB_SLOTS - 1)];
 }
 
-static slab *add_slab(void)
+static void push_free(hcg_call *c)
 {
-    slab *s = mmap(NULL, sizeof *s, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (s == MAP_FAILED)
-        return NULL;
-    slab *head = atomic_load(&slabs);
-    do
-        s->next = head;
-    while (!atomic_compare_exchange_weak(&slabs, &head, s));
-    atomic_fetch_add(&n_slabs, 1);
-    return s;
+    uint64_t h = atomic_load_explicit(&free_head, memory_order_relaxed), n;
+    do {
+        atomic_store_explicit(&c->next_free, (uint32_t)h, memory_order_relaxed);
+        n = ((h >> 32) + 1) << 32 | (uint64_t)(c->index + 1);
+    } while (!atomic_compare_exchange_weak_explicit(&free_head, &h, n, memory_order_release,
+                                                     memory_order_relaxed));
+}
+
+static hcg_call *pop_free(void)
+{
+    uint64_t h = atomic_load_explicit(&free_head, memory_order_acquire), n;
+    hcg_call *c;
+    do {
+        if ((uint32_t)h == 0)
+            return NULL;
+        c = slot_at((uint32_t)h - 1);
+        n = ((h >> 32) + 1) << 32 | atomic_load_explicit(&c->next_free, memory_order_relaxed);
+    } while (!atomic_compare_exchange_weak_explicit(&free_head, &h, n, memory_order_acquire,
+                                                     memory_order_acquire));
+    return c;
+}
+
+/* Application threads only (allocation and a lock are allowed there). */
+static int grow(void)
+{
+    pthread_mutex_lock(&grow_lock);
+    unsigned k = atomic_load(&n_slabs);
+    int ok = 0;
+    if (k < MAX_SLABS) {
+        slab *s = mmap(NULL, sizeof *s, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (s != MAP_FAILED) {
+            atomic_store_explicit(&slabs[k], s, memory_order_release);
+            atomic_store(&n_slabs, k + 1);
+            for (uint32_t i = SLAB_SLOTS; i-- > 0;) {
+                s->slot[i].index = (k << SLAB_BITS) | i;
+                push_free(&s->slot[i]);
+            }
+            ok = 1;
+        }
+    }
+    pthread_mutex_unlock(&grow_lock);
+    return ok;
 }
 
 hcg_call *hcg_call_alloc(void)
 {
-    size_t start = atomic_fetch_add_explicit(&cursor, 1, memory_order_relaxed);
-    for (slab *s = atomic_load(&slabs); s; s = s->next) {
-        hcg_call *c = claim_in(s, start);
-        if (c)
-            return c;
-    }
-    slab *s = add_slab();
-    return s ? claim_in(s, 0) : NULL;
+    hcg_call *c;
+    while (!(c = pop_free()))
+        if (!grow())
+            return NULL;
+    return c;
 }
 
 void hcg_call_free(hcg_call *c)
 {
-    atomic_store_explicit(&c->busy, 0, memory_order_release);
+    push_free(c);
 }
 
 /* ---- the trampoline ---------------------------------------------------- */

@@ -108,7 +108,7 @@ static void *gpa2(const char *name, int version, cuuint64_t flags)
     CUdriverProcAddressQueryResult st = 99;
     CUresult r = g(name, &p, version, flags, &st);
     if (r != CUDA_SUCCESS || !p) {
-        fprintf(stderr, "SKIP: cuGetProcAddress_v2(%s, %d) = %d, status %d\n", name,
+        fprintf(stderr, "SKIP: cuGetProcAddress_v2(%s, %d) = %d, status %d: this driver does not have it\n", name,
                 version, (int)r, (int)st);
         exit(SKIP);
     }

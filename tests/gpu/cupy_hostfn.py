@@ -82,23 +82,45 @@ after = stats()
 check(after.host_fns_ran - before.host_fns_ran >= 50,
       f"hcguard saw {after.host_fns_ran - before.host_fns_ran} host functions, want >= 50")
 
-# 2. hcguard_host_copy on a CuPy stream, through CuPy's own runtime
-# (cupy.cuda.runtime.launchHostFunc: cudaLaunchHostFunc with raw pointers;
-# CuPy carries its CUDA runtime inside its extension modules).
-from cupy.cuda import runtime
+# 2. hcguard_host_copy on a CuPy stream. CuPy's launch_host_func (and
+# cupy.cuda.runtime.launchHostFunc) take Python callables only, run by
+# CuPy's own C trampoline, so a host-copy function is enqueued on CuPy's
+# stream through a CUDA runtime library (the toolkit's or a wheel's): the
+# same runtime path (cuGetProcAddress through itself), in a CuPy process.
+import glob
+import os
 
-CUDA_ERROR_INVALID_VALUE = 1  # cudaErrorInvalidValue
-if not hasattr(runtime, "launchHostFunc"):
-    print("FAIL: cupy.cuda.runtime has no launchHostFunc; it has "
-          + ", ".join(n for n in dir(runtime) if "ost" in n or "allback" in n), file=sys.stderr)
+
+def find_cudart():
+    cands = []
+    for root in (os.environ.get("CUDA_HOME", ""), "/usr/local/cuda"):
+        if root:
+            cands += sorted(glob.glob(os.path.join(root, "lib64", "libcudart.so*")))
+    for p in sys.path:
+        cands += sorted(glob.glob(os.path.join(p, "nvidia", "*", "lib", "libcudart.so*")))
+        cands += sorted(glob.glob(os.path.join(p, "nvidia", "cuda_runtime", "lib", "libcudart.so*")))
+    for c in cands:
+        try:
+            return ctypes.CDLL(c), c
+        except OSError:
+            continue
+    return None, None
+
+
+cudart, cudart_path = find_cudart()
+if cudart is None:
+    print("FAIL: no libcudart found to enqueue a host copy on CuPy's stream", file=sys.stderr)
     sys.exit(1)
+print(f"runtime: {cudart_path}")
+cudart.cudaLaunchHostFunc.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+cudart.cudaLaunchHostFunc.restype = ctypes.c_int
+CUDA_ERROR_INVALID_VALUE = 1  # cudaErrorInvalidValue
+
 
 def launch(stream_ptr, fn, arg):
-    try:
-        runtime.launchHostFunc(stream_ptr, fn, arg)
-        return 0
-    except runtime.CUDARuntimeError as e:
-        return e.status
+    err = cudart.cudaLaunchHostFunc(stream_ptr, fn, arg)
+    cudart.cudaGetLastError()
+    return err
 
 
 N = 4 << 20
