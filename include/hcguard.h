@@ -94,6 +94,8 @@ typedef struct hcguard_stats {
     uint64_t skipped;           /* bad at run time: the copy was not performed */
     uint64_t bytes_copied;
     uint64_t events_dropped;    /* events lost to a full per-thread buffer    */
+    uint64_t graph_calls_live;  /* graph host-node calls kept for graphs and
+                                   executable graphs that can still run them */
 } hcguard_stats;
 
 /* Returns 0 and fills *out; -1 if out is NULL. */

@@ -233,6 +233,9 @@ static void load_driver(void)
     FILL(cuStreamBeginCaptureToGraph_ptsz);
     FILL(cuStreamIsCapturing);
     FILL(cuStreamIsCapturing_ptsz);
+#define HCG_X(n) atomic_store(&drv.g[HCG_G_##n], hcg_real_dlsym(drv.handle, #n));
+    HCG_GRAPH_REAL(HCG_X)
+#undef HCG_X
     loading = 0;
     atomic_store(&drv_state, 1);
     hcg_debug("driver %s loaded", path);

@@ -71,6 +71,27 @@ typedef CUresult (*hcg_pfn_begin_capture_to_graph)(CUstream, CUgraph,
                                                    size_t, CUstreamCaptureMode);
 typedef CUresult (*hcg_pfn_is_capturing)(CUstream, CUstreamCaptureStatus *);
 
+/* Graph entry points: wrapped, or called by the graph wrappers. */
+#define HCG_GRAPH_REAL(X)                                                      \
+    X(cuGraphAddHostNode) X(cuGraphAddNode) X(cuGraphAddNode_v2)               \
+    X(cuGraphHostNodeSetParams) X(cuGraphHostNodeGetParams)                    \
+    X(cuGraphNodeSetParams) X(cuGraphNodeGetParams)                            \
+    X(cuGraphExecHostNodeSetParams) X(cuGraphExecNodeSetParams)                \
+    X(cuGraphInstantiate) X(cuGraphInstantiate_v2) X(cuGraphInstantiateWithFlags) \
+    X(cuGraphInstantiateWithParams) X(cuGraphInstantiateWithParams_ptsz)       \
+    X(cuGraphExecUpdate) X(cuGraphExecUpdate_v2) X(cuGraphExecDestroy)         \
+    X(cuGraphGetNodes) X(cuGraphNodeGetType) X(cuGraphChildGraphNodeGetGraph)  \
+    X(cuUserObjectCreate) X(cuUserObjectRelease) X(cuGraphRetainUserObject)    \
+    X(cuGraphReleaseUserObject) X(cuStreamGetCaptureInfo_v2)                   \
+    X(cuStreamGetCaptureInfo_v2_ptsz)
+
+enum {
+#define HCG_X(n) HCG_G_##n,
+    HCG_GRAPH_REAL(HCG_X)
+#undef HCG_X
+    HCG_G_COUNT
+};
+
 /* Every real entry point hcguard wraps or calls. Slots are written once
  * (at load, or adopted from cuGetProcAddress) and read without locks. */
 typedef struct hcg_driver {
@@ -92,7 +113,12 @@ typedef struct hcg_driver {
     _Atomic(hcg_pfn_begin_capture_to_graph) cuStreamBeginCaptureToGraph_ptsz;
     _Atomic(hcg_pfn_is_capturing) cuStreamIsCapturing;
     _Atomic(hcg_pfn_is_capturing) cuStreamIsCapturing_ptsz;
+    _Atomic(void *) g[HCG_G_COUNT]; /* HCG_G_<name>: graph entry points */
 } hcg_driver;
+
+/* The real graph entry point `name` as a pointer of type T (NULL if the
+ * driver lacks it). */
+#define HCG_GREAL(d, name, T) ((T)atomic_load(&(d)->g[HCG_G_##name]))
 
 /* The driver table, loading libcuda on first call; NULL if it cannot be
  * loaded (the reason was printed once). */
@@ -130,6 +156,30 @@ CUresult hcg_w_cuStreamBeginCaptureToGraph(CUstream, CUgraph, const CUgraphNode 
 CUresult hcg_w_cuStreamBeginCaptureToGraph_ptsz(CUstream, CUgraph, const CUgraphNode *,
                                                 const CUgraphEdgeData *, size_t,
                                                 CUstreamCaptureMode);
+
+CUresult hcg_w_cuGraphAddHostNode(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
+                                  const CUDA_HOST_NODE_PARAMS *);
+CUresult hcg_w_cuGraphAddNode(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
+                              CUgraphNodeParams *);
+CUresult hcg_w_cuGraphAddNode_v2(CUgraphNode *, CUgraph, const CUgraphNode *,
+                                 const CUgraphEdgeData *, size_t, CUgraphNodeParams *);
+CUresult hcg_w_cuGraphHostNodeSetParams(CUgraphNode, const CUDA_HOST_NODE_PARAMS *);
+CUresult hcg_w_cuGraphHostNodeGetParams(CUgraphNode, CUDA_HOST_NODE_PARAMS *);
+CUresult hcg_w_cuGraphNodeSetParams(CUgraphNode, CUgraphNodeParams *);
+CUresult hcg_w_cuGraphNodeGetParams(CUgraphNode, CUgraphNodeParams *);
+CUresult hcg_w_cuGraphExecHostNodeSetParams(CUgraphExec, CUgraphNode,
+                                            const CUDA_HOST_NODE_PARAMS *);
+CUresult hcg_w_cuGraphExecNodeSetParams(CUgraphExec, CUgraphNode, CUgraphNodeParams *);
+CUresult hcg_w_cuGraphInstantiate(CUgraphExec *, CUgraph, CUgraphNode *, char *, size_t);
+CUresult hcg_w_cuGraphInstantiate_v2(CUgraphExec *, CUgraph, CUgraphNode *, char *, size_t);
+CUresult hcg_w_cuGraphInstantiateWithFlags(CUgraphExec *, CUgraph, unsigned long long);
+CUresult hcg_w_cuGraphInstantiateWithParams(CUgraphExec *, CUgraph,
+                                            CUDA_GRAPH_INSTANTIATE_PARAMS *);
+CUresult hcg_w_cuGraphInstantiateWithParams_ptsz(CUgraphExec *, CUgraph,
+                                                 CUDA_GRAPH_INSTANTIATE_PARAMS *);
+CUresult hcg_w_cuGraphExecUpdate(CUgraphExec, CUgraph, CUgraphNode *, CUgraphExecUpdateResult *);
+CUresult hcg_w_cuGraphExecUpdate_v2(CUgraphExec, CUgraph, CUgraphExecUpdateResultInfo *);
+CUresult hcg_w_cuGraphExecDestroy(CUgraphExec);
 
 /* ---- oracle.c: what the address space looks like ---------------------- */
 typedef enum hcg_mem {
@@ -262,6 +312,12 @@ typedef struct hcg_call {
     _Atomic uint32_t next_free; /* pool free list (index + 1; 0 ends it) */
     uint32_t index;           /* this slot's index in the pool */
     hcguard_copy_record snap; /* the record as validated at enqueue */
+    /* Graph host nodes (not oneshot): where it runs, and how long it lives. */
+    uintptr_t graph, node;    /* for attribution */
+    _Atomic uint32_t refs;    /* holders: its user object (roots), a root's chain */
+    struct hcg_call *root;    /* the call the node was created with (NULL: this) */
+    _Atomic(void *) chain;    /* root only: its hcg_link list (graph.c) */
+    void *uobj;               /* root only: the CUuserObject that owns it */
 } __attribute__((aligned(64))) hcg_call;
 
 hcg_call *hcg_call_alloc(void); /* lock-free pool; NULL if out of memory */
@@ -276,6 +332,9 @@ typedef enum hcg_api {
     HCG_API_LAUNCH_HOST_FUNC_PTSZ,
     HCG_API_LAUNCH_HOST_FUNC_V2,
     HCG_API_LAUNCH_HOST_FUNC_V2_PTSZ,
+    HCG_API_GRAPH_ADD_HOST_NODE,     /* cuGraphAddHostNode, cuGraphAddNode(_v2) */
+    HCG_API_GRAPH_SET_PARAMS,        /* cuGraph(Host)NodeSetParams */
+    HCG_API_GRAPH_EXEC_SET_PARAMS,   /* cuGraphExec(Host)NodeSetParams */
     HCG_API_COUNT
 } hcg_api;
 const char *hcg_api_name(hcg_api a);
@@ -301,6 +360,7 @@ typedef struct hcg_event {
     uint64_t t_enqueue, t_start, t_end; /* hcg_ticks(); ns once drained */
     uint64_t bytes;
     uintptr_t fn, user, stream, dst, src;
+    uintptr_t graph, node; /* graph host nodes; 0 for stream launches */
 } hcg_event;
 
 /* Copy *e into the calling thread's ring: no lock, no allocation (after a
@@ -337,10 +397,53 @@ void hcg_report_reject(hcg_api api, CUstream s, void *fn, void *user,
                        hcg_fnkind kind, const hcguard_copy_record *r,
                        hcguard_status why, int refused);
 
+void hcg_report_skip(const hcg_event *e);
+
 /* ---- init.c: lifecycle ------------------------------------------------- */
 void hcg_init(void); /* pthread_once; safe from any intercepted call */
 uint64_t hcg_next_seq(void);
 /* Count a launch that reached the driver (atomic; any thread). */
 void hcg_count_launch(hcg_fnkind kind);
+/* Count a host function set on a graph node. */
+void hcg_count_node(hcg_fnkind kind);
+
+/* ---- thunk.c: entry points handed out for any driver function ---------- */
+/* Set by the trampoline while the thread runs a host function. Initial-exec
+ * TLS, so the thunks read it with one load from the thread pointer. */
+extern _Thread_local unsigned char hcg_in_host_fn
+    __attribute__((tls_model("initial-exec"), visibility("hidden")));
+
+#define HCG_THUNK_MAX 4096
+/* A handler's answer that lets the call through to the real function. */
+#define HCG_THUNK_PASS ((CUresult)-1)
+/* Called when a thunk is entered inside a host function: HCG_THUNK_PASS
+ * calls real with the caller's arguments; anything else is returned to the
+ * caller instead. Runs with hcg_in_host_fn cleared. */
+typedef CUresult (*hcg_thunk_handler)(unsigned idx, const char *name, void *real);
+
+/* A thunk that behaves exactly like real (any signature), noticing calls
+ * made inside a host function; the same real always gets the same thunk.
+ * Returns real itself if it is NULL or a thunk, if the table is full, or on
+ * an architecture without thunks. Application threads; thread-safe. */
+void *hcg_thunk_for(const char *name, void *real);
+void hcg_thunk_set_handler(hcg_thunk_handler h); /* NULL: pass everything */
+const char *hcg_thunk_name(unsigned idx);        /* NULL if idx is not in use */
+unsigned hcg_thunk_count(void);
+
+/* ---- graph.c: host nodes ---------------------------------------------------
+ * A host function enqueued while its stream captures: attach c to the
+ * capture graph (it runs on every replay, and lives as long as the graph).
+ * Returns 0, or -1 if the capture graph cannot be found (c then lives for
+ * ever: leaking is the safe side). */
+int hcg_graph_adopt_capture(hcg_call *c, CUstream s, int ptsz);
+/* After the launch: note which node the capture made of it. */
+void hcg_graph_note_captured(hcg_call *c, CUstream s, int ptsz);
+uint64_t hcg_graph_calls_live(void);
+
+/* ---- stream.c: shared with graph.c ------------------------------------ */
+/* Recognise fn (through cuda.bindings' wrapper), check its record if it is
+ * a copy, and make the call the trampoline will run. CUDA_ERROR_INVALID_VALUE
+ * if refused (reported); else CUDA_SUCCESS and *out, NULL if out of memory. */
+CUresult hcg_prepare_call(hcg_api api, CUstream s, CUhostFn fn, void *user, hcg_call **out);
 
 #endif /* HCG_H */

@@ -43,6 +43,7 @@ HCG_EXPORT int hcguard_get_stats(hcguard_stats *out)
         return -1;
     hcg_events_flush();
     hcg_summary_stats(out);
+    out->graph_calls_live = hcg_graph_calls_live();
     return 0;
 }
 

@@ -30,6 +30,15 @@ static const hcg_route_entry routes[] = {
     R(cuStreamBeginCapture_v2_ptsz),
     R(cuStreamBeginCaptureToGraph),
     R(cuStreamBeginCaptureToGraph_ptsz),
+#define RG(n) { #n, offsetof(hcg_driver, g[HCG_G_##n]), (void *)hcg_w_##n },
+    RG(cuGraphAddHostNode) RG(cuGraphAddNode) RG(cuGraphAddNode_v2)
+    RG(cuGraphHostNodeSetParams) RG(cuGraphHostNodeGetParams)
+    RG(cuGraphNodeSetParams) RG(cuGraphNodeGetParams)
+    RG(cuGraphExecHostNodeSetParams) RG(cuGraphExecNodeSetParams)
+    RG(cuGraphInstantiate) RG(cuGraphInstantiate_v2) RG(cuGraphInstantiateWithFlags)
+    RG(cuGraphInstantiateWithParams) RG(cuGraphInstantiateWithParams_ptsz)
+    RG(cuGraphExecUpdate) RG(cuGraphExecUpdate_v2) RG(cuGraphExecDestroy)
+#undef RG
 };
 #undef R
 #define N_ROUTES (sizeof routes / sizeof routes[0])

@@ -66,6 +66,11 @@ void hcg_jsonl_event(const hcg_event *e)
     if (n < 0 || (size_t)n >= room)
         return;
     size_t len = (size_t)n;
+    if (e->graph) {
+        n = snprintf(p + len, room - len, ",\"graph\":\"0x%" PRIxPTR "\",\"node\":\"0x%" PRIxPTR "\"",
+                     e->graph, e->node);
+        len += n > 0 ? (size_t)n : 0;
+    }
     if (e->kind != HCG_EV_REJECT) {
         n = snprintf(p + len, room - len, ",\"t_start_ns\":%" PRIu64 ",\"t_end_ns\":%" PRIu64
                      ",\"duration_ns\":%" PRIu64, e->t_start, e->t_end, e->t_end - e->t_start);

@@ -120,7 +120,36 @@ void hcg_report_reject(hcg_api api, CUstream s, void *fn, void *user,
     else
         hcg_msg("    record %p", user);
     hcg_msg("    host function %s", fbuf);
-    hcg_msg("    %s on stream %s %s", hcg_api_name(api), stream_name(s, sbuf, sizeof sbuf),
-            refused ? "returned CUDA_ERROR_INVALID_VALUE; nothing was enqueued"
-                    : "was passed to the driver; the copy will be skipped when it runs");
+    if (api >= HCG_API_GRAPH_ADD_HOST_NODE)
+        hcg_msg("    %s %s", hcg_api_name(api),
+                refused ? "returned CUDA_ERROR_INVALID_VALUE; the graph was not changed"
+                        : "went through; the copy will be skipped whenever the node runs");
+    else
+        hcg_msg("    %s on stream %s %s", hcg_api_name(api), stream_name(s, sbuf, sizeof sbuf),
+                refused ? "returned CUDA_ERROR_INVALID_VALUE; nothing was enqueued"
+                        : "was passed to the driver; the copy will be skipped when it runs");
+}
+
+/* A copy skipped when it ran (collector thread): printed under the same
+ * cap as the findings at enqueue. */
+void hcg_report_skip(const hcg_event *e)
+{
+    unsigned n = atomic_fetch_add(&printed, 1);
+    if (n >= HCG_MAX_PRINTED) {
+        if (n == HCG_MAX_PRINTED)
+            hcg_msg("(more than %d findings: further ones are counted, not printed)",
+                    HCG_MAX_PRINTED);
+        return;
+    }
+    char where[96];
+    if (e->graph)
+        snprintf(where, sizeof where, "graph %p, node %p", (void *)e->graph, (void *)e->node);
+    else
+        snprintf(where, sizeof where, "stream %p", (void *)e->stream);
+    hcg_msg("%s: host copy skipped when it ran: %s: %s", (e->flags & HCG_EVF_REPORTED) ? "WARNING" : "ERROR",
+            hcguard_status_name((hcguard_status)e->reason),
+            hcguard_status_string((hcguard_status)e->reason));
+    hcg_msg("    record now: dst 0x%jx, src 0x%jx, nbytes %ju (%s%s)", (uintmax_t)e->dst,
+            (uintmax_t)e->src, (uintmax_t)e->bytes, where,
+            (e->flags & HCG_EVF_REPORTED) ? ", reported at enqueue" : ", changed since it was checked");
 }

@@ -65,9 +65,9 @@ static int launch_is_captured(hcg_driver *d, const launch_args *a)
     return st != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
-/* Check a recognised copy's record rec; returns nonzero if the launch
- * must be refused (guard mode). */
-static int check_copy(const launch_args *a, CUhostFn fn, void *rec, hcg_fnkind kind,
+/* Check a recognised copy's record rec; returns nonzero if the call must
+ * be refused (guard mode). */
+static int check_copy(hcg_api api, CUstream s, CUhostFn fn, void *rec, hcg_fnkind kind,
                       hcguard_copy_record *snap, hcguard_status *why)
 {
     if (hcg_oracle_recent(rec, snap)) {
@@ -81,8 +81,7 @@ static int check_copy(const launch_args *a, CUhostFn fn, void *rec, hcg_fnkind k
     }
     int guard = hcg_config_get()->mode == HCG_MODE_GUARD;
     int have_fields = *why != HCGUARD_ERR_NULL_RECORD && *why != HCGUARD_ERR_RECORD_UNREADABLE;
-    hcg_report_reject(a->api, a->stream, (void *)fn, rec, kind, have_fields ? snap : NULL,
-                      *why, guard);
+    hcg_report_reject(api, s, (void *)fn, rec, kind, have_fields ? snap : NULL, *why, guard);
     return guard;
 }
 
@@ -102,17 +101,50 @@ static hcg_fnkind look_through(void *data, CUhostFn *fn, void **rec)
     return k;
 }
 
-static void debug_launch(const launch_args *a, hcg_fnkind kind, CUhostFn inner)
+static void debug_call(hcg_api api, CUhostFn fn, void *user, hcg_fnkind kind, CUhostFn inner)
 {
     static atomic_int n;
-    if (!hcg_config_get()->debug || atomic_fetch_add(&n, 1) >= 16)
+    if (HCG_LIKELY(!hcg_config_get()->debug) || atomic_fetch_add(&n, 1) >= 16)
         return;
     char name[256], obj[HCG_PATH_MAX];
-    if (hcg_symbolize((void *)a->fn, name, sizeof name, obj, sizeof obj) != 0)
+    if (hcg_symbolize((void *)fn, name, sizeof name, obj, sizeof obj) != 0)
         snprintf(name, sizeof name, "anonymous");
-    hcg_debug("%s: host function %p %s (%s), user data %p: %s%s", hcg_api_name(a->api),
-              (void *)a->fn, name, obj, a->user, hcg_fnkind_name(kind),
-              inner != a->fn ? " (inside cuda.bindings' wrapper)" : "");
+    hcg_debug("%s: host function %p %s (%s), user data %p: %s%s", hcg_api_name(api),
+              (void *)fn, name, obj, user, hcg_fnkind_name(kind),
+              inner != fn ? " (inside cuda.bindings' wrapper)" : "");
+}
+
+CUresult hcg_prepare_call(hcg_api api, CUstream s, CUhostFn fn, void *user, hcg_call **out)
+{
+    *out = NULL;
+    hcg_fnkind kind = hcg_recognize((void *)fn);
+    CUhostFn inner = fn;
+    void *rec = user;
+    if (HCG_UNLIKELY(kind == HCG_FN_WRAP_BINDINGS))
+        kind = look_through(user, &inner, &rec);
+    debug_call(api, fn, user, kind, inner);
+    hcguard_copy_record snap = {0, 0, 0};
+    hcguard_status why = HCGUARD_OK;
+    if (hcg_fnkind_is_copy(kind) && check_copy(api, s, inner, rec, kind, &snap, &why))
+        return CUDA_ERROR_INVALID_VALUE;
+    hcg_call *c = hcg_call_alloc();
+    if (HCG_UNLIKELY(!c))
+        return CUDA_SUCCESS; /* out of memory: pass through, unmeasured */
+    c->fn = fn;
+    c->user = user;
+    c->rec = rec;
+    c->wrapped = inner != fn;
+    c->stream = (uintptr_t)s;
+    c->snap = snap;
+    c->kind = (uint8_t)kind;
+    c->api = (uint8_t)api;
+    c->enqueue_status = (uint8_t)why;
+    c->oneshot = 1;
+    c->graph = c->node = 0;
+    c->seq = hcg_next_seq();
+    c->t_enqueue = hcg_ticks();
+    *out = c;
+    return CUDA_SUCCESS;
 }
 
 static void no_driver(void)
@@ -134,38 +166,24 @@ static CUresult launch(const launch_args *a)
     if (HCG_UNLIKELY(hcg_config_get()->mode == HCG_MODE_OFF || a->fn == NULL))
         return call_real(d, a, a->fn, a->user);
     hcg_init();
-
-    hcg_fnkind kind = hcg_recognize((void *)a->fn);
-    CUhostFn inner = a->fn;
-    void *rec = a->user;
-    if (HCG_UNLIKELY(kind == HCG_FN_WRAP_BINDINGS))
-        kind = look_through(a->user, &inner, &rec);
-    debug_launch(a, kind, inner);
-    hcguard_copy_record snap = {0, 0, 0};
-    hcguard_status why = HCGUARD_OK;
-    if (hcg_fnkind_is_copy(kind) && check_copy(a, inner, rec, kind, &snap, &why))
+    hcg_call *c;
+    if (hcg_prepare_call(a->api, a->stream, a->fn, a->user, &c) != CUDA_SUCCESS)
         return CUDA_ERROR_INVALID_VALUE;
-
-    hcg_call *c = hcg_call_alloc();
     if (HCG_UNLIKELY(!c))
-        return call_real(d, a, a->fn, a->user); /* out of memory: unmeasured, unguarded */
-    c->fn = a->fn;
-    c->user = a->user;
-    c->rec = rec;
-    c->wrapped = inner != a->fn;
-    c->stream = (uintptr_t)a->stream;
-    c->snap = snap;
-    c->kind = (uint8_t)kind;
-    c->api = (uint8_t)a->api;
-    c->enqueue_status = (uint8_t)why;
-    c->oneshot = !launch_is_captured(d, a);
-    c->seq = hcg_next_seq();
-    c->t_enqueue = hcg_ticks();
+        return call_real(d, a, a->fn, a->user);
+    int captured = launch_is_captured(d, a);
+    if (HCG_UNLIKELY(captured) && hcg_graph_adopt_capture(c, a->stream, is_ptsz(a->api)) != 0)
+        hcg_debug("capture graph of stream %p not found: its host call is kept for ever",
+                  (void *)a->stream);
+    hcg_fnkind kind = (hcg_fnkind)c->kind;
     CUresult r = call_real(d, a, hcg_trampoline, c);
-    if (r != CUDA_SUCCESS)
-        hcg_call_free(c);
-    else
+    if (r == CUDA_SUCCESS) {
         hcg_count_launch(kind);
+        if (HCG_UNLIKELY(captured))
+            hcg_graph_note_captured(c, a->stream, is_ptsz(a->api));
+    } else if (!captured) {
+        hcg_call_free(c); /* a captured one belongs to the graph now */
+    }
     return r;
 }
 

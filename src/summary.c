@@ -78,6 +78,7 @@ static struct {
     uint64_t rejected[HCGUARD_STATUS_COUNT];
     uint64_t skipped[HCGUARD_STATUS_COUNT];
     uint64_t skipped_reported; /* of skipped: already counted at enqueue */
+    uint64_t graph_runs;       /* runs of graph host nodes (replays) */
     uint64_t bytes;
     uint64_t copy_ns;
     hist fn_time, copy_time, copy_mbps, dispatch;
@@ -86,11 +87,20 @@ static struct {
     uint64_t other_threads;
 } S = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
+/* Host functions handed to the driver: launched on streams, or placed in
+ * graphs as host nodes (made, or set on a node). */
 static atomic_uint_fast64_t launched[HCG_FN_KIND_COUNT];
+static atomic_uint_fast64_t nodes_made;
 
 void hcg_count_launch(hcg_fnkind kind)
 {
     atomic_fetch_add_explicit(&launched[kind], 1, memory_order_relaxed);
+}
+
+void hcg_count_node(hcg_fnkind kind)
+{
+    atomic_fetch_add_explicit(&launched[kind], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&nodes_made, 1, memory_order_relaxed);
 }
 
 static void note_thread(uint32_t tid, uint64_t start, uint64_t end)
@@ -114,7 +124,10 @@ static void on_run(const hcg_event *e)
     uint64_t d = e->t_end - e->t_start;
     S.ran[e->fnkind]++;
     hist_add(&S.fn_time, d);
-    hist_add(&S.dispatch, e->t_start > e->t_enqueue ? e->t_start - e->t_enqueue : 0);
+    if (e->graph) /* a graph node's "enqueue" is its creation */
+        S.graph_runs++;
+    else
+        hist_add(&S.dispatch, e->t_start > e->t_enqueue ? e->t_start - e->t_enqueue : 0);
     note_thread(e->tid, e->t_start, e->t_end);
     if (!hcg_fnkind_is_copy((hcg_fnkind)e->fnkind))
         return;
@@ -136,7 +149,10 @@ void hcg_summary_event(const hcg_event *e)
         S.skipped[e->reason < HCGUARD_STATUS_COUNT ? e->reason : 0]++;
         if (e->flags & HCG_EVF_REPORTED)
             S.skipped_reported++;
+        if (e->graph)
+            S.graph_runs++;
         note_thread(e->tid, e->t_start, e->t_end);
+        hcg_report_skip(e);
         break;
     case HCG_EV_REJECT:
         S.rejected[e->reason < HCGUARD_STATUS_COUNT ? e->reason : 0]++;
@@ -286,8 +302,16 @@ void hcg_summary_print(int fd)
     pthread_mutex_lock(&S.lock);
     uint64_t errors = errors_locked();
     hcg_msg("HCGUARD SUMMARY (pid %d, mode %s)", (int)getpid(), modes[cfg->mode]);
-    hcg_msg("host functions: %" PRIu64 " launched, %" PRIu64 " ran", launched_total(0),
-            sum(S.ran, HCG_FN_KIND_COUNT));
+    uint64_t nodes = atomic_load(&nodes_made);
+    if (nodes)
+        hcg_msg("host functions: %" PRIu64 " launched (%" PRIu64 " on streams, %" PRIu64
+                " set on graph nodes), %" PRIu64 " ran",
+                launched_total(0), launched_total(0) - nodes, nodes, sum(S.ran, HCG_FN_KIND_COUNT));
+    else
+        hcg_msg("host functions: %" PRIu64 " launched, %" PRIu64 " ran", launched_total(0),
+                sum(S.ran, HCG_FN_KIND_COUNT));
+    if (S.graph_runs)
+        hcg_msg("graph host node runs: %" PRIu64, S.graph_runs);
     print_copies();
     print_reasons(cfg->mode == HCG_MODE_AUDIT ? "bad records reported at enqueue (passed through)"
                                               : "bad records rejected at enqueue",

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "hcg.h"
 
@@ -89,8 +90,20 @@ hcg_call *hcg_call_alloc(void)
     return c;
 }
 
+/* What a freed call runs, should a graph still hold it: a loud stop, not
+ * a copy with stale data. */
+static void CUDA_CB freed_call(void *p)
+{
+    (void)p;
+    static const char msg[] = "==hcguard== internal error: a host node ran after hcguard freed it\n";
+    (void)!write(2, msg, sizeof msg - 1);
+    abort();
+}
+
 void hcg_call_free(hcg_call *c)
 {
+    c->fn = freed_call;
+    c->kind = HCG_FN_ORDINARY;
     push_free(c);
 }
 
@@ -133,6 +146,8 @@ void CUDA_CB hcg_trampoline(void *arg)
     e.user = (uintptr_t)c->user;
     e.stream = c->stream;
     e.bytes = e.dst = e.src = 0;
+    e.graph = c->graph;
+    e.node = c->node;
     e.t_start = hcg_ticks();
     current = c;
     int run = 1;

@@ -65,6 +65,7 @@
 #include <cuda.h>
 
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -92,12 +93,13 @@ FC_API CUresult CUDAAPI cuGraphNodeGetParams(CUgraphNode hNode,
 #define FC_DEVICE_NAME "fakecuda test device (no GPU)"
 
 /* ======================================================================
- * Handles. Every handle given out (context, stream, graph, node, exec) is
+ * Handles. Every handle given out (context, stream, graph, node, exec,
+ * user object) is
  * the address of an object that starts with fc_obj and is kept in a hash
  * set, so a stale or foreign handle is refused with an error instead of
  * being dereferenced.
  * ====================================================================== */
-enum fc_kind { FC_CTX = 1, FC_STREAM, FC_GRAPH, FC_NODE, FC_EXEC };
+enum fc_kind { FC_CTX = 1, FC_STREAM, FC_GRAPH, FC_NODE, FC_EXEC, FC_UOBJ };
 
 typedef struct fc_obj {
     struct fc_obj *hnext;
@@ -337,8 +339,8 @@ static fc_work *work_new(size_t ntasks)
     return calloc(1, sizeof(fc_work) + ntasks * sizeof(fc_task));
 }
 
-/* Append w to the queue as the next work of stream s; takes w. */
-static CUresult enqueue(fc_stream *s, fc_work *w)
+/* Append w to the queue, behind everything already queued; takes w. */
+static CUresult queue_push(fc_work *w, uint64_t *seq)
 {
     CUresult r = g.stopping ? CUDA_ERROR_DEINITIALIZED : worker_ensure();
     if (r != CUDA_SUCCESS) {
@@ -351,9 +353,15 @@ static CUresult enqueue(fc_stream *s, fc_work *w)
     else
         g.head = w;
     g.tail = w;
-    s->last_seq = w->seq;
+    *seq = w->seq;
     pthread_cond_signal(&g.work_cv);
     return CUDA_SUCCESS;
+}
+
+/* Append w to the queue as the next work of stream s; takes w. */
+static CUresult enqueue(fc_stream *s, fc_work *w)
+{
+    return queue_push(w, &s->last_seq);
 }
 
 /* Wait until queue work number seq has run. The callback thread must
@@ -775,6 +783,41 @@ FC_API CUresult CUDAAPI cuStreamQuery_ptsz(CUstream hStream)
 }
 
 /* ======================================================================
+ * User objects (the API is with the graph API). A reference count and a
+ * destructor. The caller's references are counted apart from those that
+ * graphs own, so that releasing or moving references the caller does not
+ * own (undefined behaviour in the real driver) is refused here. When the
+ * count reaches zero the destructor is queued behind all work already
+ * queued: it runs on the callback thread, after every launch that was
+ * enqueued while some executable graph still held a reference.
+ * ====================================================================== */
+typedef struct fc_uobj {
+    fc_obj obj;
+    uint64_t refs;      /* all references */
+    uint64_t user_refs; /* those the caller owns */
+    fc_work *dtor;      /* made at creation, so that a release cannot fail */
+} fc_uobj;
+
+/* The n references that one graph owns on object o. */
+typedef struct fc_uref {
+    fc_uobj *o;
+    uint64_t n;
+} fc_uref;
+
+/* Drop n references; the last one queues the destructor. The handle dies
+ * at once: using it after its last release is undefined behaviour. */
+static void uobj_put(fc_uobj *o, uint64_t n)
+{
+    uint64_t seq;
+    o->refs -= n;
+    if (o->refs)
+        return;
+    obj_del(&o->obj);
+    (void)queue_push(o->dtor, &seq); /* fails only while unloading */
+    free(o);
+}
+
+/* ======================================================================
  * Graph objects (the API is further down). Nodes are kept in creation
  * order; since a node can only depend on nodes that already exist, that
  * order is topological, and a launch runs host nodes in it.
@@ -788,6 +831,8 @@ struct fc_graph {
     fc_stream *capturer; /* capture graph still being captured into */
     fc_node **nodes;
     size_t n, cap;
+    fc_uref *urefs;     /* user object references it owns, one per object */
+    size_t n_urefs, cap_urefs;
 };
 
 struct fc_node {
@@ -816,6 +861,59 @@ static fc_graph *graph_new(int registered)
     return gr;
 }
 
+/* Room for at least n user object references. */
+static int urefs_reserve(fc_graph *gr, size_t n)
+{
+    if (n <= gr->cap_urefs)
+        return 0;
+    size_t cap = gr->cap_urefs ? gr->cap_urefs : 4;
+    while (cap < n)
+        cap *= 2;
+    fc_uref *u = realloc(gr->urefs, cap * sizeof *u);
+    if (!u)
+        return -1;
+    gr->urefs = u;
+    gr->cap_urefs = cap;
+    return 0;
+}
+
+static fc_uref *uref_find(const fc_graph *gr, const fc_uobj *o)
+{
+    for (size_t i = 0; i < gr->n_urefs; i++)
+        if (gr->urefs[i].o == o)
+            return &gr->urefs[i];
+    return NULL;
+}
+
+/* Graph gr now owns n more references on o; the caller counts them in o. */
+static int graph_hold(fc_graph *gr, fc_uobj *o, uint64_t n)
+{
+    fc_uref *u = uref_find(gr, o);
+    if (!u) {
+        if (urefs_reserve(gr, gr->n_urefs + 1) != 0)
+            return -1;
+        u = &gr->urefs[gr->n_urefs++];
+        u->o = o;
+        u->n = 0;
+    }
+    u->n += n;
+    return 0;
+}
+
+/* Make dst own the same references as src (a clone's, or an update's). New
+ * references are taken before the old ones go, so an object the two share
+ * never reaches zero on the way. dst must have room (urefs_reserve). */
+static void urefs_assign(fc_graph *dst, const fc_graph *src)
+{
+    for (size_t i = 0; i < src->n_urefs; i++)
+        src->urefs[i].o->refs += src->urefs[i].n;
+    for (size_t i = 0; i < dst->n_urefs; i++)
+        uobj_put(dst->urefs[i].o, dst->urefs[i].n);
+    if (src->n_urefs)
+        memcpy(dst->urefs, src->urefs, src->n_urefs * sizeof *src->urefs);
+    dst->n_urefs = src->n_urefs;
+}
+
 static void graph_free(fc_graph *gr)
 {
     if (!gr)
@@ -828,8 +926,11 @@ static void graph_free(fc_graph *gr)
         free(n->deps);
         free(n);
     }
+    for (size_t i = 0; i < gr->n_urefs; i++)
+        uobj_put(gr->urefs[i].o, gr->urefs[i].n);
     if (gr->registered)
         obj_del(&gr->obj);
+    free(gr->urefs);
     free(gr->nodes);
     free(gr);
 }
@@ -885,12 +986,19 @@ static int node_clone(fc_graph *dst, const fc_node *s)
     return 0;
 }
 
+/* A copy of src with its nodes, child graphs and user object references
+ * (as clone, instantiate and child graph nodes make). */
 static fc_graph *graph_clone(const fc_graph *src, int registered)
 {
     fc_graph *c = graph_new(registered);
     if (!c)
         return NULL;
     c->clone_of = src->id;
+    if (urefs_reserve(c, src->n_urefs) != 0) {
+        graph_free(c);
+        return NULL;
+    }
+    urefs_assign(c, src);
     for (size_t i = 0; i < src->n; i++) {
         if (node_clone(c, src->nodes[i]) != 0) {
             graph_free(c);
@@ -2185,6 +2293,157 @@ FC_API CUresult CUDAAPI cuGraphDebugDotPrint(CUgraph hGraph, const char *path,
 }
 
 /* ======================================================================
+ * User object API (the model is above the graph objects).
+ * ====================================================================== */
+
+/* cuda.h: a count must be nonzero and not larger than INT_MAX. */
+static int uobj_count_ok(unsigned count)
+{
+    return count > 0 && count <= (unsigned)INT_MAX;
+}
+
+/* The callback thread is started now, so that the last release, which
+ * queues the destructor, has nothing left that can fail. */
+static CUresult uobj_register(fc_uobj *o)
+{
+    fc_lock();
+    CUresult r = g.stopping ? CUDA_ERROR_DEINITIALIZED : worker_ensure();
+    if (r == CUDA_SUCCESS)
+        obj_add(&o->obj, FC_UOBJ);
+    fc_unlock();
+    return r;
+}
+
+FC_API CUresult CUDAAPI cuUserObjectCreate(CUuserObject *object_out, void *ptr,
+                                           CUhostFn destroy,
+                                           unsigned int initialRefcount,
+                                           unsigned int flags)
+{
+    CUresult r0 = fc_enter();
+    if (r0 != CUDA_SUCCESS)
+        return r0;
+    if (!object_out || !destroy || !uobj_count_ok(initialRefcount) ||
+        flags != CU_USER_OBJECT_NO_DESTRUCTOR_SYNC)
+        return CUDA_ERROR_INVALID_VALUE;
+    fc_uobj *o = calloc(1, sizeof *o);
+    fc_work *w = work_new(1);
+    CUresult r = o && w ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+    if (r == CUDA_SUCCESS) {
+        w->ntasks = 1;
+        w->tasks[0].fn = destroy;
+        w->tasks[0].user = ptr;
+        o->dtor = w;
+        o->refs = o->user_refs = initialRefcount;
+        r = uobj_register(o);
+    }
+    if (r != CUDA_SUCCESS) {
+        free(w);
+        free(o);
+        return r;
+    }
+    *object_out = (CUuserObject)o;
+    return CUDA_SUCCESS;
+}
+
+FC_API CUresult CUDAAPI cuUserObjectRetain(CUuserObject object,
+                                           unsigned int count)
+{
+    CUresult r0 = fc_enter();
+    if (r0 != CUDA_SUCCESS)
+        return r0;
+    if (!uobj_count_ok(count))
+        return CUDA_ERROR_INVALID_VALUE;
+    fc_lock();
+    fc_uobj *o = obj_get(object, FC_UOBJ);
+    if (o) {
+        o->refs += count;
+        o->user_refs += count;
+    }
+    fc_unlock();
+    return o ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* Only references the caller owns may be released (not a graph's). */
+FC_API CUresult CUDAAPI cuUserObjectRelease(CUuserObject object,
+                                            unsigned int count)
+{
+    CUresult r0 = fc_enter();
+    if (r0 != CUDA_SUCCESS)
+        return r0;
+    if (!uobj_count_ok(count))
+        return CUDA_ERROR_INVALID_VALUE;
+    fc_lock();
+    fc_uobj *o = obj_get(object, FC_UOBJ);
+    CUresult r = o && o->user_refs >= count ? CUDA_SUCCESS
+                                            : CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS) {
+        o->user_refs -= count;
+        uobj_put(o, count);
+    }
+    fc_unlock();
+    return r;
+}
+
+/* With CU_GRAPH_USER_OBJECT_MOVE the caller's references become the
+ * graph's (the count stays); without, the graph takes new ones. */
+static CUresult graph_retain_locked(fc_graph *gr, fc_uobj *o, unsigned count,
+                                    unsigned flags)
+{
+    int move = flags == CU_GRAPH_USER_OBJECT_MOVE;
+    if (!gr || !o || (move && o->user_refs < count))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (graph_hold(gr, o, count) != 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (move)
+        o->user_refs -= count;
+    else
+        o->refs += count;
+    return CUDA_SUCCESS;
+}
+
+FC_API CUresult CUDAAPI cuGraphRetainUserObject(CUgraph graph,
+                                                CUuserObject object,
+                                                unsigned int count,
+                                                unsigned int flags)
+{
+    CUresult r0 = fc_enter();
+    if (r0 != CUDA_SUCCESS)
+        return r0;
+    if (!uobj_count_ok(count) || (flags & ~(unsigned)CU_GRAPH_USER_OBJECT_MOVE))
+        return CUDA_ERROR_INVALID_VALUE;
+    fc_lock();
+    CUresult r = graph_retain_locked(obj_get(graph, FC_GRAPH),
+                                     obj_get(object, FC_UOBJ), count, flags);
+    fc_unlock();
+    return r;
+}
+
+/* A graph may release only references it owns. */
+FC_API CUresult CUDAAPI cuGraphReleaseUserObject(CUgraph graph,
+                                                 CUuserObject object,
+                                                 unsigned int count)
+{
+    CUresult r0 = fc_enter();
+    if (r0 != CUDA_SUCCESS)
+        return r0;
+    if (!uobj_count_ok(count))
+        return CUDA_ERROR_INVALID_VALUE;
+    fc_lock();
+    fc_graph *gr = obj_get(graph, FC_GRAPH);
+    fc_uobj *o = obj_get(object, FC_UOBJ);
+    fc_uref *u = gr && o ? uref_find(gr, o) : NULL;
+    CUresult r = u && u->n >= count ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS) {
+        u->n -= count;
+        if (u->n == 0)
+            *u = gr->urefs[--gr->n_urefs];
+        uobj_put(o, count);
+    }
+    fc_unlock();
+    return r;
+}
+
+/* ======================================================================
  * Executable graphs: a private copy of the graph, taken at instantiation.
  * ====================================================================== */
 typedef struct fc_exec {
@@ -2451,8 +2710,27 @@ static CUgraphExecUpdateResult update_check(const fc_graph *snap,
     return CU_GRAPH_EXEC_UPDATE_SUCCESS;
 }
 
+/* Room in snap and its child graphs for the references of gr and its
+ * child graphs, so that update_apply cannot fail half way. */
+static int update_reserve(fc_graph *snap, const fc_graph *gr)
+{
+    if (urefs_reserve(snap, gr->n_urefs) != 0)
+        return -1;
+    for (size_t i = 0; i < gr->n; i++)
+        if (snap->nodes[i]->child &&
+            update_reserve(snap->nodes[i]->child, gr->nodes[i]->child) != 0)
+            return -1;
+    return 0;
+}
+
+/* Parameters are copied in, and so are user object references: the CUDA
+ * Programming Guide ("CUDA User Objects") says the references of the new
+ * source graph are cloned and replace those of the target, child graphs
+ * included; cuda.h says nothing on it. A reference released here still
+ * outlasts the launches already queued (see uobj_put). */
 static void update_apply(fc_graph *snap, const fc_graph *gr)
 {
+    urefs_assign(snap, gr);
     for (size_t i = 0; i < gr->n; i++) {
         fc_node *a = snap->nodes[i];
         const fc_node *b = gr->nodes[i];
@@ -2476,6 +2754,9 @@ static CUresult exec_update(CUgraphExec hExec, CUgraph hGraph,
     CUresult r = e && gr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
     if (r == CUDA_SUCCESS) {
         *result = update_check(e->snap, gr, err_node);
+        if (*result == CU_GRAPH_EXEC_UPDATE_SUCCESS &&
+            update_reserve(e->snap, gr) != 0)
+            *result = CU_GRAPH_EXEC_UPDATE_ERROR; /* out of memory */
         if (*result == CU_GRAPH_EXEC_UPDATE_SUCCESS)
             update_apply(e->snap, gr);
         else
@@ -2780,6 +3061,11 @@ static const fc_proc fc_procs[] = {
     P("cuGraphExecUpdate", 10020, cuGraphExecUpdate),
     P("cuGraphExecUpdate", 12000, cuGraphExecUpdate_v2),
     P("cuGraphDebugDotPrint", 11030, cuGraphDebugDotPrint),
+    P("cuUserObjectCreate", 11030, cuUserObjectCreate),
+    P("cuUserObjectRetain", 11030, cuUserObjectRetain),
+    P("cuUserObjectRelease", 11030, cuUserObjectRelease),
+    P("cuGraphRetainUserObject", 11030, cuGraphRetainUserObject),
+    P("cuGraphReleaseUserObject", 11030, cuGraphReleaseUserObject),
 };
 #undef P
 #undef PT

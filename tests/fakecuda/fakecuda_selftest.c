@@ -14,6 +14,7 @@
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <link.h>
 #include <pthread.h>
 #include <spawn.h>
@@ -452,6 +453,21 @@ static void test_proc_address(void)
     CHECK(gpa("cuCtxSynchronize", 13000, 0, &st) == driver_sym("cuCtxSynchronize_v2"));
     CHECK(gpa("cuGraphNodeGetParams", 13020, 0, &st) ==
           driver_sym("cuGraphNodeGetParams"));
+    /* The 13.0 cuda.h maps cuStreamGetCaptureInfo to _v3. */
+    CHECK(gpa("cuStreamGetCaptureInfo", 13000, 0, &st) ==
+          driver_sym("cuStreamGetCaptureInfo_v3"));
+    CHECK(gpa("cuStreamGetCaptureInfo", 10010, 0, &st) ==
+          driver_sym("cuStreamGetCaptureInfo"));
+    static const char *const uobj_fns[] = {
+        "cuUserObjectCreate", "cuUserObjectRetain", "cuUserObjectRelease",
+        "cuGraphRetainUserObject", "cuGraphReleaseUserObject"};
+    for (size_t i = 0; i < sizeof uobj_fns / sizeof uobj_fns[0]; i++) {
+        CHECK(driver_sym(uobj_fns[i]) != NULL);
+        CHECK(gpa(uobj_fns[i], 11030, 0, &st) == driver_sym(uobj_fns[i]));
+        CHECK(gpa(uobj_fns[i], 13000, PTDS, &st) == driver_sym(uobj_fns[i]));
+        CHECK(gpa(uobj_fns[i], 11020, 0, &st) == NULL);
+        CHECK(st == CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
+    }
     /* A variant's own name is not a base name. */
     CHECK(gpa("cuMemAlloc_v2", 13020, 0, &st) == NULL);
     CHECK(st == CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
@@ -1143,6 +1159,526 @@ static void test_capture(void)
     OK(cuCtxSynchronize());
 }
 
+/* ---- graph node parameters -------------------------------------------- */
+static void CUDA_CB record_alt(void *p) { record((void *)((intptr_t)p + 1000)); }
+
+static void host_params_are(CUgraphNode n, CUhostFn fn, intptr_t id, int line)
+{
+    CUDA_HOST_NODE_PARAMS hp = {NULL, NULL};
+    CUgraphNodeParams np;
+    static const int zero[3];
+    memset(&np, 0xa5, sizeof np);
+    check_cu(cuGraphHostNodeGetParams(n, &hp), CUDA_SUCCESS,
+             "cuGraphHostNodeGetParams", line);
+    check(hp.fn == fn && hp.userData == (void *)id, "host node parameters", line);
+    check_cu(cuGraphNodeGetParams(n, &np), CUDA_SUCCESS, "cuGraphNodeGetParams", line);
+    check(np.type == CU_GRAPH_NODE_TYPE_HOST && np.host.fn == fn &&
+              np.host.userData == (void *)id &&
+              !memcmp(np.reserved0, zero, sizeof zero) && np.reserved2 == 0,
+          "generic node parameters", line);
+}
+
+#define HOST_PARAMS_ARE(n, fn, id) host_params_are((n), (fn), (id), __LINE__)
+
+/* The getters return exactly what was set; the exec setters change only
+ * the exec's copy, never the graph's node nor a later instantiation. */
+static void test_graph_params(CUstream s)
+{
+    CUgraph gr, cl;
+    CUgraphNode n, m, n2;
+    CUDA_HOST_NODE_PARAMS p1 = {record, (void *)1}, p3 = {record_alt, (void *)3},
+                          p10 = {record_alt, (void *)10};
+    CUgraphNodeParams np;
+
+    OK(cuGraphCreate(&gr, 0));
+    OK(cuGraphAddHostNode(&n, gr, NULL, 0, &p1));
+    memset(&np, 0, sizeof np);
+    np.type = CU_GRAPH_NODE_TYPE_HOST;
+    np.host.fn = record;
+    np.host.userData = (void *)2;
+    OK(cuGraphAddNode(&m, gr, &n, 1, &np));
+    HOST_PARAMS_ARE(n, record, 1);
+    HOST_PARAMS_ARE(m, record, 2);
+    OK(cuGraphHostNodeSetParams(n, &p3));
+    HOST_PARAMS_ARE(n, record_alt, 3);
+    np.host.userData = (void *)4;
+    OK(cuGraphNodeSetParams(m, &np));
+    HOST_PARAMS_ARE(m, record, 4);
+
+    CUgraphExec e = instantiate(gr);
+    OK(cuGraphExecHostNodeSetParams(e, n, &p10));
+    np.host.fn = record_alt;
+    np.host.userData = (void *)20;
+    OK(cuGraphExecNodeSetParams(e, m, &np));
+    HOST_PARAMS_ARE(n, record_alt, 3);
+    HOST_PARAMS_ARE(m, record, 4);
+    launch_and_wait(e, s);
+    CHECK(RUNS_ARE(1010, 1020));
+
+    CUgraphExec e2 = instantiate(gr);
+    launch_and_wait(e2, s);
+    CHECK(RUNS_ARE(1003, 4));
+    OK(cuGraphClone(&cl, gr));
+    OK(cuGraphNodeFindInClone(&n2, n, cl));
+    HOST_PARAMS_ARE(n2, record_alt, 3);
+    OK(cuGraphExecDestroy(e));
+    OK(cuGraphExecDestroy(e2));
+    OK(cuGraphDestroy(cl));
+    OK(cuGraphDestroy(gr));
+}
+
+/* ---- user objects ----------------------------------------------------- */
+/* What one user object's destructor saw. Written on the callback thread;
+ * runs is the last write, and the reader waits for it. */
+typedef struct uo {
+    atomic_int runs;
+    pthread_t thread;
+    CUresult inner;   /* a CUDA call from the destructor */
+    gate *after;      /* if set: a host function that must have finished */
+    int after_done;
+} uo;
+
+static void uo_init(uo *u, gate *after)
+{
+    memset(u, 0, sizeof *u);
+    atomic_store(&u->runs, 0);
+    u->after = after;
+    u->after_done = -1;
+}
+
+static void CUDA_CB uo_destroy(void *p)
+{
+    uo *u = p;
+    u->thread = pthread_self();
+    u->inner = cuCtxSynchronize();
+    if (u->after)
+        u->after_done = atomic_load(&u->after->done);
+    atomic_fetch_add(&u->runs, 1);
+}
+
+static CUuserObject uo_create(uo *u, gate *after, unsigned refs)
+{
+    CUuserObject o = NULL;
+    uo_init(u, after);
+    OK(cuUserObjectCreate(&o, u, uo_destroy, refs, CU_USER_OBJECT_NO_DESTRUCTOR_SYNC));
+    return o;
+}
+
+/* A stream that never captures: work on it runs after every destructor
+ * already queued, since the test driver's callback thread runs all work
+ * in the order it was queued. */
+static CUstream g_uo_stream;
+
+static void CUDA_CB noop(void *p) { (void)p; }
+
+/* Has u's destructor run exactly n times, with everything queued so far
+ * done? A destructor is waited for as the docs say (no CUDA API waits for
+ * one): by what it signals, with a timeout. */
+static int uo_runs_are(uo *u, int n)
+{
+    for (int i = 0; i < 5000 && atomic_load(&u->runs) < n; i++)
+        sleep_ms(1);
+    CUresult r1 = cuLaunchHostFunc(g_uo_stream, noop, NULL);
+    CUresult r2 = cuStreamSynchronize(g_uo_stream);
+    return r1 == CUDA_SUCCESS && r2 == CUDA_SUCCESS && atomic_load(&u->runs) == n;
+}
+
+/* The thread that runs host functions. */
+static pthread_t callback_thread(void)
+{
+    runs_reset();
+    OK(cuLaunchHostFunc(g_uo_stream, record, NULL));
+    OK(cuStreamSynchronize(g_uo_stream));
+    return runs.thread[0];
+}
+
+static CUgraph one_node_graph(CUhostFn fn, void *user)
+{
+    CUgraph gr;
+    CUgraphNode n;
+    CUDA_HOST_NODE_PARAMS p = {fn, user};
+    OK(cuGraphCreate(&gr, 0));
+    OK(cuGraphAddHostNode(&n, gr, NULL, 0, &p));
+    return gr;
+}
+
+static void test_uobj_bad_input(void)
+{
+    const unsigned big = (unsigned)INT_MAX + 1u;
+    const unsigned sync = CU_USER_OBJECT_NO_DESTRUCTOR_SYNC;
+    uo u;
+    CUuserObject o = NULL;
+    CUgraph gr, other;
+
+    uo_init(&u, NULL);
+    CHECK_CU(cuUserObjectCreate(&o, &u, uo_destroy, 1, 0), CUDA_ERROR_INVALID_VALUE);
+    CHECK_CU(cuUserObjectCreate(&o, &u, uo_destroy, 1, 2), CUDA_ERROR_INVALID_VALUE);
+    CHECK_CU(cuUserObjectCreate(&o, &u, uo_destroy, 1, sync | 2), CUDA_ERROR_INVALID_VALUE);
+    CHECK_CU(cuUserObjectCreate(&o, &u, uo_destroy, 0, sync), CUDA_ERROR_INVALID_VALUE);
+    CHECK_CU(cuUserObjectCreate(&o, &u, uo_destroy, big, sync), CUDA_ERROR_INVALID_VALUE);
+    CHECK_CU(cuUserObjectCreate(NULL, &u, uo_destroy, 1, sync), CUDA_ERROR_INVALID_VALUE);
+    CHECK_CU(cuUserObjectCreate(&o, &u, NULL, 1, sync), CUDA_ERROR_INVALID_VALUE);
+    CHECK(o == NULL);
+
+    o = uo_create(&u, NULL, 1);
+    OK(cuGraphCreate(&gr, 0));
+    OK(cuGraphCreate(&other, 0));
+    CHECK_CU(cuUserObjectRetain(o, 0), CUDA_ERROR_INVALID_VALUE);
+    CHECK_CU(cuUserObjectRetain(o, big), CUDA_ERROR_INVALID_VALUE);
+    CHECK_CU(cuUserObjectRelease(o, 0), CUDA_ERROR_INVALID_VALUE);
+    CHECK_CU(cuUserObjectRelease(o, big), CUDA_ERROR_INVALID_VALUE);
+    CHECK_CU(cuUserObjectRetain((CUuserObject)&u, 1), CUDA_ERROR_INVALID_VALUE);
+    CHECK_CU(cuUserObjectRelease((CUuserObject)gr, 1), CUDA_ERROR_INVALID_VALUE);
+    /* Releasing references the caller does not own (undefined behaviour in
+     * the real driver) is refused, and changes nothing. */
+    CHECK_CU(cuUserObjectRelease(o, 2), CUDA_ERROR_INVALID_VALUE);
+    CHECK_CU(cuGraphRetainUserObject(gr, o, 1, 2), CUDA_ERROR_INVALID_VALUE);
+    CHECK_CU(cuGraphRetainUserObject(gr, o, 0, 0), CUDA_ERROR_INVALID_VALUE);
+    CHECK_CU(cuGraphRetainUserObject(gr, o, big, 0), CUDA_ERROR_INVALID_VALUE);
+    CHECK_CU(cuGraphRetainUserObject((CUgraph)&u, o, 1, 0), CUDA_ERROR_INVALID_VALUE);
+    CHECK_CU(cuGraphRetainUserObject(gr, (CUuserObject)gr, 1, 0), CUDA_ERROR_INVALID_VALUE);
+    CHECK_CU(cuGraphRetainUserObject(gr, o, 2, CU_GRAPH_USER_OBJECT_MOVE),
+             CUDA_ERROR_INVALID_VALUE); /* the caller owns one */
+    OK(cuGraphRetainUserObject(gr, o, 1, 0));
+    CHECK_CU(cuGraphReleaseUserObject(gr, o, 2), CUDA_ERROR_INVALID_VALUE);
+    CHECK_CU(cuGraphReleaseUserObject(gr, o, 0), CUDA_ERROR_INVALID_VALUE);
+    CHECK_CU(cuGraphReleaseUserObject(other, o, 1), CUDA_ERROR_INVALID_VALUE);
+    CHECK_CU(cuGraphReleaseUserObject(gr, (CUuserObject)gr, 1), CUDA_ERROR_INVALID_VALUE);
+    OK(cuGraphReleaseUserObject(gr, o, 1));
+    CHECK_CU(cuGraphReleaseUserObject(gr, o, 1), CUDA_ERROR_INVALID_VALUE);
+    CHECK(uo_runs_are(&u, 0));
+    OK(cuUserObjectRelease(o, 1));
+    CHECK(uo_runs_are(&u, 1));
+    /* The handle dies with its last reference (using it is undefined
+     * behaviour in the real driver; here it is refused). */
+    CHECK_CU(cuUserObjectRetain(o, 1), CUDA_ERROR_INVALID_VALUE);
+    OK(cuGraphDestroy(gr));
+    OK(cuGraphDestroy(other));
+}
+
+/* The caller's own references; the destructor runs once, on the callback
+ * thread, where CUDA calls are refused. */
+static void test_uobj_caller_refs(void)
+{
+    uo u;
+    CUuserObject o = uo_create(&u, NULL, 2);
+    OK(cuUserObjectRelease(o, 1));
+    CHECK(uo_runs_are(&u, 0));
+    OK(cuUserObjectRetain(o, 3));
+    OK(cuUserObjectRelease(o, 3));
+    CHECK(uo_runs_are(&u, 0));
+    OK(cuUserObjectRelease(o, 1));
+    CHECK(uo_runs_are(&u, 1));
+    CHECK(pthread_equal(u.thread, callback_thread()));
+    CHECK(!pthread_equal(u.thread, pthread_self()));
+    CHECK_CU(u.inner, CUDA_ERROR_NOT_PERMITTED);
+}
+
+static void test_uobj_graph(void)
+{
+    uo u, v;
+    CUgraph gr;
+
+    /* MOVE: the caller's only reference becomes the graph's. */
+    CUuserObject o = uo_create(&u, NULL, 1);
+    OK(cuGraphCreate(&gr, 0));
+    OK(cuGraphRetainUserObject(gr, o, 1, CU_GRAPH_USER_OBJECT_MOVE));
+    CHECK_CU(cuUserObjectRelease(o, 1), CUDA_ERROR_INVALID_VALUE); /* owns none */
+    CHECK(uo_runs_are(&u, 0));
+    OK(cuGraphDestroy(gr));
+    CHECK(uo_runs_are(&u, 1));
+
+    /* Without MOVE the graph takes new references of its own. */
+    o = uo_create(&v, NULL, 1);
+    OK(cuGraphCreate(&gr, 0));
+    OK(cuGraphRetainUserObject(gr, o, 2, 0));
+    OK(cuUserObjectRelease(o, 1));
+    CHECK(uo_runs_are(&v, 0));
+    OK(cuGraphReleaseUserObject(gr, o, 1));
+    CHECK(uo_runs_are(&v, 0));
+    OK(cuGraphDestroy(gr));
+    CHECK(uo_runs_are(&v, 1));
+}
+
+/* A clone owns copies of the references, with the same multiplicity. */
+static void test_uobj_clone(void)
+{
+    uo u;
+    CUgraph gr, cl;
+    CUuserObject o = uo_create(&u, NULL, 1);
+    OK(cuGraphCreate(&gr, 0));
+    OK(cuGraphRetainUserObject(gr, o, 1, CU_GRAPH_USER_OBJECT_MOVE));
+    OK(cuGraphRetainUserObject(gr, o, 2, 0));
+    OK(cuGraphClone(&cl, gr));
+    OK(cuGraphDestroy(gr));
+    CHECK(uo_runs_are(&u, 0));
+    CHECK_CU(cuGraphReleaseUserObject(cl, o, 4), CUDA_ERROR_INVALID_VALUE);
+    OK(cuGraphReleaseUserObject(cl, o, 2));
+    CHECK(uo_runs_are(&u, 0));
+    OK(cuGraphDestroy(cl));
+    CHECK(uo_runs_are(&u, 1));
+}
+
+/* Every instantiate entry point gives the exec references of its own. */
+static void test_uobj_exec(CUstream s)
+{
+    enum { NEXEC = 5 };
+    uo u;
+    CUgraphExec e[NEXEC];
+    CUDA_GRAPH_INSTANTIATE_PARAMS ip = {.flags = 0};
+    CUgraph gr = one_node_graph(record, (void *)7);
+    CUuserObject o = uo_create(&u, NULL, 1);
+    OK(cuGraphRetainUserObject(gr, o, 1, CU_GRAPH_USER_OBJECT_MOVE));
+    OK(cuGraphInstantiateWithFlags(&e[0], gr, 0));
+    OK(cuGraphInstantiate(&e[1], gr, NULL, NULL, 0));
+    OK(cuGraphInstantiate_v2(&e[2], gr, NULL, NULL, 0));
+    OK(cuGraphInstantiateWithParams(&e[3], gr, &ip));
+    OK(cuGraphInstantiateWithParams_ptsz(&e[4], gr, &ip));
+    OK(cuGraphDestroy(gr));
+    for (int i = 0; i < NEXEC; i++) {
+        CHECK(uo_runs_are(&u, 0));
+        launch_and_wait(e[i], s);
+        CHECK(RUNS_ARE(7));
+        OK(cuGraphExecDestroy(e[i]));
+    }
+    CHECK(uo_runs_are(&u, 1));
+}
+
+static CUgraphNode child_node(CUgraph parent, CUgraph child, int move)
+{
+    CUgraphNode n = NULL;
+    CUgraphNodeParams np;
+    memset(&np, 0, sizeof np);
+    np.type = CU_GRAPH_NODE_TYPE_GRAPH;
+    np.graph.graph = child;
+    np.graph.ownership = move ? CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE
+                              : CU_GRAPH_CHILD_GRAPH_OWNERSHIP_CLONE;
+    OK(cuGraphAddNode(&n, parent, NULL, 0, &np));
+    return n;
+}
+
+/* A child graph node's graph is a clone, references included; they
+ * belong to the child graph and go with whatever owns it. */
+static void test_uobj_child(CUstream s)
+{
+    uo u, v, w;
+    CUgraph ch, p1, p2, p3, owned;
+    CUgraphNode n;
+
+    ch = one_node_graph(record, (void *)8);
+    CUuserObject o = uo_create(&u, NULL, 1);
+    OK(cuGraphRetainUserObject(ch, o, 1, CU_GRAPH_USER_OBJECT_MOVE));
+    OK(cuGraphCreate(&p1, 0));
+    OK(cuGraphCreate(&p2, 0));
+    OK(cuGraphAddChildGraphNode(&n, p1, NULL, 0, ch));
+    (void)child_node(p2, ch, 0);
+    OK(cuGraphDestroy(ch));
+    CHECK(uo_runs_are(&u, 0));
+    OK(cuGraphDestroy(p1));
+    CHECK(uo_runs_are(&u, 0));
+    CUgraphExec e = instantiate(p2);
+    OK(cuGraphDestroy(p2));
+    CHECK(uo_runs_are(&u, 0)); /* the exec's copy of the child holds one */
+    launch_and_wait(e, s);
+    CHECK(RUNS_ARE(8));
+    OK(cuGraphExecDestroy(e));
+    CHECK(uo_runs_are(&u, 1));
+
+    /* Ownership moved to the node: the child graph goes with the parent. */
+    ch = one_node_graph(record, (void *)9);
+    o = uo_create(&v, NULL, 1);
+    OK(cuGraphRetainUserObject(ch, o, 1, CU_GRAPH_USER_OBJECT_MOVE));
+    OK(cuGraphCreate(&p3, 0));
+    (void)child_node(p3, ch, 1);
+    CHECK_CU(cuGraphDestroy(ch), CUDA_ERROR_INVALID_VALUE);
+    CHECK(uo_runs_are(&v, 0));
+    OK(cuGraphDestroy(p3));
+    CHECK(uo_runs_are(&v, 1));
+
+    /* References retained on the graph a node owns. */
+    ch = one_node_graph(record, (void *)10);
+    OK(cuGraphCreate(&p1, 0));
+    OK(cuGraphAddChildGraphNode(&n, p1, NULL, 0, ch));
+    OK(cuGraphDestroy(ch));
+    OK(cuGraphChildGraphNodeGetGraph(n, &owned));
+    o = uo_create(&w, NULL, 1);
+    OK(cuGraphRetainUserObject(owned, o, 1, CU_GRAPH_USER_OBJECT_MOVE));
+    CHECK(uo_runs_are(&w, 0));
+    OK(cuGraphDestroy(p1));
+    CHECK(uo_runs_are(&w, 1));
+}
+
+typedef CUresult(CUDAAPI *capinfo_v3_fn)(CUstream, CUstreamCaptureStatus *,
+                                        cuuint64_t *, CUgraph *,
+                                        const CUgraphNode **,
+                                        const CUgraphEdgeData **, size_t *);
+
+/* The graph being captured, found the ways a library finds it. */
+static CUgraph capture_graph_of(CUstream s)
+{
+    CUstreamCaptureStatus st;
+    CUgraph cg = NULL, cg2 = NULL, cg3 = NULL;
+    capinfo_v3_fn v1 = NULL, v2 = NULL;
+    OK(cuStreamGetCaptureInfo_v3(s, &st, NULL, &cg, NULL, NULL, NULL));
+    CHECK(st == CU_STREAM_CAPTURE_STATUS_ACTIVE && cg != NULL);
+    OK(cuGetProcAddress("cuStreamGetCaptureInfo", (void **)&v1, 13000, 0));
+    OK(cuGetProcAddress_v2("cuStreamGetCaptureInfo", (void **)&v2, 12030, 0, NULL));
+    CHECK(v1 != NULL && v2 != NULL);
+    if (v1 && v2) {
+        OK(v1(s, &st, NULL, &cg2, NULL, NULL, NULL));
+        OK(v2(s, &st, NULL, &cg3, NULL, NULL, NULL));
+    }
+    CHECK(cg2 == cg && cg3 == cg);
+    return cg;
+}
+
+static void test_uobj_capture(void)
+{
+    uo u, v, w, x;
+    CUstream s, s2;
+    CUgraph got = NULL;
+    OK(cuStreamCreate(&s, 0));
+
+    /* Retained on the graph being captured; it comes out with the graph. */
+    OK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_RELAXED));
+    OK(cuLaunchHostFunc(s, record, (void *)11));
+    CUgraph cg = capture_graph_of(s);
+    CUuserObject o = uo_create(&u, NULL, 1);
+    OK(cuGraphRetainUserObject(cg, o, 1, CU_GRAPH_USER_OBJECT_MOVE));
+    CHECK(uo_runs_are(&u, 0));
+    OK(cuStreamEndCapture(s, &got));
+    CHECK(got == cg);
+    CUgraphExec e = instantiate(got);
+    OK(cuGraphDestroy(got));
+    CHECK(uo_runs_are(&u, 0));
+    launch_and_wait(e, s);
+    CHECK(RUNS_ARE(11));
+    OK(cuGraphExecDestroy(e));
+    CHECK(uo_runs_are(&u, 1));
+
+    /* An invalidated capture drops its graph and the graph's references. */
+    OK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_RELAXED));
+    o = uo_create(&v, NULL, 1);
+    OK(cuGraphRetainUserObject(capture_graph_of(s), o, 1, CU_GRAPH_USER_OBJECT_MOVE));
+    CHECK_CU(cuStreamSynchronize(s), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    CHECK(uo_runs_are(&v, 0));
+    CHECK_CU(cuStreamEndCapture(s, &got), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+    CHECK(uo_runs_are(&v, 1));
+
+    /* So does a stream destroyed while capturing. */
+    OK(cuStreamCreate(&s2, 0));
+    OK(cuStreamBeginCapture_v2(s2, CU_STREAM_CAPTURE_MODE_RELAXED));
+    o = uo_create(&w, NULL, 1);
+    OK(cuGraphRetainUserObject(capture_graph_of(s2), o, 1, CU_GRAPH_USER_OBJECT_MOVE));
+    OK(cuStreamDestroy_v2(s2));
+    CHECK(uo_runs_are(&w, 1));
+
+    /* An exec launched into a capture becomes a child graph node holding
+     * copies of the exec's references. */
+    CUgraph src = one_node_graph(record, (void *)12);
+    o = uo_create(&x, NULL, 1);
+    OK(cuGraphRetainUserObject(src, o, 1, CU_GRAPH_USER_OBJECT_MOVE));
+    e = instantiate(src);
+    OK(cuGraphDestroy(src));
+    OK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_RELAXED));
+    OK(cuGraphLaunch(e, s));
+    OK(cuStreamEndCapture(s, &got));
+    OK(cuGraphExecDestroy(e));
+    CHECK(uo_runs_are(&x, 0));
+    OK(cuGraphDestroy(got));
+    CHECK(uo_runs_are(&x, 1));
+    OK(cuStreamDestroy_v2(s));
+}
+
+/* An exec destroyed while a launch of it is still queued: its references
+ * go only after that launch has run. */
+static void test_uobj_queued_launch(CUstream s)
+{
+    uo u;
+    gate gt;
+    gate_init(&gt);
+    CUgraph gr = one_node_graph(gated, &gt);
+    CUuserObject o = uo_create(&u, &gt, 1);
+    OK(cuGraphRetainUserObject(gr, o, 1, CU_GRAPH_USER_OBJECT_MOVE));
+    CUgraphExec e = instantiate(gr);
+    OK(cuGraphDestroy(gr));
+    OK(cuGraphLaunch(e, s));
+    gate_wait_started(&gt);
+    OK(cuGraphExecDestroy(e));
+    sleep_ms(20);
+    CHECK(atomic_load(&u.runs) == 0); /* not on this thread, not yet */
+    gate_open(&gt);
+    CHECK(uo_runs_are(&u, 1));
+    CHECK(u.after_done == 1);
+    CHECK(pthread_equal(u.thread, callback_thread()));
+}
+
+/* cuGraphExecUpdate: the exec's references become copies of the new
+ * source graph's (CUDA Programming Guide, "CUDA User Objects"); those it
+ * drops outlast the launches already queued. A refused update changes
+ * nothing. */
+static void test_uobj_update(CUstream s)
+{
+    uo a, b, c;
+    gate gt;
+    CUgraphExecUpdateResultInfo info;
+    CUgraphNode extra;
+
+    gate_init(&gt);
+    CUgraph g1 = one_node_graph(gated, &gt);
+    CUuserObject oa = uo_create(&a, &gt, 1);
+    OK(cuGraphRetainUserObject(g1, oa, 1, CU_GRAPH_USER_OBJECT_MOVE));
+    CUgraphExec e = instantiate(g1);
+    OK(cuGraphDestroy(g1));
+    CUgraph g2 = one_node_graph(record, (void *)13);
+    CUuserObject ob = uo_create(&b, NULL, 1);
+    OK(cuGraphRetainUserObject(g2, ob, 1, CU_GRAPH_USER_OBJECT_MOVE));
+
+    OK(cuGraphLaunch(e, s));
+    gate_wait_started(&gt);
+    OK(cuGraphExecUpdate_v2(e, g2, &info));
+    CHECK(info.result == CU_GRAPH_EXEC_UPDATE_SUCCESS);
+    sleep_ms(20);
+    CHECK(atomic_load(&a.runs) == 0);
+    gate_open(&gt);
+    CHECK(uo_runs_are(&a, 1));
+    CHECK(a.after_done == 1);
+
+    CUgraph g3 = one_node_graph(record, (void *)14);
+    OK(cuGraphAddEmptyNode(&extra, g3, NULL, 0));
+    CUuserObject oc = uo_create(&c, NULL, 1);
+    OK(cuGraphRetainUserObject(g3, oc, 1, CU_GRAPH_USER_OBJECT_MOVE));
+    CHECK_CU(cuGraphExecUpdate_v2(e, g3, &info), CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE);
+    OK(cuGraphDestroy(g3));
+    CHECK(uo_runs_are(&c, 1));
+
+    OK(cuGraphDestroy(g2));
+    CHECK(uo_runs_are(&b, 0)); /* the exec holds a copy of g2's */
+    launch_and_wait(e, s);
+    CHECK(RUNS_ARE(13));
+    OK(cuGraphExecDestroy(e));
+    CHECK(uo_runs_are(&b, 1));
+}
+
+static void test_user_objects(void)
+{
+    CUstream s;
+    OK(cuStreamCreate(&g_uo_stream, 0));
+    OK(cuStreamCreate(&s, 0));
+    test_graph_params(s);
+    test_uobj_bad_input();
+    test_uobj_caller_refs();
+    test_uobj_graph();
+    test_uobj_clone();
+    test_uobj_exec(s);
+    test_uobj_child(s);
+    test_uobj_capture();
+    test_uobj_queued_launch(s);
+    test_uobj_update(s);
+    OK(cuStreamDestroy_v2(s));
+    OK(cuStreamDestroy_v2(g_uo_stream));
+}
+
 /* ---- exit with work still queued -------------------------------------- */
 static gate g_forever;
 
@@ -1189,6 +1725,7 @@ int main(int argc, char **argv)
     test_host_memory();
     test_graphs();
     test_capture();
+    test_user_objects();
     test_exit_with_pending_work();
     if (failures)
         fprintf(stderr, "fakecuda_selftest: %d check(s) failed\n", failures);

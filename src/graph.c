@@ -1,0 +1,619 @@
+/* Graph host nodes: cuGraphAddHostNode, cuGraphAddNode(_v2), the set-params
+ * entry points (graph and executable graph), the getters, instantiation,
+ * executable-graph update, and host functions captured from streams.
+ *
+ * A host node runs hcguard's trampoline with an hcg_call as its data, and
+ * that call must live as long as anything can still run the node: the
+ * graph, its clones, child-graph copies and executable graphs, whichever
+ * dies last. The driver tracks exactly that for user objects, so the call
+ * a node is created with (its root) is owned by a CUuserObject retained on
+ * the graph: clones, child graphs and executable graphs take references to
+ * it, and its destructor runs after the last one is gone. Calls set on the
+ * node later, on the graph or on an executable graph, are chained onto the
+ * root and freed with it: every graph or executable graph that holds the
+ * node holds the root. An executable graph updated from another graph
+ * (cuGraphExecUpdate) takes that graph's calls; they are chained onto a
+ * root the executable graph holds, found when it was instantiated.
+ * Destructors run on a driver thread: they touch only atomics. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hcg.h"
+
+typedef CUresult (*pfn_add_host)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
+                                 const CUDA_HOST_NODE_PARAMS *);
+typedef CUresult (*pfn_add_node)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
+                                 CUgraphNodeParams *);
+typedef CUresult (*pfn_add_node_v2)(CUgraphNode *, CUgraph, const CUgraphNode *,
+                                    const CUgraphEdgeData *, size_t, CUgraphNodeParams *);
+typedef CUresult (*pfn_host_set)(CUgraphNode, const CUDA_HOST_NODE_PARAMS *);
+typedef CUresult (*pfn_host_get)(CUgraphNode, CUDA_HOST_NODE_PARAMS *);
+typedef CUresult (*pfn_node_params)(CUgraphNode, CUgraphNodeParams *);
+typedef CUresult (*pfn_exec_host_set)(CUgraphExec, CUgraphNode, const CUDA_HOST_NODE_PARAMS *);
+typedef CUresult (*pfn_exec_node_set)(CUgraphExec, CUgraphNode, CUgraphNodeParams *);
+typedef CUresult (*pfn_inst_old)(CUgraphExec *, CUgraph, CUgraphNode *, char *, size_t);
+typedef CUresult (*pfn_inst_flags)(CUgraphExec *, CUgraph, unsigned long long);
+typedef CUresult (*pfn_inst_params)(CUgraphExec *, CUgraph, CUDA_GRAPH_INSTANTIATE_PARAMS *);
+typedef CUresult (*pfn_update_v1)(CUgraphExec, CUgraph, CUgraphNode *, CUgraphExecUpdateResult *);
+typedef CUresult (*pfn_update_v2)(CUgraphExec, CUgraph, CUgraphExecUpdateResultInfo *);
+typedef CUresult (*pfn_exec_destroy)(CUgraphExec);
+typedef CUresult (*pfn_get_nodes)(CUgraph, CUgraphNode *, size_t *);
+typedef CUresult (*pfn_node_type)(CUgraphNode, CUgraphNodeType *);
+typedef CUresult (*pfn_child_graph)(CUgraphNode, CUgraph *);
+typedef CUresult (*pfn_uobj_create)(CUuserObject *, void *, CUhostFn, unsigned int, unsigned int);
+typedef CUresult (*pfn_uobj_release)(CUuserObject, unsigned int);
+typedef CUresult (*pfn_graph_uobj)(CUgraph, CUuserObject, unsigned int, unsigned int);
+typedef CUresult (*pfn_graph_uobj_release)(CUgraph, CUuserObject, unsigned int);
+typedef CUresult (*pfn_capture_info)(CUstream, CUstreamCaptureStatus *, cuuint64_t *, CUgraph *,
+                                     const CUgraphNode **, size_t *);
+
+#define DRV_OR_FAIL(d)                                                         \
+    hcg_driver *d = hcg_driver_get();                                          \
+    if (!d)                                                                    \
+        return CUDA_ERROR_NOT_INITIALIZED
+
+#define REAL_OR_FAIL(d, name, T, f)                                            \
+    T f = HCG_GREAL(d, name, T);                                               \
+    if (!f)                                                                    \
+        return CUDA_ERROR_NOT_FOUND
+
+static atomic_int host_nodes_seen; /* any host node made through hcguard */
+static atomic_uint_fast64_t calls_live;
+
+uint64_t hcg_graph_calls_live(void)
+{
+    return atomic_load(&calls_live);
+}
+
+/* ---- lifetime ------------------------------------------------------------ */
+static void call_unref(hcg_call *c)
+{
+    if (atomic_fetch_sub_explicit(&c->refs, 1, memory_order_acq_rel) == 1) {
+        atomic_fetch_sub_explicit(&calls_live, 1, memory_order_relaxed);
+        hcg_call_free(c);
+    }
+}
+
+/* A root's chain: references it holds on other calls. A call may be held
+ * by several roots (an updated executable graph's and its own node's). */
+typedef struct hcg_link {
+    hcg_call *c;
+    struct hcg_link *next;
+} hcg_link;
+
+/* The user object's destructor: the last holder of the node is gone. */
+static void CUDA_CB root_gone(void *p)
+{
+    hcg_call *root = p;
+    hcg_link *l = atomic_exchange_explicit(&root->chain, NULL, memory_order_acq_rel);
+    while (l) {
+        hcg_link *next = l->next;
+        call_unref(l->c);
+        free(l);
+        l = next;
+    }
+    call_unref(root);
+}
+
+/* Application threads only (it allocates). Without memory, c is kept for
+ * ever rather than freed too early. */
+static void chain_onto(hcg_call *root, hcg_call *c)
+{
+    atomic_fetch_add_explicit(&c->refs, 1, memory_order_relaxed);
+    hcg_link *l = malloc(sizeof *l);
+    if (!l)
+        return;
+    l->c = c;
+    void *head = atomic_load_explicit(&root->chain, memory_order_relaxed);
+    do
+        l->next = head;
+    while (!atomic_compare_exchange_weak_explicit(&root->chain, &head, l, memory_order_release,
+                                                  memory_order_relaxed));
+}
+
+/* Make c the root of a node of g: owned by a user object the graph holds.
+ * On failure c is gone (freed now or by the destructor). */
+static int attach_root(hcg_driver *d, hcg_call *c, CUgraph g)
+{
+    pfn_uobj_create create = HCG_GREAL(d, cuUserObjectCreate, pfn_uobj_create);
+    pfn_graph_uobj retain = HCG_GREAL(d, cuGraphRetainUserObject, pfn_graph_uobj);
+    pfn_uobj_release release = HCG_GREAL(d, cuUserObjectRelease, pfn_uobj_release);
+    CUuserObject o = NULL;
+    c->root = NULL;
+    c->graph = (uintptr_t)g;
+    if (!create || !retain || !release ||
+        create(&o, c, root_gone, 1, CU_USER_OBJECT_NO_DESTRUCTOR_SYNC) != CUDA_SUCCESS) {
+        call_unref(c);
+        return -1;
+    }
+    c->uobj = o;
+    if (retain(g, o, 1, CU_GRAPH_USER_OBJECT_MOVE) != CUDA_SUCCESS) {
+        release(o, 1); /* the destructor frees c */
+        return -1;
+    }
+    atomic_store(&host_nodes_seen, 1);
+    return 0;
+}
+
+/* The root of node n, if its host function is hcguard's. */
+static hcg_call *node_root(hcg_driver *d, CUgraphNode n)
+{
+    pfn_host_get get = HCG_GREAL(d, cuGraphHostNodeGetParams, pfn_host_get);
+    CUDA_HOST_NODE_PARAMS p;
+    if (!get || get(n, &p) != CUDA_SUCCESS || p.fn != hcg_trampoline || !p.userData)
+        return NULL;
+    hcg_call *c = p.userData;
+    return c->root ? c->root : c;
+}
+
+/* A call set on node n later: freed with the node's root; or, with no root
+ * to hang it on (a node hcguard never saw), kept for ever. */
+static void attach_to_node(hcg_driver *d, hcg_call *c, CUgraphNode n)
+{
+    hcg_call *root = node_root(d, n);
+    c->node = (uintptr_t)n;
+    if (!root) {
+        hcg_debug("host node %p was not made through hcguard: its new call is never freed",
+                  (void *)n);
+        return;
+    }
+    c->root = root;
+    c->graph = root->graph;
+    chain_onto(root, c);
+    call_unref(c); /* the chain's reference is the only one */
+}
+
+/* ---- checking and making calls ------------------------------------------- */
+static int passive(void)
+{
+    return hcg_config_get()->mode == HCG_MODE_OFF;
+}
+
+/* Check fn/user as the host function of a node. Returns CUDA_SUCCESS with
+ * *out set (or NULL: pass the parameters through unmeasured), or
+ * CUDA_ERROR_INVALID_VALUE if the record is refused. */
+static CUresult prepare(hcg_api api, CUhostFn fn, void *user, hcg_call **out)
+{
+    *out = NULL;
+    if (!fn || fn == hcg_trampoline)
+        return CUDA_SUCCESS;
+    hcg_init();
+    hcg_call *c;
+    CUresult r = hcg_prepare_call(api, NULL, fn, user, &c);
+    if (r != CUDA_SUCCESS || !c)
+        return r;
+    c->oneshot = 0;
+    atomic_fetch_add_explicit(&calls_live, 1, memory_order_relaxed);
+    atomic_store_explicit(&c->refs, 1, memory_order_relaxed);
+    atomic_store_explicit(&c->chain, NULL, memory_order_relaxed);
+    c->root = NULL;
+    c->uobj = NULL;
+    c->graph = c->node = 0;
+    hcg_count_node((hcg_fnkind)c->kind);
+    *out = c;
+    return CUDA_SUCCESS;
+}
+
+/* ---- adding host nodes ------------------------------------------------- */
+CUresult hcg_w_cuGraphAddHostNode(CUgraphNode *ph, CUgraph g, const CUgraphNode *deps, size_t n,
+                                  const CUDA_HOST_NODE_PARAMS *p)
+{
+    DRV_OR_FAIL(d);
+    REAL_OR_FAIL(d, cuGraphAddHostNode, pfn_add_host, real);
+    hcg_call *c = NULL;
+    if (!p || passive())
+        return real(ph, g, deps, n, p);
+    CUresult r = prepare(HCG_API_GRAPH_ADD_HOST_NODE, p->fn, p->userData, &c);
+    if (r != CUDA_SUCCESS || !c || attach_root(d, c, g) != 0)
+        return r != CUDA_SUCCESS ? r : real(ph, g, deps, n, p);
+    CUDA_HOST_NODE_PARAMS q = {hcg_trampoline, c};
+    r = real(ph, g, deps, n, &q);
+    if (r == CUDA_SUCCESS && ph)
+        c->node = (uintptr_t)*ph;
+    return r; /* on failure c goes with the graph's reference */
+}
+
+/* cuGraphAddNode(_v2) with a host node: the same, on a copy of params. */
+static CUresult add_node(hcg_driver *d, CUgraph g, CUgraphNodeParams *p, CUgraphNodeParams *q,
+                         hcg_call **c)
+{
+    *c = NULL;
+    if (!p || p->type != CU_GRAPH_NODE_TYPE_HOST || passive())
+        return CUDA_SUCCESS;
+    CUresult r = prepare(HCG_API_GRAPH_ADD_HOST_NODE, p->host.fn, p->host.userData, c);
+    if (r != CUDA_SUCCESS || !*c)
+        return r;
+    if (attach_root(d, *c, g) != 0) {
+        *c = NULL;
+        return CUDA_SUCCESS;
+    }
+    *q = *p;
+    q->host.fn = hcg_trampoline;
+    q->host.userData = *c;
+    return CUDA_SUCCESS;
+}
+
+CUresult hcg_w_cuGraphAddNode(CUgraphNode *ph, CUgraph g, const CUgraphNode *deps, size_t n,
+                              CUgraphNodeParams *p)
+{
+    DRV_OR_FAIL(d);
+    REAL_OR_FAIL(d, cuGraphAddNode, pfn_add_node, real);
+    CUgraphNodeParams q;
+    hcg_call *c;
+    CUresult r = add_node(d, g, p, &q, &c);
+    if (r != CUDA_SUCCESS)
+        return r;
+    r = real(ph, g, deps, n, c ? &q : p);
+    if (c && r == CUDA_SUCCESS && ph)
+        c->node = (uintptr_t)*ph;
+    return r;
+}
+
+CUresult hcg_w_cuGraphAddNode_v2(CUgraphNode *ph, CUgraph g, const CUgraphNode *deps,
+                                 const CUgraphEdgeData *edges, size_t n, CUgraphNodeParams *p)
+{
+    DRV_OR_FAIL(d);
+    REAL_OR_FAIL(d, cuGraphAddNode_v2, pfn_add_node_v2, real);
+    CUgraphNodeParams q;
+    hcg_call *c;
+    CUresult r = add_node(d, g, p, &q, &c);
+    if (r != CUDA_SUCCESS)
+        return r;
+    r = real(ph, g, deps, edges, n, c ? &q : p);
+    if (c && r == CUDA_SUCCESS && ph)
+        c->node = (uintptr_t)*ph;
+    return r;
+}
+
+/* ---- setting parameters ------------------------------------------------- */
+/* A new call for node n, or NULL to pass through; *r is the refusal. */
+static hcg_call *call_for_set(hcg_driver *d, hcg_api api, CUgraphNode n, CUhostFn fn, void *user,
+                              CUresult *r)
+{
+    hcg_call *c = NULL;
+    *r = passive() ? CUDA_SUCCESS : prepare(api, fn, user, &c);
+    if (c)
+        attach_to_node(d, c, n);
+    return c;
+}
+
+CUresult hcg_w_cuGraphHostNodeSetParams(CUgraphNode n, const CUDA_HOST_NODE_PARAMS *p)
+{
+    DRV_OR_FAIL(d);
+    REAL_OR_FAIL(d, cuGraphHostNodeSetParams, pfn_host_set, real);
+    CUresult r;
+    hcg_call *c = p ? call_for_set(d, HCG_API_GRAPH_SET_PARAMS, n, p->fn, p->userData, &r) : NULL;
+    if (!p || !c)
+        return p && r != CUDA_SUCCESS ? r : real(n, p);
+    CUDA_HOST_NODE_PARAMS q = {hcg_trampoline, c};
+    return real(n, &q);
+}
+
+CUresult hcg_w_cuGraphNodeSetParams(CUgraphNode n, CUgraphNodeParams *p)
+{
+    DRV_OR_FAIL(d);
+    REAL_OR_FAIL(d, cuGraphNodeSetParams, pfn_node_params, real);
+    if (!p || p->type != CU_GRAPH_NODE_TYPE_HOST)
+        return real(n, p);
+    CUresult r;
+    hcg_call *c = call_for_set(d, HCG_API_GRAPH_SET_PARAMS, n, p->host.fn, p->host.userData, &r);
+    if (!c)
+        return r != CUDA_SUCCESS ? r : real(n, p);
+    CUgraphNodeParams q = *p;
+    q.host.fn = hcg_trampoline;
+    q.host.userData = c;
+    return real(n, &q);
+}
+
+CUresult hcg_w_cuGraphExecHostNodeSetParams(CUgraphExec e, CUgraphNode n,
+                                            const CUDA_HOST_NODE_PARAMS *p)
+{
+    DRV_OR_FAIL(d);
+    REAL_OR_FAIL(d, cuGraphExecHostNodeSetParams, pfn_exec_host_set, real);
+    CUresult r;
+    hcg_call *c =
+        p ? call_for_set(d, HCG_API_GRAPH_EXEC_SET_PARAMS, n, p->fn, p->userData, &r) : NULL;
+    if (!p || !c)
+        return p && r != CUDA_SUCCESS ? r : real(e, n, p);
+    CUDA_HOST_NODE_PARAMS q = {hcg_trampoline, c};
+    return real(e, n, &q);
+}
+
+CUresult hcg_w_cuGraphExecNodeSetParams(CUgraphExec e, CUgraphNode n, CUgraphNodeParams *p)
+{
+    DRV_OR_FAIL(d);
+    REAL_OR_FAIL(d, cuGraphExecNodeSetParams, pfn_exec_node_set, real);
+    if (!p || p->type != CU_GRAPH_NODE_TYPE_HOST)
+        return real(e, n, p);
+    CUresult r;
+    hcg_call *c =
+        call_for_set(d, HCG_API_GRAPH_EXEC_SET_PARAMS, n, p->host.fn, p->host.userData, &r);
+    if (!c)
+        return r != CUDA_SUCCESS ? r : real(e, n, p);
+    CUgraphNodeParams q = *p;
+    q.host.fn = hcg_trampoline;
+    q.host.userData = c;
+    return real(e, n, &q);
+}
+
+/* ---- getters: what the user set, never the trampoline -------------------- */
+static void unwrap(CUhostFn *fn, void **user)
+{
+    if (*fn == hcg_trampoline && *user) {
+        const hcg_call *c = *user;
+        *fn = c->fn;
+        *user = c->user;
+    }
+}
+
+CUresult hcg_w_cuGraphHostNodeGetParams(CUgraphNode n, CUDA_HOST_NODE_PARAMS *p)
+{
+    DRV_OR_FAIL(d);
+    REAL_OR_FAIL(d, cuGraphHostNodeGetParams, pfn_host_get, real);
+    CUresult r = real(n, p);
+    if (r == CUDA_SUCCESS && p)
+        unwrap(&p->fn, &p->userData);
+    return r;
+}
+
+CUresult hcg_w_cuGraphNodeGetParams(CUgraphNode n, CUgraphNodeParams *p)
+{
+    DRV_OR_FAIL(d);
+    REAL_OR_FAIL(d, cuGraphNodeGetParams, pfn_node_params, real);
+    CUresult r = real(n, p);
+    if (r == CUDA_SUCCESS && p && p->type == CU_GRAPH_NODE_TYPE_HOST)
+        unwrap(&p->host.fn, &p->host.userData);
+    return r;
+}
+
+/* ---- executable graphs ---------------------------------------------------
+ * exec -> a root it holds (any host node's root of the graph it was made
+ * from), for cuGraphExecUpdate. Application threads only. */
+#define EXEC_BITS 12
+#define EXEC_SLOTS (1u << EXEC_BITS)
+#define EXEC_GONE ((CUgraphExec)(uintptr_t)1) /* a deleted entry */
+
+static struct {
+    CUgraphExec exec;
+    hcg_call *root;
+} execs[EXEC_SLOTS];
+static pthread_mutex_t exec_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static size_t exec_hash(CUgraphExec e)
+{
+    return (size_t)(((uintptr_t)e >> 4) * 0x9E3779B97F4A7C15ull >> (64 - EXEC_BITS));
+}
+
+/* The slot of e, or (insert) the first free one on its probe path. */
+static int exec_find(CUgraphExec e, int insert)
+{
+    int gone = -1;
+    for (size_t i = 0, h = exec_hash(e); i < EXEC_SLOTS; i++) {
+        size_t k = (h + i) & (EXEC_SLOTS - 1);
+        if (execs[k].exec == e)
+            return (int)k;
+        if (execs[k].exec == EXEC_GONE && gone < 0)
+            gone = (int)k;
+        if (execs[k].exec == NULL)
+            return insert ? (gone >= 0 ? gone : (int)k) : -1;
+    }
+    return insert ? gone : -1;
+}
+
+static void exec_put(CUgraphExec e, hcg_call *root)
+{
+    pthread_mutex_lock(&exec_lock);
+    int k = exec_find(e, root != NULL);
+    if (k >= 0) {
+        execs[k].exec = root ? e : EXEC_GONE;
+        execs[k].root = root;
+    }
+    pthread_mutex_unlock(&exec_lock);
+}
+
+static hcg_call *exec_root(CUgraphExec e)
+{
+    pthread_mutex_lock(&exec_lock);
+    int k = exec_find(e, 0);
+    hcg_call *root = k >= 0 ? execs[k].root : NULL;
+    pthread_mutex_unlock(&exec_lock);
+    return root;
+}
+
+/* Visit hcguard's calls among g's host nodes (child graphs too); stop when
+ * visit returns nonzero. */
+static int each_call(hcg_driver *d, CUgraph g, int depth, int (*visit)(hcg_call *, void *),
+                     void *arg)
+{
+    pfn_get_nodes get_nodes = HCG_GREAL(d, cuGraphGetNodes, pfn_get_nodes);
+    pfn_node_type node_type = HCG_GREAL(d, cuGraphNodeGetType, pfn_node_type);
+    pfn_host_get get = HCG_GREAL(d, cuGraphHostNodeGetParams, pfn_host_get);
+    pfn_child_graph child = HCG_GREAL(d, cuGraphChildGraphNodeGetGraph, pfn_child_graph);
+    size_t n = 0;
+    if (depth > 8 || !get_nodes || !node_type || !get || get_nodes(g, NULL, &n) != CUDA_SUCCESS ||
+        n == 0)
+        return 0;
+    CUgraphNode *all = malloc(n * sizeof *all);
+    int stop = 0;
+    if (!all || get_nodes(g, all, &n) != CUDA_SUCCESS)
+        n = 0;
+    for (size_t i = 0; i < n && !stop; i++) {
+        CUgraphNodeType t;
+        CUDA_HOST_NODE_PARAMS p;
+        CUgraph sub;
+        if (node_type(all[i], &t) != CUDA_SUCCESS)
+            continue;
+        if (t == CU_GRAPH_NODE_TYPE_HOST && get(all[i], &p) == CUDA_SUCCESS &&
+            p.fn == hcg_trampoline && p.userData)
+            stop = visit(p.userData, arg);
+        else if (t == CU_GRAPH_NODE_TYPE_GRAPH && child && child(all[i], &sub) == CUDA_SUCCESS)
+            stop = each_call(d, sub, depth + 1, visit, arg);
+    }
+    free(all);
+    return stop;
+}
+
+static int take_root(hcg_call *c, void *arg)
+{
+    *(hcg_call **)arg = c->root ? c->root : c;
+    return 1;
+}
+
+static void note_exec(hcg_driver *d, CUresult r, CUgraphExec *pe, CUgraph g)
+{
+    if (r != CUDA_SUCCESS || !pe || !atomic_load(&host_nodes_seen) || passive())
+        return;
+    hcg_call *root = NULL;
+    each_call(d, g, 0, take_root, &root);
+    exec_put(*pe, root);
+}
+
+CUresult hcg_w_cuGraphInstantiate(CUgraphExec *pe, CUgraph g, CUgraphNode *err, char *log,
+                                  size_t len)
+{
+    DRV_OR_FAIL(d);
+    REAL_OR_FAIL(d, cuGraphInstantiate, pfn_inst_old, real);
+    CUresult r = real(pe, g, err, log, len);
+    note_exec(d, r, pe, g);
+    return r;
+}
+
+CUresult hcg_w_cuGraphInstantiate_v2(CUgraphExec *pe, CUgraph g, CUgraphNode *err, char *log,
+                                     size_t len)
+{
+    DRV_OR_FAIL(d);
+    REAL_OR_FAIL(d, cuGraphInstantiate_v2, pfn_inst_old, real);
+    CUresult r = real(pe, g, err, log, len);
+    note_exec(d, r, pe, g);
+    return r;
+}
+
+CUresult hcg_w_cuGraphInstantiateWithFlags(CUgraphExec *pe, CUgraph g, unsigned long long flags)
+{
+    DRV_OR_FAIL(d);
+    REAL_OR_FAIL(d, cuGraphInstantiateWithFlags, pfn_inst_flags, real);
+    CUresult r = real(pe, g, flags);
+    note_exec(d, r, pe, g);
+    return r;
+}
+
+CUresult hcg_w_cuGraphInstantiateWithParams(CUgraphExec *pe, CUgraph g,
+                                            CUDA_GRAPH_INSTANTIATE_PARAMS *ip)
+{
+    DRV_OR_FAIL(d);
+    REAL_OR_FAIL(d, cuGraphInstantiateWithParams, pfn_inst_params, real);
+    CUresult r = real(pe, g, ip);
+    note_exec(d, r, pe, g);
+    return r;
+}
+
+CUresult hcg_w_cuGraphInstantiateWithParams_ptsz(CUgraphExec *pe, CUgraph g,
+                                                 CUDA_GRAPH_INSTANTIATE_PARAMS *ip)
+{
+    DRV_OR_FAIL(d);
+    REAL_OR_FAIL(d, cuGraphInstantiateWithParams_ptsz, pfn_inst_params, real);
+    CUresult r = real(pe, g, ip);
+    note_exec(d, r, pe, g);
+    return r;
+}
+
+static int chain_to_exec(hcg_call *c, void *arg)
+{
+    hcg_call *root = arg;
+    if (c != root)
+        chain_onto(root, c);
+    return 0;
+}
+
+/* The executable graph now runs g's calls: keep them while it lives. */
+static void adopt_update(hcg_driver *d, CUgraphExec e, CUgraph g)
+{
+    hcg_call *root = exec_root(e);
+    if (root)
+        each_call(d, g, 0, chain_to_exec, root);
+    else if (atomic_load(&host_nodes_seen))
+        hcg_debug("executable graph %p updated from %p: its host calls are kept for ever",
+                  (void *)e, (void *)g);
+}
+
+CUresult hcg_w_cuGraphExecUpdate(CUgraphExec e, CUgraph g, CUgraphNode *err,
+                                 CUgraphExecUpdateResult *res)
+{
+    DRV_OR_FAIL(d);
+    REAL_OR_FAIL(d, cuGraphExecUpdate, pfn_update_v1, real);
+    CUresult r = real(e, g, err, res);
+    if (r == CUDA_SUCCESS && !passive())
+        adopt_update(d, e, g);
+    return r;
+}
+
+CUresult hcg_w_cuGraphExecUpdate_v2(CUgraphExec e, CUgraph g, CUgraphExecUpdateResultInfo *res)
+{
+    DRV_OR_FAIL(d);
+    REAL_OR_FAIL(d, cuGraphExecUpdate_v2, pfn_update_v2, real);
+    CUresult r = real(e, g, res);
+    if (r == CUDA_SUCCESS && !passive())
+        adopt_update(d, e, g);
+    return r;
+}
+
+CUresult hcg_w_cuGraphExecDestroy(CUgraphExec e)
+{
+    DRV_OR_FAIL(d);
+    REAL_OR_FAIL(d, cuGraphExecDestroy, pfn_exec_destroy, real);
+    if (atomic_load(&host_nodes_seen))
+        exec_put(e, NULL);
+    return real(e);
+}
+
+/* ---- stream capture --------------------------------------------------- */
+int hcg_graph_adopt_capture(hcg_call *c, CUstream s, int ptsz)
+{
+    hcg_driver *d = hcg_driver_get();
+    pfn_capture_info info = ptsz ? HCG_GREAL(d, cuStreamGetCaptureInfo_v2_ptsz, pfn_capture_info)
+                                 : HCG_GREAL(d, cuStreamGetCaptureInfo_v2, pfn_capture_info);
+    CUstreamCaptureStatus st;
+    CUgraph g = NULL;
+    if (!info || info(s, &st, NULL, &g, NULL, NULL) != CUDA_SUCCESS || !g) {
+        c->oneshot = 0;
+        return -1;
+    }
+    c->oneshot = 0;
+    atomic_fetch_add_explicit(&calls_live, 1, memory_order_relaxed);
+    atomic_store_explicit(&c->refs, 1, memory_order_relaxed);
+    atomic_store_explicit(&c->chain, NULL, memory_order_relaxed);
+    c->node = 0;
+    return attach_root(d, c, g);
+}
+
+/* The node a capture just added: the stream's only dependency now. */
+void hcg_graph_note_captured(hcg_call *c, CUstream s, int ptsz)
+{
+    hcg_driver *d = hcg_driver_get();
+    pfn_capture_info info = ptsz ? HCG_GREAL(d, cuStreamGetCaptureInfo_v2_ptsz, pfn_capture_info)
+                                 : HCG_GREAL(d, cuStreamGetCaptureInfo_v2, pfn_capture_info);
+    CUstreamCaptureStatus st;
+    const CUgraphNode *deps = NULL;
+    size_t n = 0;
+    if (info && info(s, &st, NULL, NULL, &deps, &n) == CUDA_SUCCESS && n == 1 && deps)
+        c->node = (uintptr_t)deps[0];
+}
+
+HCG_EXPORT_ALIAS(cuGraphAddHostNode)
+HCG_EXPORT_ALIAS(cuGraphAddNode)
+HCG_EXPORT_ALIAS(cuGraphAddNode_v2)
+HCG_EXPORT_ALIAS(cuGraphHostNodeSetParams)
+HCG_EXPORT_ALIAS(cuGraphHostNodeGetParams)
+HCG_EXPORT_ALIAS(cuGraphNodeSetParams)
+HCG_EXPORT_ALIAS(cuGraphNodeGetParams)
+HCG_EXPORT_ALIAS(cuGraphExecHostNodeSetParams)
+HCG_EXPORT_ALIAS(cuGraphExecNodeSetParams)
+HCG_EXPORT_ALIAS(cuGraphInstantiate)
+HCG_EXPORT_ALIAS(cuGraphInstantiate_v2)
+HCG_EXPORT_ALIAS(cuGraphInstantiateWithFlags)
+HCG_EXPORT_ALIAS(cuGraphInstantiateWithParams)
+HCG_EXPORT_ALIAS(cuGraphInstantiateWithParams_ptsz)
+HCG_EXPORT_ALIAS(cuGraphExecUpdate)
+HCG_EXPORT_ALIAS(cuGraphExecUpdate_v2)
+HCG_EXPORT_ALIAS(cuGraphExecDestroy)

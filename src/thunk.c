@@ -1,0 +1,403 @@
+/* Thunks: stand-ins for driver entry points of any signature, so that a
+ * driver call made from inside a host function (forbidden by CUDA, often a
+ * deadlock) is noticed however the caller found the entry point.
+ *
+ * Thunk i is a small assembly stub. Outside a host function it costs one
+ * thread-local load, a branch that is not taken and an indirect jump
+ * through hcg_thunk_real[i]; it touches no argument register and not the
+ * stack, and it jumps rather than calls, so stack arguments, varargs and
+ * results returned through memory reach the real function as the caller
+ * left them. Inside a host function the stub goes to a common slow path,
+ * which saves every argument register, asks the handler, and then either
+ * restores them and jumps to the real function or returns the handler's
+ * CUresult.
+ *
+ * Registration (hcg_thunk_for) is rare and on application threads: a
+ * mutex serialises inserts; look-ups read an open-addressing hash keyed by
+ * the real pointer without a lock. Entries are never removed, so a thunk
+ * stays valid for the life of the process. */
+#include <pthread.h>
+#include <string.h>
+
+#include "hcg.h"
+
+/* Initial-exec TLS lets the stubs reach the flag through the thread
+ * pointer (%fs, tpidr_el0) and one GOT slot, without __tls_get_addr. It
+ * marks libhcguard DF_STATIC_TLS: its whole TLS segment must then live in
+ * the static TLS block. Preloaded (or linked) at start-up that is always
+ * so: the block is sized for every initial module. A late dlopen can only
+ * use glibc's surplus static TLS (glibc.rtld.optional_static_tls, 512 bytes
+ * by default since glibc 2.32, shared with other such libraries); past it
+ * dlopen fails with "cannot allocate memory in static TLS block", and
+ * GLIBC_TUNABLES=glibc.rtld.optional_static_tls=<bytes> raises the limit.
+ * hcguard is meant to be preloaded, so this is a documented limit. */
+_Thread_local unsigned char hcg_in_host_fn __attribute__((tls_model("initial-exec")));
+
+#define NAME_LEN 64
+#define HASH_SLOTS (2 * HCG_THUNK_MAX) /* power of two, never more than half full */
+
+/* Read by the stubs; hcg_thunk_real[i] is written once, before thunk i is
+ * published. A thread that calls a thunk got it through hcg_thunk_for or
+ * from a thread that did, so it sees the entry (as with any pointer to
+ * data handed between threads). */
+void *hcg_thunk_real[HCG_THUNK_MAX] __attribute__((visibility("hidden"), used));
+static char names[HCG_THUNK_MAX][NAME_LEN];
+static atomic_uint n_thunks;
+static _Atomic uint32_t slots[HASH_SLOTS]; /* index + 1; 0 = empty */
+static _Atomic(hcg_thunk_handler) handler;
+static pthread_mutex_t insert_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+/* The slow path, called from assembly with the caller's registers saved. */
+unsigned hcg_thunk_slow(unsigned idx) __attribute__((visibility("hidden"), used));
+
+unsigned hcg_thunk_slow(unsigned idx)
+{
+    hcg_thunk_handler h = atomic_load_explicit(&handler, memory_order_acquire);
+    if (!h)
+        return (unsigned)HCG_THUNK_PASS;
+    /* A handler that calls a thunk itself must not come back here. */
+    unsigned char was = hcg_in_host_fn;
+    hcg_in_host_fn = 0;
+    CUresult r = h(idx, names[idx], hcg_thunk_real[idx]);
+    hcg_in_host_fn = was;
+    return (unsigned)r;
+}
+
+#define HCG_STR_(x) #x
+#define HCG_STR(x) HCG_STR_(x)
+#define THUNK_N HCG_STR(HCG_THUNK_MAX)
+
+#if defined(__x86_64__) || defined(__aarch64__)
+#define HCG_HAVE_THUNKS 1
+#endif
+
+/* ---- x86-64 ---------------------------------------------------------------
+ * Only r11 (a scratch register, which PLT stubs may clobber as well) is
+ * used before the jump. Fast stub (at most 28 bytes, 32 apart):
+ *   endbr64; mov flag@gottpoff(%rip),%r11; cmpb $0,%fs:(%r11);
+ *   jne cold_i; jmp *hcg_thunk_real+8i(%rip)
+ * Cold stub i (16 apart) puts i in r11d and jumps to the slow path. */
+#if defined(__x86_64__)
+#define STUB_STRIDE 32
+#if defined(__CET__) && (__CET__ & 1)
+#define LANDING "endbr64\n"
+#else
+#define LANDING ""
+#endif
+__asm__(
+    ".pushsection .text\n"
+    ".p2align 5\n"
+    ".globl hcg_thunk_stubs\n.hidden hcg_thunk_stubs\n"
+    ".type hcg_thunk_stubs,@function\n"
+    "hcg_thunk_stubs:\n"
+    ".cfi_startproc\n"
+    ".set hcg_thunk_i, 0\n"
+    ".rept " THUNK_N "\n"
+    ".org hcg_thunk_stubs + hcg_thunk_i * 32, 0xcc\n"
+    LANDING
+    "movq hcg_in_host_fn@gottpoff(%rip), %r11\n"
+    "cmpb $0, %fs:(%r11)\n"
+    "jne hcg_thunk_cold + hcg_thunk_i * 16\n"
+    "jmp *hcg_thunk_real + hcg_thunk_i * 8(%rip)\n"
+    ".set hcg_thunk_i, hcg_thunk_i + 1\n"
+    ".endr\n"
+    ".org hcg_thunk_stubs + " THUNK_N " * 32, 0xcc\n"
+    ".cfi_endproc\n"
+    ".size hcg_thunk_stubs, .-hcg_thunk_stubs\n"
+
+    ".p2align 4\n"
+    ".type hcg_thunk_cold,@function\n"
+    "hcg_thunk_cold:\n"
+    ".cfi_startproc\n"
+    ".set hcg_thunk_i, 0\n"
+    ".rept " THUNK_N "\n"
+    ".org hcg_thunk_cold + hcg_thunk_i * 16, 0xcc\n"
+    "movl $hcg_thunk_i, %r11d\n"
+    "jmp hcg_thunk_slow_common\n"
+    ".set hcg_thunk_i, hcg_thunk_i + 1\n"
+    ".endr\n"
+    ".cfi_endproc\n"
+    ".size hcg_thunk_cold, .-hcg_thunk_cold\n"
+
+    /* Frame: rbp, then 9 integer registers (rdi rsi rdx rcx r8 r9, rax for
+     * the vector count of varargs, r10 the static chain, r11 the index)
+     * and xmm0-7, 16-byte aligned for movaps. */
+    ".p2align 4\n"
+    ".type hcg_thunk_slow_common,@function\n"
+    "hcg_thunk_slow_common:\n"
+    ".cfi_startproc\n"
+    "pushq %rbp\n"
+    ".cfi_adjust_cfa_offset 8\n"
+    ".cfi_rel_offset %rbp, 0\n"
+    "movq %rsp, %rbp\n"
+    ".cfi_def_cfa_register %rbp\n"
+    "subq $208, %rsp\n"
+    "movq %rdi, 0(%rsp)\n"
+    "movq %rsi, 8(%rsp)\n"
+    "movq %rdx, 16(%rsp)\n"
+    "movq %rcx, 24(%rsp)\n"
+    "movq %r8, 32(%rsp)\n"
+    "movq %r9, 40(%rsp)\n"
+    "movq %rax, 48(%rsp)\n"
+    "movq %r10, 56(%rsp)\n"
+    "movq %r11, 64(%rsp)\n"
+    "movaps %xmm0, 80(%rsp)\n"
+    "movaps %xmm1, 96(%rsp)\n"
+    "movaps %xmm2, 112(%rsp)\n"
+    "movaps %xmm3, 128(%rsp)\n"
+    "movaps %xmm4, 144(%rsp)\n"
+    "movaps %xmm5, 160(%rsp)\n"
+    "movaps %xmm6, 176(%rsp)\n"
+    "movaps %xmm7, 192(%rsp)\n"
+    "movl %r11d, %edi\n"
+    "call hcg_thunk_slow\n"
+    "cmpl $-1, %eax\n"
+    "jne 1f\n"
+    ".cfi_remember_state\n"
+    "movq 64(%rsp), %r11\n"
+    "leaq hcg_thunk_real(%rip), %rax\n"
+    "movq (%rax,%r11,8), %r11\n"
+    "movq 0(%rsp), %rdi\n"
+    "movq 8(%rsp), %rsi\n"
+    "movq 16(%rsp), %rdx\n"
+    "movq 24(%rsp), %rcx\n"
+    "movq 32(%rsp), %r8\n"
+    "movq 40(%rsp), %r9\n"
+    "movq 48(%rsp), %rax\n"
+    "movq 56(%rsp), %r10\n"
+    "movaps 80(%rsp), %xmm0\n"
+    "movaps 96(%rsp), %xmm1\n"
+    "movaps 112(%rsp), %xmm2\n"
+    "movaps 128(%rsp), %xmm3\n"
+    "movaps 144(%rsp), %xmm4\n"
+    "movaps 160(%rsp), %xmm5\n"
+    "movaps 176(%rsp), %xmm6\n"
+    "movaps 192(%rsp), %xmm7\n"
+    "leave\n"
+    ".cfi_def_cfa %rsp, 8\n"
+    ".cfi_restore %rbp\n"
+    "jmp *%r11\n"
+    ".cfi_restore_state\n"
+    "1:\n"
+    "leave\n"
+    ".cfi_def_cfa %rsp, 8\n"
+    ".cfi_restore %rbp\n"
+    "ret\n"
+    ".cfi_endproc\n"
+    ".size hcg_thunk_slow_common, .-hcg_thunk_slow_common\n"
+    ".popsection\n");
+
+/* ---- aarch64 ----------------------------------------------------------------
+ * Only x16 and x17 (IP0/IP1, which veneers and PLT stubs clobber as well)
+ * are used before the jump; br through x16 is what BTI "bti c" admits.
+ * Fast stub (at most 36 bytes, 48 apart): read the flag through tpidr_el0,
+ * cbnz to cold_i, else load hcg_thunk_real[i] and br. Cold stub i (8 apart)
+ * puts i in w16 and branches to the slow path. */
+#elif defined(__aarch64__)
+#define STUB_STRIDE 48
+#if defined(__ARM_FEATURE_BTI_DEFAULT)
+#define LANDING "bti c\n"
+#else
+#define LANDING ""
+#endif
+__asm__(
+    ".pushsection .text\n"
+    ".p2align 4\n"
+    ".globl hcg_thunk_stubs\n.hidden hcg_thunk_stubs\n"
+    ".type hcg_thunk_stubs,%function\n"
+    "hcg_thunk_stubs:\n"
+    ".cfi_startproc\n"
+    ".set hcg_thunk_i, 0\n"
+    ".rept " THUNK_N "\n"
+    ".org hcg_thunk_stubs + hcg_thunk_i * 48, 0\n"
+    LANDING
+    "mrs x17, tpidr_el0\n"
+    "adrp x16, :gottprel:hcg_in_host_fn\n"
+    "ldr x16, [x16, #:gottprel_lo12:hcg_in_host_fn]\n"
+    "ldrb w16, [x17, x16]\n"
+    "cbnz w16, hcg_thunk_cold + hcg_thunk_i * 8\n"
+    "adrp x16, hcg_thunk_real + hcg_thunk_i * 8\n"
+    "ldr x16, [x16, #:lo12:hcg_thunk_real + hcg_thunk_i * 8]\n"
+    "br x16\n"
+    ".set hcg_thunk_i, hcg_thunk_i + 1\n"
+    ".endr\n"
+    ".org hcg_thunk_stubs + " THUNK_N " * 48, 0\n"
+    ".cfi_endproc\n"
+    ".size hcg_thunk_stubs, .-hcg_thunk_stubs\n"
+
+    ".p2align 3\n"
+    ".type hcg_thunk_cold,%function\n"
+    "hcg_thunk_cold:\n"
+    ".cfi_startproc\n"
+    ".set hcg_thunk_i, 0\n"
+    ".rept " THUNK_N "\n"
+    ".org hcg_thunk_cold + hcg_thunk_i * 8, 0\n"
+    "movz w16, #hcg_thunk_i\n"
+    "b hcg_thunk_slow_common\n"
+    ".set hcg_thunk_i, hcg_thunk_i + 1\n"
+    ".endr\n"
+    ".cfi_endproc\n"
+    ".size hcg_thunk_cold, .-hcg_thunk_cold\n"
+
+    /* Frame (224 bytes): x29 x30, x0-x7, x8 (the address of a result
+     * returned through memory), x16 (the index), q0-q7. */
+    ".p2align 4\n"
+    ".type hcg_thunk_slow_common,%function\n"
+    "hcg_thunk_slow_common:\n"
+    ".cfi_startproc\n"
+    "stp x29, x30, [sp, #-224]!\n"
+    ".cfi_def_cfa_offset 224\n"
+    ".cfi_offset 29, -224\n"
+    ".cfi_offset 30, -216\n"
+    "mov x29, sp\n"
+    "stp x0, x1, [sp, #16]\n"
+    "stp x2, x3, [sp, #32]\n"
+    "stp x4, x5, [sp, #48]\n"
+    "stp x6, x7, [sp, #64]\n"
+    "stp x8, x16, [sp, #80]\n"
+    "stp q0, q1, [sp, #96]\n"
+    "stp q2, q3, [sp, #128]\n"
+    "stp q4, q5, [sp, #160]\n"
+    "stp q6, q7, [sp, #192]\n"
+    "mov w0, w16\n"
+    "bl hcg_thunk_slow\n"
+    "cmn w0, #1\n"
+    "b.ne 1f\n"
+    ".cfi_remember_state\n"
+    "ldr x16, [sp, #88]\n"
+    "adrp x17, hcg_thunk_real\n"
+    "add x17, x17, #:lo12:hcg_thunk_real\n"
+    "ldr x16, [x17, x16, lsl #3]\n"
+    "ldp x0, x1, [sp, #16]\n"
+    "ldp x2, x3, [sp, #32]\n"
+    "ldp x4, x5, [sp, #48]\n"
+    "ldp x6, x7, [sp, #64]\n"
+    "ldr x8, [sp, #80]\n"
+    "ldp q0, q1, [sp, #96]\n"
+    "ldp q2, q3, [sp, #128]\n"
+    "ldp q4, q5, [sp, #160]\n"
+    "ldp q6, q7, [sp, #192]\n"
+    "ldp x29, x30, [sp], #224\n"
+    ".cfi_def_cfa_offset 0\n"
+    ".cfi_restore 29\n"
+    ".cfi_restore 30\n"
+    "br x16\n"
+    ".cfi_restore_state\n"
+    "1:\n"
+    "ldp x29, x30, [sp], #224\n"
+    ".cfi_def_cfa_offset 0\n"
+    ".cfi_restore 29\n"
+    ".cfi_restore 30\n"
+    "ret\n"
+    ".cfi_endproc\n"
+    ".size hcg_thunk_slow_common, .-hcg_thunk_slow_common\n"
+    ".popsection\n");
+#endif
+
+/* ---- the table -------------------------------------------------------------- */
+#ifdef HCG_HAVE_THUNKS
+extern const char hcg_thunk_stubs[] __attribute__((visibility("hidden")));
+
+static void *stub_at(unsigned idx)
+{
+    return (void *)(hcg_thunk_stubs + (size_t)idx * STUB_STRIDE);
+}
+
+static int is_stub(const void *p)
+{
+    uintptr_t a = (uintptr_t)p, base = (uintptr_t)hcg_thunk_stubs;
+    return a >= base && a < base + (uintptr_t)HCG_THUNK_MAX * STUB_STRIDE;
+}
+#endif
+
+static uint32_t hash_of(const void *p)
+{
+    uint64_t h = (uint64_t)(uintptr_t)p * 0x9e3779b97f4a7c15ull;
+    return (uint32_t)(h >> 40) & (HASH_SLOTS - 1);
+}
+
+/* The slot that holds real, or the empty slot where it would go. */
+static uint32_t probe(const void *real, uint32_t *idx)
+{
+    for (uint32_t s = hash_of(real);; s = (s + 1) & (HASH_SLOTS - 1)) {
+        uint32_t v = atomic_load_explicit(&slots[s], memory_order_acquire);
+        if (v == 0 || hcg_thunk_real[v - 1] == real) {
+            *idx = v;
+            return s;
+        }
+    }
+}
+
+/* A child forked while another thread held the lock must not inherit it. */
+static void lock_before_fork(void)
+{
+    pthread_mutex_lock(&insert_lock);
+}
+
+static void unlock_after_fork(void)
+{
+    pthread_mutex_unlock(&insert_lock);
+}
+
+static void install_atfork(void)
+{
+    pthread_atfork(lock_before_fork, unlock_after_fork, unlock_after_fork);
+}
+
+/* Under insert_lock. Index + 1 of the new entry, or 0 if the table is full. */
+static uint32_t insert(uint32_t slot, const char *name, void *real)
+{
+    unsigned n = atomic_load_explicit(&n_thunks, memory_order_relaxed);
+    if (n >= HCG_THUNK_MAX)
+        return 0;
+    hcg_thunk_real[n] = real;
+    size_t len = name ? strnlen(name, NAME_LEN - 1) : 0;
+    memcpy(names[n], name ? name : "", len);
+    names[n][len] = '\0';
+    atomic_store_explicit(&n_thunks, n + 1, memory_order_release);
+    atomic_store_explicit(&slots[slot], n + 1, memory_order_release);
+    return n + 1;
+}
+
+void *hcg_thunk_for(const char *name, void *real)
+{
+#ifdef HCG_HAVE_THUNKS
+    if (!real || is_stub(real))
+        return real;
+    uint32_t v;
+    probe(real, &v);
+    if (v)
+        return stub_at(v - 1);
+    pthread_once(&atfork_once, install_atfork);
+    pthread_mutex_lock(&insert_lock);
+    uint32_t slot = probe(real, &v); /* again: another thread may have won */
+    if (!v)
+        v = insert(slot, name, real);
+    pthread_mutex_unlock(&insert_lock);
+    return v ? stub_at(v - 1) : real;
+#else
+    /* No stubs on this architecture: calls inside host functions go
+     * unnoticed through pointers handed out here. */
+    (void)name;
+    (void)probe;
+    (void)insert;
+    (void)install_atfork;
+    return real;
+#endif
+}
+
+void hcg_thunk_set_handler(hcg_thunk_handler h)
+{
+    atomic_store_explicit(&handler, h, memory_order_release);
+}
+
+unsigned hcg_thunk_count(void)
+{
+    return atomic_load_explicit(&n_thunks, memory_order_acquire);
+}
+
+const char *hcg_thunk_name(unsigned idx)
+{
+    return idx < hcg_thunk_count() ? names[idx] : NULL;
+}

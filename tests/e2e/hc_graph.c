@@ -1,0 +1,410 @@
+/*
+ * Graph host nodes under hcguard, against the test driver (CI) or the real
+ * driver (GPU machines).
+ *
+ *   hc_graph replay     a host-copy node replayed 1000 times, its record
+ *                       (at an integer address) made bad for 10 replays in
+ *                       the middle: those are skipped, the rest copy
+ *   hc_graph bad        bad records refused (guard) or passed (audit) by
+ *                       cuGraphAddHostNode, cuGraphAddNode (v1 and v2) and
+ *                       the set-params entry points; the node is unchanged
+ *   hc_graph getparams  the getters return what the user set
+ *   hc_graph lifetime   thousands of graphs created, cloned, nested,
+ *                       instantiated, updated and destroyed in every order:
+ *                       what hcguard keeps for them returns to zero
+ *   hc_graph capture    host functions captured from a stream replay
+ *
+ * Exit 0 passed, 1 failed, 77 not applicable (no device).
+ */
+#include <cuda.h>
+#include <dlfcn.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "hcguard.h"
+
+static int failures;
+#define CHECK(cond, ...)                                                       \
+    do {                                                                       \
+        if (!(cond)) {                                                         \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);               \
+            fprintf(stderr, __VA_ARGS__);                                      \
+            fputc('\n', stderr);                                               \
+            failures++;                                                        \
+        }                                                                      \
+    } while (0)
+#define DRV(call)                                                              \
+    do {                                                                       \
+        CUresult r_ = (call);                                                  \
+        if (r_ != CUDA_SUCCESS) {                                              \
+            fprintf(stderr, "FAIL %s:%d: %s = %d\n", __FILE__, __LINE__, #call, \
+                    (int)r_);                                                  \
+            exit(1);                                                           \
+        }                                                                      \
+    } while (0)
+
+typedef int (*stats_fn)(hcguard_stats *);
+typedef CUresult (*add_node_v1_fn)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
+                                   CUgraphNodeParams *);
+typedef CUresult (*node_params_fn)(CUgraphNode, CUgraphNodeParams *);
+
+static CUhostFn copy_fn;
+static stats_fn get_stats;
+static int audit;
+static CUstream stream;
+
+static void local_copy(void *p)
+{
+    const hcguard_copy_record *r = p;
+    if (r && r->nbytes)
+        memcpy((void *)r->dst, (const void *)r->src, r->nbytes);
+}
+
+static atomic_int ticks;
+static void tick(void *p)
+{
+    (void)p;
+    atomic_fetch_add(&ticks, 1);
+}
+
+static hcguard_stats stats(void)
+{
+    hcguard_stats s;
+    memset(&s, 0, sizeof s);
+    if (get_stats)
+        get_stats(&s);
+    return s;
+}
+
+static void setup(void)
+{
+    CUdevice dev;
+    CUcontext ctx;
+    int n = 0;
+    if (cuInit(0) != CUDA_SUCCESS || cuDeviceGetCount(&n) != CUDA_SUCCESS || n == 0) {
+        fprintf(stderr, "SKIP: no CUDA device\n");
+        exit(77);
+    }
+    DRV(cuDeviceGet(&dev, 0));
+    DRV(cuDevicePrimaryCtxRetain(&ctx, dev));
+    DRV(cuCtxSetCurrent(ctx));
+    DRV(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+    copy_fn = (CUhostFn)dlsym(RTLD_DEFAULT, "hcguard_host_copy");
+    get_stats = (stats_fn)dlsym(RTLD_DEFAULT, "hcguard_get_stats");
+    if (!copy_fn || !get_stats) {
+        fprintf(stderr, "FAIL: hcguard is not preloaded\n");
+        exit(1);
+    }
+    const char *m = getenv("HCGUARD_MODE");
+    audit = m && strcmp(m, "audit") == 0;
+}
+
+/* One page that stays unmapped (see hc_e2e.c). */
+static unsigned char *hole(void)
+{
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+    unsigned char *p = mmap(NULL, 3 * pg, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    munmap(p + pg, pg);
+    return p + pg;
+}
+
+static void fill(unsigned char *p, size_t n, unsigned seed)
+{
+    for (size_t i = 0; i < n; i++)
+        p[i] = (unsigned char)(seed * 7 + i);
+}
+
+/* ---- replay ------------------------------------------------------------ */
+static void replay(void)
+{
+    enum { N = 4096, REPLAYS = 1000, BAD_FROM = 500, BAD_N = 10 };
+    unsigned char *src = malloc(N), *dst = malloc(N), *gone = hole();
+    hcguard_copy_record *rec = malloc(sizeof *rec); /* "an integer address" */
+    *rec = (hcguard_copy_record){(uintptr_t)dst, (uintptr_t)src, N};
+    CUgraph g;
+    CUgraphNode a, b;
+    CUgraphExec e;
+    DRV(cuGraphCreate(&g, 0));
+    CUDA_HOST_NODE_PARAMS pc = {copy_fn, rec}, pt = {tick, NULL};
+    DRV(cuGraphAddHostNode(&a, g, NULL, 0, &pc));
+    DRV(cuGraphAddHostNode(&b, g, &a, 1, &pt));
+    DRV(cuGraphInstantiate(&e, g, 0));
+    hcguard_stats before = stats();
+    int wrong = 0;
+    for (int i = 0; i < REPLAYS; i++) {
+        int bad = i >= BAD_FROM && i < BAD_FROM + BAD_N;
+        fill(src, N, (unsigned)i);
+        memset(dst, 0xee, N);
+        rec->dst = bad ? (uintptr_t)gone : (uintptr_t)dst;
+        DRV(cuGraphLaunch(e, stream));
+        DRV(cuStreamSynchronize(stream));
+        if (!bad && memcmp(src, dst, N) != 0)
+            wrong++;
+        if (bad && dst[0] != 0xee)
+            wrong++;
+    }
+    CHECK(wrong == 0, "%d replays copied wrongly", wrong);
+    CHECK(atomic_load(&ticks) == REPLAYS, "the ordinary node ran %d times", atomic_load(&ticks));
+    hcguard_stats s = stats();
+    CHECK(s.skipped - before.skipped == BAD_N, "skipped %llu, want %d",
+          (unsigned long long)(s.skipped - before.skipped), BAD_N);
+    CHECK(s.copies_ran - before.copies_ran == REPLAYS - BAD_N, "copies ran %llu",
+          (unsigned long long)(s.copies_ran - before.copies_ran));
+    DRV(cuGraphExecDestroy(e));
+    DRV(cuGraphDestroy(g));
+}
+
+/* ---- bad records at node creation and update ----------------------------- */
+static void bad(void)
+{
+    unsigned char src[64], dst[64];
+    unsigned char *gone = hole();
+    hcguard_copy_record good = {(uintptr_t)dst, (uintptr_t)src, 64};
+    hcguard_copy_record overlap = {(uintptr_t)dst, (uintptr_t)dst + 8, 32};
+    hcguard_copy_record unmapped = {(uintptr_t)gone, (uintptr_t)src, 64};
+    CUresult want = audit ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    CUgraph g;
+    CUgraphNode n, n2 = NULL, n3 = NULL;
+    DRV(cuGraphCreate(&g, 0));
+    hcguard_stats before = stats();
+
+    CUDA_HOST_NODE_PARAMS p = {copy_fn, &overlap};
+    CHECK(cuGraphAddHostNode(&n, g, NULL, 0, &p) == want, "cuGraphAddHostNode(overlap)");
+    CUgraphNodeParams np;
+    memset(&np, 0, sizeof np);
+    np.type = CU_GRAPH_NODE_TYPE_HOST;
+    np.host.fn = copy_fn;
+    np.host.userData = &unmapped;
+    CHECK(cuGraphAddNode(&n2, g, NULL, NULL, 0, &np) == want, "cuGraphAddNode_v2(unmapped)");
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    add_node_v1_fn v1 = h ? (add_node_v1_fn)dlsym(h, "cuGraphAddNode") : NULL;
+    if (v1)
+        CHECK(v1(&n3, g, NULL, 0, &np) == want, "cuGraphAddNode (v1)(unmapped)");
+
+    /* A good node, then bad updates: refused, the node keeps its record. */
+    CUgraphNode ok;
+    p.userData = &good;
+    DRV(cuGraphAddHostNode(&ok, g, NULL, 0, &p));
+    CUgraphExec e;
+    DRV(cuGraphInstantiate(&e, g, 0));
+    p.userData = &overlap;
+    CHECK(cuGraphHostNodeSetParams(ok, &p) == want, "cuGraphHostNodeSetParams(overlap)");
+    np.host.userData = &unmapped;
+    CHECK(cuGraphNodeSetParams(ok, &np) == want, "cuGraphNodeSetParams(unmapped)");
+    CHECK(cuGraphExecHostNodeSetParams(e, ok, &p) == want, "cuGraphExecHostNodeSetParams");
+    CHECK(cuGraphExecNodeSetParams(e, ok, &np) == want, "cuGraphExecNodeSetParams");
+    CUDA_HOST_NODE_PARAMS got;
+    DRV(cuGraphHostNodeGetParams(ok, &got));
+    if (!audit)
+        CHECK(got.fn == copy_fn && got.userData == &good, "a refused update changed the node");
+    int expect = v1 ? 7 : 6;
+    hcguard_stats s = stats();
+    CHECK(s.rejected - before.rejected == (uint64_t)expect, "rejected %llu, want %d",
+          (unsigned long long)(s.rejected - before.rejected), expect);
+    /* Launch: in guard mode only good copies exist; in audit mode the bad
+     * ones are skipped when they run, and the process lives on. */
+    memset(dst, 0, sizeof dst);
+    fill(src, sizeof src, 3);
+    DRV(cuGraphLaunch(e, stream));
+    DRV(cuStreamSynchronize(stream));
+    if (!audit)
+        CHECK(memcmp(src, dst, sizeof src) == 0, "the good node did not copy");
+    DRV(cuGraphExecDestroy(e));
+    DRV(cuGraphDestroy(g));
+}
+
+/* ---- getters ---------------------------------------------------------------- */
+static void getparams(void)
+{
+    unsigned char src[64], dst[64];
+    hcguard_copy_record r1 = {(uintptr_t)dst, (uintptr_t)src, 64}, r2 = r1;
+    CUgraph g, clone;
+    CUgraphNode n, cn;
+    DRV(cuGraphCreate(&g, 0));
+    CUDA_HOST_NODE_PARAMS p = {copy_fn, &r1}, got;
+    DRV(cuGraphAddHostNode(&n, g, NULL, 0, &p));
+    DRV(cuGraphHostNodeGetParams(n, &got));
+    CHECK(got.fn == copy_fn && got.userData == &r1, "cuGraphHostNodeGetParams after add");
+    p.userData = &r2;
+    DRV(cuGraphHostNodeSetParams(n, &p));
+    DRV(cuGraphHostNodeGetParams(n, &got));
+    CHECK(got.fn == copy_fn && got.userData == &r2, "cuGraphHostNodeGetParams after set");
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    node_params_fn gnp = h ? (node_params_fn)dlsym(h, "cuGraphNodeGetParams") : NULL;
+    if (gnp) {
+        CUgraphNodeParams np;
+        memset(&np, 0, sizeof np);
+        CUresult r = gnp(n, &np);
+        if (r != CUDA_ERROR_NOT_FOUND)
+            CHECK(r == CUDA_SUCCESS && np.type == CU_GRAPH_NODE_TYPE_HOST &&
+                      np.host.fn == copy_fn && np.host.userData == &r2,
+                  "cuGraphNodeGetParams: %d", (int)r);
+    }
+    DRV(cuGraphClone(&clone, g));
+    DRV(cuGraphNodeFindInClone(&cn, n, clone));
+    DRV(cuGraphHostNodeGetParams(cn, &got));
+    CHECK(got.fn == copy_fn && got.userData == &r2, "cuGraphHostNodeGetParams on a clone");
+    char path[] = "/tmp/hc_graph_dot_XXXXXX";
+    int fd = mkstemp(path);
+    if (fd >= 0) {
+        close(fd);
+        CHECK(cuGraphDebugDotPrint(g, path, 0) == CUDA_SUCCESS, "cuGraphDebugDotPrint");
+        unlink(path);
+    }
+    DRV(cuGraphDestroy(clone));
+    DRV(cuGraphDestroy(g));
+}
+
+/* ---- lifetime ------------------------------------------------------------- */
+static uint64_t live_after_drain(uint64_t want)
+{
+    /* User objects' destructors run asynchronously on a driver thread. */
+    uint64_t live = 0;
+    cuCtxSynchronize();
+    for (int i = 0; i < 400; i++) {
+        live = stats().graph_calls_live;
+        if (live <= want)
+            break;
+        struct timespec ts = {0, 5000000};
+        nanosleep(&ts, NULL);
+    }
+    return live;
+}
+
+static void lifetime(void)
+{
+    enum { ROUNDS = 2000 };
+    unsigned char src[256], dst[256];
+    hcguard_copy_record r1 = {(uintptr_t)dst, (uintptr_t)src, 256};
+    hcguard_copy_record r2 = {(uintptr_t)dst, (uintptr_t)src, 128};
+    uint64_t base = live_after_drain(0);
+    for (int i = 0; i < ROUNDS; i++) {
+        CUgraph g, clone, parent, g2;
+        CUgraphNode n, child, n2;
+        CUgraphExec e, ec;
+        CUDA_HOST_NODE_PARAMS p = {copy_fn, &r1};
+        DRV(cuGraphCreate(&g, 0));
+        DRV(cuGraphAddHostNode(&n, g, NULL, 0, &p));
+        DRV(cuGraphClone(&clone, g));
+        DRV(cuGraphCreate(&parent, 0));
+        DRV(cuGraphAddChildGraphNode(&child, parent, NULL, 0, g));
+        DRV(cuGraphInstantiate(&e, g, 0));
+        DRV(cuGraphInstantiate(&ec, parent, 0));
+        p.userData = &r2;
+        DRV(cuGraphHostNodeSetParams(n, &p));
+        DRV(cuGraphExecHostNodeSetParams(e, n, &p));
+        /* An update from another graph of the same shape. */
+        DRV(cuGraphCreate(&g2, 0));
+        DRV(cuGraphAddHostNode(&n2, g2, NULL, 0, &p));
+        CUgraphExecUpdateResultInfo info;
+        DRV(cuGraphExecUpdate(e, g2, &info));
+        /* Destroy in an order that depends on the round. */
+        switch (i % 4) {
+        case 0:
+            DRV(cuGraphDestroy(g));
+            DRV(cuGraphDestroy(g2));
+            DRV(cuGraphLaunch(e, stream));
+            DRV(cuGraphLaunch(ec, stream));
+            break;
+        case 1:
+            DRV(cuGraphLaunch(e, stream));
+            DRV(cuGraphExecDestroy(e));
+            DRV(cuGraphDestroy(g2));
+            DRV(cuGraphLaunch(ec, stream));
+            DRV(cuGraphDestroy(g));
+            e = NULL;
+            break;
+        case 2:
+            DRV(cuGraphDestroy(parent));
+            DRV(cuGraphLaunch(ec, stream));
+            DRV(cuGraphDestroy(g));
+            DRV(cuGraphDestroy(g2));
+            DRV(cuGraphLaunch(e, stream));
+            parent = NULL;
+            break;
+        default:
+            DRV(cuGraphDestroy(g2));
+            DRV(cuGraphLaunch(e, stream));
+            DRV(cuGraphDestroy(g));
+            break;
+        }
+        if (e)
+            DRV(cuGraphExecDestroy(e));
+        DRV(cuGraphExecDestroy(ec));
+        if (parent)
+            DRV(cuGraphDestroy(parent));
+        DRV(cuGraphDestroy(clone));
+        if (i % 256 == 0)
+            DRV(cuStreamSynchronize(stream));
+    }
+    DRV(cuStreamSynchronize(stream));
+    uint64_t live = live_after_drain(base);
+    CHECK(live == base, "%llu graph calls still alive after every graph was destroyed (was %llu)",
+          (unsigned long long)live, (unsigned long long)base);
+    printf("lifetime: %d rounds, graph calls alive at the end: %llu\n", ROUNDS,
+           (unsigned long long)live);
+}
+
+/* ---- capture ---------------------------------------------------------------- */
+static void capture(void)
+{
+    enum { N = 1024, REPLAYS = 100 };
+    unsigned char src[N], dst[N];
+    hcguard_copy_record rec = {(uintptr_t)dst, (uintptr_t)src, N};
+    uint64_t base = live_after_drain(0);
+    CUgraph g;
+    CUgraphExec e;
+    DRV(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    DRV(cuLaunchHostFunc(stream, copy_fn, &rec));
+    DRV(cuLaunchHostFunc(stream, tick, NULL));
+    DRV(cuStreamEndCapture(stream, &g));
+    DRV(cuGraphInstantiate(&e, g, 0));
+    DRV(cuGraphDestroy(g)); /* the executable graph keeps the calls alive */
+    int wrong = 0;
+    for (int i = 0; i < REPLAYS; i++) {
+        fill(src, N, (unsigned)i);
+        DRV(cuGraphLaunch(e, stream));
+        DRV(cuStreamSynchronize(stream));
+        wrong += memcmp(src, dst, N) != 0;
+    }
+    CHECK(wrong == 0, "%d captured replays copied wrongly", wrong);
+    CHECK(atomic_load(&ticks) == REPLAYS, "captured ordinary node ran %d times",
+          atomic_load(&ticks));
+    DRV(cuGraphExecDestroy(e));
+    uint64_t live = live_after_drain(base);
+    CHECK(live == base, "%llu captured calls alive after the graphs were destroyed",
+          (unsigned long long)(live - base));
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 2) {
+        fprintf(stderr, "usage: hc_graph replay|bad|getparams|lifetime|capture\n");
+        return 2;
+    }
+    setup();
+    if (!copy_fn)
+        copy_fn = local_copy;
+    if (strcmp(argv[1], "replay") == 0)
+        replay();
+    else if (strcmp(argv[1], "bad") == 0)
+        bad();
+    else if (strcmp(argv[1], "getparams") == 0)
+        getparams();
+    else if (strcmp(argv[1], "lifetime") == 0)
+        lifetime();
+    else if (strcmp(argv[1], "capture") == 0)
+        capture();
+    else {
+        fprintf(stderr, "unknown scenario '%s'\n", argv[1]);
+        return 2;
+    }
+    printf("graph %s: %s\n", argv[1], failures ? "FAILED" : "passed");
+    return failures ? 1 : 0;
+}
