@@ -71,7 +71,7 @@ static void call_unref(hcg_call *c)
 {
     if (atomic_fetch_sub_explicit(&c->refs, 1, memory_order_acq_rel) == 1) {
         atomic_fetch_sub_explicit(&calls_live, 1, memory_order_relaxed);
-        hcg_call_free(c);
+        hcg_call_release(c);
     }
 }
 

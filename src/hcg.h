@@ -295,8 +295,10 @@ uint64_t hcg_ticks_to_ns(const hcg_clock_ref_t *r, uint64_t t);
 
 /* ---- trampoline.c: what the driver runs instead ------------------------ */
 /* One host-function launch (stream) or one host node (graph). */
-/* The first cache line holds what every run reads; the record snapshot,
- * read for copies only, is in the second. */
+struct hcg_pool;
+
+/* The first cache line holds what every run reads; the rest is read for
+ * copies and graph nodes only. */
 typedef struct hcg_call {
     CUhostFn fn;
     void *user;
@@ -305,12 +307,11 @@ typedef struct hcg_call {
     uint64_t seq;
     void *rec;                /* the copy record: user, or inside a wrapper's data */
     uint8_t kind;             /* hcg_fnkind */
-    uint8_t oneshot;          /* free after it runs (stream launches) */
+    uint8_t oneshot;          /* released after it ran (stream launches) */
     uint8_t api;              /* hcg_api: which entry point enqueued it */
     uint8_t enqueue_status;   /* hcguard_status at enqueue (audit mode) */
     uint8_t wrapped;          /* fn is cuda.bindings' wrapper: user is malloc'd by it */
-    _Atomic uint32_t next_free; /* pool free list (index + 1; 0 ends it) */
-    uint32_t index;           /* this slot's index in the pool */
+    struct hcg_pool *owner;   /* the pool it returns to */
     hcguard_copy_record snap; /* the record as validated at enqueue */
     /* Graph host nodes (not oneshot): where it runs, and how long it lives. */
     uintptr_t graph, node;    /* for attribution */
@@ -318,10 +319,18 @@ typedef struct hcg_call {
     struct hcg_call *root;    /* the call the node was created with (NULL: this) */
     _Atomic(void *) chain;    /* root only: its hcg_link list (graph.c) */
     void *uobj;               /* root only: the CUuserObject that owns it */
+    struct hcg_call *next_free;
 } __attribute__((aligned(64))) hcg_call;
 
-hcg_call *hcg_call_alloc(void); /* lock-free pool; NULL if out of memory */
-void hcg_call_free(hcg_call *c);
+/* Calls come from a pool of the allocating thread; NULL if out of memory. */
+hcg_call *hcg_call_alloc(void);
+/* Back to the pool at once: the allocating thread, for a call the driver
+ * never saw. */
+void hcg_call_free_local(hcg_call *c);
+/* Back to its pool from any thread (the callback thread after a stream
+ * launch ran, a graph's last holder). */
+void hcg_call_release(hcg_call *c);
+void hcg_pool_after_fork(void);
 void CUDA_CB hcg_trampoline(void *call);
 /* The call the current thread is running, or NULL. */
 const hcg_call *hcg_current_call(void);

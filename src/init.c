@@ -13,6 +13,7 @@ static atomic_int started;
 static void atfork_child(void)
 {
     hcg_events_after_fork();
+    hcg_pool_after_fork();
     hcg_summary_after_fork();
     hcg_driver_reset_after_fork();
     if (atomic_load(&started))

@@ -182,7 +182,7 @@ static CUresult launch(const launch_args *a)
         if (HCG_UNLIKELY(captured))
             hcg_graph_note_captured(c, a->stream, is_ptsz(a->api));
     } else if (!captured) {
-        hcg_call_free(c); /* a captured one belongs to the graph now */
+        hcg_call_free_local(c); /* a captured one belongs to the graph now */
     }
     return r;
 }

@@ -23,18 +23,20 @@
 
 /* Initial-exec TLS lets the stubs reach the flag through the thread
  * pointer (%fs, tpidr_el0) and one GOT slot, without __tls_get_addr. It
- * marks libhcguard DF_STATIC_TLS: its whole TLS segment must then live in
- * the static TLS block. Preloaded (or linked) at start-up that is always
- * so: the block is sized for every initial module. A late dlopen can only
- * use glibc's surplus static TLS (glibc.rtld.optional_static_tls, 512 bytes
- * by default since glibc 2.32, shared with other such libraries); past it
- * dlopen fails with "cannot allocate memory in static TLS block", and
- * GLIBC_TUNABLES=glibc.rtld.optional_static_tls=<bytes> raises the limit.
- * hcguard is meant to be preloaded, so this is a documented limit. */
+ * marks libhcguard DF_STATIC_TLS: its whole TLS segment (every
+ * _Thread_local of the library, about 1.1 KiB now) must live in the static
+ * TLS block. Preloaded, or linked, that is always so: the block is sized at
+ * start-up for every initial module. A library dlopen'd later can only take
+ * glibc's surplus static TLS, 1664 bytes by default since glibc 2.32
+ * (192 * (nns - 1) + 144 * nns + glibc.rtld.optional_static_tls, nns = 4,
+ * optional = 512) and shared with every other such library: a late dlopen
+ * of libhcguard alone works (glibc 2.36 here takes up to about 1.6 KiB),
+ * after libraries that took some 600 bytes of it fails with "cannot allocate
+ * memory in static TLS block". GLIBC_TUNABLES=glibc.rtld.optional_static_tls=
+ * 4096 lifts the limit. hcguard is meant to be preloaded. */
 _Thread_local unsigned char hcg_in_host_fn __attribute__((tls_model("initial-exec")));
 
 #define NAME_LEN 64
-#define HASH_SLOTS (2 * HCG_THUNK_MAX) /* power of two, never more than half full */
 
 /* Read by the stubs; hcg_thunk_real[i] is written once, before thunk i is
  * published. A thread that calls a thunk got it through hcg_thunk_for or
@@ -43,10 +45,7 @@ _Thread_local unsigned char hcg_in_host_fn __attribute__((tls_model("initial-exe
 void *hcg_thunk_real[HCG_THUNK_MAX] __attribute__((visibility("hidden"), used));
 static char names[HCG_THUNK_MAX][NAME_LEN];
 static atomic_uint n_thunks;
-static _Atomic uint32_t slots[HASH_SLOTS]; /* index + 1; 0 = empty */
 static _Atomic(hcg_thunk_handler) handler;
-static pthread_mutex_t insert_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 
 /* The slow path, called from assembly with the caller's registers saved. */
 unsigned hcg_thunk_slow(unsigned idx) __attribute__((visibility("hidden"), used));
@@ -68,7 +67,8 @@ unsigned hcg_thunk_slow(unsigned idx)
 #define HCG_STR(x) HCG_STR_(x)
 #define THUNK_N HCG_STR(HCG_THUNK_MAX)
 
-#if defined(__x86_64__) || defined(__aarch64__)
+/* HCG_THUNK_NO_ASM builds the portable fallback anywhere (its test). */
+#if (defined(__x86_64__) || defined(__aarch64__)) && !defined(HCG_THUNK_NO_ASM)
 #define HCG_HAVE_THUNKS 1
 #endif
 
@@ -78,7 +78,7 @@ unsigned hcg_thunk_slow(unsigned idx)
  *   endbr64; mov flag@gottpoff(%rip),%r11; cmpb $0,%fs:(%r11);
  *   jne cold_i; jmp *hcg_thunk_real+8i(%rip)
  * Cold stub i (16 apart) puts i in r11d and jumps to the slow path. */
-#if defined(__x86_64__)
+#if defined(HCG_HAVE_THUNKS) && defined(__x86_64__)
 #define STUB_STRIDE 32
 #if defined(__CET__) && (__CET__ & 1)
 #define LANDING "endbr64\n"
@@ -122,7 +122,8 @@ __asm__(
 
     /* Frame: rbp, then 9 integer registers (rdi rsi rdx rcx r8 r9, rax for
      * the vector count of varargs, r10 the static chain, r11 the index)
-     * and xmm0-7, 16-byte aligned for movaps. */
+     * and xmm0-7, 16-byte aligned for movaps. The upper halves of ymm/zmm
+     * are not kept: no driver entry point takes a __m256 or __m512. */
     ".p2align 4\n"
     ".type hcg_thunk_slow_common,@function\n"
     "hcg_thunk_slow_common:\n"
@@ -194,7 +195,7 @@ __asm__(
  * Fast stub (at most 36 bytes, 48 apart): read the flag through tpidr_el0,
  * cbnz to cold_i, else load hcg_thunk_real[i] and br. Cold stub i (8 apart)
  * puts i in w16 and branches to the slow path. */
-#elif defined(__aarch64__)
+#elif defined(HCG_HAVE_THUNKS) && defined(__aarch64__)
 #define STUB_STRIDE 48
 #if defined(__ARM_FEATURE_BTI_DEFAULT)
 #define LANDING "bti c\n"
@@ -241,7 +242,8 @@ __asm__(
     ".size hcg_thunk_cold, .-hcg_thunk_cold\n"
 
     /* Frame (224 bytes): x29 x30, x0-x7, x8 (the address of a result
-     * returned through memory), x16 (the index), q0-q7. */
+     * returned through memory), x16 (the index), q0-q7. SVE registers
+     * beyond q are not kept: no driver entry point takes an SVE type. */
     ".p2align 4\n"
     ".type hcg_thunk_slow_common,%function\n"
     "hcg_thunk_slow_common:\n"
@@ -297,6 +299,10 @@ __asm__(
 
 /* ---- the table -------------------------------------------------------------- */
 #ifdef HCG_HAVE_THUNKS
+#define HASH_SLOTS (2 * HCG_THUNK_MAX) /* power of two, never more than half full */
+static _Atomic uint32_t slots[HASH_SLOTS]; /* index + 1; 0 = empty */
+static pthread_mutex_t insert_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 extern const char hcg_thunk_stubs[] __attribute__((visibility("hidden")));
 
 static void *stub_at(unsigned idx)
@@ -309,7 +315,6 @@ static int is_stub(const void *p)
     uintptr_t a = (uintptr_t)p, base = (uintptr_t)hcg_thunk_stubs;
     return a >= base && a < base + (uintptr_t)HCG_THUNK_MAX * STUB_STRIDE;
 }
-#endif
 
 static uint32_t hash_of(const void *p)
 {
@@ -362,7 +367,6 @@ static uint32_t insert(uint32_t slot, const char *name, void *real)
 
 void *hcg_thunk_for(const char *name, void *real)
 {
-#ifdef HCG_HAVE_THUNKS
     if (!real || is_stub(real))
         return real;
     uint32_t v;
@@ -376,16 +380,16 @@ void *hcg_thunk_for(const char *name, void *real)
         v = insert(slot, name, real);
     pthread_mutex_unlock(&insert_lock);
     return v ? stub_at(v - 1) : real;
-#else
-    /* No stubs on this architecture: calls inside host functions go
-     * unnoticed through pointers handed out here. */
-    (void)name;
-    (void)probe;
-    (void)insert;
-    (void)install_atfork;
-    return real;
-#endif
 }
+#else
+/* No stubs on this architecture: pointers are handed out as they are, and
+ * calls through them inside host functions go unnoticed. */
+void *hcg_thunk_for(const char *name, void *real)
+{
+    (void)name;
+    return real;
+}
+#endif
 
 void hcg_thunk_set_handler(hcg_thunk_handler h)
 {

@@ -11,100 +11,135 @@
 #include "hcg.h"
 
 /* ---- the call pool ------------------------------------------------------
- * Calls are allocated on application threads and freed on the driver's
- * callback thread. A lock-free LIFO free list (Treiber stack) keeps the
- * slots that were just freed, still in cache, at the top; its head carries
- * a tag that changes with every update, so a slot popped and pushed back
- * meanwhile cannot fool a compare-and-swap (ABA). Slabs are only added. */
-#define SLAB_BITS 12
-#define SLAB_SLOTS (1u << SLAB_BITS)
-#define MAX_SLABS 1024u /* 4M calls in flight, 512 MiB */
+ * Each thread that allocates calls has a pool: a free list only it touches,
+ * and a stack of calls given back by other threads (the driver's callback
+ * thread, after a run), taken whole when the free list runs dry. So
+ * allocating costs no atomic operation on a line another core writes.
+ * Calls are carved from chunks that are never unmapped; pools of threads
+ * that exited are taken over by new threads. */
+#define CHUNK_CALLS 256
 
-typedef struct slab {
-    hcg_call slot[SLAB_SLOTS];
-} slab;
+typedef struct hcg_pool {
+    hcg_call *free;                 /* owner only */
+    _Alignas(64) _Atomic(hcg_call *) returned;
+    atomic_int owned;
+    struct hcg_pool *next;          /* all pools; the list only grows */
+} hcg_pool;
 
-static _Atomic(slab *) slabs[MAX_SLABS];
-static atomic_uint n_slabs;
-static _Atomic uint64_t free_head; /* tag << 32 | (index + 1) */
-static pthread_mutex_t grow_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Static: a pool is small, and mapping a page for one would land in any
+ * one-page hole of the address space. */
+#define MAX_POOLS 1024
+static hcg_pool pool_store[MAX_POOLS];
+static atomic_uint pools_used;
+static _Atomic(hcg_pool *) pools;
+static _Thread_local hcg_pool *my_pool;
+static pthread_key_t pool_key;
+static pthread_once_t pool_key_once = PTHREAD_ONCE_INIT;
 
-static hcg_call *slot_at(uint32_t index)
+static void pool_exit(void *p)
 {
-    slab *s = atomic_load_explicit(&slabs[index >> SLAB_BITS], memory_order_acquire);
-    return &s->slot[index & (SLAB_SLOTS - 1)];
+    atomic_store_explicit(&((hcg_pool *)p)->owned, 0, memory_order_release);
 }
 
-static void push_free(hcg_call *c)
+static void make_pool_key(void)
 {
-    uint64_t h = atomic_load_explicit(&free_head, memory_order_relaxed), n;
-    do {
-        atomic_store_explicit(&c->next_free, (uint32_t)h, memory_order_relaxed);
-        n = ((h >> 32) + 1) << 32 | (uint64_t)(c->index + 1);
-    } while (!atomic_compare_exchange_weak_explicit(&free_head, &h, n, memory_order_release,
-                                                     memory_order_relaxed));
+    pthread_key_create(&pool_key, pool_exit);
 }
 
-static hcg_call *pop_free(void)
+static hcg_pool *acquire_pool(void)
 {
-    uint64_t h = atomic_load_explicit(&free_head, memory_order_acquire), n;
-    hcg_call *c;
-    do {
-        if ((uint32_t)h == 0)
-            return NULL;
-        c = slot_at((uint32_t)h - 1);
-        n = ((h >> 32) + 1) << 32 | atomic_load_explicit(&c->next_free, memory_order_relaxed);
-    } while (!atomic_compare_exchange_weak_explicit(&free_head, &h, n, memory_order_acquire,
-                                                     memory_order_acquire));
-    return c;
-}
-
-/* Application threads only (allocation and a lock are allowed there). */
-static int grow(void)
-{
-    pthread_mutex_lock(&grow_lock);
-    unsigned k = atomic_load(&n_slabs);
-    int ok = 0;
-    if (k < MAX_SLABS) {
-        slab *s = mmap(NULL, sizeof *s, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (s != MAP_FAILED) {
-            atomic_store_explicit(&slabs[k], s, memory_order_release);
-            atomic_store(&n_slabs, k + 1);
-            for (uint32_t i = SLAB_SLOTS; i-- > 0;) {
-                s->slot[i].index = (k << SLAB_BITS) | i;
-                push_free(&s->slot[i]);
-            }
-            ok = 1;
-        }
+    pthread_once(&pool_key_once, make_pool_key);
+    hcg_pool *p;
+    for (p = atomic_load(&pools); p; p = p->next) {
+        int free_ = 0;
+        if (atomic_compare_exchange_strong(&p->owned, &free_, 1))
+            break;
     }
-    pthread_mutex_unlock(&grow_lock);
-    return ok;
+    if (!p) {
+        unsigned i = atomic_fetch_add(&pools_used, 1);
+        if (i >= MAX_POOLS)
+            return NULL; /* more live threads than that: their calls go unmeasured */
+        p = &pool_store[i];
+        atomic_store(&p->owned, 1);
+        hcg_pool *head = atomic_load(&pools);
+        do
+            p->next = head;
+        while (!atomic_compare_exchange_weak(&pools, &head, p));
+    }
+    pthread_setspecific(pool_key, p);
+    return p;
+}
+
+/* Application threads only: a system call, on the rare path. */
+static int refill(hcg_pool *p)
+{
+    p->free = atomic_exchange_explicit(&p->returned, NULL, memory_order_acquire);
+    if (p->free)
+        return 1;
+    hcg_call *chunk = mmap(NULL, CHUNK_CALLS * sizeof *chunk, PROT_READ | PROT_WRITE,
+                           MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (chunk == MAP_FAILED)
+        return 0;
+    for (size_t i = 0; i < CHUNK_CALLS; i++) {
+        chunk[i].owner = p;
+        chunk[i].next_free = i + 1 < CHUNK_CALLS ? &chunk[i + 1] : NULL;
+    }
+    p->free = chunk;
+    return 1;
 }
 
 hcg_call *hcg_call_alloc(void)
 {
-    hcg_call *c;
-    while (!(c = pop_free()))
-        if (!grow())
-            return NULL;
+    hcg_pool *p = my_pool;
+    if (HCG_UNLIKELY(!p) && !(p = my_pool = acquire_pool()))
+        return NULL;
+    if (HCG_UNLIKELY(!p->free) && !refill(p))
+        return NULL;
+    hcg_call *c = p->free;
+    p->free = c->next_free;
     return c;
 }
 
-/* What a freed call runs, should a graph still hold it: a loud stop, not
- * a copy with stale data. */
-static void CUDA_CB freed_call(void *p)
+/* What a released call runs, should a graph still hold it: a loud stop,
+ * not a copy with stale data. */
+static void CUDA_CB freed_call(void *arg)
 {
-    (void)p;
+    (void)arg;
     static const char msg[] = "==hcguard== internal error: a host node ran after hcguard freed it\n";
     (void)!write(2, msg, sizeof msg - 1);
     abort();
 }
 
-void hcg_call_free(hcg_call *c)
+static void poison(hcg_call *c)
 {
     c->fn = freed_call;
     c->kind = HCG_FN_ORDINARY;
-    push_free(c);
+}
+
+void hcg_call_free_local(hcg_call *c)
+{
+    poison(c);
+    c->next_free = c->owner->free;
+    c->owner->free = c;
+}
+
+void hcg_call_release(hcg_call *c)
+{
+    hcg_pool *p = c->owner;
+    poison(c);
+    hcg_call *head = atomic_load_explicit(&p->returned, memory_order_relaxed);
+    do
+        c->next_free = head;
+    while (!atomic_compare_exchange_weak_explicit(&p->returned, &head, c, memory_order_release,
+                                                  memory_order_relaxed));
+}
+
+/* In a fork child only the forking thread exists. */
+void hcg_pool_after_fork(void)
+{
+    for (hcg_pool *p = atomic_load(&pools); p; p = p->next)
+        if (p != my_pool)
+            atomic_store(&p->owned, 0);
 }
 
 /* ---- the trampoline ---------------------------------------------------- */
@@ -171,5 +206,5 @@ void CUDA_CB hcg_trampoline(void *arg)
     current = NULL;
     hcg_event_push(&e);
     if (c->oneshot)
-        hcg_call_free(c);
+        hcg_call_release(c);
 }

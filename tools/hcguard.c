@@ -212,7 +212,9 @@ static int find_library(locations *loc)
                 "unknown (/proc/self/exe); set HCGUARD_LIBRARY to its path");
             return -1;
         }
-        snprintf(guess, sizeof guess, "%s%s", loc->prefix, LIB_FROM_PREFIX);
+        int n = snprintf(guess, sizeof guess, "%s%s", loc->prefix, LIB_FROM_PREFIX);
+        if (n < 0 || (size_t)n >= sizeof guess)
+            return library_error(loc->prefix, from_env, "path too long");
         path = guess;
     }
     if (absolute_path(path, loc->library, sizeof loc->library) != 0)
@@ -228,9 +230,10 @@ static void find_python_dir(locations *loc)
     loc->python[0] = '\0';
     if (!loc->prefix[0])
         return;
-    snprintf(loc->python, sizeof loc->python, "%s%s", loc->prefix,
-             PY_FROM_PREFIX);
-    if (stat(loc->python, &st) != 0 || !S_ISDIR(st.st_mode)) {
+    int n = snprintf(loc->python, sizeof loc->python, "%s%s", loc->prefix,
+                     PY_FROM_PREFIX);
+    if (n < 0 || (size_t)n >= sizeof loc->python || stat(loc->python, &st) != 0 ||
+        !S_ISDIR(st.st_mode)) {
         if (env_flag_on("HCGUARD_DEBUG"))
             fprintf(stderr, "==hcguard== no Python hook at %s\n",
                     loc->python);

@@ -43,6 +43,22 @@
  *   in creation order, which is a topological order, as one unit on the
  *   callback thread); per-node exec updates and whole-graph cuGraphExecUpdate;
  *   stream capture of host functions and graph launches; a DOT dump.
+ * - User objects (cuUserObjectCreate/Retain/Release,
+ *   cuGraphRetainUserObject/ReleaseUserObject, at version 11030). The
+ *   references a graph owns are copied by clone, by every instantiate entry
+ *   point, into a child graph node's clone and into the child node that a
+ *   graph launch under capture becomes; they are released when the graph
+ *   (or exec, or capture graph dropped on invalidation) is destroyed.
+ *   cuGraphExecUpdate replaces an exec's references with copies of the new
+ *   source graph's, as the CUDA Programming Guide says (cuda.h is silent).
+ *   When the last reference goes, the destructor is queued behind all work
+ *   already queued, so it runs on the callback thread after every launch
+ *   of an exec that held a reference. Two differences from the real
+ *   driver, both where it leaves the behaviour undefined: releasing or
+ *   moving references that the caller, or the graph, does not own is
+ *   refused with CUDA_ERROR_INVALID_VALUE, and so is a handle whose last
+ *   reference is gone. cuCtxSynchronize happens to wait for queued
+ *   destructors here; no CUDA API promises that.
  *
  * What is not: kernels, modules, events, memsets, the 32-bit v1 memory
  * entry points (cuMemAlloc, cuMemcpyHtoD, ...), managed or registered
@@ -52,7 +68,8 @@
  * threads' unsafe calls, primary-context reset when its last reference
  * goes, and real timing or concurrency between streams.
  *
- * At exit (library destructor) work still queued is dropped; the host
+ * At exit (library destructor) work still queued, destructors of user
+ * objects included, is dropped; the host
  * function that is running gets up to a second to finish; a callback thread
  * stuck in a host function is left behind rather than waited for.
  * In a child after fork() the queue is emptied and a new thread starts on

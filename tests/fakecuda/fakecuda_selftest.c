@@ -1590,24 +1590,40 @@ static void test_uobj_capture(void)
     OK(cuStreamDestroy_v2(s));
 }
 
+/* Hold the callback thread in a host function, so that what is launched
+ * next stays queued, not started. */
+static void hold_callback_thread(gate *blocker, CUstream s)
+{
+    gate_init(blocker);
+    OK(cuLaunchHostFunc(s, gated, blocker));
+    gate_wait_started(blocker);
+}
+
+/* A graph whose host node marks gate *done when it has run. */
+static CUgraph marking_graph(gate *done)
+{
+    gate_init(done);
+    gate_open(done);
+    return one_node_graph(gated, done);
+}
+
 /* An exec destroyed while a launch of it is still queued: its references
  * go only after that launch has run. */
 static void test_uobj_queued_launch(CUstream s)
 {
     uo u;
-    gate gt;
-    gate_init(&gt);
-    CUgraph gr = one_node_graph(gated, &gt);
-    CUuserObject o = uo_create(&u, &gt, 1);
+    gate blocker, ran;
+    CUgraph gr = marking_graph(&ran);
+    CUuserObject o = uo_create(&u, &ran, 1);
     OK(cuGraphRetainUserObject(gr, o, 1, CU_GRAPH_USER_OBJECT_MOVE));
     CUgraphExec e = instantiate(gr);
     OK(cuGraphDestroy(gr));
+    hold_callback_thread(&blocker, s);
     OK(cuGraphLaunch(e, s));
-    gate_wait_started(&gt);
     OK(cuGraphExecDestroy(e));
     sleep_ms(20);
     CHECK(atomic_load(&u.runs) == 0); /* not on this thread, not yet */
-    gate_open(&gt);
+    gate_open(&blocker);
     CHECK(uo_runs_are(&u, 1));
     CHECK(u.after_done == 1);
     CHECK(pthread_equal(u.thread, callback_thread()));
@@ -1620,13 +1636,12 @@ static void test_uobj_queued_launch(CUstream s)
 static void test_uobj_update(CUstream s)
 {
     uo a, b, c;
-    gate gt;
+    gate blocker, ran;
     CUgraphExecUpdateResultInfo info;
     CUgraphNode extra;
 
-    gate_init(&gt);
-    CUgraph g1 = one_node_graph(gated, &gt);
-    CUuserObject oa = uo_create(&a, &gt, 1);
+    CUgraph g1 = marking_graph(&ran);
+    CUuserObject oa = uo_create(&a, &ran, 1);
     OK(cuGraphRetainUserObject(g1, oa, 1, CU_GRAPH_USER_OBJECT_MOVE));
     CUgraphExec e = instantiate(g1);
     OK(cuGraphDestroy(g1));
@@ -1634,13 +1649,13 @@ static void test_uobj_update(CUstream s)
     CUuserObject ob = uo_create(&b, NULL, 1);
     OK(cuGraphRetainUserObject(g2, ob, 1, CU_GRAPH_USER_OBJECT_MOVE));
 
+    hold_callback_thread(&blocker, s);
     OK(cuGraphLaunch(e, s));
-    gate_wait_started(&gt);
     OK(cuGraphExecUpdate_v2(e, g2, &info));
     CHECK(info.result == CU_GRAPH_EXEC_UPDATE_SUCCESS);
     sleep_ms(20);
     CHECK(atomic_load(&a.runs) == 0);
-    gate_open(&gt);
+    gate_open(&blocker);
     CHECK(uo_runs_are(&a, 1));
     CHECK(a.after_done == 1);
 
