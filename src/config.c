@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <errno.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -190,6 +191,24 @@ static void config_defaults(hcg_config *c)
     memset(c, 0, sizeof *c);
     c->mode = HCG_MODE_GUARD;
     c->summary = 1;
+    c->slow_ms = 1.0;
+    c->hang_s = 10.0;
+}
+
+/* A positive number (milliseconds or seconds), e.g. "1", "0.5", "50". */
+static int parse_positive(const char *name, const char *v, double *out, char *err,
+                          size_t errlen)
+{
+    char *end = NULL;
+    errno = 0;
+    double d = strtod(v, &end);
+    if (errno == 0 && end && end != v && *end == '\0' && d > 0 && d < 1e9) {
+        *out = d;
+        return 0;
+    }
+    err_add(err, errlen, "%s='%.*s%s' is not a positive number", name, show_len(v), v,
+            show_more(v));
+    return -1;
 }
 
 int hcg_config_parse(hcg_config *c, hcg_getenv_fn getenv_fn, char *err,
@@ -216,6 +235,10 @@ int hcg_config_parse(hcg_config *c, hcg_getenv_fn getenv_fn, char *err,
         bad |= parse_driver(c, v, err, errlen);
     if ((v = env(getenv_fn, "HCGUARD_COPY_FN")))
         bad |= parse_copy_fns(c, v, err, errlen);
+    if ((v = env(getenv_fn, "HCGUARD_SLOW_MS")))
+        bad |= parse_positive("HCGUARD_SLOW_MS", v, &c->slow_ms, err, errlen);
+    if ((v = env(getenv_fn, "HCGUARD_HANG_S")))
+        bad |= parse_positive("HCGUARD_HANG_S", v, &c->hang_s, err, errlen);
     return bad ? -1 : 0;
 }
 

@@ -39,26 +39,46 @@ typedef struct elf_dyn_view {
     const ElfW(Verdef) *verdef;
 } elf_dyn_view;
 
+/* Everything from here to hcg_real_dlvsym_ptr can run before a sanitizer
+ * runtime preloaded ahead of hcguard is initialised (it resolves its own
+ * interceptors with dlsym, which is hcguard's): no instrumentation, and
+ * no libc function a sanitizer intercepts. */
+#define HCG_EARLY __attribute__((no_sanitize("address", "thread", "undefined")))
+
+HCG_EARLY static int str_eq(const char *a, const char *b)
+{
+    while (*a && *a == *b)
+        a++, b++;
+    return *a == *b;
+}
+
+HCG_EARLY static int is_libc(const char *path)
+{
+    const char *base = path;
+    for (const char *p = path; *p; p++)
+        if (*p == '/')
+            base = p + 1;
+    static const char want[] = "libc.so.";
+    for (size_t i = 0; i < sizeof want - 1; i++)
+        if (base[i] != want[i])
+            return 0;
+    return 1;
+}
+
 /* ld.so relocates d_ptr in place on most targets, not on all. */
-static uintptr_t dyn_ptr(const elf_dyn_view *v, ElfW(Addr) p)
+HCG_EARLY static uintptr_t dyn_ptr(const elf_dyn_view *v, ElfW(Addr) p)
 {
     return p < v->base ? v->base + p : p;
 }
 
-static int find_libc(struct dl_phdr_info *info, size_t size, void *arg)
+/* libc's dynamic section, from the loader's list of objects (_r_debug). */
+HCG_EARLY static int find_libc(elf_dyn_view *v)
 {
-    (void)size;
-    elf_dyn_view *v = arg;
-    const char *slash = strrchr(info->dlpi_name, '/');
-    const char *base = slash ? slash + 1 : info->dlpi_name;
-    if (strncmp(base, "libc.so.", 8) != 0)
-        return 0;
-    for (int i = 0; i < info->dlpi_phnum; i++) {
-        if (info->dlpi_phdr[i].p_type != PT_DYNAMIC)
+    for (const struct link_map *m = _r_debug.r_map; m; m = m->l_next) {
+        if (!m->l_name || !is_libc(m->l_name) || !m->l_ld)
             continue;
-        v->base = info->dlpi_addr;
-        const ElfW(Dyn) *d = (const void *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
-        for (; d->d_tag != DT_NULL; d++) {
+        v->base = m->l_addr;
+        for (const ElfW(Dyn) *d = m->l_ld; d->d_tag != DT_NULL; d++) {
             uintptr_t p = dyn_ptr(v, d->d_un.d_ptr);
             switch (d->d_tag) {
             case DT_SYMTAB: v->sym = (const void *)p; break;
@@ -74,7 +94,7 @@ static int find_libc(struct dl_phdr_info *info, size_t size, void *arg)
     return 0;
 }
 
-static uint32_t gnu_hash(const char *s)
+HCG_EARLY static uint32_t gnu_hash(const char *s)
 {
     uint32_t h = 5381;
     for (; *s; s++)
@@ -82,7 +102,7 @@ static uint32_t gnu_hash(const char *s)
     return h;
 }
 
-static const char *version_name(const elf_dyn_view *v, ElfW(Half) idx)
+HCG_EARLY static const char *version_name(const elf_dyn_view *v, ElfW(Half) idx)
 {
     const ElfW(Verdef) *d = v->verdef;
     while (d) {
@@ -96,7 +116,7 @@ static const char *version_name(const elf_dyn_view *v, ElfW(Half) idx)
 }
 
 /* name@version in libc's .dynsym, through its GNU hash table. */
-static void *libc_lookup(const elf_dyn_view *v, const char *name, const char *version)
+HCG_EARLY static void *libc_lookup(const elf_dyn_view *v, const char *name, const char *version)
 {
     const uint32_t *h = v->gnu_hash;
     uint32_t nbuckets = h[0], symoff = h[1], bloom_words = h[2];
@@ -109,10 +129,10 @@ static void *libc_lookup(const elf_dyn_view *v, const char *name, const char *ve
     for (;; i++) {
         uint32_t ch = chain[i - symoff];
         const ElfW(Sym) *s = &v->sym[i];
-        if ((ch | 1) == (want | 1) && strcmp(v->str + s->st_name, name) == 0 &&
+        if ((ch | 1) == (want | 1) && str_eq(v->str + s->st_name, name) &&
             s->st_shndx != SHN_UNDEF) {
             const char *ver = v->versym ? version_name(v, v->versym[i]) : NULL;
-            if (ver && strcmp(ver, version) == 0)
+            if (ver && str_eq(ver, version))
                 return (void *)(v->base + s->st_value);
         }
         if (ch & 1)
@@ -120,16 +140,16 @@ static void *libc_lookup(const elf_dyn_view *v, const char *name, const char *ve
     }
 }
 
-static void *libc_symbol(const char *name)
+HCG_EARLY static void *libc_symbol(const char *name)
 {
     elf_dyn_view v = {0};
-    if (!dl_iterate_phdr(find_libc, &v) || !v.sym || !v.str || !v.gnu_hash || !v.verdef)
+    if (!find_libc(&v) || !v.sym || !v.str || !v.gnu_hash || !v.verdef)
         return NULL;
     void *p = libc_lookup(&v, name, "GLIBC_2.34");
     return p ? p : libc_lookup(&v, name, HCG_GLIBC_BASE);
 }
 
-static void *next_version(dlvsym_fn libc_dlvsym, const char *name)
+HCG_EARLY static void *next_version(dlvsym_fn libc_dlvsym, const char *name)
 {
     void *p = libc_dlvsym(RTLD_NEXT, name, "GLIBC_2.34");
     if (!p)
@@ -137,7 +157,7 @@ static void *next_version(dlvsym_fn libc_dlvsym, const char *name)
     return p;
 }
 
-static void resolve_dl(void)
+HCG_EARLY static void resolve_dl(void)
 {
     if (atomic_load_explicit(&real_dlsym, memory_order_acquire))
         return;
@@ -160,13 +180,13 @@ static void resolve_dl(void)
     atomic_store_explicit(&real_dlsym, s, memory_order_release);
 }
 
-void *hcg_real_dlsym(void *handle, const char *name)
+HCG_EARLY void *hcg_real_dlsym(void *handle, const char *name)
 {
     resolve_dl();
     return atomic_load_explicit(&real_dlsym, memory_order_acquire)(handle, name);
 }
 
-void *hcg_real_dlvsym(void *handle, const char *name, const char *version)
+HCG_EARLY void *hcg_real_dlvsym(void *handle, const char *name, const char *version)
 {
     resolve_dl();
     return atomic_load_explicit(&real_dlvsym, memory_order_acquire)(handle, name, version);
@@ -176,12 +196,12 @@ void *hcg_real_dlvsym(void *handle, const char *name, const char *version)
  * return address (RTLD_NEXT and local scopes depend on it). */
 void *hcg_real_dlsym_ptr(void);
 void *hcg_real_dlvsym_ptr(void);
-void *hcg_real_dlsym_ptr(void)
+HCG_EARLY void *hcg_real_dlsym_ptr(void)
 {
     resolve_dl();
     return (void *)atomic_load_explicit(&real_dlsym, memory_order_acquire);
 }
-void *hcg_real_dlvsym_ptr(void)
+HCG_EARLY void *hcg_real_dlvsym_ptr(void)
 {
     resolve_dl();
     return (void *)atomic_load_explicit(&real_dlvsym, memory_order_acquire);
@@ -233,10 +253,13 @@ static void load_driver(void)
     FILL(cuStreamBeginCaptureToGraph_ptsz);
     FILL(cuStreamIsCapturing);
     FILL(cuStreamIsCapturing_ptsz);
+    FILL(cuStreamAddCallback);
+    FILL(cuStreamAddCallback_ptsz);
 #define HCG_X(n) atomic_store(&drv.g[HCG_G_##n], hcg_real_dlsym(drv.handle, #n));
     HCG_GRAPH_REAL(HCG_X)
 #undef HCG_X
     loading = 0;
+    hcg_audit_init(); /* before any thunk can be handed out */
     atomic_store(&drv_state, 1);
     hcg_debug("driver %s loaded", path);
 }

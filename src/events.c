@@ -25,6 +25,12 @@ typedef struct ring {
     uint64_t tail_seen;                 /* the producer's copy of tail */
     _Atomic uint64_t dropped;
     _Alignas(64) _Atomic uint64_t tail; /* next slot the consumer reads */
+    /* What the owner runs now (fn, since when in ticks; 0: nothing), read
+     * by the watchdog. On the producer's line: two stores per host function. */
+    _Atomic uintptr_t run_fn;
+    _Atomic uint64_t run_since;
+    _Atomic uint32_t run_tid;
+    uint64_t reported_since;            /* collector: run_since already reported */
     _Alignas(64) atomic_int owned;      /* a live thread produces into it */
     struct ring *next;                  /* list of all rings; only grows */
     hcg_event ev[RING_CAP];
@@ -54,7 +60,7 @@ const char *hcg_api_name(hcg_api a)
     static const char *names[HCG_API_COUNT] = {
         "cuLaunchHostFunc", "cuLaunchHostFunc_ptsz", "cuLaunchHostFunc_v2",
         "cuLaunchHostFunc_v2_ptsz", "cuGraphAddHostNode", "cuGraphHostNodeSetParams",
-        "cuGraphExecHostNodeSetParams"};
+        "cuGraphExecHostNodeSetParams", "cuStreamAddCallback", "cuStreamAddCallback_ptsz"};
     return (unsigned)a < HCG_API_COUNT ? names[a] : "unknown";
 }
 
@@ -132,6 +138,7 @@ static void drain(ring *r, const hcg_clock_ref_t *ref)
             e.t_end = hcg_ticks_to_ns(ref, e.t_end);
         }
         hcg_summary_event(&e);
+        hcg_audit_event(&e);
         hcg_jsonl_event(&e);
     }
     atomic_store_explicit(&r->tail, t, memory_order_release);
@@ -145,6 +152,44 @@ void hcg_events_flush(void)
     for (ring *r = atomic_load(&rings); r; r = r->next)
         drain(r, &ref);
     pthread_mutex_unlock(&drain_lock);
+}
+
+void hcg_event_running(uintptr_t fn, uint64_t since)
+{
+    ring *r = mine;
+    if (HCG_UNLIKELY(!r) && !(r = mine = acquire_ring()))
+        return;
+    atomic_store_explicit(&r->run_fn, fn, memory_order_relaxed);
+    atomic_store_explicit(&r->run_tid, hcg_gettid(), memory_order_relaxed);
+    atomic_store_explicit(&r->run_since, since, memory_order_release);
+}
+
+void hcg_events_watch(uint64_t hang_ns)
+{
+    hcg_clock_ref_t ref;
+    hcg_clock_ref(&ref);
+    uint64_t now = hcg_ticks();
+    for (ring *r = atomic_load(&rings); r; r = r->next) {
+        uint64_t since = atomic_load_explicit(&r->run_since, memory_order_acquire);
+        uintptr_t fn = atomic_load_explicit(&r->run_fn, memory_order_relaxed);
+        if (!since || since == r->reported_since)
+            continue;
+        uint64_t t0 = hcg_ticks_to_ns(&ref, since), t1 = hcg_ticks_to_ns(&ref, now);
+        if (t1 <= t0 || t1 - t0 < hang_ns)
+            continue;
+        r->reported_since = since;
+        hcg_event e = {0};
+        e.kind = HCG_EV_FINDING;
+        e.reason = HCG_FIND_HANG;
+        e.fn = fn;
+        e.t_start = t0;
+        e.t_end = t1;
+        e.t_enqueue = t0;
+        e.tid = atomic_load_explicit(&r->run_tid, memory_order_relaxed);
+        hcg_summary_event(&e);
+        hcg_audit_event(&e);
+        hcg_jsonl_event(&e);
+    }
 }
 
 uint64_t hcg_events_dropped(void)
@@ -170,6 +215,9 @@ static void *collector(void *arg)
         pthread_cond_timedwait(&coll_cond, &coll_lock, &ts);
         pthread_mutex_unlock(&coll_lock);
         hcg_events_flush();
+        pthread_mutex_lock(&drain_lock);
+        hcg_events_watch((uint64_t)(hcg_config_get()->hang_s * 1e9));
+        pthread_mutex_unlock(&drain_lock);
         pthread_mutex_lock(&coll_lock);
     }
     pthread_mutex_unlock(&coll_lock);

@@ -36,6 +36,8 @@ typedef struct hcg_config {
     int summary;                    /* print the exit summary (default 1) */
     int debug;                      /* HCGUARD_DEBUG: routing decisions on stderr */
     int recheck_always;             /* re-check unchanged records at run time too */
+    double slow_ms;                 /* HCGUARD_SLOW_MS: a host function this long is reported */
+    double hang_s;                  /* HCGUARD_HANG_S: still running this long: reported */
     char driver_path[HCG_PATH_MAX]; /* "" = libcuda.so.1 */
     size_t n_copy_fns;
     char copy_fns[HCG_MAX_COPY_FNS][128]; /* HCGUARD_COPY_FN, split on ',' */
@@ -70,6 +72,7 @@ typedef CUresult (*hcg_pfn_begin_capture_to_graph)(CUstream, CUgraph,
                                                    const CUgraphEdgeData *,
                                                    size_t, CUstreamCaptureMode);
 typedef CUresult (*hcg_pfn_is_capturing)(CUstream, CUstreamCaptureStatus *);
+typedef CUresult (*hcg_pfn_add_callback)(CUstream, CUstreamCallback, void *, unsigned int);
 
 /* Graph entry points: wrapped, or called by the graph wrappers. */
 #define HCG_GRAPH_REAL(X)                                                      \
@@ -114,6 +117,8 @@ typedef struct hcg_driver {
     _Atomic(hcg_pfn_is_capturing) cuStreamIsCapturing;
     _Atomic(hcg_pfn_is_capturing) cuStreamIsCapturing_ptsz;
     _Atomic(void *) g[HCG_G_COUNT]; /* HCG_G_<name>: graph entry points */
+    _Atomic(hcg_pfn_add_callback) cuStreamAddCallback;
+    _Atomic(hcg_pfn_add_callback) cuStreamAddCallback_ptsz;
 } hcg_driver;
 
 /* The real graph entry point `name` as a pointer of type T (NULL if the
@@ -146,6 +151,8 @@ CUresult hcg_w_cuLaunchHostFunc(CUstream, CUhostFn, void *);
 CUresult hcg_w_cuLaunchHostFunc_ptsz(CUstream, CUhostFn, void *);
 CUresult hcg_w_cuLaunchHostFunc_v2(CUstream, CUhostFn, void *, unsigned int);
 CUresult hcg_w_cuLaunchHostFunc_v2_ptsz(CUstream, CUhostFn, void *, unsigned int);
+CUresult hcg_w_cuStreamAddCallback(CUstream, CUstreamCallback, void *, unsigned int);
+CUresult hcg_w_cuStreamAddCallback_ptsz(CUstream, CUstreamCallback, void *, unsigned int);
 CUresult hcg_w_cuStreamBeginCapture(CUstream);
 CUresult hcg_w_cuStreamBeginCapture_ptsz(CUstream);
 CUresult hcg_w_cuStreamBeginCapture_v2(CUstream, CUstreamCaptureMode);
@@ -241,6 +248,8 @@ typedef enum hcg_fnkind {
      * its own GIL-taking wrapper, whose userData is {CUhostFn, void *}:
      * looked through, to recognise and check what it will call. */
     HCG_FN_WRAP_BINDINGS,
+    HCG_FN_LIBC,            /* memcpy & co.: not a CUhostFn (audit finding)  */
+    HCG_FN_CLOSURE,         /* code in no loaded object: ctypes/cffi/JIT      */
     HCG_FN_KIND_COUNT
 } hcg_fnkind;
 
@@ -332,6 +341,8 @@ void hcg_call_free_local(hcg_call *c);
 void hcg_call_release(hcg_call *c);
 void hcg_pool_after_fork(void);
 void CUDA_CB hcg_trampoline(void *call);
+/* The same for cuStreamAddCallback's CUstreamCallback (fn is one). */
+void CUDA_CB hcg_stream_cb_trampoline(CUstream s, CUresult status, void *call);
 /* The call the current thread is running, or NULL. */
 const hcg_call *hcg_current_call(void);
 
@@ -344,6 +355,8 @@ typedef enum hcg_api {
     HCG_API_GRAPH_ADD_HOST_NODE,     /* cuGraphAddHostNode, cuGraphAddNode(_v2) */
     HCG_API_GRAPH_SET_PARAMS,        /* cuGraph(Host)NodeSetParams */
     HCG_API_GRAPH_EXEC_SET_PARAMS,   /* cuGraphExec(Host)NodeSetParams */
+    HCG_API_STREAM_ADD_CALLBACK,     /* cuStreamAddCallback */
+    HCG_API_STREAM_ADD_CALLBACK_PTSZ,
     HCG_API_COUNT
 } hcg_api;
 const char *hcg_api_name(hcg_api a);
@@ -352,7 +365,19 @@ typedef enum hcg_evkind {
     HCG_EV_RUN = 1,   /* a host function ran (copy or not)          */
     HCG_EV_SKIP,      /* a copy was skipped at run time (reason)    */
     HCG_EV_REJECT,    /* rejected / reported at enqueue (reason)    */
+    HCG_EV_FINDING,   /* host-callback misuse (reason: hcg_finding) */
 } hcg_evkind;
+
+/* What the audit finds; names are stable (summary, event log). */
+typedef enum hcg_finding {
+    HCG_FIND_CUDA_CALL = 1, /* "cuda-call-in-host-fn": bytes = thunk index + 1 */
+    HCG_FIND_LIBC_FN,       /* "libc-function-as-host-fn": memcpy & co. as a CUhostFn */
+    HCG_FIND_CLOSURE,       /* "closure-host-fn": code in anonymous memory (ctypes, cffi) */
+    HCG_FIND_SLOW,          /* "slow-host-fn": ran longer than HCGUARD_SLOW_MS */
+    HCG_FIND_HANG,          /* "hung-host-fn": still running after HCGUARD_HANG_S */
+    HCG_FIND_COUNT
+} hcg_finding;
+const char *hcg_finding_name(hcg_finding f);
 
 /* A skip of a record already reported at enqueue (audit mode): shown, but
  * not counted as a second error. */
@@ -375,6 +400,10 @@ typedef struct hcg_event {
 /* Copy *e into the calling thread's ring: no lock, no allocation (after a
  * thread's first event), no system call. Drops and counts when full. */
 void hcg_event_push(const hcg_event *e);
+/* Around a host function: what the thread runs, for the watchdog. */
+void hcg_event_running(uintptr_t fn, uint64_t since);
+/* Report host functions running longer than hang_ns (collector). */
+void hcg_events_watch(uint64_t hang_ns);
 /* Drain every ring into the sinks now (any thread; serialised). */
 void hcg_events_flush(void);
 /* Start the collector thread (idempotent; after fork, restarts). */
@@ -407,6 +436,19 @@ void hcg_report_reject(hcg_api api, CUstream s, void *fn, void *user,
                        hcguard_status why, int refused);
 
 void hcg_report_skip(const hcg_event *e);
+
+/* ---- audit.c: host-callback misuse --------------------------------------- */
+void hcg_audit_init(void);
+/* Inside a host function, one of hcguard's own wrappers was called: report
+ * it; nonzero if the call must be refused (guard mode). */
+int hcg_audit_wrapper_call(hcg_api api);
+/* The libc function fn is ("memcpy"), or NULL. */
+const char *hcg_audit_libc_name(const void *fn);
+void hcg_audit_report_fn(hcg_finding f, hcg_api api, CUstream s, void *fn, void *user);
+void hcg_audit_event(const hcg_event *e); /* collector */
+uint64_t hcg_audit_findings(void);
+uint64_t hcg_audit_errors(void);          /* the findings that are errors */
+void hcg_audit_print(void);
 
 /* ---- init.c: lifecycle ------------------------------------------------- */
 void hcg_init(void); /* pthread_once; safe from any intercepted call */

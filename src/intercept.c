@@ -24,6 +24,8 @@ static const hcg_route_entry routes[] = {
     R(cuLaunchHostFunc_ptsz),
     R(cuLaunchHostFunc_v2),
     R(cuLaunchHostFunc_v2_ptsz),
+    R(cuStreamAddCallback),
+    R(cuStreamAddCallback_ptsz),
     R(cuStreamBeginCapture),
     R(cuStreamBeginCapture_ptsz),
     R(cuStreamBeginCapture_v2),
@@ -76,6 +78,35 @@ static const hcg_route_entry *route_for_request(const char *name, cuuint64_t fla
     return route_by_name(name);
 }
 
+/* Whether p is code of the real driver (not of the runtime or a library
+ * whose names also begin "cu"): only those get a thunk, which returns a
+ * CUresult when it refuses a call. */
+static int in_driver(hcg_driver *d, const void *p)
+{
+    static _Atomic(void *) base;
+    void *b = atomic_load_explicit(&base, memory_order_acquire);
+    Dl_info info;
+    if (!b) {
+        void *known = (void *)atomic_load(&d->cuGetProcAddress_v2);
+        if (!known)
+            known = (void *)atomic_load(&d->cuGetProcAddress);
+        if (!known || !dladdr(known, &info))
+            return 0;
+        b = info.dli_fbase;
+        atomic_store_explicit(&base, b, memory_order_release);
+    }
+    return dladdr(p, &info) && info.dli_fbase == b;
+}
+
+/* An entry point hcguard does not wrap: a thunk that notices calls made
+ * inside host functions (unless hcguard is off). */
+static void *guarded(hcg_driver *d, const char *name, void *p)
+{
+    if (hcg_config_get()->mode == HCG_MODE_OFF || !in_driver(d, p))
+        return p;
+    return hcg_thunk_for(name ? name : "?", p);
+}
+
 void *hcg_route(const char *name, void *p, cuuint64_t flags)
 {
     if (!p)
@@ -89,7 +120,9 @@ void *hcg_route(const char *name, void *p, cuuint64_t flags)
             return routes[i].wrapper;
         }
     const hcg_route_entry *e = route_for_request(name, flags);
-    if (!e || p == e->wrapper)
+    if (!e)
+        return guarded(d, name, p);
+    if (p == e->wrapper)
         return p;
     /* A variant the driver hands out but does not export (newer entry
      * points): adopt its address, once. */
@@ -103,7 +136,7 @@ void *hcg_route(const char *name, void *p, cuuint64_t flags)
             return p;
     hcg_debug("route %s: %p is not the driver's %s (%p); passed through", name, p,
               e->name, expected);
-    return p;
+    return guarded(d, name, p);
 }
 
 /* ---- dlsym / dlvsym ----------------------------------------------------
@@ -127,19 +160,22 @@ static void *dlvsym_routed(void *handle, const char *name, const char *version)
     return hcg_route(name, hcg_real_dlvsym(handle, name, version), 0);
 }
 
-static _Thread_local int dl_depth;
+/* A sanitizer runtime preloaded ahead of hcguard resolves its interceptors
+ * with dlsym before it is initialised: this path runs uninstrumented, and
+ * only names beginning "cu" go further. */
+#define HCG_EARLY __attribute__((no_sanitize("address", "thread", "undefined")))
 
-static int wants(void *handle, const char *name)
+HCG_EARLY static int wants(void *handle, const char *name)
 {
-    return handle != RTLD_NEXT && dl_depth == 0 && route_by_name(name) != NULL;
+    return handle != RTLD_NEXT && name && name[0] == 'c' && name[1] == 'u';
 }
 
-void *hcg_dlsym_target(void *handle, const char *name)
+HCG_EARLY void *hcg_dlsym_target(void *handle, const char *name)
 {
     return wants(handle, name) ? (void *)dlsym_routed : hcg_real_dlsym_ptr();
 }
 
-void *hcg_dlvsym_target(void *handle, const char *name, const char *version)
+HCG_EARLY void *hcg_dlvsym_target(void *handle, const char *name, const char *version)
 {
     (void)version;
     return wants(handle, name) ? (void *)dlvsym_routed : hcg_real_dlvsym_ptr();

@@ -44,6 +44,7 @@ static const char *kind_name(uint8_t k)
     case HCG_EV_RUN: return "run";
     case HCG_EV_SKIP: return "skip";
     case HCG_EV_REJECT: return "reject";
+    case HCG_EV_FINDING: return "finding";
     default: return "unknown";
     }
 }
@@ -71,7 +72,7 @@ void hcg_jsonl_event(const hcg_event *e)
                      e->graph, e->node);
         len += n > 0 ? (size_t)n : 0;
     }
-    if (e->kind != HCG_EV_REJECT) {
+    if (e->kind != HCG_EV_REJECT && e->kind != HCG_EV_FINDING) {
         n = snprintf(p + len, room - len, ",\"t_start_ns\":%" PRIu64 ",\"t_end_ns\":%" PRIu64
                      ",\"duration_ns\":%" PRIu64, e->t_start, e->t_end, e->t_end - e->t_start);
         len += n > 0 ? (size_t)n : 0;
@@ -87,7 +88,16 @@ void hcg_jsonl_event(const hcg_event *e)
             len += n > 0 ? (size_t)n : 0;
         }
     }
-    if (e->kind != HCG_EV_RUN) {
+    if (e->kind == HCG_EV_FINDING) {
+        n = snprintf(p + len, room - len, ",\"finding\":\"%s\"",
+                     hcg_finding_name((hcg_finding)e->reason));
+        len += n > 0 ? (size_t)n : 0;
+        if (e->reason == HCG_FIND_CUDA_CALL && e->bytes && !(e->bytes >> 32)) {
+            const char *called = hcg_thunk_name((unsigned)(e->bytes - 1));
+            n = snprintf(p + len, room - len, ",\"called\":\"%s\"", called ? called : "?");
+            len += n > 0 ? (size_t)n : 0;
+        }
+    } else if (e->kind != HCG_EV_RUN) {
         n = snprintf(p + len, room - len, ",\"reason\":\"%s\"",
                      hcguard_status_name((hcguard_status)e->reason));
         len += n > 0 ? (size_t)n : 0;

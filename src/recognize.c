@@ -189,7 +189,9 @@ static hcg_fnkind classify(void *fn)
 {
     objinfo o;
     if (obj_lookup(fn, &o) != 0)
-        return HCG_FN_ORDINARY; /* not in any object: JIT code, a closure */
+        return HCG_FN_CLOSURE; /* not in any object: a ctypes/cffi closure, JIT code */
+    if (hcg_audit_libc_name(fn))
+        return HCG_FN_LIBC;
     int core_path = is_cuda_core_module(o.file);
     /* Wheels strip .symtab, so the wrapper is known by its module alone:
      * cuda.bindings hands the driver no other host function; what its data
@@ -267,6 +269,8 @@ const char *hcg_fnkind_name(hcg_fnkind k)
         [HCG_FN_COPY_USER] = "user (HCGUARD_COPY_FN)",
         [HCG_FN_COPY_REGISTERED] = "registered (hcguard_register_copy_fn)",
         [HCG_FN_WRAP_BINDINGS] = "cuda.bindings callback wrapper",
+        [HCG_FN_LIBC] = "libc function",
+        [HCG_FN_CLOSURE] = "anonymous code (closure)",
     };
     return (unsigned)k < HCG_FN_KIND_COUNT ? names[k] : "unknown";
 }

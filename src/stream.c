@@ -91,10 +91,11 @@ static hcg_fnkind look_through(void *data, CUhostFn *fn, void **rec)
     hcg_bindings_cb cb;
     Dl_info info;
     if (!data || hcg_oracle_process()->read(NULL, (uintptr_t)data, &cb, sizeof cb) != 0 ||
-        !dladdr((void *)cb.callback, &info))
+        !cb.callback)
         return HCG_FN_ORDINARY; /* not {function, data}: leave it alone */
+    (void)info;
     hcg_fnkind k = hcg_recognize((void *)cb.callback);
-    if (!hcg_fnkind_is_copy(k))
+    if (!hcg_fnkind_is_copy(k) && k != HCG_FN_LIBC && k != HCG_FN_CLOSURE)
         return HCG_FN_ORDINARY;
     *fn = cb.callback;
     *rec = cb.user;
@@ -123,6 +124,13 @@ CUresult hcg_prepare_call(hcg_api api, CUstream s, CUhostFn fn, void *user, hcg_
     if (HCG_UNLIKELY(kind == HCG_FN_WRAP_BINDINGS))
         kind = look_through(user, &inner, &rec);
     debug_call(api, fn, user, kind, inner);
+    if (HCG_UNLIKELY(kind == HCG_FN_LIBC || kind == HCG_FN_CLOSURE)) {
+        hcg_audit_report_fn(kind == HCG_FN_LIBC ? HCG_FIND_LIBC_FN : HCG_FIND_CLOSURE, api, s,
+                            (void *)inner, rec);
+        if (kind == HCG_FN_LIBC && hcg_config_get()->mode == HCG_MODE_GUARD)
+            return CUDA_ERROR_INVALID_VALUE;
+        kind = HCG_FN_ORDINARY;
+    }
     hcguard_copy_record snap = {0, 0, 0};
     hcguard_status why = HCGUARD_OK;
     if (hcg_fnkind_is_copy(kind) && check_copy(api, s, inner, rec, kind, &snap, &why))
@@ -165,6 +173,8 @@ static CUresult launch(const launch_args *a)
         return CUDA_ERROR_NOT_SUPPORTED; /* e.g. cuLaunchHostFunc_v2 on a 13.0 driver */
     if (HCG_UNLIKELY(hcg_config_get()->mode == HCG_MODE_OFF || a->fn == NULL))
         return call_real(d, a, a->fn, a->user);
+    if (HCG_UNLIKELY(hcg_audit_wrapper_call(a->api)))
+        return CUDA_ERROR_NOT_PERMITTED;
     hcg_init();
     hcg_call *c;
     if (hcg_prepare_call(a->api, a->stream, a->fn, a->user, &c) != CUDA_SUCCESS)
@@ -209,6 +219,68 @@ CUresult hcg_w_cuLaunchHostFunc_v2_ptsz(CUstream s, CUhostFn fn, void *user, uns
 {
     launch_args a = {HCG_API_LAUNCH_HOST_FUNC_V2_PTSZ, s, fn, user, mode};
     return launch(&a);
+}
+
+/* ---- cuStreamAddCallback ---------------------------------------------------
+ * A CUstreamCallback takes (stream, status, data): it gets a trampoline of
+ * its own, and is timed and audited like a host function (it cannot be a
+ * host copy). */
+static CUresult add_callback(hcg_api api, CUstream s, CUstreamCallback cb, void *user,
+                             unsigned int flags)
+{
+    hcg_driver *d = hcg_driver_get();
+    if (HCG_UNLIKELY(!d)) {
+        no_driver();
+        return CUDA_ERROR_NOT_INITIALIZED;
+    }
+    hcg_pfn_add_callback real = api == HCG_API_STREAM_ADD_CALLBACK_PTSZ
+                                    ? atomic_load(&d->cuStreamAddCallback_ptsz)
+                                    : atomic_load(&d->cuStreamAddCallback);
+    if (!real)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    if (hcg_config_get()->mode == HCG_MODE_OFF || !cb)
+        return real(s, cb, user, flags);
+    if (HCG_UNLIKELY(hcg_audit_wrapper_call(api)))
+        return CUDA_ERROR_NOT_PERMITTED;
+    hcg_init();
+    hcg_fnkind kind = hcg_recognize((void *)cb);
+    if (kind == HCG_FN_LIBC || kind == HCG_FN_CLOSURE) {
+        hcg_audit_report_fn(kind == HCG_FN_LIBC ? HCG_FIND_LIBC_FN : HCG_FIND_CLOSURE, api, s,
+                            (void *)cb, user);
+        if (kind == HCG_FN_LIBC && hcg_config_get()->mode == HCG_MODE_GUARD)
+            return CUDA_ERROR_INVALID_VALUE;
+    }
+    hcg_call *c = hcg_call_alloc();
+    if (!c)
+        return real(s, cb, user, flags);
+    c->fn = (CUhostFn)(void *)cb;
+    c->user = c->rec = user;
+    c->wrapped = 0;
+    c->stream = (uintptr_t)s;
+    c->kind = HCG_FN_ORDINARY;
+    c->api = (uint8_t)api;
+    c->enqueue_status = HCGUARD_OK;
+    c->oneshot = 1;
+    c->graph = c->node = 0;
+    c->seq = hcg_next_seq();
+    c->t_enqueue = hcg_ticks();
+    CUresult r = real(s, hcg_stream_cb_trampoline, c, flags);
+    if (r == CUDA_SUCCESS)
+        hcg_count_launch(HCG_FN_ORDINARY);
+    else
+        hcg_call_free_local(c);
+    return r;
+}
+
+CUresult hcg_w_cuStreamAddCallback(CUstream s, CUstreamCallback cb, void *user, unsigned int flags)
+{
+    return add_callback(HCG_API_STREAM_ADD_CALLBACK, s, cb, user, flags);
+}
+
+CUresult hcg_w_cuStreamAddCallback_ptsz(CUstream s, CUstreamCallback cb, void *user,
+                                        unsigned int flags)
+{
+    return add_callback(HCG_API_STREAM_ADD_CALLBACK_PTSZ, s, cb, user, flags);
 }
 
 /* ---- capture ---------------------------------------------------------- */
@@ -285,6 +357,8 @@ HCG_EXPORT_ALIAS(cuLaunchHostFunc)
 HCG_EXPORT_ALIAS(cuLaunchHostFunc_ptsz)
 HCG_EXPORT_ALIAS(cuLaunchHostFunc_v2)
 HCG_EXPORT_ALIAS(cuLaunchHostFunc_v2_ptsz)
+HCG_EXPORT_ALIAS(cuStreamAddCallback)
+HCG_EXPORT_ALIAS(cuStreamAddCallback_ptsz)
 HCG_EXPORT_ALIAS(cuStreamBeginCapture)
 HCG_EXPORT_ALIAS(cuStreamBeginCapture_ptsz)
 HCG_EXPORT_ALIAS(cuStreamBeginCapture_v2)

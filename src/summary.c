@@ -202,12 +202,13 @@ static uint64_t errors_locked(void)
            S.skipped_reported;
 }
 
+/* Everything --error-exitcode counts: errors, and audit findings. */
 uint64_t hcg_summary_errors(void)
 {
     pthread_mutex_lock(&S.lock);
     uint64_t n = errors_locked();
     pthread_mutex_unlock(&S.lock);
-    return n;
+    return n + hcg_audit_findings();
 }
 
 /* ---- printing ----------------------------------------------------------- */
@@ -328,8 +329,16 @@ void hcg_summary_print(int fd)
     uint64_t dropped = hcg_events_dropped();
     if (dropped)
         hcg_msg("events dropped (full per-thread buffer): %" PRIu64, dropped);
-    hcg_msg("ERROR SUMMARY: %" PRIu64 " error%s", errors, errors == 1 ? "" : "s");
     pthread_mutex_unlock(&S.lock);
+    hcg_audit_print();
+    uint64_t audit_errors = hcg_audit_errors();
+    uint64_t warnings = hcg_audit_findings() - audit_errors;
+    errors += audit_errors;
+    if (warnings)
+        hcg_msg("ERROR SUMMARY: %" PRIu64 " error%s, %" PRIu64 " warning%s", errors,
+                errors == 1 ? "" : "s", warnings, warnings == 1 ? "" : "s");
+    else
+        hcg_msg("ERROR SUMMARY: %" PRIu64 " error%s", errors, errors == 1 ? "" : "s");
 }
 
 void hcg_summary_after_fork(void)

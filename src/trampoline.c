@@ -165,9 +165,9 @@ static hcguard_status recheck(const hcg_call *c, hcguard_copy_record *now)
     return hcg_validate_record(hcg_oracle_process(), r, now);
 }
 
-void CUDA_CB hcg_trampoline(void *arg)
+/* What both trampolines do around the user's function. */
+static void run(hcg_call *c, CUstream s, CUresult status, int stream_cb)
 {
-    hcg_call *c = arg;
     hcg_event e;
     e.kind = HCG_EV_RUN;
     e.fnkind = c->kind;
@@ -185,7 +185,7 @@ void CUDA_CB hcg_trampoline(void *arg)
     e.node = c->node;
     e.t_start = hcg_ticks();
     current = c;
-    int run = 1;
+    int go = 1;
     if (hcg_fnkind_is_copy((hcg_fnkind)c->kind)) {
         hcguard_copy_record now = {0, 0, 0};
         hcguard_status st = recheck(c, &now);
@@ -195,16 +195,37 @@ void CUDA_CB hcg_trampoline(void *arg)
         if (HCG_UNLIKELY(st != HCGUARD_OK)) {
             e.kind = HCG_EV_SKIP;
             e.reason = (uint8_t)st;
-            run = 0;
+            go = 0;
         }
     }
-    if (HCG_LIKELY(run))
-        c->fn(c->user);
-    else if (c->wrapped)
+    if (HCG_LIKELY(go)) {
+        /* Only the user's code counts as inside a host function: the
+         * re-check above is hcguard's own. Nested trampolines keep theirs. */
+        unsigned char was = hcg_in_host_fn;
+        hcg_event_running(e.fn, e.t_start);
+        hcg_in_host_fn = 1;
+        if (stream_cb)
+            ((CUstreamCallback)(void *)c->fn)(s, status, c->user);
+        else
+            c->fn(c->user);
+        hcg_in_host_fn = was;
+        hcg_event_running(0, 0);
+    } else if (c->wrapped) {
         free(c->user); /* what cuda.bindings' wrapper would have done after the call */
+    }
     e.t_end = hcg_ticks();
     current = NULL;
     hcg_event_push(&e);
     if (c->oneshot)
         hcg_call_release(c);
+}
+
+void CUDA_CB hcg_trampoline(void *arg)
+{
+    run(arg, NULL, CUDA_SUCCESS, 0);
+}
+
+void CUDA_CB hcg_stream_cb_trampoline(CUstream s, CUresult status, void *arg)
+{
+    run(arg, s, status, 1);
 }

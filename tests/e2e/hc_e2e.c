@@ -214,13 +214,25 @@ static void *map(size_t n, int prot)
     return p;
 }
 
-/* npages of read-write memory followed by a one-page hole and a guard page:
- * the hole is too small for any mapping made meanwhile (hcguard's and the
- * driver's are larger), so it stays unmapped. */
+/* npages of read-write memory followed by a page that stays unmapped.
+ * Placed far above where mmap puts things (and above a sanitizer's shadow
+ * memory), so that no mapping made meanwhile fills the hole; where that
+ * address is not available, a one-page hole between guard pages. */
 static unsigned char *rw_then_hole(size_t npages, unsigned char **hole)
 {
     size_t pg = (size_t)sysconf(_SC_PAGESIZE);
-    unsigned char *p = map((npages + 2) * pg, PROT_READ | PROT_WRITE);
+    static uintptr_t next = (uintptr_t)0x200000000000ull;
+    void *want = (void *)next;
+    next += 64 * pg;
+    unsigned char *p = mmap(want, npages * pg, PROT_READ | PROT_WRITE,
+                            MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    if (p == (void *)want) {
+        *hole = p + npages * pg;
+        return p;
+    }
+    if (p != MAP_FAILED)
+        munmap(p, npages * pg);
+    p = map((npages + 2) * pg, PROT_READ | PROT_WRITE);
     munmap(p + npages * pg, pg);
     mprotect(p + (npages + 1) * pg, pg, PROT_NONE);
     *hole = p + npages * pg;

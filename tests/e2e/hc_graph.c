@@ -105,13 +105,22 @@ static void setup(void)
     audit = m && strcmp(m, "audit") == 0;
 }
 
-/* One page that stays unmapped (see hc_e2e.c). */
+/* One page that stays unmapped: far above where mmap puts things (see
+ * hc_e2e.c), checked to be free. */
 static unsigned char *hole(void)
 {
     size_t pg = (size_t)sysconf(_SC_PAGESIZE);
-    unsigned char *p = mmap(NULL, 3 * pg, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    munmap(p + pg, pg);
-    return p + pg;
+    void *want = (void *)(uintptr_t)0x200000100000ull;
+    void *p = mmap(want, pg, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    if (p == want) {
+        munmap(p, pg); /* free, and nothing maps there by itself */
+        return p;
+    }
+    if (p != MAP_FAILED)
+        munmap(p, pg);
+    unsigned char *q = mmap(NULL, 3 * pg, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    munmap(q + pg, pg);
+    return q + pg;
 }
 
 static void fill(unsigned char *p, size_t n, unsigned seed)
@@ -119,6 +128,8 @@ static void fill(unsigned char *p, size_t n, unsigned seed)
     for (size_t i = 0; i < n; i++)
         p[i] = (unsigned char)(seed * 7 + i);
 }
+
+static uint64_t live_after_drain(uint64_t want);
 
 /* ---- replay ------------------------------------------------------------ */
 static void replay(void)
@@ -405,6 +416,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "unknown scenario '%s'\n", argv[1]);
         return 2;
     }
+    /* Every graph is gone: so is everything hcguard kept for them. */
+    uint64_t live = live_after_drain(0);
+    CHECK(live == 0, "%llu graph calls alive at exit", (unsigned long long)live);
     printf("graph %s: %s\n", argv[1], failures ? "FAILED" : "passed");
     return failures ? 1 : 0;
 }

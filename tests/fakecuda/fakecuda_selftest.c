@@ -454,6 +454,7 @@ static void test_proc_address(void)
     CHECK(gpa("cuGraphNodeGetParams", 13020, 0, &st) ==
           driver_sym("cuGraphNodeGetParams"));
     /* The 13.0 cuda.h maps cuStreamGetCaptureInfo to _v3. */
+    CHECK(driver_sym("cuStreamGetCaptureInfo_v3") != NULL);
     CHECK(gpa("cuStreamGetCaptureInfo", 13000, 0, &st) ==
           driver_sym("cuStreamGetCaptureInfo_v3"));
     CHECK(gpa("cuStreamGetCaptureInfo", 10010, 0, &st) ==

@@ -1,0 +1,335 @@
+/* Host-callback misuse: CUDA calls made inside a host function, functions
+ * that cannot be host functions (libc's memcpy and friends, whose
+ * signature is not CUhostFn's), code in anonymous memory (ctypes and cffi
+ * closures: Python callbacks that take the GIL on the driver's thread),
+ * host functions that run long or hang.
+ *
+ * Findings made on the driver's callback thread (CUDA calls) go to that
+ * thread's ring like any event: no lock there. The collector counts them,
+ * prints each (finding, function, entry point) once, and keeps the counts
+ * for the summary. */
+#include <dlfcn.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "hcg.h"
+
+const char *hcg_finding_name(hcg_finding f)
+{
+    static const char *const names[HCG_FIND_COUNT] = {
+        [HCG_FIND_CUDA_CALL] = "cuda-call-in-host-fn",
+        [HCG_FIND_LIBC_FN] = "libc-function-as-host-fn",
+        [HCG_FIND_CLOSURE] = "closure-host-fn",
+        [HCG_FIND_SLOW] = "slow-host-fn",
+        [HCG_FIND_HANG] = "hung-host-fn",
+    };
+    return (unsigned)f < HCG_FIND_COUNT && names[f] ? names[f] : "unknown";
+}
+
+/* ---- CUDA calls inside host functions ----------------------------------- */
+/* The name of what was called: a thunk's entry point, or (high bit set) one
+ * of hcguard's own wrappers. */
+#define WRAPPER_BIT (1ull << 32)
+
+static const char *called_name(uint64_t what, char *buf, size_t len)
+{
+    if (what & WRAPPER_BIT)
+        return hcg_api_name((hcg_api)(what & 0xffff));
+    const char *n = what ? hcg_thunk_name((unsigned)(what - 1)) : NULL;
+    snprintf(buf, len, "%s", n ? n : "a driver function");
+    return buf;
+}
+
+static void push_cuda_call(uint64_t what)
+{
+    const hcg_call *c = hcg_current_call();
+    hcg_event e = {0};
+    e.kind = HCG_EV_FINDING;
+    e.reason = HCG_FIND_CUDA_CALL;
+    e.tid = hcg_gettid();
+    e.t_start = e.t_end = e.t_enqueue = hcg_ticks();
+    e.bytes = what;
+    if (c) {
+        e.fn = (uintptr_t)c->fn;
+        e.user = (uintptr_t)c->user;
+        e.stream = c->stream;
+        e.graph = c->graph;
+        e.node = c->node;
+        e.fnkind = c->kind;
+        e.api = c->api;
+    }
+    hcg_event_push(&e);
+}
+
+static CUresult on_thunk(unsigned idx, const char *name, void *real)
+{
+    (void)name;
+    (void)real;
+    push_cuda_call((uint64_t)idx + 1);
+    return hcg_config_get()->mode == HCG_MODE_GUARD ? CUDA_ERROR_NOT_PERMITTED : HCG_THUNK_PASS;
+}
+
+int hcg_audit_wrapper_call(hcg_api api)
+{
+    if (HCG_LIKELY(!hcg_in_host_fn))
+        return 0;
+    push_cuda_call(WRAPPER_BIT | (uint64_t)api);
+    return hcg_config_get()->mode == HCG_MODE_GUARD;
+}
+
+void hcg_audit_init(void)
+{
+    hcg_thunk_set_handler(on_thunk);
+}
+
+/* ---- wrong functions, found at enqueue ----------------------------------- */
+static const char *const libc_names[] = {
+    "memcpy", "memmove", "memset", "memcmp", "mempcpy", "bcopy", "bzero", "strcpy",
+    "strncpy", "strcat", "strlen", "free", "__memcpy_chk", "__memmove_chk", "__memset_chk",
+};
+#define N_LIBC (sizeof libc_names / sizeof libc_names[0])
+
+static void *libc_fns[2 * N_LIBC];
+static pthread_once_t libc_once = PTHREAD_ONCE_INIT;
+
+/* Both what the program gets (a sanitizer's interceptor, say) and libc's own. */
+static void find_libc_fns(void)
+{
+    void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+    for (size_t i = 0; i < N_LIBC; i++) {
+        libc_fns[2 * i] = hcg_real_dlsym(RTLD_DEFAULT, libc_names[i]);
+        libc_fns[2 * i + 1] = libc ? hcg_real_dlsym(libc, libc_names[i]) : NULL;
+    }
+    if (libc)
+        dlclose(libc);
+}
+
+const char *hcg_audit_libc_name(const void *fn)
+{
+    pthread_once(&libc_once, find_libc_fns);
+    for (size_t i = 0; i < 2 * N_LIBC; i++)
+        if (libc_fns[i] && libc_fns[i] == fn)
+            return libc_names[i / 2];
+    return NULL;
+}
+
+/* Report a function found wrong at enqueue (application thread). */
+void hcg_audit_report_fn(hcg_finding f, hcg_api api, CUstream s, void *fn, void *user)
+{
+    hcg_event e = {0};
+    e.kind = HCG_EV_FINDING;
+    e.reason = (uint8_t)f;
+    e.api = (uint8_t)api;
+    e.tid = hcg_gettid();
+    e.t_start = e.t_end = e.t_enqueue = hcg_ticks();
+    e.fn = (uintptr_t)fn;
+    e.user = (uintptr_t)user;
+    e.stream = (uintptr_t)s;
+    hcg_event_push(&e);
+}
+
+/* ---- the collector's side -------------------------------------------------
+ * Findings are counted by kind, and printed once per (kind, function, what
+ * was called); slow host functions also note what waited behind them. */
+#define SEEN_SLOTS 1024
+#define MAX_SLOW 16
+
+typedef struct seen {
+    uint8_t kind;
+    uintptr_t fn;
+    uint64_t what;
+    uint64_t count;
+} seen;
+
+typedef struct slow_rec {
+    uintptr_t fn, stream;
+    uint32_t tid;
+    uint64_t start, end, dur;
+    uint64_t delayed, max_wait;
+} slow_rec;
+
+static struct {
+    pthread_mutex_t lock;
+    uint64_t count[HCG_FIND_COUNT];
+    seen seen[SEEN_SLOTS];
+    unsigned n_seen;
+    slow_rec slow[MAX_SLOW];
+    unsigned n_slow;
+} A = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static void describe(uintptr_t fn, char *buf, size_t len)
+{
+    char name[256], obj[HCG_PATH_MAX];
+    const char *libc = hcg_audit_libc_name((const void *)fn);
+    if (libc) /* an IFUNC's implementation has no symbol of its own */
+        snprintf(name, sizeof name, "%s", libc);
+    if (hcg_symbolize((const void *)fn, libc ? NULL : name, sizeof name, obj, sizeof obj) != 0 &&
+        !libc)
+        snprintf(name, sizeof name, "anonymous");
+    const char *base = strrchr(obj, '/');
+    snprintf(buf, len, "%p %s%s%s%s", (void *)fn, name, obj[0] ? " (in " : "",
+             obj[0] ? (base ? base + 1 : obj) : "", obj[0] ? ")" : "");
+}
+
+/* 1 the first time this (kind, fn, what) is seen. */
+static int first_time(uint8_t kind, uintptr_t fn, uint64_t what)
+{
+    for (unsigned i = 0; i < A.n_seen; i++)
+        if (A.seen[i].kind == kind && A.seen[i].fn == fn && A.seen[i].what == what) {
+            A.seen[i].count++;
+            return 0;
+        }
+    if (A.n_seen < SEEN_SLOTS)
+        A.seen[A.n_seen++] = (seen){kind, fn, what, 1};
+    return 1;
+}
+
+static void print_finding(const hcg_event *e)
+{
+    char fbuf[HCG_PATH_MAX + 300], nbuf[80];
+    describe(e->fn, fbuf, sizeof fbuf);
+    int guard = hcg_config_get()->mode == HCG_MODE_GUARD;
+    switch (e->reason) {
+    case HCG_FIND_CUDA_CALL:
+        hcg_msg("ERROR: %s: %s called inside host function %s", hcg_finding_name(e->reason),
+                called_name(e->bytes, nbuf, sizeof nbuf), fbuf);
+        hcg_msg("    CUDA calls are not allowed in host functions (they may deadlock); %s",
+                guard ? "the call returned CUDA_ERROR_NOT_PERMITTED without reaching the driver"
+                      : "the call was passed to the driver (audit mode)");
+        hcg_msg("    thread %u, %s %p", e->tid, e->graph ? "graph" : "stream",
+                (void *)(e->graph ? e->graph : e->stream));
+        break;
+    case HCG_FIND_LIBC_FN:
+        hcg_msg("ERROR: %s: %s passed to %s as a host function", hcg_finding_name(e->reason),
+                fbuf, hcg_api_name((hcg_api)e->api));
+        hcg_msg("    it does not have CUhostFn's signature (void fn(void *)) and would be "
+                "called with garbage; %s; use hcguard_host_copy or cuda.core's HOST_COPY_FN "
+                "with a {dst, src, nbytes} record",
+                guard ? "the launch returned CUDA_ERROR_INVALID_VALUE" : "passed through (audit mode)");
+        break;
+    case HCG_FIND_CLOSURE:
+        hcg_msg("WARNING: %s: host function %p is code in anonymous memory (a ctypes, cffi "
+                "or libffi closure)", hcg_finding_name(e->reason), (void *)e->fn);
+        hcg_msg("    a Python callback takes the GIL on the driver's thread and holds up every "
+                "other host function of the context; for copies use a host-copy function "
+                "(cuda.core HOST_COPY_FN, hcguard_host_copy)");
+        break;
+    case HCG_FIND_HANG:
+        hcg_msg("WARNING: %s: host function %s has been running for %.1f s on thread %u",
+                hcg_finding_name(e->reason), fbuf, (double)(e->t_end - e->t_start) / 1e9, e->tid);
+        hcg_msg("    every host function of the context waits behind it; the program goes on");
+        break;
+    default:
+        break;
+    }
+}
+
+static void note_delays(const hcg_event *e)
+{
+    for (unsigned i = 0; i < A.n_slow; i++) {
+        slow_rec *s = &A.slow[i];
+        if (s->tid == e->tid && e->t_enqueue < s->end && e->t_start >= s->end) {
+            s->delayed++;
+            uint64_t wait = e->t_start - e->t_enqueue;
+            if (wait > s->max_wait)
+                s->max_wait = wait;
+        }
+    }
+}
+
+/* A host function ran (collector): slow ones are findings. */
+static void check_slow(const hcg_event *e)
+{
+    double ms = (double)(e->t_end - e->t_start) / 1e6;
+    if (ms <= hcg_config_get()->slow_ms)
+        return;
+    A.count[HCG_FIND_SLOW]++;
+    if (A.n_slow < MAX_SLOW)
+        A.slow[A.n_slow++] =
+            (slow_rec){e->fn, e->stream, e->tid, e->t_start, e->t_end, e->t_end - e->t_start, 0, 0};
+}
+
+void hcg_audit_event(const hcg_event *e)
+{
+    pthread_mutex_lock(&A.lock);
+    if (e->kind == HCG_EV_FINDING) {
+        if (e->reason < HCG_FIND_COUNT)
+            A.count[e->reason]++;
+        if (first_time(e->reason, e->fn, e->bytes))
+            print_finding(e);
+    } else if (e->kind == HCG_EV_RUN || e->kind == HCG_EV_SKIP) {
+        if (!e->graph)
+            note_delays(e);
+        if (e->kind == HCG_EV_RUN)
+            check_slow(e);
+    }
+    pthread_mutex_unlock(&A.lock);
+}
+
+uint64_t hcg_audit_findings(void)
+{
+    uint64_t n = 0;
+    pthread_mutex_lock(&A.lock);
+    for (int i = 1; i < HCG_FIND_COUNT; i++)
+        n += A.count[i];
+    pthread_mutex_unlock(&A.lock);
+    return n;
+}
+
+/* CUDA calls and libc functions would crash or deadlock: errors. The rest
+ * cost time: warnings. */
+uint64_t hcg_audit_errors(void)
+{
+    pthread_mutex_lock(&A.lock);
+    uint64_t n = A.count[HCG_FIND_CUDA_CALL] + A.count[HCG_FIND_LIBC_FN];
+    pthread_mutex_unlock(&A.lock);
+    return n;
+}
+
+static const char *fmt_ms(uint64_t ns, char *buf, size_t len)
+{
+    snprintf(buf, len, "%.1f ms", (double)ns / 1e6);
+    return buf;
+}
+
+void hcg_audit_print(void)
+{
+    char fbuf[HCG_PATH_MAX + 300], a[32], b[32];
+    pthread_mutex_lock(&A.lock);
+    uint64_t total = 0;
+    for (int i = 1; i < HCG_FIND_COUNT; i++)
+        total += A.count[i];
+    hcg_msg("audit findings: %" PRIu64, total);
+    for (int i = 1; i < HCG_FIND_COUNT; i++) {
+        if (!A.count[i])
+            continue;
+        hcg_msg("    %-26s %8" PRIu64, hcg_finding_name((hcg_finding)i), A.count[i]);
+        for (unsigned k = 0; k < A.n_seen; k++) {
+            if (A.seen[k].kind != i || i == HCG_FIND_SLOW)
+                continue;
+            char nbuf[80];
+            describe(A.seen[k].fn, fbuf, sizeof fbuf);
+            if (i == HCG_FIND_CUDA_CALL)
+                hcg_msg("        %s in %s: %" PRIu64 " call%s",
+                        called_name(A.seen[k].what, nbuf, sizeof nbuf), fbuf, A.seen[k].count,
+                        A.seen[k].count == 1 ? "" : "s");
+            else
+                hcg_msg("        %s: %" PRIu64 " time%s", fbuf, A.seen[k].count,
+                        A.seen[k].count == 1 ? "" : "s");
+        }
+    }
+    for (unsigned k = 0; k < A.n_slow; k++) {
+        const slow_rec *s = &A.slow[k];
+        describe(s->fn, fbuf, sizeof fbuf);
+        hcg_msg("        slow: %s ran %s on thread %u (stream %p); %" PRIu64
+                " host function%s waited behind it, the longest %s",
+                fbuf, fmt_ms(s->dur, a, sizeof a), s->tid, (void *)s->stream, s->delayed,
+                s->delayed == 1 ? "" : "s", fmt_ms(s->max_wait, b, sizeof b));
+    }
+    if (A.count[HCG_FIND_SLOW] > A.n_slow)
+        hcg_msg("        (%" PRIu64 " more slow host functions not listed)",
+                A.count[HCG_FIND_SLOW] - A.n_slow);
+    pthread_mutex_unlock(&A.lock);
+}

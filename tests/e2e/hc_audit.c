@@ -1,0 +1,256 @@
+/*
+ * Host-callback misuse under hcguard, against the test driver (CI) or the
+ * real driver (GPU machines).
+ *
+ *   hc_audit cuda-call  host functions (and a stream callback) that call
+ *                       cuStreamQuery and cuMemcpyHtoD through pointers
+ *                       from cuGetProcAddress and dlsym, and cuLaunchHostFunc
+ *   hc_audit libc       memcpy as a CUhostFn (refused in guard mode); free
+ *                       with a malloc'd pointer in audit mode (reported)
+ *   hc_audit closure    a host function in anonymous executable memory
+ *   hc_audit slow       a 50 ms host function on one stream delaying a host
+ *                       copy on another
+ *   hc_audit hang       a host function running past HCGUARD_HANG_S
+ *
+ * Exit 0 passed, 1 failed, 77 not applicable.
+ */
+#include <cuda.h>
+#include <dlfcn.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "hcguard.h"
+
+static int failures;
+#define CHECK(cond, ...)                                                       \
+    do {                                                                       \
+        if (!(cond)) {                                                         \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);               \
+            fprintf(stderr, __VA_ARGS__);                                      \
+            fputc('\n', stderr);                                               \
+            failures++;                                                        \
+        }                                                                      \
+    } while (0)
+#define DRV(call)                                                              \
+    do {                                                                       \
+        CUresult r_ = (call);                                                  \
+        if (r_ != CUDA_SUCCESS) {                                              \
+            fprintf(stderr, "FAIL %s:%d: %s = %d\n", __FILE__, __LINE__, #call, \
+                    (int)r_);                                                  \
+            exit(1);                                                           \
+        }                                                                      \
+    } while (0)
+
+typedef CUresult (*gpa_v2_fn)(const char *, void **, int, cuuint64_t,
+                              CUdriverProcAddressQueryResult *);
+typedef CUresult (*query_fn)(CUstream);
+typedef CUresult (*htod_fn)(CUdeviceptr, const void *, size_t);
+typedef CUresult (*launch_fn)(CUstream, CUhostFn, void *);
+
+static CUstream s1, s2;
+static int guard;
+static query_fn query;
+static htod_fn htod;
+static launch_fn launch_ptr;
+static CUdeviceptr dev;
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static void setup(void)
+{
+    CUdevice d;
+    CUcontext ctx;
+    int n = 0;
+    if (cuInit(0) != CUDA_SUCCESS || cuDeviceGetCount(&n) != CUDA_SUCCESS || n == 0) {
+        fprintf(stderr, "SKIP: no CUDA device\n");
+        exit(77);
+    }
+    DRV(cuDeviceGet(&d, 0));
+    DRV(cuDevicePrimaryCtxRetain(&ctx, d));
+    DRV(cuCtxSetCurrent(ctx));
+    DRV(cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
+    DRV(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
+    DRV(cuMemAlloc(&dev, 4096));
+    const char *m = getenv("HCGUARD_MODE");
+    guard = !m || strcmp(m, "guard") == 0;
+    /* Entry points as the CUDA runtime and cuda.bindings get them. */
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    gpa_v2_fn gpa = h ? (gpa_v2_fn)dlsym(h, "cuGetProcAddress_v2") : NULL;
+    CUdriverProcAddressQueryResult st;
+    if (!gpa || gpa("cuStreamQuery", (void **)&query, 2000, 0, &st) != CUDA_SUCCESS || !query) {
+        fprintf(stderr, "FAIL: no cuStreamQuery through cuGetProcAddress_v2\n");
+        exit(1);
+    }
+    htod = (htod_fn)dlsym(h, "cuMemcpyHtoD_v2");
+    launch_ptr = (launch_fn)dlsym(h, "cuLaunchHostFunc");
+    if (!htod || !launch_ptr) {
+        fprintf(stderr, "FAIL: dlsym of cuMemcpyHtoD_v2 / cuLaunchHostFunc\n");
+        exit(1);
+    }
+}
+
+/* ---- CUDA calls inside host functions ------------------------------------ */
+static CUresult got_query[3], got_htod, got_launch, got_cb_query;
+
+static void noop(void *p)
+{
+    (void)p;
+}
+
+static void calls_query(void *p)
+{
+    (void)p;
+    for (int i = 0; i < 3; i++)
+        got_query[i] = query(s2);
+}
+
+static void calls_htod(void *p)
+{
+    static unsigned char buf[64];
+    (void)p;
+    got_htod = htod(dev, buf, sizeof buf);
+    got_launch = launch_ptr(s2, noop, NULL);
+}
+
+static void CUDA_CB stream_cb(CUstream s, CUresult status, void *p)
+{
+    (void)s;
+    (void)status;
+    (void)p;
+    got_cb_query = query(s2);
+}
+
+static void cuda_call(void)
+{
+    DRV(cuLaunchHostFunc(s1, calls_query, NULL));
+    DRV(cuLaunchHostFunc(s1, calls_htod, NULL));
+    DRV(cuStreamAddCallback(s1, stream_cb, NULL, 0));
+    DRV(cuStreamSynchronize(s1));
+    DRV(cuStreamSynchronize(s2));
+    /* The driver refuses these itself too; in guard mode hcguard refuses
+     * them before they reach it. Either way: not permitted, not a hang. */
+    for (int i = 0; i < 3; i++)
+        CHECK(got_query[i] == CUDA_ERROR_NOT_PERMITTED, "cuStreamQuery in a host function: %d",
+              (int)got_query[i]);
+    CHECK(got_htod == CUDA_ERROR_NOT_PERMITTED, "cuMemcpyHtoD in a host function: %d",
+          (int)got_htod);
+    CHECK(got_launch == CUDA_ERROR_NOT_PERMITTED, "cuLaunchHostFunc in a host function: %d",
+          (int)got_launch);
+    CHECK(got_cb_query == CUDA_ERROR_NOT_PERMITTED, "cuStreamQuery in a stream callback: %d",
+          (int)got_cb_query);
+    /* Outside host functions the same pointers just work. */
+    CHECK(query(s1) == CUDA_SUCCESS, "cuStreamQuery outside: not success");
+}
+
+/* ---- wrong functions ----------------------------------------------------- */
+static void libc(void)
+{
+    if (guard) {
+        CUresult r = cuLaunchHostFunc(s1, (CUhostFn)(void *)memcpy, NULL);
+        CHECK(r == CUDA_ERROR_INVALID_VALUE, "memcpy as a host function: %d", (int)r);
+        r = cuLaunchHostFunc(s1, (CUhostFn)(void *)memset, NULL);
+        CHECK(r == CUDA_ERROR_INVALID_VALUE, "memset as a host function: %d", (int)r);
+    } else {
+        /* free has CUhostFn's shape, so it may run: reported, passed. */
+        void *p = malloc(64);
+        CUresult r = cuLaunchHostFunc(s1, (CUhostFn)(void *)free, p);
+        CHECK(r == CUDA_SUCCESS, "free as a host function in audit mode: %d", (int)r);
+    }
+    DRV(cuStreamSynchronize(s1));
+}
+
+static void closure(void)
+{
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+    unsigned char *code = mmap(NULL, pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+#if defined(__x86_64__)
+    code[0] = 0xc3; /* ret */
+#elif defined(__aarch64__)
+    static const unsigned char ret[4] = {0xc0, 0x03, 0x5f, 0xd6}; /* ret */
+    memcpy(code, ret, 4);
+#else
+    fprintf(stderr, "SKIP: no closure code for this architecture\n");
+    exit(77);
+#endif
+    mprotect(code, pg, PROT_READ | PROT_EXEC);
+    __builtin___clear_cache((char *)code, (char *)code + 4);
+    for (int i = 0; i < 3; i++)
+        DRV(cuLaunchHostFunc(s1, (CUhostFn)(void *)code, NULL));
+    DRV(cuStreamSynchronize(s1));
+}
+
+/* ---- slow and hung host functions ------------------------------------------ */
+static void sleep_50ms(void *p)
+{
+    (void)p;
+    sleep_ms(50);
+}
+
+static void sleep_500ms(void *p)
+{
+    (void)p;
+    sleep_ms(500);
+}
+
+static void slow(void)
+{
+    CUhostFn copy = (CUhostFn)dlsym(RTLD_DEFAULT, "hcguard_host_copy");
+    static unsigned char a[4096], b[4096];
+    hcguard_copy_record rec = {(uintptr_t)a, (uintptr_t)b, sizeof a};
+    memset(b, 7, sizeof b);
+    DRV(cuLaunchHostFunc(s1, sleep_50ms, NULL));
+    sleep_ms(1);
+    DRV(cuLaunchHostFunc(s2, copy, &rec));
+    DRV(cuStreamSynchronize(s1));
+    DRV(cuStreamSynchronize(s2));
+    CHECK(a[0] == 7, "the copy on the other stream did not run");
+}
+
+static void hang(void)
+{
+    DRV(cuLaunchHostFunc(s1, sleep_500ms, NULL));
+    DRV(cuStreamSynchronize(s1));
+    /* The program goes on. */
+    DRV(cuLaunchHostFunc(s1, noop, NULL));
+    DRV(cuStreamSynchronize(s1));
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 2) {
+        fprintf(stderr, "usage: hc_audit cuda-call|libc|closure|slow|hang\n");
+        return 2;
+    }
+    if (!dlsym(RTLD_DEFAULT, "hcguard_get_stats")) {
+        fprintf(stderr, "FAIL: hcguard is not preloaded\n");
+        return 1;
+    }
+    setup();
+    if (strcmp(argv[1], "cuda-call") == 0)
+        cuda_call();
+    else if (strcmp(argv[1], "libc") == 0)
+        libc();
+    else if (strcmp(argv[1], "closure") == 0)
+        closure();
+    else if (strcmp(argv[1], "slow") == 0)
+        slow();
+    else if (strcmp(argv[1], "hang") == 0)
+        hang();
+    else {
+        fprintf(stderr, "unknown scenario '%s'\n", argv[1]);
+        return 2;
+    }
+    cuMemFree(dev);
+    printf("audit %s: %s\n", argv[1], failures ? "FAILED" : "passed");
+    return failures ? 1 : 0;
+}
