@@ -29,6 +29,13 @@
 
 #include "hcguard.h"
 
+/* ThreadSanitizer keeps the high part of the address space for itself. */
+#if defined(__SANITIZE_THREAD__)
+#define HIGH_HOLE_OK 0
+#else
+#define HIGH_HOLE_OK 1
+#endif
+
 #define SKIP 77
 
 typedef CUresult (*launch_fn)(CUstream, CUhostFn, void *);
@@ -224,8 +231,10 @@ static unsigned char *rw_then_hole(size_t npages, unsigned char **hole)
     static uintptr_t next = (uintptr_t)0x200000000000ull;
     void *want = (void *)next;
     next += 64 * pg;
-    unsigned char *p = mmap(want, npages * pg, PROT_READ | PROT_WRITE,
-                            MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    unsigned char *p = HIGH_HOLE_OK ? mmap(want, npages * pg, PROT_READ | PROT_WRITE,
+                                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE,
+                                           -1, 0)
+                                    : MAP_FAILED;
     if (p == (void *)want) {
         *hole = p + npages * pg;
         return p;
