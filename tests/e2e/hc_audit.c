@@ -26,26 +26,8 @@
 #include <unistd.h>
 
 #include "hcguard.h"
+#include "testutil.h"
 
-static int failures;
-#define CHECK(cond, ...)                                                       \
-    do {                                                                       \
-        if (!(cond)) {                                                         \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);               \
-            fprintf(stderr, __VA_ARGS__);                                      \
-            fputc('\n', stderr);                                               \
-            failures++;                                                        \
-        }                                                                      \
-    } while (0)
-#define DRV(call)                                                              \
-    do {                                                                       \
-        CUresult r_ = (call);                                                  \
-        if (r_ != CUDA_SUCCESS) {                                              \
-            fprintf(stderr, "FAIL %s:%d: %s = %d\n", __FILE__, __LINE__, #call, \
-                    (int)r_);                                                  \
-            exit(1);                                                           \
-        }                                                                      \
-    } while (0)
 
 typedef CUresult (*gpa_v2_fn)(const char *, void **, int, cuuint64_t,
                               CUdriverProcAddressQueryResult *);

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "hcguard.h"
+#include "testutil.h"
 
 /* ThreadSanitizer keeps the high part of the address space for itself. */
 #if defined(__SANITIZE_THREAD__)
@@ -45,32 +46,13 @@ typedef CUresult (*gpa_v2_fn)(const char *, void **, int, cuuint64_t,
                               CUdriverProcAddressQueryResult *);
 typedef int (*stats_fn)(hcguard_stats *);
 
-static int failures;
 static launch_fn launch1;
 static launch_v2_fn launch2;
 static CUhostFn copy_fn;
 static stats_fn get_stats;
 static int audit;
 
-#define CHECK(cond, ...)                                                       \
-    do {                                                                       \
-        if (!(cond)) {                                                         \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);               \
-            fprintf(stderr, __VA_ARGS__);                                      \
-            fputc('\n', stderr);                                               \
-            failures++;                                                        \
-        }                                                                      \
-    } while (0)
 
-#define DRV(call)                                                              \
-    do {                                                                       \
-        CUresult r_ = (call);                                                  \
-        if (r_ != CUDA_SUCCESS) {                                              \
-            fprintf(stderr, "FAIL %s:%d: %s = %d\n", __FILE__, __LINE__, #call, \
-                    (int)r_);                                                  \
-            exit(1);                                                           \
-        }                                                                      \
-    } while (0)
 
 /* Without hcguard preloaded the program still runs (baseline). */
 static void local_copy(void *p)

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "hcguard.h"
+#include "testutil.h"
 
 /* ThreadSanitizer keeps the high part of the address space for itself. */
 #if defined(__SANITIZE_THREAD__)
@@ -36,25 +37,6 @@
 #define HIGH_HOLE_OK 1
 #endif
 
-static int failures;
-#define CHECK(cond, ...)                                                       \
-    do {                                                                       \
-        if (!(cond)) {                                                         \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);               \
-            fprintf(stderr, __VA_ARGS__);                                      \
-            fputc('\n', stderr);                                               \
-            failures++;                                                        \
-        }                                                                      \
-    } while (0)
-#define DRV(call)                                                              \
-    do {                                                                       \
-        CUresult r_ = (call);                                                  \
-        if (r_ != CUDA_SUCCESS) {                                              \
-            fprintf(stderr, "FAIL %s:%d: %s = %d\n", __FILE__, __LINE__, #call, \
-                    (int)r_);                                                  \
-            exit(1);                                                           \
-        }                                                                      \
-    } while (0)
 
 typedef int (*stats_fn)(hcguard_stats *);
 typedef CUresult (*add_node_v1_fn)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,

@@ -18,18 +18,9 @@
 #include <unistd.h>
 
 #include "hcguard.h"
+#include "testutil.h"
 
-static int failures;
 
-#define CHECK(cond, ...)                                                       \
-    do {                                                                       \
-        if (!(cond)) {                                                         \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);               \
-            fprintf(stderr, __VA_ARGS__);                                      \
-            fputc('\n', stderr);                                               \
-            failures++;                                                        \
-        }                                                                      \
-    } while (0)
 
 #define RT(call)                                                               \
     do {                                                                       \
