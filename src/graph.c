@@ -71,6 +71,7 @@ static void call_unref(hcg_call *c)
 {
     if (atomic_fetch_sub_explicit(&c->refs, 1, memory_order_acq_rel) == 1) {
         atomic_fetch_sub_explicit(&calls_live, 1, memory_order_relaxed);
+        hcg_call_poison(c);
         hcg_call_release(c);
     }
 }
@@ -583,7 +584,7 @@ int hcg_graph_adopt_capture(hcg_call *c, CUstream s, int ptsz)
     atomic_fetch_add_explicit(&calls_live, 1, memory_order_relaxed);
     atomic_store_explicit(&c->refs, 1, memory_order_relaxed);
     atomic_store_explicit(&c->chain, NULL, memory_order_relaxed);
-    c->node = 0;
+    c->graph = c->node = 0;
     return attach_root(d, c, g);
 }
 

@@ -306,29 +306,31 @@ uint64_t hcg_ticks_to_ns(const hcg_clock_ref_t *r, uint64_t t);
 /* One host-function launch (stream) or one host node (graph). */
 struct hcg_pool;
 
-/* The first cache line holds what every run reads; the rest is read for
- * copies and graph nodes only. */
+/* The first cache line holds all that a stream launch of an ordinary host
+ * function touches: written by the launching thread, read by the callback
+ * thread, which writes back only next_free when it returns the call. The
+ * second line is for copies and graph nodes. */
 typedef struct hcg_call {
     CUhostFn fn;
     void *user;
     uintptr_t stream;
     uint64_t t_enqueue;
     uint64_t seq;
-    void *rec;                /* the copy record: user, or inside a wrapper's data */
+    struct hcg_call *next_free;
+    struct hcg_pool *owner;   /* the pool it returns to */
     uint8_t kind;             /* hcg_fnkind */
     uint8_t oneshot;          /* released after it ran (stream launches) */
     uint8_t api;              /* hcg_api: which entry point enqueued it */
     uint8_t enqueue_status;   /* hcguard_status at enqueue (audit mode) */
     uint8_t wrapped;          /* fn is cuda.bindings' wrapper: user is malloc'd by it */
-    struct hcg_pool *owner;   /* the pool it returns to */
+    /* -- second line: copies (rec, snap) and graph nodes (the rest) -- */
+    void *rec __attribute__((aligned(64))); /* the record: user, or inside a wrapper's data */
     hcguard_copy_record snap; /* the record as validated at enqueue */
-    /* Graph host nodes (not oneshot): where it runs, and how long it lives. */
     uintptr_t graph, node;    /* for attribution */
     _Atomic uint32_t refs;    /* holders: its user object (roots), a root's chain */
     struct hcg_call *root;    /* the call the node was created with (NULL: this) */
     _Atomic(void *) chain;    /* root only: its hcg_link list (graph.c) */
     void *uobj;               /* root only: the CUuserObject that owns it */
-    struct hcg_call *next_free;
 } __attribute__((aligned(64))) hcg_call;
 
 /* Calls come from a pool of the allocating thread; NULL if out of memory. */
@@ -339,6 +341,8 @@ void hcg_call_free_local(hcg_call *c);
 /* Back to its pool from any thread (the callback thread after a stream
  * launch ran, a graph's last holder). */
 void hcg_call_release(hcg_call *c);
+/* Make c stop loudly if it ever runs again (graph calls, before release). */
+void hcg_call_poison(hcg_call *c);
 void hcg_pool_after_fork(void);
 void CUDA_CB hcg_trampoline(void *call);
 /* The same for cuStreamAddCallback's CUstreamCallback (fn is one). */

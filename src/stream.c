@@ -140,15 +140,16 @@ CUresult hcg_prepare_call(hcg_api api, CUstream s, CUhostFn fn, void *user, hcg_
         return CUDA_SUCCESS; /* out of memory: pass through, unmeasured */
     c->fn = fn;
     c->user = user;
-    c->rec = rec;
     c->wrapped = inner != fn;
     c->stream = (uintptr_t)s;
-    c->snap = snap;
     c->kind = (uint8_t)kind;
     c->api = (uint8_t)api;
     c->enqueue_status = (uint8_t)why;
     c->oneshot = 1;
-    c->graph = c->node = 0;
+    if (hcg_fnkind_is_copy(kind)) { /* the second line: copies only */
+        c->rec = rec;
+        c->snap = snap;
+    }
     c->seq = hcg_next_seq();
     c->t_enqueue = hcg_ticks();
     *out = c;
@@ -254,14 +255,13 @@ static CUresult add_callback(hcg_api api, CUstream s, CUstreamCallback cb, void 
     if (!c)
         return real(s, cb, user, flags);
     c->fn = (CUhostFn)(void *)cb;
-    c->user = c->rec = user;
+    c->user = user;
     c->wrapped = 0;
     c->stream = (uintptr_t)s;
     c->kind = HCG_FN_ORDINARY;
     c->api = (uint8_t)api;
     c->enqueue_status = HCGUARD_OK;
     c->oneshot = 1;
-    c->graph = c->node = 0;
     c->seq = hcg_next_seq();
     c->t_enqueue = hcg_ticks();
     CUresult r = real(s, hcg_stream_cb_trampoline, c, flags);

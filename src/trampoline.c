@@ -110,7 +110,7 @@ static void CUDA_CB freed_call(void *arg)
     abort();
 }
 
-static void poison(hcg_call *c)
+void hcg_call_poison(hcg_call *c)
 {
     c->fn = freed_call;
     c->kind = HCG_FN_ORDINARY;
@@ -118,15 +118,15 @@ static void poison(hcg_call *c)
 
 void hcg_call_free_local(hcg_call *c)
 {
-    poison(c);
     c->next_free = c->owner->free;
     c->owner->free = c;
 }
 
+/* Writes only next_free: the call's line stays as the launching thread
+ * left it, give or take that word. */
 void hcg_call_release(hcg_call *c)
 {
     hcg_pool *p = c->owner;
-    poison(c);
     hcg_call *head = atomic_load_explicit(&p->returned, memory_order_relaxed);
     do
         c->next_free = head;
@@ -181,8 +181,8 @@ static void run(hcg_call *c, CUstream s, CUresult status, int stream_cb)
     e.user = (uintptr_t)c->user;
     e.stream = c->stream;
     e.bytes = e.dst = e.src = 0;
-    e.graph = c->graph;
-    e.node = c->node;
+    e.graph = c->oneshot ? 0 : c->graph; /* the second line only when needed */
+    e.node = c->oneshot ? 0 : c->node;
     e.t_start = hcg_ticks();
     current = c;
     int go = 1;
@@ -215,8 +215,9 @@ static void run(hcg_call *c, CUstream s, CUresult status, int stream_cb)
     }
     e.t_end = hcg_ticks();
     current = NULL;
+    int oneshot = c->oneshot;
     hcg_event_push(&e);
-    if (c->oneshot)
+    if (oneshot)
         hcg_call_release(c);
 }
 

@@ -203,11 +203,11 @@ static void *map(size_t n, int prot)
     return p;
 }
 
-/* npages of read-write memory followed by a page that stays unmapped.
- * Placed far above where mmap puts things (and above a sanitizer's shadow
- * memory), so that no mapping made meanwhile fills the hole; where that
- * address is not available, a one-page hole between guard pages. */
-static unsigned char *rw_then_hole(size_t npages, unsigned char **hole)
+/* npages of read-write memory followed by a page the copy cannot write:
+ * unmapped where a free address can be had far above where mmap puts
+ * things (so that no mapping made meanwhile fills the hole), else a guard
+ * page (a sanitizer's own mappings would fill a hole). */
+static unsigned char *rw_then_end(size_t npages)
 {
     size_t pg = (size_t)sysconf(_SC_PAGESIZE);
     static uintptr_t next = (uintptr_t)0x200000000000ull;
@@ -217,16 +217,12 @@ static unsigned char *rw_then_hole(size_t npages, unsigned char **hole)
                                            MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE,
                                            -1, 0)
                                     : MAP_FAILED;
-    if (p == (void *)want) {
-        *hole = p + npages * pg;
+    if (p == (void *)want)
         return p;
-    }
     if (p != MAP_FAILED)
         munmap(p, npages * pg);
-    p = map((npages + 2) * pg, PROT_READ | PROT_WRITE);
-    munmap(p + npages * pg, pg);
-    mprotect(p + (npages + 1) * pg, pg, PROT_NONE);
-    *hole = p + npages * pg;
+    p = map((npages + 1) * pg, PROT_READ | PROT_WRITE);
+    mprotect(p + npages * pg, pg, PROT_NONE);
     return p;
 }
 
@@ -316,8 +312,8 @@ static void bad(void)
     DRV(cuMemAlloc(&dev, 1 << 20));
     unsigned char *ro = map((size_t)pg, PROT_READ);
     unsigned char *none = map((size_t)pg, PROT_NONE);
-    unsigned char *gone; /* last: a later one-page mapping could fill the hole */
-    unsigned char *rw = rw_then_hole(4, &gone);
+    uintptr_t gone = NEVER_MAPPED;
+    unsigned char *rw = rw_then_end(4);
     uintptr_t a = (uintptr_t)rw, b = (uintptr_t)rw + (uintptr_t)pg * 2;
     bad_case cases[] = {
         {"null-record", {0, 0, 0}, NULL},
@@ -329,8 +325,8 @@ static void bad(void)
         {"overlap", {a, a + 8, 16}, 0},
         {"overlap", {a + 8, a, 16}, 0},
         {"overlap", {a, a, 1}, 0},
-        {"dst-unmapped", {(uintptr_t)gone, b, 64}, 0},
-        {"src-unmapped", {a, (uintptr_t)gone, 64}, 0},
+        {"dst-unmapped", {gone, b, 64}, 0},
+        {"src-unmapped", {a, gone, 64}, 0},
         {"dst-unmapped", {b + (uintptr_t)pg * 2 - 32, a, 64}, 0}, /* runs off the end */
         {"dst-not-writable", {(uintptr_t)ro, b, 64}, 0},
         {"src-not-readable", {a, (uintptr_t)none, 64}, 0},
@@ -377,8 +373,7 @@ static void wait_gate(void *p)
 
 static void changed(void)
 {
-    unsigned char *gone;
-    rw_then_hole(1, &gone);
+    uintptr_t gone = NEVER_MAPPED;
     unsigned char src[256], dst[256];
     fill(src, sizeof src, 11);
     memset(dst, 0, sizeof dst);
@@ -388,7 +383,7 @@ static void changed(void)
     atomic_store(&gate, 0);
     CHECK(launch(stream, wait_gate, NULL) == CUDA_SUCCESS, "gate");
     CHECK(launch(stream, copy_fn, rec) == CUDA_SUCCESS, "good at enqueue");
-    rec->dst = (uintptr_t)gone; /* bad by the time it runs */
+    rec->dst = gone; /* bad by the time it runs */
     atomic_store(&gate, 1);
     DRV(cuStreamSynchronize(stream));
     if (get_stats) {

@@ -94,24 +94,10 @@ static void setup(void)
     audit = m && strcmp(m, "audit") == 0;
 }
 
-/* One page that stays unmapped: far above where mmap puts things (see
- * hc_e2e.c), checked to be free. */
+/* An address that is never mapped. */
 static unsigned char *hole(void)
 {
-    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
-    void *want = (void *)(uintptr_t)0x200000100000ull;
-    void *p = HIGH_HOLE_OK ? mmap(want, pg, PROT_NONE,
-                                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0)
-                           : MAP_FAILED;
-    if (p == want) {
-        munmap(p, pg); /* free, and nothing maps there by itself */
-        return p;
-    }
-    if (p != MAP_FAILED)
-        munmap(p, pg);
-    unsigned char *q = mmap(NULL, 3 * pg, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    munmap(q + pg, pg);
-    return q + pg;
+    return (unsigned char *)NEVER_MAPPED;
 }
 
 static void fill(unsigned char *p, size_t n, unsigned seed)

@@ -29,4 +29,12 @@ static int failures;
         }                                                                      \
     } while (0)
 
+/* An address no mapping can ever have: past the largest user address
+ * space of the architecture (below the top byte that aarch64 may ignore). */
+#if defined(__aarch64__)
+#define NEVER_MAPPED ((uintptr_t)1 << 55)
+#else
+#define NEVER_MAPPED ((uintptr_t)1 << 56)
+#endif
+
 #endif
