@@ -12,6 +12,6 @@ if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
     echo "=== hcdemo on the GPU ($(nvidia-smi -L | head -1))"
 else
     echo "=== hcdemo on the test driver (no GPU here)"
-    export LD_LIBRARY_PATH="$dir/tests/fakecuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    export LD_LIBRARY_PATH="$dir/fakecuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
 exec "$dir/bin/hcguard" run --log "$dir/hcdemo-%p.jsonl" -- "$dir/bin/hcdemo"
