@@ -47,6 +47,7 @@ int main(void)
     CUdevice dev;
     CUcontext ctx;
     CUstream s[2];
+    setvbuf(stdout, NULL, _IOLBF, 0); /* lines in order with hcguard's stderr */
     DRV(cuInit(0));
     DRV(cuDeviceGet(&dev, 0));
     DRV(cuDevicePrimaryCtxRetain(&ctx, dev));
