@@ -209,7 +209,7 @@ HCG_EARLY void *hcg_real_dlvsym_ptr(void)
 
 static hcg_driver drv;
 static _Atomic int drv_state; /* 0 not tried, 1 loaded, -1 failed */
-static pthread_once_t drv_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t drv_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Thread_local int loading; /* this thread is inside the load */
 static char drv_error[HCG_PATH_MAX + 256];
 
@@ -220,14 +220,21 @@ const char *hcg_driver_error(void)
 
 #define FILL(slot) atomic_store(&drv.slot, hcg_real_dlsym(drv.handle, #slot))
 
-static void load_driver(void)
+/* First try: load it (the program may not have yet). After a failure,
+ * only look for one the program has loaded since (no file search): a
+ * process that probes for CUDA before loading it must still be served. */
+static void load_driver(int first)
 {
     const char *path = hcg_config_get()->driver_path;
     if (!path[0])
         path = "libcuda.so.1";
     loading = 1;
-    drv.handle = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
+    drv.handle = dlopen(path, first ? RTLD_NOW | RTLD_GLOBAL : RTLD_NOW | RTLD_NOLOAD);
     if (!drv.handle) {
+        if (!first) {
+            loading = 0;
+            return;
+        }
         const char *err = dlerror();
         loading = 0;
         /* Said when a wrapped call needs it: a process that only probes
@@ -270,7 +277,11 @@ hcg_driver *hcg_driver_get(void)
         return &drv;
     if (loading) /* the driver's own start-up called back into us */
         return NULL;
-    pthread_once(&drv_once, load_driver);
+    pthread_mutex_lock(&drv_lock);
+    int st = atomic_load(&drv_state);
+    if (st != 1)
+        load_driver(st == 0);
+    pthread_mutex_unlock(&drv_lock);
     return atomic_load(&drv_state) == 1 ? &drv : NULL;
 }
 
@@ -281,6 +292,7 @@ hcg_driver *hcg_driver_peek(void)
 
 void hcg_driver_reset_after_fork(void)
 {
+    pthread_mutex_init(&drv_lock, NULL);
     /* The table stays valid in a child; only a load in progress is lost. */
     loading = 0;
 }

@@ -1,0 +1,62 @@
+/*
+ * The driver arrives late: a program that asks for cuLaunchHostFunc (and
+ * calls it) before any libcuda is loaded gets an error, not a crash; once
+ * it loads the driver, hcguard serves it as usual.
+ *   hc_latedriver PATH_TO_LIBCUDA
+ * Not linked with libcuda. Exit 0 passed, 1 failed.
+ */
+#include <cuda.h>
+#include <dlfcn.h>
+#include <stdatomic.h>
+
+#include "hcguard.h"
+#include "testutil.h"
+
+typedef CUresult (*launch_fn)(CUstream, CUhostFn, void *);
+typedef CUresult (*init_fn)(unsigned int);
+typedef CUresult (*dev_fn)(CUdevice *, int);
+typedef CUresult (*retain_fn)(CUcontext *, CUdevice);
+typedef CUresult (*setctx_fn)(CUcontext);
+typedef CUresult (*sync_fn)(CUstream);
+typedef int (*stats_fn)(hcguard_stats *);
+
+static atomic_int ran;
+static void noop(void *p)
+{
+    (void)p;
+    atomic_fetch_add(&ran, 1);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 2) {
+        fprintf(stderr, "usage: hc_latedriver PATH_TO_LIBCUDA\n");
+        return 2;
+    }
+    launch_fn launch = (launch_fn)dlsym(RTLD_DEFAULT, "cuLaunchHostFunc");
+    stats_fn stats = (stats_fn)dlsym(RTLD_DEFAULT, "hcguard_get_stats");
+    CHECK(launch != NULL && stats != NULL, "hcguard is not preloaded");
+    if (!launch || !stats)
+        return 1;
+    CHECK(dlsym(RTLD_DEFAULT, "cuInit") == NULL, "a driver is loaded already");
+    CHECK(launch(NULL, noop, NULL) == CUDA_ERROR_NOT_INITIALIZED, "launch with no driver");
+
+    void *h = dlopen(argv[1], RTLD_NOW | RTLD_GLOBAL);
+    CHECK(h != NULL, "dlopen %s: %s", argv[1], dlerror());
+    if (!h)
+        return 1;
+    CUdevice dev;
+    CUcontext ctx;
+    DRV(((init_fn)dlsym(h, "cuInit"))(0));
+    DRV(((dev_fn)dlsym(h, "cuDeviceGet"))(&dev, 0));
+    DRV(((retain_fn)dlsym(h, "cuDevicePrimaryCtxRetain"))(&ctx, dev));
+    DRV(((setctx_fn)dlsym(h, "cuCtxSetCurrent"))(ctx));
+    CHECK(launch(NULL, noop, NULL) == CUDA_SUCCESS, "launch once the driver is loaded");
+    DRV(((sync_fn)dlsym(h, "cuStreamSynchronize"))(NULL));
+    hcguard_stats s;
+    stats(&s);
+    CHECK(atomic_load(&ran) == 1 && s.host_fns_ran == 1, "ran %d, hcguard saw %llu",
+          atomic_load(&ran), (unsigned long long)s.host_fns_ran);
+    printf("late driver: %s\n", failures ? "FAILED" : "passed");
+    return failures ? 1 : 0;
+}
