@@ -50,17 +50,7 @@ static void sleep_ms(int ms)
 
 static void setup(void)
 {
-    CUdevice d;
-    CUcontext ctx;
-    int n = 0;
-    if (cuInit(0) != CUDA_SUCCESS || cuDeviceGetCount(&n) != CUDA_SUCCESS || n == 0) {
-        fprintf(stderr, "SKIP: no CUDA device\n");
-        exit(77);
-    }
-    DRV(cuDeviceGet(&d, 0));
-    DRV(cuDevicePrimaryCtxRetain(&ctx, d));
-    DRV(cuCtxSetCurrent(ctx));
-    DRV(cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
+    s1 = test_context();
     DRV(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
     DRV(cuMemAlloc(&dev, 4096));
     const char *m = getenv("HCGUARD_MODE");

@@ -73,17 +73,7 @@ static hcguard_stats stats(void)
 
 static void setup(void)
 {
-    CUdevice dev;
-    CUcontext ctx;
-    int n = 0;
-    if (cuInit(0) != CUDA_SUCCESS || cuDeviceGetCount(&n) != CUDA_SUCCESS || n == 0) {
-        fprintf(stderr, "SKIP: no CUDA device\n");
-        exit(77);
-    }
-    DRV(cuDeviceGet(&dev, 0));
-    DRV(cuDevicePrimaryCtxRetain(&ctx, dev));
-    DRV(cuCtxSetCurrent(ctx));
-    DRV(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+    stream = test_context();
     copy_fn = (CUhostFn)dlsym(RTLD_DEFAULT, "hcguard_host_copy");
     get_stats = (stats_fn)dlsym(RTLD_DEFAULT, "hcguard_get_stats");
     if (!copy_fn || !get_stats) {

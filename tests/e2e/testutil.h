@@ -29,6 +29,27 @@ static int failures;
         }                                                                      \
     } while (0)
 
+#ifdef CUDA_VERSION
+/* The primary context of device 0 made current, and a stream of its own;
+ * exit 77 (skip) where there is no device. */
+__attribute__((unused)) static CUstream test_context(void)
+{
+    CUdevice dev;
+    CUcontext ctx;
+    CUstream s;
+    int n = 0;
+    if (cuInit(0) != CUDA_SUCCESS || cuDeviceGetCount(&n) != CUDA_SUCCESS || n == 0) {
+        fprintf(stderr, "SKIP: no CUDA device\n");
+        exit(77);
+    }
+    DRV(cuDeviceGet(&dev, 0));
+    DRV(cuDevicePrimaryCtxRetain(&ctx, dev));
+    DRV(cuCtxSetCurrent(ctx));
+    DRV(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    return s;
+}
+#endif
+
 /* An address no mapping can ever have: past the largest user address
  * space of the architecture (below the top byte that aarch64 may ignore). */
 #if defined(__aarch64__)
