@@ -32,7 +32,7 @@ static int failures;
 #ifdef CUDA_VERSION
 /* The primary context of device 0 made current, and a stream of its own;
  * exit 77 (skip) where there is no device. */
-__attribute__((unused)) static CUstream test_context(void)
+static inline CUstream test_context(void)
 {
     CUdevice dev;
     CUcontext ctx;
