@@ -341,6 +341,11 @@ void hcg_call_free_local(hcg_call *c);
 /* Back to its pool from any thread (the callback thread after a stream
  * launch ran, a graph's last holder). */
 void hcg_call_release(hcg_call *c);
+/* c's sequence number, and counting its launch: in its pool, on the thread
+ * that allocated it. */
+uint64_t hcg_pool_seq(hcg_call *c);
+void hcg_pool_count(hcg_call *c, hcg_fnkind kind);
+uint64_t hcg_pool_launched(hcg_fnkind kind);
 /* Make c stop loudly if it ever runs again (graph calls, before release). */
 void hcg_call_poison(hcg_call *c);
 void hcg_pool_after_fork(void);
@@ -457,8 +462,8 @@ void hcg_audit_print(void);
 /* ---- init.c: lifecycle ------------------------------------------------- */
 void hcg_init(void); /* pthread_once; safe from any intercepted call */
 uint64_t hcg_next_seq(void);
-/* Count a launch that reached the driver (atomic; any thread). */
-void hcg_count_launch(hcg_fnkind kind);
+/* Count a launch that reached the driver, by the launching thread. */
+void hcg_count_launch(hcg_call *c, hcg_fnkind kind);
 /* Count a host function set on a graph node. */
 void hcg_count_node(hcg_fnkind kind);
 

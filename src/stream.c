@@ -150,7 +150,7 @@ CUresult hcg_prepare_call(hcg_api api, CUstream s, CUhostFn fn, void *user, hcg_
         c->rec = rec;
         c->snap = snap;
     }
-    c->seq = hcg_next_seq();
+    c->seq = hcg_pool_seq(c);
     c->t_enqueue = hcg_ticks();
     *out = c;
     return CUDA_SUCCESS;
@@ -189,7 +189,7 @@ static CUresult launch(const launch_args *a)
     hcg_fnkind kind = (hcg_fnkind)c->kind;
     CUresult r = call_real(d, a, hcg_trampoline, c);
     if (r == CUDA_SUCCESS) {
-        hcg_count_launch(kind);
+        hcg_count_launch(c, kind);
         if (HCG_UNLIKELY(captured))
             hcg_graph_note_captured(c, a->stream, is_ptsz(a->api));
     } else if (!captured) {
@@ -262,11 +262,11 @@ static CUresult add_callback(hcg_api api, CUstream s, CUstreamCallback cb, void 
     c->api = (uint8_t)api;
     c->enqueue_status = HCGUARD_OK;
     c->oneshot = 1;
-    c->seq = hcg_next_seq();
+    c->seq = hcg_pool_seq(c);
     c->t_enqueue = hcg_ticks();
     CUresult r = real(s, hcg_stream_cb_trampoline, c, flags);
     if (r == CUDA_SUCCESS)
-        hcg_count_launch(HCG_FN_ORDINARY);
+        hcg_count_launch(c, HCG_FN_ORDINARY);
     else
         hcg_call_free_local(c);
     return r;

@@ -92,9 +92,16 @@ static struct {
 static atomic_uint_fast64_t launched[HCG_FN_KIND_COUNT];
 static atomic_uint_fast64_t nodes_made;
 
-void hcg_count_launch(hcg_fnkind kind)
+void hcg_count_launch(hcg_call *c, hcg_fnkind kind)
 {
-    atomic_fetch_add_explicit(&launched[kind], 1, memory_order_relaxed);
+    hcg_pool_count(c, kind);
+}
+
+/* Launched on streams (counted in the pools) and set on graph nodes. */
+static uint64_t launched_of(int k)
+{
+    return atomic_load_explicit(&launched[k], memory_order_relaxed) +
+           hcg_pool_launched((hcg_fnkind)k);
 }
 
 void hcg_count_node(hcg_fnkind kind)
@@ -176,7 +183,7 @@ static uint64_t launched_total(int copies_only)
     uint64_t t = 0;
     for (int k = 0; k < HCG_FN_KIND_COUNT; k++)
         if (!copies_only || hcg_fnkind_is_copy((hcg_fnkind)k))
-            t += atomic_load_explicit(&launched[k], memory_order_relaxed);
+            t += launched_of(k);
     return t;
 }
 
@@ -267,9 +274,9 @@ static void print_copies(void)
     hcg_msg("host copies: %" PRIu64 " launched, %" PRIu64 " ran, %s copied",
             launched_total(1), ran, fmt_bytes(S.bytes, a, sizeof a));
     for (int k = 0; k < HCG_FN_KIND_COUNT; k++)
-        if (hcg_fnkind_is_copy((hcg_fnkind)k) && (atomic_load(&launched[k]) || S.ran[k]))
-            hcg_msg("    recognised as %s: %" PRIuFAST64 " launched, %" PRIu64 " ran",
-                    hcg_fnkind_name((hcg_fnkind)k), atomic_load(&launched[k]), S.ran[k]);
+        if (hcg_fnkind_is_copy((hcg_fnkind)k) && (launched_of(k) || S.ran[k]))
+            hcg_msg("    recognised as %s: %" PRIu64 " launched, %" PRIu64 " ran",
+                    hcg_fnkind_name((hcg_fnkind)k), launched_of(k), S.ran[k]);
     print_time_hist("copy latency", &S.copy_time);
     if (S.copy_mbps.n) {
         hcg_msg("copy bandwidth: %.2f GB/s overall (%s in %s); per copy min %.2f, "

@@ -21,6 +21,9 @@
 
 typedef struct hcg_pool {
     hcg_call *free;                 /* owner only */
+    uint64_t seq;                   /* owner only: sequence numbers it gave */
+    _Atomic uint64_t launched[HCG_FN_KIND_COUNT]; /* owner writes, summary reads */
+    unsigned index;
     _Alignas(64) _Atomic(hcg_call *) returned;
     atomic_int owned;
     struct hcg_pool *next;          /* all pools; the list only grows */
@@ -60,6 +63,7 @@ static hcg_pool *acquire_pool(void)
         if (i >= MAX_POOLS)
             return NULL; /* more live threads than that: their calls go unmeasured */
         p = &pool_store[i];
+        p->index = i;
         atomic_store(&p->owned, 1);
         hcg_pool *head = atomic_load(&pools);
         do
@@ -108,6 +112,30 @@ static void CUDA_CB freed_call(void *arg)
     static const char msg[] = "==hcguard== internal error: a host node ran after hcguard freed it\n";
     (void)!write(2, msg, sizeof msg - 1);
     abort();
+}
+
+/* Per pool, so that a launch costs no atomic read-modify-write: sequence
+ * numbers carry the pool in their top bits (unique, ordered per thread);
+ * counts are summed when read. */
+uint64_t hcg_pool_seq(hcg_call *c)
+{
+    hcg_pool *p = c->owner;
+    return (uint64_t)(p->index + 1) << 44 | ++p->seq;
+}
+
+void hcg_pool_count(hcg_call *c, hcg_fnkind kind)
+{
+    _Atomic uint64_t *n = &c->owner->launched[kind];
+    atomic_store_explicit(n, atomic_load_explicit(n, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
+}
+
+uint64_t hcg_pool_launched(hcg_fnkind kind)
+{
+    uint64_t t = 0;
+    for (hcg_pool *p = atomic_load(&pools); p; p = p->next)
+        t += atomic_load_explicit(&p->launched[kind], memory_order_relaxed);
+    return t;
 }
 
 void hcg_call_poison(hcg_call *c)
