@@ -148,11 +148,17 @@ static hcg_call *node_root(hcg_driver *d, CUgraphNode n)
     return c->root ? c->root : c;
 }
 
-/* A call set on node n later: freed with the node's root; or, with no root
- * to hang it on (a node hcguard never saw), kept for ever. */
-static void attach_to_node(hcg_driver *d, hcg_call *c, CUgraphNode n)
+static hcg_call *exec_root(CUgraphExec e);
+
+/* A call set on node n later (of executable graph e, or of its graph when
+ * e is NULL): freed with a root that whatever runs it holds, the exec's
+ * own or else the node's; with no root to hang it on (a node hcguard never
+ * saw), kept for ever. */
+static void attach_to_node(hcg_driver *d, hcg_call *c, CUgraphExec e, CUgraphNode n)
 {
-    hcg_call *root = node_root(d, n);
+    hcg_call *root = e ? exec_root(e) : NULL;
+    if (!root)
+        root = node_root(d, n);
     c->node = (uintptr_t)n;
     if (!root) {
         hcg_debug("host node %p was not made through hcguard: its new call is never freed",
@@ -268,14 +274,15 @@ CUresult hcg_w_cuGraphAddNode_v2(CUgraphNode *ph, CUgraph g, const CUgraphNode *
 }
 
 /* ---- setting parameters ------------------------------------------------- */
-/* A new call for node n, or NULL to pass through; *r is the refusal. */
-static hcg_call *call_for_set(hcg_driver *d, hcg_api api, CUgraphNode n, CUhostFn fn, void *user,
-                              CUresult *r)
+/* A new call for node n (of exec e, or NULL), or NULL to pass through; *r
+ * is the refusal. */
+static hcg_call *call_for_set(hcg_driver *d, hcg_api api, CUgraphExec e, CUgraphNode n,
+                              CUhostFn fn, void *user, CUresult *r)
 {
     hcg_call *c = NULL;
     *r = passive() ? CUDA_SUCCESS : prepare(api, fn, user, &c);
     if (c)
-        attach_to_node(d, c, n);
+        attach_to_node(d, c, e, n);
     return c;
 }
 
@@ -284,7 +291,7 @@ CUresult hcg_w_cuGraphHostNodeSetParams(CUgraphNode n, const CUDA_HOST_NODE_PARA
     DRV_OR_FAIL(d);
     REAL_OR_FAIL(d, cuGraphHostNodeSetParams, pfn_host_set, real);
     CUresult r;
-    hcg_call *c = p ? call_for_set(d, HCG_API_GRAPH_SET_PARAMS, n, p->fn, p->userData, &r) : NULL;
+    hcg_call *c = p ? call_for_set(d, HCG_API_GRAPH_SET_PARAMS, NULL, n, p->fn, p->userData, &r) : NULL;
     if (!p || !c)
         return p && r != CUDA_SUCCESS ? r : real(n, p);
     CUDA_HOST_NODE_PARAMS q = {hcg_trampoline, c};
@@ -298,7 +305,7 @@ CUresult hcg_w_cuGraphNodeSetParams(CUgraphNode n, CUgraphNodeParams *p)
     if (!p || p->type != CU_GRAPH_NODE_TYPE_HOST)
         return real(n, p);
     CUresult r;
-    hcg_call *c = call_for_set(d, HCG_API_GRAPH_SET_PARAMS, n, p->host.fn, p->host.userData, &r);
+    hcg_call *c = call_for_set(d, HCG_API_GRAPH_SET_PARAMS, NULL, n, p->host.fn, p->host.userData, &r);
     if (!c)
         return r != CUDA_SUCCESS ? r : real(n, p);
     CUgraphNodeParams q = *p;
@@ -314,7 +321,7 @@ CUresult hcg_w_cuGraphExecHostNodeSetParams(CUgraphExec e, CUgraphNode n,
     REAL_OR_FAIL(d, cuGraphExecHostNodeSetParams, pfn_exec_host_set, real);
     CUresult r;
     hcg_call *c =
-        p ? call_for_set(d, HCG_API_GRAPH_EXEC_SET_PARAMS, n, p->fn, p->userData, &r) : NULL;
+        p ? call_for_set(d, HCG_API_GRAPH_EXEC_SET_PARAMS, e, n, p->fn, p->userData, &r) : NULL;
     if (!p || !c)
         return p && r != CUDA_SUCCESS ? r : real(e, n, p);
     CUDA_HOST_NODE_PARAMS q = {hcg_trampoline, c};
@@ -329,7 +336,7 @@ CUresult hcg_w_cuGraphExecNodeSetParams(CUgraphExec e, CUgraphNode n, CUgraphNod
         return real(e, n, p);
     CUresult r;
     hcg_call *c =
-        call_for_set(d, HCG_API_GRAPH_EXEC_SET_PARAMS, n, p->host.fn, p->host.userData, &r);
+        call_for_set(d, HCG_API_GRAPH_EXEC_SET_PARAMS, e, n, p->host.fn, p->host.userData, &r);
     if (!c)
         return r != CUDA_SUCCESS ? r : real(e, n, p);
     CUgraphNodeParams q = *p;
@@ -527,13 +534,19 @@ static int chain_to_exec(hcg_call *c, void *arg)
     return 0;
 }
 
-/* The executable graph now runs g's calls: keep them while it lives. */
+/* The executable graph now runs g's calls: keep them while it lives. The
+ * driver documents that an update gives the exec g's user objects in place
+ * of its own, so a root of g is what the exec holds from now on; the calls
+ * are also chained onto the root it held, in case it keeps that too. */
 static void adopt_update(hcg_driver *d, CUgraphExec e, CUgraph g)
 {
-    hcg_call *root = exec_root(e);
+    hcg_call *root = exec_root(e), *now = NULL;
     if (root)
         each_call(d, g, 0, chain_to_exec, root);
-    else if (atomic_load(&host_nodes_seen))
+    each_call(d, g, 0, take_root, &now);
+    if (now)
+        exec_put(e, now);
+    else if (!root && atomic_load(&host_nodes_seen))
         hcg_debug("executable graph %p updated from %p: its host calls are kept for ever",
                   (void *)e, (void *)g);
 }

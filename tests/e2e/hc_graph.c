@@ -282,6 +282,9 @@ static void lifetime(void)
         DRV(cuGraphAddHostNode(&n2, g2, NULL, 0, &p));
         CUgraphExecUpdateResultInfo info;
         DRV(cuGraphExecUpdate(e, g2, &info));
+        /* Set after the update: must outlive both graphs while e lives. */
+        p.userData = &r1;
+        DRV(cuGraphExecHostNodeSetParams(e, n, &p));
         /* Destroy in an order that depends on the round. */
         switch (i % 4) {
         case 0:
