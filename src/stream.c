@@ -1,7 +1,6 @@
 /* Stream wrappers: cuLaunchHostFunc and its variants, and the capture
  * entry points (a host function enqueued while its stream captures becomes
  * a graph node and runs once per replay). */
-#include <dlfcn.h>
 #include <stdio.h>
 
 #include "hcg.h"
@@ -89,11 +88,9 @@ static int check_copy(hcg_api api, CUstream s, CUhostFn fn, void *rec, hcg_fnkin
 static hcg_fnkind look_through(void *data, CUhostFn *fn, void **rec)
 {
     hcg_bindings_cb cb;
-    Dl_info info;
     if (!data || hcg_oracle_process()->read(NULL, (uintptr_t)data, &cb, sizeof cb) != 0 ||
         !cb.callback)
         return HCG_FN_ORDINARY; /* not {function, data}: leave it alone */
-    (void)info;
     hcg_fnkind k = hcg_recognize((void *)cb.callback);
     if (!hcg_fnkind_is_copy(k) && k != HCG_FN_LIBC && k != HCG_FN_CLOSURE)
         return HCG_FN_ORDINARY;

@@ -30,12 +30,6 @@
 #include "hcguard.h"
 #include "testutil.h"
 
-/* ThreadSanitizer keeps the high part of the address space for itself. */
-#if defined(__SANITIZE_THREAD__)
-#define HIGH_HOLE_OK 0
-#else
-#define HIGH_HOLE_OK 1
-#endif
 
 
 typedef int (*stats_fn)(hcguard_stats *);
