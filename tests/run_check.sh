@@ -1,16 +1,19 @@
 #!/bin/sh
 # Runs a command and checks its exit status and output.
-#   run_check.sh [--gpu] [--exit N] [--expect REGEX]... [--reject REGEX]... -- CMD ARGS...
+#   run_check.sh [--gpu|--no-driver] [--exit N] [--expect REGEX]... [--reject REGEX]... -- CMD ARGS...
 # --gpu: skip (exit 77) unless a real CUDA driver and GPU are present.
+# --no-driver: skip (exit 77) where the loader can find a libcuda.so.1.
 # The command's own exit status 77 means "not applicable here" and is passed on.
 set -u
 want_exit=0
 gpu=0
+nodriver=0
 expects=""
 rejects=""
 while [ $# -gt 0 ]; do
     case "$1" in
     --gpu) gpu=1; shift ;;
+    --no-driver) nodriver=1; shift ;;
     --exit) want_exit=$2; shift 2 ;;
     --expect) expects="$expects
 $2"; shift 2 ;;
@@ -24,6 +27,16 @@ if [ "$gpu" = 1 ]; then
     if ! ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1' ||
        ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
         echo "SKIP: no GPU or no CUDA driver on this machine"
+        exit 77
+    fi
+fi
+if [ "$nodriver" = 1 ]; then
+    found=$(ldconfig -p 2>/dev/null | grep -c 'libcuda\.so\.1')
+    for d in $(printf '%s' "${LD_LIBRARY_PATH:-}" | tr ':' ' '); do
+        [ -e "$d/libcuda.so.1" ] && found=1
+    done
+    if [ "$found" != 0 ]; then
+        echo "SKIP: a libcuda.so.1 can be found here; the test needs none"
         exit 77
     fi
 fi
