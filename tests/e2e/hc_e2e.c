@@ -52,16 +52,6 @@ static CUhostFn copy_fn;
 static stats_fn get_stats;
 static int audit;
 
-
-
-/* Without hcguard preloaded the program still runs (baseline). */
-static void local_copy(void *p)
-{
-    const hcguard_copy_record *r = p;
-    if (r && r->nbytes)
-        memcpy((void *)r->dst, (const void *)r->src, r->nbytes);
-}
-
 static atomic_int ordinary_runs;
 static void ordinary(void *p)
 {
@@ -167,7 +157,7 @@ static void setup(void)
     copy_fn = (CUhostFn)dlsym(RTLD_DEFAULT, "hcguard_host_copy");
     get_stats = (stats_fn)dlsym(RTLD_DEFAULT, "hcguard_get_stats");
     if (!copy_fn)
-        copy_fn = local_copy;
+        copy_fn = test_local_copy;
     const char *m = getenv("HCGUARD_MODE");
     audit = m && strcmp(m, "audit") == 0;
     if (m && strcmp(m, "off") == 0)

@@ -30,8 +30,6 @@
 #include "hcguard.h"
 #include "testutil.h"
 
-
-
 typedef int (*stats_fn)(hcguard_stats *);
 typedef CUresult (*add_node_v1_fn)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
                                    CUgraphNodeParams *);
@@ -41,13 +39,6 @@ static CUhostFn copy_fn;
 static stats_fn get_stats;
 static int audit;
 static CUstream stream;
-
-static void local_copy(void *p)
-{
-    const hcguard_copy_record *r = p;
-    if (r && r->nbytes)
-        memcpy((void *)r->dst, (const void *)r->src, r->nbytes);
-}
 
 static atomic_int ticks;
 static void tick(void *p)
@@ -364,8 +355,6 @@ int main(int argc, char **argv)
         return 2;
     }
     setup();
-    if (!copy_fn)
-        copy_fn = local_copy;
     if (strcmp(argv[1], "replay") == 0)
         replay();
     else if (strcmp(argv[1], "bad") == 0)

@@ -29,6 +29,18 @@ static int failures;
         }                                                                      \
     } while (0)
 
+#ifdef HCGUARD_H
+#include <string.h>
+/* The host-copy function programs use when hcguard is not preloaded: the
+ * same copy, unchecked (the baseline). */
+static inline void test_local_copy(void *p)
+{
+    const hcguard_copy_record *r = p;
+    if (r && r->nbytes)
+        memcpy((void *)r->dst, (const void *)r->src, r->nbytes);
+}
+#endif
+
 #ifdef CUDA_VERSION
 /* The primary context of device 0 made current, and a stream of its own;
  * exit 77 (skip) where there is no device. */

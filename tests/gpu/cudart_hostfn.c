@@ -20,8 +20,6 @@
 #include "hcguard.h"
 #include "testutil.h"
 
-
-
 #define RT(call)                                                               \
     do {                                                                       \
         cudaError_t e_ = (call);                                               \
@@ -31,13 +29,6 @@
             exit(1);                                                           \
         }                                                                      \
     } while (0)
-
-static void local_copy(void *p)
-{
-    const hcguard_copy_record *r = p;
-    if (r && r->nbytes)
-        memcpy((void *)r->dst, (const void *)r->src, r->nbytes);
-}
 
 int main(void)
 {
@@ -49,7 +40,7 @@ int main(void)
     cudaHostFn_t copy = (cudaHostFn_t)dlsym(RTLD_DEFAULT, "hcguard_host_copy");
     int guarded = copy != NULL;
     if (!copy)
-        copy = local_copy;
+        copy = test_local_copy;
     cudaStream_t s;
     RT(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
 
