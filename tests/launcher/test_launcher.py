@@ -63,7 +63,11 @@ def case_help(args, tmp):
     # Each option line with a value gives its default.
     expect(p.stdout.count("(default: ") >= 7, "defaults missing", p)
     expect(real(args.library) in p.stdout, "library default path missing", p)
-    expect(max(map(len, p.stdout.splitlines())) <= 80, "lines over 80", p)
+    # The library's path is as long as the install prefix: it stands alone
+    # on its line, which is the only one allowed past 80 columns.
+    long_lines = [l for l in p.stdout.splitlines()
+                  if len(l) > 80 and l.strip() != real(args.library) + ")"]
+    expect(not long_lines, "lines over 80: %r" % long_lines, p)
     for other in (["run", "--help"], ["run", "-h"], ["-h"], ["help"],
                   ["run", "--mode", "off", "--help"]):
         q = run([args.hcguard] + other)
