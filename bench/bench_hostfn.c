@@ -1,25 +1,30 @@
 /*
- * bench_hostfn: the costs hcguard's budget speaks of, measured by one
- * program that runs the same way with and without hcguard preloaded
- * (bench/run.sh runs both, interleaved, and prints the ratios).
+ * bench_hostfn: the costs hcguard's budget speaks of, measured side by side
+ * in one process. Run under hcguard (bench/run.sh does), it times each
+ * figure two ways, interleaved batch by batch: through the driver's own
+ * cuLaunchHostFunc, found in libcuda's dynamic symbol table (what the
+ * program would call without hcguard), and through the cuLaunchHostFunc
+ * the program links to (hcguard's, when preloaded).
  *
  *   enqueue_plain   ns per cuLaunchHostFunc of an ordinary host function,
  *                   while the driver's thread runs the earlier ones
  *   enqueue_copy    the same for a 64-byte host copy (validated at enqueue
- *                   under hcguard)
+ *                   under hcguard; without it, a local function with the
+ *                   body of hcguard_host_copy)
  *   gated_plain     ns per launch while the stream is held by a host
  *                   function waiting on a flag: the enqueue path alone
  *   gated_copy      the same for the 64-byte copy
- *   clock_ns        ns per clock_gettime(CLOCK_MONOTONIC) on this machine
- *   dispatch_min    min ns from just before the launch to the function's
+ *   dispatch_min    min ns from just before a launch to the function's
  *                   start, idle stream, one at a time
  *   dispatch_med    the median of the same
- *   copy_gbps       GB/s of a 64 MiB pinned-to-pageable copy run as a
- *                   host function, timed inside the stream (events between
- *                   two host functions); median of the repetitions
+ *   copy_gbps       GB/s of a 64 MiB pinned-to-pageable copy run as a host
+ *                   function, timed inside the stream (between two host
+ *                   functions); median of the repetitions
  *
- * Prints one "name value" line per figure. Without hcguard the copy is a
- * local function with the same body as hcguard_host_copy.
+ * Prints "name without with ratio" per figure (ratio = with / without, of
+ * the medians over batches). Without hcguard preloaded both columns time
+ * the same function, which shows the noise of the method itself.
+ *   bench_hostfn [SCALE]
  */
 #include <cuda.h>
 #include <dlfcn.h>
@@ -32,6 +37,10 @@
 
 #include "hcguard.h"
 
+/* src/dynsym.c, built into the benchmark (hcg.h would rename the driver's
+ * entry points to their legacy versions). */
+void *hcg_dynsym(const char *object, const char *name, const char *version);
+
 #define DRV(call)                                                              \
     do {                                                                       \
         CUresult r_ = (call);                                                  \
@@ -40,6 +49,14 @@
             exit(1);                                                           \
         }                                                                      \
     } while (0)
+
+typedef CUresult (*launch_fn)(CUstream, CUhostFn, void *);
+
+/* The two ways a launch goes: [0] the driver's own, [1] the program's. */
+typedef struct variant {
+    launch_fn launch;
+    CUhostFn copy; /* the host-copy function this way uses */
+} variant;
 
 static uint64_t now_ns(void)
 {
@@ -100,40 +117,119 @@ static void wait_gate(void *p)
         nanosleep(&ts, NULL);
 }
 
-/* ns per launch of `batch` launches queued behind a held stream; median. */
-static uint64_t gated_cost(CUstream s, CUhostFn fn, void *user, int batches, int batch)
+enum { BATCH = 500 };
+
+/* ns per launch of one batch; gated: queued behind a held stream, so the
+ * callback thread is idle while the batch is timed. */
+static uint64_t batch_cost(CUstream s, launch_fn launch, CUhostFn fn, void *user, int gated)
 {
-    uint64_t *t = malloc(sizeof *t * (size_t)batches);
-    for (int b = 0; b < batches; b++) {
+    if (gated) {
         atomic_store(&gate, 0);
-        DRV(cuLaunchHostFunc(s, wait_gate, NULL));
-        uint64_t t0 = now_ns();
-        for (int i = 0; i < batch; i++)
-            DRV(cuLaunchHostFunc(s, fn, user));
-        t[b] = (now_ns() - t0) / (uint64_t)batch;
-        atomic_store(&gate, 1);
-        DRV(cuStreamSynchronize(s));
+        DRV(launch(s, wait_gate, NULL));
     }
-    uint64_t m = median(t, (size_t)batches);
-    free(t);
-    return m;
+    uint64_t t0 = now_ns();
+    for (int i = 0; i < BATCH; i++)
+        DRV(launch(s, fn, user));
+    uint64_t t = (now_ns() - t0) / BATCH;
+    atomic_store(&gate, 1);
+    DRV(cuStreamSynchronize(s));
+    return t;
 }
 
-/* ns per launch: batches of `batch` launches, each followed by an untimed
- * synchronize; the median batch. */
-static uint64_t enqueue_cost(CUstream s, CUhostFn fn, void *user, int batches, int batch)
+typedef struct figure {
+    const char *name;
+    uint64_t *v[2]; /* per batch, per variant */
+    size_t n;
+} figure;
+
+static void figure_init(figure *f, const char *name, size_t cap)
 {
-    uint64_t *t = malloc(sizeof *t * (size_t)batches);
-    for (int b = 0; b < batches; b++) {
-        uint64_t t0 = now_ns();
-        for (int i = 0; i < batch; i++)
-            DRV(cuLaunchHostFunc(s, fn, user));
-        t[b] = (now_ns() - t0) / (uint64_t)batch;
-        DRV(cuStreamSynchronize(s));
+    f->name = name;
+    f->v[0] = malloc(sizeof(uint64_t) * cap);
+    f->v[1] = malloc(sizeof(uint64_t) * cap);
+    f->n = 0;
+}
+
+static void figure_print(figure *f, int use_min)
+{
+    uint64_t a = use_min ? (qsort(f->v[0], f->n, 8, cmp_u64), f->v[0][0]) : median(f->v[0], f->n);
+    uint64_t b = use_min ? (qsort(f->v[1], f->n, 8, cmp_u64), f->v[1][0]) : median(f->v[1], f->n);
+    printf("%s %llu %llu %.3f\n", f->name, (unsigned long long)a, (unsigned long long)b,
+           a ? (double)b / (double)a : 0.0);
+    free(f->v[0]);
+    free(f->v[1]);
+}
+
+/* Batches alternate between the two ways, the order flipped every round,
+ * so drift over the run falls on both alike. */
+static void enqueue_figures(CUstream s, const variant *w, int rounds)
+{
+    static unsigned char a[64], b[64];
+    hcguard_copy_record small = {(uintptr_t)a, (uintptr_t)b, sizeof a};
+    figure f[4];
+    figure_init(&f[0], "enqueue_plain", (size_t)rounds);
+    figure_init(&f[1], "enqueue_copy", (size_t)rounds);
+    figure_init(&f[2], "gated_plain", (size_t)rounds);
+    figure_init(&f[3], "gated_copy", (size_t)rounds);
+    for (int r = 0; r < rounds; r++) {
+        for (int k = 0; k < 2; k++) {
+            int v = (r & 1) ^ k;
+            for (int g = 0; g < 2; g++) {
+                f[2 * g].v[v][r] = batch_cost(s, w[v].launch, noop, NULL, g);
+                f[2 * g + 1].v[v][r] = batch_cost(s, w[v].launch, w[v].copy, &small, g);
+            }
+        }
     }
-    uint64_t m = median(t, (size_t)batches);
-    free(t);
-    return m;
+    for (int i = 0; i < 4; i++) {
+        f[i].n = (size_t)rounds;
+        figure_print(&f[i], 0);
+    }
+}
+
+static void dispatch_figures(CUstream s, const variant *w, int n)
+{
+    figure lo, med;
+    figure_init(&lo, "dispatch_min", (size_t)n);
+    figure_init(&med, "dispatch_med", (size_t)n);
+    for (int i = 0; i < 2 * n; i++) {
+        int v = (i & 1) ^ ((i >> 1) & 1);
+        uint64_t t0 = now_ns();
+        DRV(w[v].launch(s, stamp, NULL));
+        DRV(cuStreamSynchronize(s));
+        lo.v[v][i / 2] = med.v[v][i / 2] = atomic_load(&started_at) - t0;
+    }
+    lo.n = med.n = (size_t)n;
+    figure_print(&lo, 1);
+    figure_print(&med, 0);
+}
+
+static void copy_figure(CUstream s, const variant *w, int reps)
+{
+    enum { SZ = 64 << 20 };
+    unsigned char *pinned, *pageable = malloc(SZ);
+    DRV(cuMemAllocHost((void **)&pinned, SZ));
+    memset(pinned, 1, SZ);
+    memset(pageable, 2, SZ);
+    hcguard_copy_record big = {(uintptr_t)pageable, (uintptr_t)pinned, SZ};
+    figure f;
+    figure_init(&f, "copy_mbps", (size_t)reps);
+    for (int i = 0; i < 2 * reps; i++) {
+        int v = (i & 1) ^ ((i >> 1) & 1);
+        DRV(w[v].launch(s, mark_a, NULL));
+        DRV(w[v].launch(s, w[v].copy, &big));
+        DRV(w[v].launch(s, mark_b, NULL));
+        DRV(cuStreamSynchronize(s));
+        f.v[v][i / 2] = (uint64_t)((double)SZ * 1000.0 / (double)(stamp_b - stamp_a));
+        pageable[0] = 2;
+    }
+    f.n = (size_t)reps;
+    figure_print(&f, 0);
+    if (memcmp(pageable + 1, pinned + 1, 4095) != 0) {
+        fprintf(stderr, "bench: the copy did not copy\n");
+        exit(1);
+    }
+    cuMemFreeHost(pinned);
+    free(pageable);
 }
 
 int main(int argc, char **argv)
@@ -149,67 +245,25 @@ int main(int argc, char **argv)
     DRV(cuDevicePrimaryCtxRetain(&ctx, dev));
     DRV(cuCtxSetCurrent(ctx));
     DRV(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
-    CUhostFn copy = (CUhostFn)dlsym(RTLD_DEFAULT, "hcguard_host_copy");
-    printf("hcguard %s\n", copy ? "yes" : "no");
-    if (!copy)
-        copy = local_copy;
 
-    /* Warm up: module load, thread start, first-call paths. */
-    enqueue_cost(s, noop, NULL, 5, 200);
-
-    printf("enqueue_plain %llu\n",
-           (unsigned long long)enqueue_cost(s, noop, NULL, 40 * scale, 500));
-    static unsigned char a[64], b[64];
-    hcguard_copy_record small = {(uintptr_t)a, (uintptr_t)b, sizeof a};
-    printf("enqueue_copy %llu\n",
-           (unsigned long long)enqueue_cost(s, copy, &small, 40 * scale, 500));
-
-    printf("gated_plain %llu\n",
-           (unsigned long long)gated_cost(s, noop, NULL, 40 * scale, 500));
-    printf("gated_copy %llu\n",
-           (unsigned long long)gated_cost(s, copy, &small, 40 * scale, 500));
-    {
-        enum { NC = 200000 };
-        uint64_t t0 = now_ns();
-        for (int i = 0; i < NC; i++)
-            now_ns();
-        printf("clock_ns %.1f\n", (double)(now_ns() - t0) / NC);
-    }
-
-    enum { ND = 2000 };
-    uint64_t *d = malloc(sizeof *d * ND);
-    for (int i = 0; i < ND; i++) {
-        uint64_t t0 = now_ns();
-        DRV(cuLaunchHostFunc(s, stamp, NULL));
-        DRV(cuStreamSynchronize(s));
-        d[i] = atomic_load(&started_at) - t0;
-    }
-    qsort(d, ND, sizeof *d, cmp_u64);
-    printf("dispatch_min %llu\ndispatch_med %llu\n", (unsigned long long)d[0],
-           (unsigned long long)d[ND / 2]);
-    free(d);
-
-    enum { SZ = 64 << 20, REPS = 9 };
-    unsigned char *pinned, *pageable = malloc(SZ);
-    DRV(cuMemAllocHost((void **)&pinned, SZ));
-    memset(pinned, 1, SZ);
-    memset(pageable, 2, SZ);
-    hcguard_copy_record big = {(uintptr_t)pageable, (uintptr_t)pinned, SZ};
-    uint64_t bw[REPS];
-    for (int i = 0; i < REPS; i++) {
-        DRV(cuLaunchHostFunc(s, mark_a, NULL));
-        DRV(cuLaunchHostFunc(s, copy, &big));
-        DRV(cuLaunchHostFunc(s, mark_b, NULL));
-        DRV(cuStreamSynchronize(s));
-        bw[i] = (uint64_t)((double)SZ * 1000.0 / (double)(stamp_b - stamp_a)); /* MB/s */
-    }
-    printf("copy_gbps %.3f\n", (double)median(bw, REPS) / 1000.0);
-    if (memcmp(pageable, pinned, 4096) != 0) {
-        fprintf(stderr, "bench: the copy did not copy\n");
+    CUhostFn hcg_copy = (CUhostFn)dlsym(RTLD_DEFAULT, "hcguard_host_copy");
+    launch_fn real = (launch_fn)hcg_dynsym("libcuda.so", "cuLaunchHostFunc", NULL);
+    if (!real) {
+        fprintf(stderr, "bench: cuLaunchHostFunc not found in libcuda's symbol table\n");
         return 1;
     }
-    cuMemFreeHost(pinned);
-    free(pageable);
+    variant w[2] = {{real, local_copy},
+                    {cuLaunchHostFunc, hcg_copy ? hcg_copy : local_copy}};
+    printf("hcguard %s\n", hcg_copy ? "yes" : "no");
+
+    /* Warm up both ways: module load, thread start, first-call paths. */
+    for (int v = 0; v < 2; v++)
+        for (int i = 0; i < 5; i++)
+            batch_cost(s, w[v].launch, noop, NULL, 0);
+
+    enqueue_figures(s, w, 100 * scale);
+    dispatch_figures(s, w, 2000 * scale);
+    copy_figure(s, w, 9 * scale);
     cuStreamDestroy(s);
     return 0;
 }

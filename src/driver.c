@@ -7,8 +7,6 @@
  * dynamic symbol table in memory, then, for the sake of any interposer
  * loaded after us, through dlvsym(RTLD_NEXT, "dlsym", ...). */
 #include <dlfcn.h>
-#include <elf.h>
-#include <link.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,123 +28,16 @@ static _Atomic(dlvsym_fn) real_dlvsym;
 #define HCG_GLIBC_BASE "GLIBC_2.2.5"
 #endif
 
-typedef struct elf_dyn_view {
-    uintptr_t base;
-    const ElfW(Sym) *sym;
-    const char *str;
-    const uint32_t *gnu_hash;
-    const ElfW(Half) *versym;
-    const ElfW(Verdef) *verdef;
-} elf_dyn_view;
-
 /* Everything from here to hcg_real_dlvsym_ptr can run before a sanitizer
  * runtime preloaded ahead of hcguard is initialised (it resolves its own
  * interceptors with dlsym, which is hcguard's): no instrumentation, and
  * no libc function a sanitizer intercepts. */
 #define HCG_EARLY __attribute__((no_sanitize("address", "thread", "undefined")))
 
-HCG_EARLY static int str_eq(const char *a, const char *b)
-{
-    while (*a && *a == *b)
-        a++, b++;
-    return *a == *b;
-}
-
-HCG_EARLY static int is_libc(const char *path)
-{
-    const char *base = path;
-    for (const char *p = path; *p; p++)
-        if (*p == '/')
-            base = p + 1;
-    static const char want[] = "libc.so.";
-    for (size_t i = 0; i < sizeof want - 1; i++)
-        if (base[i] != want[i])
-            return 0;
-    return 1;
-}
-
-/* ld.so relocates d_ptr in place on most targets, not on all. */
-HCG_EARLY static uintptr_t dyn_ptr(const elf_dyn_view *v, ElfW(Addr) p)
-{
-    return p < v->base ? v->base + p : p;
-}
-
-/* libc's dynamic section, from the loader's list of objects (_r_debug). */
-HCG_EARLY static int find_libc(elf_dyn_view *v)
-{
-    for (const struct link_map *m = _r_debug.r_map; m; m = m->l_next) {
-        if (!m->l_name || !is_libc(m->l_name) || !m->l_ld)
-            continue;
-        v->base = m->l_addr;
-        for (const ElfW(Dyn) *d = m->l_ld; d->d_tag != DT_NULL; d++) {
-            uintptr_t p = dyn_ptr(v, d->d_un.d_ptr);
-            switch (d->d_tag) {
-            case DT_SYMTAB: v->sym = (const void *)p; break;
-            case DT_STRTAB: v->str = (const void *)p; break;
-            case DT_GNU_HASH: v->gnu_hash = (const void *)p; break;
-            case DT_VERSYM: v->versym = (const void *)p; break;
-            case DT_VERDEF: v->verdef = (const void *)p; break;
-            default: break;
-            }
-        }
-        return 1;
-    }
-    return 0;
-}
-
-HCG_EARLY static uint32_t gnu_hash(const char *s)
-{
-    uint32_t h = 5381;
-    for (; *s; s++)
-        h = h * 33 + (unsigned char)*s;
-    return h;
-}
-
-HCG_EARLY static const char *version_name(const elf_dyn_view *v, ElfW(Half) idx)
-{
-    const ElfW(Verdef) *d = v->verdef;
-    while (d) {
-        if ((d->vd_ndx & 0x7fff) == (idx & 0x7fff)) {
-            const ElfW(Verdaux) *a = (const void *)((const char *)d + d->vd_aux);
-            return v->str + a->vda_name;
-        }
-        d = d->vd_next ? (const void *)((const char *)d + d->vd_next) : NULL;
-    }
-    return NULL;
-}
-
-/* name@version in libc's .dynsym, through its GNU hash table. */
-HCG_EARLY static void *libc_lookup(const elf_dyn_view *v, const char *name, const char *version)
-{
-    const uint32_t *h = v->gnu_hash;
-    uint32_t nbuckets = h[0], symoff = h[1], bloom_words = h[2];
-    const uint32_t *buckets = (const void *)((const ElfW(Addr) *)(h + 4) + bloom_words);
-    const uint32_t *chain = buckets + nbuckets;
-    uint32_t want = gnu_hash(name);
-    uint32_t i = buckets[want % nbuckets];
-    if (i < symoff)
-        return NULL;
-    for (;; i++) {
-        uint32_t ch = chain[i - symoff];
-        const ElfW(Sym) *s = &v->sym[i];
-        if ((ch | 1) == (want | 1) && str_eq(v->str + s->st_name, name) &&
-            s->st_shndx != SHN_UNDEF) {
-            const char *ver = v->versym ? version_name(v, v->versym[i]) : NULL;
-            if (ver && str_eq(ver, version))
-                return (void *)(v->base + s->st_value);
-        }
-        if (ch & 1)
-            return NULL;
-    }
-}
-
 HCG_EARLY static void *libc_symbol(const char *name)
 {
-    elf_dyn_view v = {0};
-    if (!find_libc(&v) || !v.sym || !v.str || !v.gnu_hash || !v.verdef)
-        return NULL;
-    void *p = libc_lookup(&v, name, "GLIBC_2.34");
-    return p ? p : libc_lookup(&v, name, HCG_GLIBC_BASE);
+    void *p = hcg_dynsym("libc.so.", name, "GLIBC_2.34");
+    return p ? p : hcg_dynsym("libc.so.", name, HCG_GLIBC_BASE);
 }
 
 HCG_EARLY static void *next_version(dlvsym_fn libc_dlvsym, const char *name)

@@ -133,6 +133,10 @@ hcg_driver *hcg_driver_peek(void);
 void hcg_driver_reset_after_fork(void);
 /* Why the driver could not be loaded ("" if it was, or was not tried). */
 const char *hcg_driver_error(void);
+/* name (at version, or any if NULL) in the dynamic symbol table of the
+ * loaded object whose file name begins with object ("libc.so."); NULL if
+ * either is not found. Uses no dlsym and no instrumented libc function. */
+void *hcg_dynsym(const char *object, const char *name, const char *version);
 /* glibc's own dlsym/dlvsym, never the exported wrappers. */
 void *hcg_real_dlsym(void *handle, const char *name);
 void *hcg_real_dlvsym(void *handle, const char *name, const char *version);

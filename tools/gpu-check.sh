@@ -9,6 +9,7 @@ mkdir -p "$out"
 build="$root/build-gpu"
 {
     nvidia-smi -L; nvidia-smi --query-gpu=driver_version --format=csv,noheader
+    grep -m1 "model name" /proc/cpuinfo; nproc
     uname -r; gcc --version | head -1
     python3 -c 'import cuda.bindings, cupy; print("cuda.bindings", cuda.bindings.__version__, "cupy", cupy.__version__)'
 } 2>&1 | tee "$out/machine.txt"
@@ -18,19 +19,20 @@ grep -E "warning:" "$out/build.log" | sort -u | head -20
 cd "$build"
 ctest -L gpu -j 4 --output-on-failure --timeout 240 >"$out/ctest-gpu.log" 2>&1
 grep -E "tests passed|Failed|Skipped|\*\*\*" "$out/ctest-gpu.log" | head -80
-ctest -LE gpu -j 8 --timeout 240 >"$out/ctest-rest.log" 2>&1
+ctest -LE gpu -j 8 --output-on-failure --timeout 240 >"$out/ctest-rest.log" 2>&1
 grep -E "tests passed|Failed|\*\*\*" "$out/ctest-rest.log" | head -30
+# The full output of the tests a closing note quotes, one after another.
 {
-    for t in gpu_e2e_direct_bad_guard gpu_e2e_gpa2-self_changed gpu_cudart_shared gpu_cudart_static \
-             gpu_bindings gpu_cupy gpu_graph_replay gpu_graph_capture gpu_graph_lifetime \
+    for t in ${HCG_DETAIL_TESTS:-gpu_e2e_direct_bad_guard gpu_e2e_gpa2-self_changed gpu_cudart_shared \
+             gpu_cudart_static gpu_bindings gpu_cupy gpu_graph_replay gpu_graph_capture gpu_graph_lifetime \
              gpu_audit_cuda_call_guard gpu_audit_libc_guard gpu_audit_closure gpu_audit_slow \
-             gpu_audit_hang gpu_bindings_ctypes; do
+             gpu_audit_hang gpu_bindings_ctypes gpu_bindings_graph}; do
         echo "=== $t"
-        ctest -R "^$t\$" -V 2>&1 | grep -E "==hcguard== (HCGUARD|host|graph|bad|copies|copy|audit|ERROR|WARNING|    [a-z-]+ +[0-9]|        )|FAIL|SKIP|passed|driver:|lifetime:|ctypes" | head -40
+        ctest -R "^$t\$" -V --timeout 240 2>&1 | sed -n '/Test command:/,$p' | grep -v "^[0-9]*: Environment variables:"
     done
     echo "=== v2 skip reason"; LD_PRELOAD=$build/lib/libhcguard.so ./tests/e2e/hc_e2e v2 good 2>&1 | tail -2
     echo "=== bindings under --debug"
     ./bin/hcguard run --debug -- python3 "$root/tests/gpu/bindings_hostfn.py" 2>&1 | grep -E "debug|route|cuLaunchHostFunc|FAIL|passed" | head -30
 } >"$out/detail.log" 2>&1
-grep -E "^=== |passed|FAIL" "$out/detail.log" | head -60
+grep -E "^=== |hcguard\) passed|: passed|FAIL|Passed|Failed" "$out/detail.log" | head -60
 "$root/bench/run.sh" "$build" "${1:-3}" 2>&1 | tee "$out/bench.txt"
