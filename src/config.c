@@ -400,8 +400,18 @@ static void config_load(void)
     }
 }
 
+/* Asked on every launch: once loaded, one load and no call into libc. */
+static atomic_int g_config_ready;
+
+static void config_load_once(void)
+{
+    config_load();
+    atomic_store_explicit(&g_config_ready, 1, memory_order_release);
+}
+
 const hcg_config *hcg_config_get(void)
 {
-    pthread_once(&g_config_once, config_load);
+    if (HCG_UNLIKELY(!atomic_load_explicit(&g_config_ready, memory_order_acquire)))
+        pthread_once(&g_config_once, config_load_once);
     return &g_config;
 }
