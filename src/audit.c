@@ -71,10 +71,8 @@ static CUresult on_thunk(unsigned idx, const char *name, void *real)
     return hcg_config_get()->mode == HCG_MODE_GUARD ? CUDA_ERROR_NOT_PERMITTED : HCG_THUNK_PASS;
 }
 
-int hcg_audit_wrapper_call(hcg_api api)
+int hcg_audit_wrapper_call_slow(hcg_api api)
 {
-    if (HCG_LIKELY(!hcg_in_host_fn))
-        return 0;
     push_cuda_call(WRAPPER_BIT | (uint64_t)api);
     return hcg_config_get()->mode == HCG_MODE_GUARD;
 }

@@ -55,12 +55,15 @@ static uint64_t raw_counter(void)
 #endif
 }
 
+atomic_int hcg_g_clock_counter;
+
 static void setup(void)
 {
     use_counter = counter_is_invariant();
     base_tick = use_counter ? raw_counter() : 0;
     base_ns = hcg_now_ns();
     atomic_store_explicit(&ready, 1, memory_order_release);
+    atomic_store_explicit(&hcg_g_clock_counter, use_counter, memory_order_release);
 }
 
 void hcg_clock_init(void)
@@ -68,7 +71,7 @@ void hcg_clock_init(void)
     pthread_once(&once, setup);
 }
 
-uint64_t hcg_ticks(void)
+uint64_t hcg_ticks_slow(void)
 {
     if (HCG_UNLIKELY(!atomic_load_explicit(&ready, memory_order_acquire)))
         hcg_clock_init();

@@ -378,7 +378,7 @@ int hcg_expand_path(const char *pattern, char *out, size_t outlen,
 
 /* ---- the process configuration ----------------------------------------- */
 
-static hcg_config g_config;
+hcg_config hcg_g_config;
 static pthread_once_t g_config_once = PTHREAD_ONCE_INIT;
 
 static const char *secure_env(const char *name)
@@ -389,7 +389,7 @@ static const char *secure_env(const char *name)
 static void config_load(void)
 {
     char err[4096];
-    if (hcg_config_parse(&g_config, secure_env, err, sizeof err) == 0)
+    if (hcg_config_parse(&hcg_g_config, secure_env, err, sizeof err) == 0)
         return;
     for (char *line = err; line && *line;) {
         char *nl = strchr(line, '\n');
@@ -400,18 +400,16 @@ static void config_load(void)
     }
 }
 
-/* Asked on every launch: once loaded, one load and no call into libc. */
-static atomic_int g_config_ready;
+atomic_int hcg_g_config_ready;
 
 static void config_load_once(void)
 {
     config_load();
-    atomic_store_explicit(&g_config_ready, 1, memory_order_release);
+    atomic_store_explicit(&hcg_g_config_ready, 1, memory_order_release);
 }
 
-const hcg_config *hcg_config_get(void)
+const hcg_config *hcg_config_load(void)
 {
-    if (HCG_UNLIKELY(!atomic_load_explicit(&g_config_ready, memory_order_acquire)))
-        pthread_once(&g_config_once, config_load_once);
-    return &g_config;
+    pthread_once(&g_config_once, config_load_once);
+    return &hcg_g_config;
 }

@@ -98,8 +98,8 @@ HCG_EARLY void *hcg_real_dlvsym_ptr(void)
     return (void *)atomic_load_explicit(&real_dlvsym, memory_order_acquire);
 }
 
-static hcg_driver drv;
-static _Atomic int drv_state; /* 0 not tried, 1 loaded, -1 failed */
+hcg_driver hcg_g_drv;
+_Atomic int hcg_g_drv_state;
 static pthread_mutex_t drv_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Thread_local int loading; /* this thread is inside the load */
 static char drv_error[HCG_PATH_MAX + 256];
@@ -109,7 +109,7 @@ const char *hcg_driver_error(void)
     return drv_error;
 }
 
-#define FILL(slot) atomic_store(&drv.slot, hcg_real_dlsym(drv.handle, #slot))
+#define FILL(slot) atomic_store(&hcg_g_drv.slot, hcg_real_dlsym(hcg_g_drv.handle, #slot))
 
 /* First try: load it (the program may not have yet). After a failure,
  * only look for one the program has loaded since (no file search): a
@@ -120,8 +120,8 @@ static void load_driver(int first)
     if (!path[0])
         path = "libcuda.so.1";
     loading = 1;
-    drv.handle = dlopen(path, first ? RTLD_NOW | RTLD_GLOBAL : RTLD_NOW | RTLD_NOLOAD);
-    if (!drv.handle) {
+    hcg_g_drv.handle = dlopen(path, first ? RTLD_NOW | RTLD_GLOBAL : RTLD_NOW | RTLD_NOLOAD);
+    if (!hcg_g_drv.handle) {
         if (!first) {
             loading = 0;
             return;
@@ -133,7 +133,7 @@ static void load_driver(int first)
         snprintf(drv_error, sizeof drv_error, "cannot load the CUDA driver %s: %s", path,
                  err ? err : "unknown error");
         hcg_debug("%s", drv_error);
-        atomic_store(&drv_state, -1);
+        atomic_store(&hcg_g_drv_state, -1);
         return;
     }
     FILL(cuGetProcAddress);
@@ -153,32 +153,32 @@ static void load_driver(int first)
     FILL(cuStreamIsCapturing_ptsz);
     FILL(cuStreamAddCallback);
     FILL(cuStreamAddCallback_ptsz);
-#define HCG_X(n) atomic_store(&drv.g[HCG_G_##n], hcg_real_dlsym(drv.handle, #n));
+#define HCG_X(n) atomic_store(&hcg_g_drv.g[HCG_G_##n], hcg_real_dlsym(hcg_g_drv.handle, #n));
     HCG_GRAPH_REAL(HCG_X)
 #undef HCG_X
     loading = 0;
     hcg_audit_init(); /* before any thunk can be handed out */
-    atomic_store(&drv_state, 1);
+    atomic_store(&hcg_g_drv_state, 1);
     hcg_debug("driver %s loaded", path);
 }
 
-hcg_driver *hcg_driver_get(void)
+hcg_driver *hcg_driver_load(void)
 {
-    if (HCG_LIKELY(atomic_load_explicit(&drv_state, memory_order_acquire) == 1))
-        return &drv;
+    if (atomic_load_explicit(&hcg_g_drv_state, memory_order_acquire) == 1)
+        return &hcg_g_drv;
     if (loading) /* the driver's own start-up called back into us */
         return NULL;
     pthread_mutex_lock(&drv_lock);
-    int st = atomic_load(&drv_state);
+    int st = atomic_load(&hcg_g_drv_state);
     if (st != 1)
         load_driver(st == 0);
     pthread_mutex_unlock(&drv_lock);
-    return atomic_load(&drv_state) == 1 ? &drv : NULL;
+    return atomic_load(&hcg_g_drv_state) == 1 ? &hcg_g_drv : NULL;
 }
 
 hcg_driver *hcg_driver_peek(void)
 {
-    return atomic_load_explicit(&drv_state, memory_order_acquire) == 1 ? &drv : NULL;
+    return atomic_load_explicit(&hcg_g_drv_state, memory_order_acquire) == 1 ? &hcg_g_drv : NULL;
 }
 
 void hcg_driver_reset_after_fork(void)

@@ -45,8 +45,17 @@ typedef struct hcg_config {
 
 typedef const char *(*hcg_getenv_fn)(const char *name);
 
-/* The process configuration; parsed on first use. Never NULL. */
-const hcg_config *hcg_config_get(void);
+/* The process configuration; parsed on first use. Never NULL. Inline,
+ * as it is asked on every launch: once loaded, one load. */
+extern hcg_config hcg_g_config;
+extern atomic_int hcg_g_config_ready;
+const hcg_config *hcg_config_load(void);
+static inline const hcg_config *hcg_config_get(void)
+{
+    if (HCG_LIKELY(atomic_load_explicit(&hcg_g_config_ready, memory_order_acquire)))
+        return &hcg_g_config;
+    return hcg_config_load();
+}
 /* Parse from getenv_fn into *c. Returns 0, or -1 with one line in err for
  * each bad value, separated by '\n' (each such field keeps its default). */
 int hcg_config_parse(hcg_config *c, hcg_getenv_fn getenv_fn, char *err,
@@ -126,8 +135,16 @@ typedef struct hcg_driver {
 #define HCG_GREAL(d, name, T) ((T)atomic_load(&(d)->g[HCG_G_##name]))
 
 /* The driver table, loading libcuda on first call; NULL if it cannot be
- * loaded (the reason was printed once). */
-hcg_driver *hcg_driver_get(void);
+ * loaded (the reason was printed once). Inline: once loaded, one load. */
+extern hcg_driver hcg_g_drv;
+extern _Atomic int hcg_g_drv_state; /* 0 not tried, 1 loaded, -1 failed */
+hcg_driver *hcg_driver_load(void);
+static inline hcg_driver *hcg_driver_get(void)
+{
+    if (HCG_LIKELY(atomic_load_explicit(&hcg_g_drv_state, memory_order_acquire) == 1))
+        return &hcg_g_drv;
+    return hcg_driver_load();
+}
 /* The table if libcuda is already loaded by hcguard, else NULL; never loads. */
 hcg_driver *hcg_driver_peek(void);
 void hcg_driver_reset_after_fork(void);
@@ -296,7 +313,24 @@ int hcg_elf_symbol_image(const void *img, size_t size, uintptr_t off,
 uint64_t hcg_now_ns(void); /* CLOCK_MONOTONIC */
 /* Event time stamps: a raw counter, cheap on any thread. */
 void hcg_clock_init(void);
-uint64_t hcg_ticks(void);
+/* 1 once the raw counter is known to be invariant and in use; inline, as
+ * every launch and every host function reads the clock. */
+extern atomic_int hcg_g_clock_counter;
+uint64_t hcg_ticks_slow(void);
+static inline uint64_t hcg_ticks(void)
+{
+#if defined(__x86_64__)
+    if (HCG_LIKELY(atomic_load_explicit(&hcg_g_clock_counter, memory_order_relaxed)))
+        return __builtin_ia32_rdtsc();
+#elif defined(__aarch64__)
+    if (HCG_LIKELY(atomic_load_explicit(&hcg_g_clock_counter, memory_order_relaxed))) {
+        uint64_t v;
+        __asm__ __volatile__("mrs %0, cntvct_el0" : "=r"(v));
+        return v;
+    }
+#endif
+    return hcg_ticks_slow();
+}
 /* A reference point (counter and clock read together, and the rate) to
  * turn ticks into CLOCK_MONOTONIC nanoseconds. */
 typedef struct hcg_clock_ref_t {
@@ -453,8 +487,9 @@ void hcg_report_skip(const hcg_event *e);
 /* ---- audit.c: host-callback misuse --------------------------------------- */
 void hcg_audit_init(void);
 /* Inside a host function, one of hcguard's own wrappers was called: report
- * it; nonzero if the call must be refused (guard mode). */
-int hcg_audit_wrapper_call(hcg_api api);
+ * it; nonzero if the call must be refused (guard mode). Outside host
+ * functions (hcg_audit_wrapper_call, inline below the thunks), 0. */
+int hcg_audit_wrapper_call_slow(hcg_api api);
 /* The libc function fn is ("memcpy"), or NULL. */
 const char *hcg_audit_libc_name(const void *fn);
 void hcg_audit_report_fn(hcg_finding f, hcg_api api, CUstream s, void *fn, void *user);
@@ -464,7 +499,15 @@ uint64_t hcg_audit_errors(void);          /* the findings that are errors */
 void hcg_audit_print(void);
 
 /* ---- init.c: lifecycle ------------------------------------------------- */
-void hcg_init(void); /* pthread_once; safe from any intercepted call */
+/* Start-up (pthread_once); safe from any intercepted call. Inline: once
+ * started, one load. */
+extern atomic_int hcg_g_started;
+void hcg_init_slow(void);
+static inline void hcg_init(void)
+{
+    if (HCG_UNLIKELY(!atomic_load_explicit(&hcg_g_started, memory_order_acquire)))
+        hcg_init_slow();
+}
 uint64_t hcg_next_seq(void);
 /* Count a launch that reached the driver, by the launching thread. */
 void hcg_count_launch(hcg_call *c, hcg_fnkind kind);
@@ -476,6 +519,11 @@ void hcg_count_node(hcg_fnkind kind);
  * TLS, so the thunks read it with one load from the thread pointer. */
 extern _Thread_local unsigned char hcg_in_host_fn
     __attribute__((tls_model("initial-exec"), visibility("hidden")));
+
+static inline int hcg_audit_wrapper_call(hcg_api api)
+{
+    return HCG_UNLIKELY(hcg_in_host_fn) ? hcg_audit_wrapper_call_slow(api) : 0;
+}
 
 #define HCG_THUNK_MAX 4096
 /* A handler's answer that lets the call through to the real function. */

@@ -8,7 +8,7 @@
 #include "hcg.h"
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
-static atomic_int started;
+atomic_int hcg_g_started;
 
 static void atfork_child(void)
 {
@@ -16,7 +16,7 @@ static void atfork_child(void)
     hcg_pool_after_fork();
     hcg_summary_after_fork();
     hcg_driver_reset_after_fork();
-    if (atomic_load(&started))
+    if (atomic_load(&hcg_g_started))
         hcg_collector_start();
 }
 
@@ -28,13 +28,11 @@ static void start(void)
         hcg_jsonl_open(c->log_path);
     pthread_atfork(NULL, NULL, atfork_child);
     hcg_collector_start();
-    atomic_store(&started, 1);
+    atomic_store(&hcg_g_started, 1);
 }
 
-void hcg_init(void)
+void hcg_init_slow(void)
 {
-    if (HCG_LIKELY(atomic_load_explicit(&started, memory_order_acquire)))
-        return;
     pthread_once(&once, start);
 }
 
@@ -50,7 +48,7 @@ HCG_EXPORT int hcguard_get_stats(hcguard_stats *out)
 
 __attribute__((destructor)) static void finish(void)
 {
-    if (!atomic_load(&started))
+    if (!atomic_load(&hcg_g_started))
         return;
     const hcg_config *c = hcg_config_get();
     hcg_collector_stop();

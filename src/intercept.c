@@ -144,9 +144,9 @@ void *hcg_route(const char *name, void *p, cuuint64_t flags)
  * hcg_dlsym_target where to go and jump there with the caller's own return
  * address, because glibc resolves RTLD_NEXT and a dlopen'd caller's local
  * scope from it. Only names hcguard wraps, on real handles, go through C. */
-void *hcg_dlsym_target(void *handle, const char *name) __attribute__((visibility("hidden")));
+void *hcg_dlsym_target(void *handle, const char *name) __attribute__((visibility("hidden"), used));
 void *hcg_dlvsym_target(void *handle, const char *name, const char *version)
-    __attribute__((visibility("hidden")));
+    __attribute__((visibility("hidden"), used));
 void *hcg_real_dlsym_ptr(void);
 void *hcg_real_dlvsym_ptr(void);
 

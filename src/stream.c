@@ -99,10 +99,12 @@ static hcg_fnkind look_through(void *data, CUhostFn *fn, void **rec)
     return k;
 }
 
-static void debug_call(hcg_api api, CUhostFn fn, void *user, hcg_fnkind kind, CUhostFn inner)
+/* Out of line: its buffers would make every launch probe the stack. */
+__attribute__((noinline, cold)) static void debug_call(hcg_api api, CUhostFn fn, void *user,
+                                                      hcg_fnkind kind, CUhostFn inner)
 {
     static atomic_int n;
-    if (HCG_LIKELY(!hcg_config_get()->debug) || atomic_fetch_add(&n, 1) >= 16)
+    if (atomic_fetch_add(&n, 1) >= 16)
         return;
     char name[256], obj[HCG_PATH_MAX];
     if (hcg_symbolize((void *)fn, name, sizeof name, obj, sizeof obj) != 0)
@@ -120,7 +122,8 @@ CUresult hcg_prepare_call(hcg_api api, CUstream s, CUhostFn fn, void *user, hcg_
     void *rec = user;
     if (HCG_UNLIKELY(kind == HCG_FN_WRAP_BINDINGS))
         kind = look_through(user, &inner, &rec);
-    debug_call(api, fn, user, kind, inner);
+    if (HCG_UNLIKELY(hcg_config_get()->debug))
+        debug_call(api, fn, user, kind, inner);
     if (HCG_UNLIKELY(kind == HCG_FN_LIBC || kind == HCG_FN_CLOSURE)) {
         hcg_audit_report_fn(kind == HCG_FN_LIBC ? HCG_FIND_LIBC_FN : HCG_FIND_CLOSURE, api, s,
                             (void *)inner, rec);
