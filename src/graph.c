@@ -48,11 +48,6 @@ typedef CUresult (*pfn_graph_uobj_release)(CUgraph, CUuserObject, unsigned int);
 typedef CUresult (*pfn_capture_info)(CUstream, CUstreamCaptureStatus *, cuuint64_t *, CUgraph *,
                                      const CUgraphNode **, size_t *);
 
-#define DRV_OR_FAIL(d)                                                         \
-    hcg_driver *d = hcg_driver_get();                                          \
-    if (!d)                                                                    \
-        return CUDA_ERROR_NOT_INITIALIZED
-
 #define REAL_OR_FAIL(d, name, T, f)                                            \
     T f = HCG_GREAL(d, name, T);                                               \
     if (!f)                                                                    \
@@ -206,7 +201,7 @@ static CUresult prepare(hcg_api api, CUhostFn fn, void *user, hcg_call **out)
 CUresult hcg_w_cuGraphAddHostNode(CUgraphNode *ph, CUgraph g, const CUgraphNode *deps, size_t n,
                                   const CUDA_HOST_NODE_PARAMS *p)
 {
-    DRV_OR_FAIL(d);
+    HCG_DRV_OR_FAIL(d);
     REAL_OR_FAIL(d, cuGraphAddHostNode, pfn_add_host, real);
     hcg_call *c = NULL;
     if (!p || passive())
@@ -244,7 +239,7 @@ static CUresult add_node(hcg_driver *d, CUgraph g, CUgraphNodeParams *p, CUgraph
 CUresult hcg_w_cuGraphAddNode(CUgraphNode *ph, CUgraph g, const CUgraphNode *deps, size_t n,
                               CUgraphNodeParams *p)
 {
-    DRV_OR_FAIL(d);
+    HCG_DRV_OR_FAIL(d);
     REAL_OR_FAIL(d, cuGraphAddNode, pfn_add_node, real);
     CUgraphNodeParams q;
     hcg_call *c;
@@ -260,7 +255,7 @@ CUresult hcg_w_cuGraphAddNode(CUgraphNode *ph, CUgraph g, const CUgraphNode *dep
 CUresult hcg_w_cuGraphAddNode_v2(CUgraphNode *ph, CUgraph g, const CUgraphNode *deps,
                                  const CUgraphEdgeData *edges, size_t n, CUgraphNodeParams *p)
 {
-    DRV_OR_FAIL(d);
+    HCG_DRV_OR_FAIL(d);
     REAL_OR_FAIL(d, cuGraphAddNode_v2, pfn_add_node_v2, real);
     CUgraphNodeParams q;
     hcg_call *c;
@@ -288,7 +283,7 @@ static hcg_call *call_for_set(hcg_driver *d, hcg_api api, CUgraphExec e, CUgraph
 
 CUresult hcg_w_cuGraphHostNodeSetParams(CUgraphNode n, const CUDA_HOST_NODE_PARAMS *p)
 {
-    DRV_OR_FAIL(d);
+    HCG_DRV_OR_FAIL(d);
     REAL_OR_FAIL(d, cuGraphHostNodeSetParams, pfn_host_set, real);
     CUresult r;
     hcg_call *c = p ? call_for_set(d, HCG_API_GRAPH_SET_PARAMS, NULL, n, p->fn, p->userData, &r) : NULL;
@@ -300,7 +295,7 @@ CUresult hcg_w_cuGraphHostNodeSetParams(CUgraphNode n, const CUDA_HOST_NODE_PARA
 
 CUresult hcg_w_cuGraphNodeSetParams(CUgraphNode n, CUgraphNodeParams *p)
 {
-    DRV_OR_FAIL(d);
+    HCG_DRV_OR_FAIL(d);
     REAL_OR_FAIL(d, cuGraphNodeSetParams, pfn_node_params, real);
     if (!p || p->type != CU_GRAPH_NODE_TYPE_HOST)
         return real(n, p);
@@ -317,7 +312,7 @@ CUresult hcg_w_cuGraphNodeSetParams(CUgraphNode n, CUgraphNodeParams *p)
 CUresult hcg_w_cuGraphExecHostNodeSetParams(CUgraphExec e, CUgraphNode n,
                                             const CUDA_HOST_NODE_PARAMS *p)
 {
-    DRV_OR_FAIL(d);
+    HCG_DRV_OR_FAIL(d);
     REAL_OR_FAIL(d, cuGraphExecHostNodeSetParams, pfn_exec_host_set, real);
     CUresult r;
     hcg_call *c =
@@ -330,7 +325,7 @@ CUresult hcg_w_cuGraphExecHostNodeSetParams(CUgraphExec e, CUgraphNode n,
 
 CUresult hcg_w_cuGraphExecNodeSetParams(CUgraphExec e, CUgraphNode n, CUgraphNodeParams *p)
 {
-    DRV_OR_FAIL(d);
+    HCG_DRV_OR_FAIL(d);
     REAL_OR_FAIL(d, cuGraphExecNodeSetParams, pfn_exec_node_set, real);
     if (!p || p->type != CU_GRAPH_NODE_TYPE_HOST)
         return real(e, n, p);
@@ -357,7 +352,7 @@ static void unwrap(CUhostFn *fn, void **user)
 
 CUresult hcg_w_cuGraphHostNodeGetParams(CUgraphNode n, CUDA_HOST_NODE_PARAMS *p)
 {
-    DRV_OR_FAIL(d);
+    HCG_DRV_OR_FAIL(d);
     REAL_OR_FAIL(d, cuGraphHostNodeGetParams, pfn_host_get, real);
     CUresult r = real(n, p);
     if (r == CUDA_SUCCESS && p)
@@ -367,7 +362,7 @@ CUresult hcg_w_cuGraphHostNodeGetParams(CUgraphNode n, CUDA_HOST_NODE_PARAMS *p)
 
 CUresult hcg_w_cuGraphNodeGetParams(CUgraphNode n, CUgraphNodeParams *p)
 {
-    DRV_OR_FAIL(d);
+    HCG_DRV_OR_FAIL(d);
     REAL_OR_FAIL(d, cuGraphNodeGetParams, pfn_node_params, real);
     CUresult r = real(n, p);
     if (r == CUDA_SUCCESS && p && p->type == CU_GRAPH_NODE_TYPE_HOST)
@@ -477,54 +472,29 @@ static void note_exec(hcg_driver *d, CUresult r, CUgraphExec *pe, CUgraph g)
     exec_put(*pe, root);
 }
 
-CUresult hcg_w_cuGraphInstantiate(CUgraphExec *pe, CUgraph g, CUgraphNode *err, char *log,
-                                  size_t len)
-{
-    DRV_OR_FAIL(d);
-    REAL_OR_FAIL(d, cuGraphInstantiate, pfn_inst_old, real);
-    CUresult r = real(pe, g, err, log, len);
-    note_exec(d, r, pe, g);
-    return r;
-}
+/* Every instantiate variant: the real one, then the exec holds g's calls. */
+#define INSTANTIATE_WRAPPER(name, T, params, args)                             \
+    CUresult hcg_w_##name params                                               \
+    {                                                                          \
+        HCG_DRV_OR_FAIL(d);                                                        \
+        REAL_OR_FAIL(d, name, T, real);                                        \
+        CUresult r = real args;                                                \
+        note_exec(d, r, pe, g);                                                \
+        return r;                                                              \
+    }
 
-CUresult hcg_w_cuGraphInstantiate_v2(CUgraphExec *pe, CUgraph g, CUgraphNode *err, char *log,
-                                     size_t len)
-{
-    DRV_OR_FAIL(d);
-    REAL_OR_FAIL(d, cuGraphInstantiate_v2, pfn_inst_old, real);
-    CUresult r = real(pe, g, err, log, len);
-    note_exec(d, r, pe, g);
-    return r;
-}
-
-CUresult hcg_w_cuGraphInstantiateWithFlags(CUgraphExec *pe, CUgraph g, unsigned long long flags)
-{
-    DRV_OR_FAIL(d);
-    REAL_OR_FAIL(d, cuGraphInstantiateWithFlags, pfn_inst_flags, real);
-    CUresult r = real(pe, g, flags);
-    note_exec(d, r, pe, g);
-    return r;
-}
-
-CUresult hcg_w_cuGraphInstantiateWithParams(CUgraphExec *pe, CUgraph g,
-                                            CUDA_GRAPH_INSTANTIATE_PARAMS *ip)
-{
-    DRV_OR_FAIL(d);
-    REAL_OR_FAIL(d, cuGraphInstantiateWithParams, pfn_inst_params, real);
-    CUresult r = real(pe, g, ip);
-    note_exec(d, r, pe, g);
-    return r;
-}
-
-CUresult hcg_w_cuGraphInstantiateWithParams_ptsz(CUgraphExec *pe, CUgraph g,
-                                                 CUDA_GRAPH_INSTANTIATE_PARAMS *ip)
-{
-    DRV_OR_FAIL(d);
-    REAL_OR_FAIL(d, cuGraphInstantiateWithParams_ptsz, pfn_inst_params, real);
-    CUresult r = real(pe, g, ip);
-    note_exec(d, r, pe, g);
-    return r;
-}
+INSTANTIATE_WRAPPER(cuGraphInstantiate, pfn_inst_old,
+                    (CUgraphExec *pe, CUgraph g, CUgraphNode *err, char *log, size_t len),
+                    (pe, g, err, log, len))
+INSTANTIATE_WRAPPER(cuGraphInstantiate_v2, pfn_inst_old,
+                    (CUgraphExec *pe, CUgraph g, CUgraphNode *err, char *log, size_t len),
+                    (pe, g, err, log, len))
+INSTANTIATE_WRAPPER(cuGraphInstantiateWithFlags, pfn_inst_flags,
+                    (CUgraphExec *pe, CUgraph g, unsigned long long flags), (pe, g, flags))
+INSTANTIATE_WRAPPER(cuGraphInstantiateWithParams, pfn_inst_params,
+                    (CUgraphExec *pe, CUgraph g, CUDA_GRAPH_INSTANTIATE_PARAMS *ip), (pe, g, ip))
+INSTANTIATE_WRAPPER(cuGraphInstantiateWithParams_ptsz, pfn_inst_params,
+                    (CUgraphExec *pe, CUgraph g, CUDA_GRAPH_INSTANTIATE_PARAMS *ip), (pe, g, ip))
 
 static int chain_to_exec(hcg_call *c, void *arg)
 {
@@ -554,7 +524,7 @@ static void adopt_update(hcg_driver *d, CUgraphExec e, CUgraph g)
 CUresult hcg_w_cuGraphExecUpdate(CUgraphExec e, CUgraph g, CUgraphNode *err,
                                  CUgraphExecUpdateResult *res)
 {
-    DRV_OR_FAIL(d);
+    HCG_DRV_OR_FAIL(d);
     REAL_OR_FAIL(d, cuGraphExecUpdate, pfn_update_v1, real);
     CUresult r = real(e, g, err, res);
     if (r == CUDA_SUCCESS && !passive())
@@ -564,7 +534,7 @@ CUresult hcg_w_cuGraphExecUpdate(CUgraphExec e, CUgraph g, CUgraphNode *err,
 
 CUresult hcg_w_cuGraphExecUpdate_v2(CUgraphExec e, CUgraph g, CUgraphExecUpdateResultInfo *res)
 {
-    DRV_OR_FAIL(d);
+    HCG_DRV_OR_FAIL(d);
     REAL_OR_FAIL(d, cuGraphExecUpdate_v2, pfn_update_v2, real);
     CUresult r = real(e, g, res);
     if (r == CUDA_SUCCESS && !passive())
@@ -574,7 +544,7 @@ CUresult hcg_w_cuGraphExecUpdate_v2(CUgraphExec e, CUgraph g, CUgraphExecUpdateR
 
 CUresult hcg_w_cuGraphExecDestroy(CUgraphExec e)
 {
-    DRV_OR_FAIL(d);
+    HCG_DRV_OR_FAIL(d);
     REAL_OR_FAIL(d, cuGraphExecDestroy, pfn_exec_destroy, real);
     if (atomic_load(&host_nodes_seen))
         exec_put(e, NULL);

@@ -145,6 +145,12 @@ static inline hcg_driver *hcg_driver_get(void)
         return &hcg_g_drv;
     return hcg_driver_load();
 }
+/* In a wrapper: d is the driver table, or the wrapper answers
+ * CUDA_ERROR_NOT_INITIALIZED. */
+#define HCG_DRV_OR_FAIL(d)                                                         \
+    hcg_driver *d = hcg_driver_get();                                          \
+    if (!d)                                                                    \
+        return CUDA_ERROR_NOT_INITIALIZED
 /* The table if libcuda is already loaded by hcguard, else NULL; never loads. */
 hcg_driver *hcg_driver_peek(void);
 void hcg_driver_reset_after_fork(void);

@@ -290,68 +290,31 @@ static void note_capture(CUresult r)
         atomic_store(&capture_seen, 1);
 }
 
-#define DRV_OR_FAIL(d)                                                         \
-    hcg_driver *d = hcg_driver_get();                                          \
-    if (!d)                                                                    \
-        return CUDA_ERROR_NOT_INITIALIZED
+/* Every begin-capture variant: the real one, and a success noted. */
+#define CAPTURE_WRAPPER(name, T, params, args)                                 \
+    CUresult hcg_w_##name params                                               \
+    {                                                                          \
+        HCG_DRV_OR_FAIL(d);                                                        \
+        T f = atomic_load(&d->name);                                           \
+        CUresult r = f ? f args : CUDA_ERROR_NOT_SUPPORTED;                    \
+        note_capture(r);                                                       \
+        return r;                                                              \
+    }
 
-CUresult hcg_w_cuStreamBeginCapture(CUstream s)
-{
-    DRV_OR_FAIL(d);
-    hcg_pfn_begin_capture_v1 f = atomic_load(&d->cuStreamBeginCapture);
-    CUresult r = f ? f(s) : CUDA_ERROR_NOT_SUPPORTED;
-    note_capture(r);
-    return r;
-}
-
-CUresult hcg_w_cuStreamBeginCapture_ptsz(CUstream s)
-{
-    DRV_OR_FAIL(d);
-    hcg_pfn_begin_capture_v1 f = atomic_load(&d->cuStreamBeginCapture_ptsz);
-    CUresult r = f ? f(s) : CUDA_ERROR_NOT_SUPPORTED;
-    note_capture(r);
-    return r;
-}
-
-CUresult hcg_w_cuStreamBeginCapture_v2(CUstream s, CUstreamCaptureMode m)
-{
-    DRV_OR_FAIL(d);
-    hcg_pfn_begin_capture f = atomic_load(&d->cuStreamBeginCapture_v2);
-    CUresult r = f ? f(s, m) : CUDA_ERROR_NOT_SUPPORTED;
-    note_capture(r);
-    return r;
-}
-
-CUresult hcg_w_cuStreamBeginCapture_v2_ptsz(CUstream s, CUstreamCaptureMode m)
-{
-    DRV_OR_FAIL(d);
-    hcg_pfn_begin_capture f = atomic_load(&d->cuStreamBeginCapture_v2_ptsz);
-    CUresult r = f ? f(s, m) : CUDA_ERROR_NOT_SUPPORTED;
-    note_capture(r);
-    return r;
-}
-
-CUresult hcg_w_cuStreamBeginCaptureToGraph(CUstream s, CUgraph g, const CUgraphNode *deps,
-                                           const CUgraphEdgeData *edges, size_t n,
-                                           CUstreamCaptureMode m)
-{
-    DRV_OR_FAIL(d);
-    hcg_pfn_begin_capture_to_graph f = atomic_load(&d->cuStreamBeginCaptureToGraph);
-    CUresult r = f ? f(s, g, deps, edges, n, m) : CUDA_ERROR_NOT_SUPPORTED;
-    note_capture(r);
-    return r;
-}
-
-CUresult hcg_w_cuStreamBeginCaptureToGraph_ptsz(CUstream s, CUgraph g, const CUgraphNode *deps,
-                                                const CUgraphEdgeData *edges, size_t n,
-                                                CUstreamCaptureMode m)
-{
-    DRV_OR_FAIL(d);
-    hcg_pfn_begin_capture_to_graph f = atomic_load(&d->cuStreamBeginCaptureToGraph_ptsz);
-    CUresult r = f ? f(s, g, deps, edges, n, m) : CUDA_ERROR_NOT_SUPPORTED;
-    note_capture(r);
-    return r;
-}
+CAPTURE_WRAPPER(cuStreamBeginCapture, hcg_pfn_begin_capture_v1, (CUstream s), (s))
+CAPTURE_WRAPPER(cuStreamBeginCapture_ptsz, hcg_pfn_begin_capture_v1, (CUstream s), (s))
+CAPTURE_WRAPPER(cuStreamBeginCapture_v2, hcg_pfn_begin_capture,
+                (CUstream s, CUstreamCaptureMode m), (s, m))
+CAPTURE_WRAPPER(cuStreamBeginCapture_v2_ptsz, hcg_pfn_begin_capture,
+                (CUstream s, CUstreamCaptureMode m), (s, m))
+CAPTURE_WRAPPER(cuStreamBeginCaptureToGraph, hcg_pfn_begin_capture_to_graph,
+                (CUstream s, CUgraph g, const CUgraphNode *deps, const CUgraphEdgeData *edges,
+                 size_t n, CUstreamCaptureMode m),
+                (s, g, deps, edges, n, m))
+CAPTURE_WRAPPER(cuStreamBeginCaptureToGraph_ptsz, hcg_pfn_begin_capture_to_graph,
+                (CUstream s, CUgraph g, const CUgraphNode *deps, const CUgraphEdgeData *edges,
+                 size_t n, CUstreamCaptureMode m),
+                (s, g, deps, edges, n, m))
 
 HCG_EXPORT_ALIAS(cuLaunchHostFunc)
 HCG_EXPORT_ALIAS(cuLaunchHostFunc_ptsz)
