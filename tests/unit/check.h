@@ -7,6 +7,7 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "hcguard.h"
 
@@ -27,6 +28,26 @@ static int check_failures;
         if (check_g_ != check_w_) {                                          \
             fprintf(stderr, "%s:%d: CHECK failed: %s == %s (got %lld, want %lld)\n", \
                     __FILE__, __LINE__, #got, #want, check_g_, check_w_);    \
+            check_failures++;                                                \
+        }                                                                    \
+    } while (0)
+
+#define CHECK_STR(a, b)                                                      \
+    do {                                                                     \
+        const char *check_a_ = (a), *check_b_ = (b);                         \
+        if (strcmp(check_a_, check_b_) != 0) {                               \
+            fprintf(stderr, "%s:%d: CHECK failed: %s == %s ('%s' vs '%s')\n", \
+                    __FILE__, __LINE__, #a, #b, check_a_, check_b_);         \
+            check_failures++;                                                \
+        }                                                                    \
+    } while (0)
+
+#define CHECK_HAS(hay, needle)                                               \
+    do {                                                                     \
+        const char *check_h_ = (hay), *check_n_ = (needle);                  \
+        if (!strstr(check_h_, check_n_)) {                                   \
+            fprintf(stderr, "%s:%d: CHECK failed: '%s' does not contain '%s'\n", \
+                    __FILE__, __LINE__, check_h_, check_n_);                 \
             check_failures++;                                                \
         }                                                                    \
     } while (0)

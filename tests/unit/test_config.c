@@ -9,37 +9,7 @@
 #include <unistd.h>
 
 #include "hcg.h"
-
-static int failures;
-
-#define CHECK(cond)                                                          \
-    do {                                                                     \
-        if (!(cond)) {                                                       \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, \
-                    #cond);                                                  \
-            failures++;                                                      \
-        }                                                                    \
-    } while (0)
-
-#define CHECK_STR(a, b)                                                      \
-    do {                                                                     \
-        const char *a_ = (a), *b_ = (b);                                     \
-        if (strcmp(a_, b_) != 0) {                                           \
-            fprintf(stderr, "%s:%d: CHECK failed: %s == %s ('%s' vs '%s')\n", \
-                    __FILE__, __LINE__, #a, #b, a_, b_);                     \
-            failures++;                                                      \
-        }                                                                    \
-    } while (0)
-
-#define CHECK_HAS(hay, needle)                                               \
-    do {                                                                     \
-        const char *h_ = (hay), *n_ = (needle);                              \
-        if (!strstr(h_, n_)) {                                               \
-            fprintf(stderr, "%s:%d: CHECK failed: '%s' does not contain '%s'\n", \
-                    __FILE__, __LINE__, h_, n_);                             \
-            failures++;                                                      \
-        }                                                                    \
-    } while (0)
+#include "check.h"
 
 /* ---- a fake environment ------------------------------------------------- */
 
@@ -371,10 +341,5 @@ int main(void)
     test_expand_good();
     test_expand_bad();
     test_config_get();
-    if (failures) {
-        fprintf(stderr, "test_config: %d check(s) failed\n", failures);
-        return 1;
-    }
-    printf("test_config: all checks passed\n");
-    return 0;
+    return check_done("test_config");
 }

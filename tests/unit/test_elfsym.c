@@ -15,27 +15,7 @@
 #include <unistd.h>
 
 #include "hcg.h"
-
-static int failures;
-
-#define CHECK(cond)                                                          \
-    do {                                                                     \
-        if (!(cond)) {                                                       \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, \
-                    #cond);                                                  \
-            failures++;                                                      \
-        }                                                                    \
-    } while (0)
-
-#define CHECK_STR(a, b)                                                      \
-    do {                                                                     \
-        const char *a_ = (a), *b_ = (b);                                     \
-        if (strcmp(a_, b_) != 0) {                                           \
-            fprintf(stderr, "%s:%d: CHECK failed: %s == %s ('%s' vs '%s')\n", \
-                    __FILE__, __LINE__, #a, #b, a_, b_);                     \
-            failures++;                                                      \
-        }                                                                    \
-    } while (0)
+#include "check.h"
 
 #ifdef HCG_TEST_EXPECT_EXEC
 #define PROGRAM "test_elfsym_exec"
@@ -468,10 +448,5 @@ int main(void)
     test_module();
     test_not_elf();
     test_hostile();
-    if (failures) {
-        fprintf(stderr, "%s: %d check(s) failed\n", PROGRAM, failures);
-        return 1;
-    }
-    printf("%s: all checks passed\n", PROGRAM);
-    return 0;
+    return check_done(PROGRAM);
 }

@@ -11,17 +11,7 @@
 #include <string.h>
 
 #include "hcg.h"
-
-static int failures;
-
-#define CHECK(cond)                                                          \
-    do {                                                                     \
-        if (!(cond)) {                                                       \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, \
-                    #cond);                                                  \
-            failures++;                                                      \
-        }                                                                    \
-    } while (0)
+#include "check.h"
 
 #define CHECK_KIND(fn, want)                                                 \
     do {                                                                     \
@@ -30,17 +20,7 @@ static int failures;
             fprintf(stderr, "%s:%d: CHECK failed: hcg_recognize(%s) is %s, not %s\n", \
                     __FILE__, __LINE__, #fn, hcg_fnkind_name(got_),          \
                     hcg_fnkind_name(want));                                  \
-            failures++;                                                      \
-        }                                                                    \
-    } while (0)
-
-#define CHECK_STR(a, b)                                                      \
-    do {                                                                     \
-        const char *a_ = (a), *b_ = (b);                                     \
-        if (strcmp(a_, b_) != 0) {                                           \
-            fprintf(stderr, "%s:%d: CHECK failed: %s == %s ('%s' vs '%s')\n", \
-                    __FILE__, __LINE__, #a, #b, a_, b_);                     \
-            failures++;                                                      \
+            check_failures++;                                                \
         }                                                                    \
     } while (0)
 
@@ -78,7 +58,7 @@ static module open_module(const char *path)
     m.handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!m.handle) {
         fprintf(stderr, "dlopen %s: %s\n", path, dlerror());
-        failures++;
+        check_failures++;
         return m;
     }
     void *(*get)(void);
@@ -326,10 +306,5 @@ int main(void)
     test_threads();
     test_register_full();
     test_cache_full();
-    if (failures) {
-        fprintf(stderr, "test_recognize: %d check(s) failed\n", failures);
-        return 1;
-    }
-    printf("test_recognize: all checks passed\n");
-    return 0;
+    return check_done("test_recognize");
 }
