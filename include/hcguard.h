@@ -98,8 +98,11 @@ typedef struct hcguard_stats {
                                    executable graphs that can still run them */
 } hcguard_stats;
 
-/* Returns 0 and fills *out; -1 if out is NULL. */
-int hcguard_get_stats(hcguard_stats *out);
+/* Fills the first size bytes of *out: pass sizeof *out, so that a program
+ * built against this header keeps working with a later hcguard whose
+ * hcguard_stats has grown (fields are only ever added at the end). Returns
+ * 0; -1, writing nothing, if out is NULL or size is 0. */
+int hcguard_get_stats(hcguard_stats *out, size_t size);
 
 #ifdef __cplusplus
 }

@@ -3,6 +3,7 @@
  * Python may never touch CUDA), fork handling, and the exit summary. */
 #include <pthread.h>
 #include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "hcg.h"
@@ -36,13 +37,15 @@ void hcg_init_slow(void)
     pthread_once(&once, start);
 }
 
-HCG_EXPORT int hcguard_get_stats(hcguard_stats *out)
+HCG_EXPORT int hcguard_get_stats(hcguard_stats *out, size_t size)
 {
-    if (!out)
+    if (!out || size == 0)
         return -1;
+    hcguard_stats all;
     hcg_events_flush();
-    hcg_summary_stats(out);
-    out->graph_calls_live = hcg_graph_calls_live();
+    hcg_summary_stats(&all);
+    all.graph_calls_live = hcg_graph_calls_live();
+    memcpy(out, &all, size < sizeof all ? size : sizeof all);
     return 0;
 }
 

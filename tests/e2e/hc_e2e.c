@@ -20,6 +20,7 @@
 #include <dlfcn.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,7 +45,7 @@ typedef CUresult (*launch_v2_fn)(CUstream, CUhostFn, void *, unsigned int);
 typedef CUresult (*gpa_v1_fn)(const char *, void **, int, cuuint64_t);
 typedef CUresult (*gpa_v2_fn)(const char *, void **, int, cuuint64_t,
                               CUdriverProcAddressQueryResult *);
-typedef int (*stats_fn)(hcguard_stats *);
+typedef int (*stats_fn)(hcguard_stats *, size_t);
 
 static launch_fn launch1;
 static launch_v2_fn launch2;
@@ -169,7 +170,7 @@ static hcguard_stats stats(void)
     hcguard_stats s;
     memset(&s, 0, sizeof s);
     if (get_stats)
-        get_stats(&s);
+        get_stats(&s, sizeof s);
     return s;
 }
 
@@ -210,6 +211,21 @@ static void fill(unsigned char *p, size_t n, unsigned seed)
 {
     for (size_t i = 0; i < n; i++)
         p[i] = (unsigned char)(seed + i * 131u + (i >> 7));
+}
+
+/* hcguard_get_stats writes no more than the caller's size, and refuses
+ * what it cannot fill. */
+static void stats_api_checks(void)
+{
+    hcguard_stats s;
+    memset(&s, 0xa5, sizeof s);
+    CHECK(get_stats(NULL, sizeof s) == -1, "hcguard_get_stats(NULL) did not fail");
+    CHECK(get_stats(&s, 0) == -1, "hcguard_get_stats(size 0) did not fail");
+    CHECK(s.host_fns_launched == 0xa5a5a5a5a5a5a5a5ull, "a refused call wrote the stats");
+    /* A caller built when the struct ended before graph_calls_live. */
+    CHECK(get_stats(&s, offsetof(hcguard_stats, graph_calls_live)) == 0, "short stats");
+    CHECK(s.graph_calls_live == 0xa5a5a5a5a5a5a5a5ull, "wrote past the caller's size");
+    CHECK(s.host_fns_launched != 0xa5a5a5a5a5a5a5a5ull, "short stats not filled");
 }
 
 /* ---- scenarios --------------------------------------------------------- */
@@ -255,6 +271,7 @@ static void good(void)
     CHECK(atomic_load(&ordinary_runs) == N, "ordinary ran %d times, want %d",
           atomic_load(&ordinary_runs), N);
     if (get_stats) {
+        stats_api_checks();
         hcguard_stats s = stats();
         uint64_t copies = N + 3, all = 2 * N + 3, bytes = 16 + (1 << 16);
         for (int i = 0; i < N; i++)

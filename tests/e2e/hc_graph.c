@@ -30,7 +30,7 @@
 #include "hcguard.h"
 #include "testutil.h"
 
-typedef int (*stats_fn)(hcguard_stats *);
+typedef int (*stats_fn)(hcguard_stats *, size_t);
 typedef CUresult (*add_node_v1_fn)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
                                    CUgraphNodeParams *);
 typedef CUresult (*node_params_fn)(CUgraphNode, CUgraphNodeParams *);
@@ -52,7 +52,7 @@ static hcguard_stats stats(void)
     hcguard_stats s;
     memset(&s, 0, sizeof s);
     if (get_stats)
-        get_stats(&s);
+        get_stats(&s, sizeof s);
     return s;
 }
 

@@ -18,7 +18,7 @@ typedef CUresult (*dev_fn)(CUdevice *, int);
 typedef CUresult (*retain_fn)(CUcontext *, CUdevice);
 typedef CUresult (*setctx_fn)(CUcontext);
 typedef CUresult (*sync_fn)(CUstream);
-typedef int (*stats_fn)(hcguard_stats *);
+typedef int (*stats_fn)(hcguard_stats *, size_t);
 
 static atomic_int ran;
 static void noop(void *p)
@@ -54,7 +54,7 @@ int main(int argc, char **argv)
     CHECK(launch(NULL, noop, NULL) == CUDA_SUCCESS, "launch once the driver is loaded");
     DRV(((sync_fn)dlsym(h, "cuStreamSynchronize"))(NULL));
     hcguard_stats s;
-    stats(&s);
+    stats(&s, sizeof s);
     CHECK(atomic_load(&ran) == 1 && s.host_fns_ran == 1, "ran %d, hcguard saw %llu",
           atomic_load(&ran), (unsigned long long)s.host_fns_ran);
     printf("late driver: %s\n", failures ? "FAILED" : "passed");

@@ -56,7 +56,7 @@ copy_fn = driver.CUhostFn(copy_addr)
 
 
 class Stats(ctypes.Structure):
-    # All of hcguard_stats: hcguard_get_stats writes the whole struct.
+    # hcguard_get_stats writes no more than the size it is given.
     _fields_ = [(n, ctypes.c_uint64) for n in (
         "host_fns_launched", "host_fns_ran", "copies_launched", "copies_ran",
         "rejected", "skipped", "bytes_copied", "events_dropped", "graph_calls_live")]
@@ -64,7 +64,7 @@ class Stats(ctypes.Structure):
 
 def stats():
     s = Stats()
-    get_stats(ctypes.byref(s))
+    get_stats(ctypes.byref(s), ctypes.sizeof(s))
     return s
 
 

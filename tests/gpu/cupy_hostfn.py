@@ -35,7 +35,7 @@ class Stats(ctypes.Structure):
 
 def stats():
     s = Stats()
-    get_stats(ctypes.byref(s))
+    get_stats(ctypes.byref(s), ctypes.sizeof(s))
     return s
 
 
