@@ -24,6 +24,7 @@ const char *hcg_finding_name(hcg_finding f)
         [HCG_FIND_CLOSURE] = "closure-host-fn",
         [HCG_FIND_SLOW] = "slow-host-fn",
         [HCG_FIND_HANG] = "hung-host-fn",
+        [HCG_FIND_ONESHOT_IN_GRAPH] = "oneshot-host-fn-in-graph",
     };
     return (unsigned)f < HCG_FIND_COUNT && names[f] ? names[f] : "unknown";
 }
@@ -214,6 +215,13 @@ static void print_finding(const hcg_event *e)
                 "other host function of the context; for copies use a host-copy function "
                 "(cuda.core HOST_COPY_FN, hcguard_host_copy)");
         break;
+    case HCG_FIND_ONESHOT_IN_GRAPH:
+        hcg_msg("ERROR: %s: host function %s was captured into a graph through cuda.bindings' "
+                "cuLaunchHostFunc", hcg_finding_name(e->reason), fbuf);
+        hcg_msg("    its wrapper frees the wrapper's data after the first run, so a second "
+                "replay of the graph would read freed memory; hcguard calls the function "
+                "directly on every replay, and frees the data with the graph");
+        break;
     case HCG_FIND_HANG:
         hcg_msg("WARNING: %s: host function %s has been running for %.1f s on thread %u",
                 hcg_finding_name(e->reason), fbuf, (double)(e->t_end - e->t_start) / 1e9, e->tid);
@@ -276,12 +284,13 @@ uint64_t hcg_audit_findings(void)
     return n;
 }
 
-/* CUDA calls and libc functions would crash or deadlock: errors. The rest
- * cost time: warnings. */
+/* CUDA calls, libc functions and one-shot wrappers in graphs would crash
+ * or deadlock: errors. The rest cost time: warnings. */
 uint64_t hcg_audit_errors(void)
 {
     pthread_mutex_lock(&A.lock);
-    uint64_t n = A.count[HCG_FIND_CUDA_CALL] + A.count[HCG_FIND_LIBC_FN];
+    uint64_t n = A.count[HCG_FIND_CUDA_CALL] + A.count[HCG_FIND_LIBC_FN] +
+                 A.count[HCG_FIND_ONESHOT_IN_GRAPH];
     pthread_mutex_unlock(&A.lock);
     return n;
 }

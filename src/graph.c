@@ -66,6 +66,8 @@ static void call_unref(hcg_call *c)
 {
     if (atomic_fetch_sub_explicit(&c->refs, 1, memory_order_acq_rel) == 1) {
         atomic_fetch_sub_explicit(&calls_live, 1, memory_order_relaxed);
+        if (c->wrapped)
+            free(c->user); /* the wrapper's data: the wrapper never ran to free it */
         hcg_call_poison(c);
         hcg_call_release(c);
     }

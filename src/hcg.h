@@ -368,13 +368,14 @@ typedef struct hcg_call {
     uint8_t enqueue_status;   /* hcguard_status at enqueue (audit mode) */
     uint8_t wrapped;          /* fn is cuda.bindings' wrapper: user is malloc'd by it */
     /* -- second line: copies (rec, snap) and graph nodes (the rest) -- */
-    void *rec __attribute__((aligned(64))); /* the record: user, or inside a wrapper's data */
+    void *rec __attribute__((aligned(64))); /* copies: the record; wrapped: the wrapper's data */
     hcguard_copy_record snap; /* the record as validated at enqueue */
     uintptr_t graph, node;    /* for attribution */
     _Atomic uint32_t refs;    /* holders: its user object (roots), a root's chain */
     struct hcg_call *root;    /* the call the node was created with (NULL: this) */
     _Atomic(void *) chain;    /* root only: its hcg_link list (graph.c) */
     void *uobj;               /* root only: the CUuserObject that owns it */
+    CUhostFn inner;           /* wrapped: the function the wrapper calls with rec */
 } __attribute__((aligned(64))) hcg_call;
 
 /* Calls come from a pool of the allocating thread; NULL if out of memory. */
@@ -428,6 +429,9 @@ typedef enum hcg_finding {
     HCG_FIND_CLOSURE,       /* "closure-host-fn": code in anonymous memory (ctypes, cffi) */
     HCG_FIND_SLOW,          /* "slow-host-fn": ran longer than HCGUARD_SLOW_MS */
     HCG_FIND_HANG,          /* "hung-host-fn": still running after HCGUARD_HANG_S */
+    /* "oneshot-host-fn-in-graph": captured through cuda.bindings, whose
+     * wrapper frees its data after one run, into a graph that replays it */
+    HCG_FIND_ONESHOT_IN_GRAPH,
     HCG_FIND_COUNT
 } hcg_finding;
 const char *hcg_finding_name(hcg_finding f);

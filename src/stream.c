@@ -91,12 +91,11 @@ static hcg_fnkind look_through(void *data, CUhostFn *fn, void **rec)
     if (!data || hcg_oracle_process()->read(NULL, (uintptr_t)data, &cb, sizeof cb) != 0 ||
         !cb.callback)
         return HCG_FN_ORDINARY; /* not {function, data}: leave it alone */
-    hcg_fnkind k = hcg_recognize((void *)cb.callback);
-    if (!hcg_fnkind_is_copy(k) && k != HCG_FN_LIBC && k != HCG_FN_CLOSURE)
-        return HCG_FN_ORDINARY;
     *fn = cb.callback;
     *rec = cb.user;
-    return k;
+    hcg_fnkind k = hcg_recognize((void *)cb.callback);
+    return hcg_fnkind_is_copy(k) || k == HCG_FN_LIBC || k == HCG_FN_CLOSURE ? k
+                                                                            : HCG_FN_ORDINARY;
 }
 
 /* Out of line: its buffers would make every launch probe the stack. */
@@ -146,9 +145,10 @@ CUresult hcg_prepare_call(hcg_api api, CUstream s, CUhostFn fn, void *user, hcg_
     c->api = (uint8_t)api;
     c->enqueue_status = (uint8_t)why;
     c->oneshot = 1;
-    if (hcg_fnkind_is_copy(kind)) { /* the second line: copies only */
+    if (hcg_fnkind_is_copy(kind) || c->wrapped) { /* the second line: rarely */
         c->rec = rec;
         c->snap = snap;
+        c->inner = inner;
     }
     c->seq = hcg_pool_seq(c);
     c->t_enqueue = hcg_ticks();
@@ -183,9 +183,16 @@ static CUresult launch(const launch_args *a)
     if (HCG_UNLIKELY(!c))
         return call_real(d, a, a->fn, a->user);
     int captured = launch_is_captured(d, a);
-    if (HCG_UNLIKELY(captured) && hcg_graph_adopt_capture(c, a->stream, is_ptsz(a->api)) != 0)
-        hcg_debug("capture graph of stream %p not found: its host call is kept for ever",
-                  (void *)a->stream);
+    if (HCG_UNLIKELY(captured)) {
+        if (hcg_graph_adopt_capture(c, a->stream, is_ptsz(a->api)) != 0)
+            hcg_debug("capture graph of stream %p not found: its host call is kept for ever",
+                      (void *)a->stream);
+        /* The wrapper frees its data when it returns: a second replay would
+         * read freed memory. The trampoline calls what it wraps instead. */
+        if (c->wrapped)
+            hcg_audit_report_fn(HCG_FIND_ONESHOT_IN_GRAPH, a->api, a->stream, (void *)c->inner,
+                                c->rec);
+    }
     hcg_fnkind kind = (hcg_fnkind)c->kind;
     CUresult r = call_real(d, a, hcg_trampoline, c);
     if (r == CUDA_SUCCESS) {

@@ -241,11 +241,13 @@ static void run(hcg_call *c, CUstream s, CUresult status, int stream_cb)
         hcg_in_host_fn = 1;
         if (stream_cb)
             ((CUstreamCallback)(void *)c->fn)(s, status, c->user);
+        else if (HCG_UNLIKELY(c->wrapped && !c->oneshot))
+            c->inner(c->rec); /* a wrapper that frees its data, in a graph */
         else
             c->fn(c->user);
         hcg_in_host_fn = was;
         hcg_event_running(0, 0);
-    } else if (c->wrapped) {
+    } else if (c->wrapped && c->oneshot) {
         free(c->user); /* what cuda.bindings' wrapper would have done after the call */
     }
     e.t_end = hcg_ticks();

@@ -13,6 +13,10 @@
  *                       instantiated, updated and destroyed in every order:
  *                       what hcguard keeps for them returns to zero
  *   hc_graph capture    host functions captured from a stream replay
+ *   hc_graph capture-bindings
+ *                       the same, enqueued through a stand-in of cuda.bindings'
+ *                       wrapper, which frees its data after one run: every
+ *                       replay still runs (ASan builds see any use after free)
  *
  * Exit 0 passed, 1 failed, 77 not applicable (no device).
  */
@@ -348,10 +352,51 @@ static void capture(void)
           (unsigned long long)(live - base));
 }
 
+typedef CUresult (*launch_fn)(CUstream, CUhostFn, void *);
+
+static void capture_bindings(void)
+{
+    const char *path = getenv("HC_E2E_BINDINGS_MODULE");
+    void *mod = path ? dlopen(path, RTLD_NOW) : NULL;
+    launch_fn launch = mod ? (launch_fn)dlsym(mod, "fake_bindings_launch") : NULL;
+    CHECK(launch != NULL, "no cuda.bindings stand-in (HC_E2E_BINDINGS_MODULE=%s)",
+          path ? path : "");
+    if (!launch)
+        return;
+    enum { N = 1024, REPLAYS = 5 };
+    unsigned char src[N], dst[N];
+    hcguard_copy_record rec = {(uintptr_t)dst, (uintptr_t)src, N};
+    uint64_t base = live_after_drain(0);
+    int ticks_before = atomic_load(&ticks);
+    CUgraph g;
+    CUgraphExec e;
+    DRV(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    DRV(launch(stream, copy_fn, &rec));
+    DRV(launch(stream, tick, NULL));
+    DRV(cuStreamEndCapture(stream, &g));
+    DRV(cuGraphInstantiate(&e, g, 0));
+    DRV(cuGraphDestroy(g));
+    int wrong = 0;
+    for (int i = 0; i < REPLAYS; i++) {
+        fill(src, N, (unsigned)i + 7);
+        DRV(cuGraphLaunch(e, stream));
+        DRV(cuStreamSynchronize(stream));
+        wrong += memcmp(src, dst, N) != 0;
+    }
+    CHECK(wrong == 0, "%d replays through the wrapper copied wrongly", wrong);
+    CHECK(atomic_load(&ticks) - ticks_before == REPLAYS, "wrapped ordinary node ran %d times",
+          atomic_load(&ticks) - ticks_before);
+    DRV(cuGraphExecDestroy(e));
+    uint64_t live = live_after_drain(base);
+    CHECK(live == base, "%llu wrapped calls alive after the graph was destroyed",
+          (unsigned long long)(live - base));
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
-        fprintf(stderr, "usage: hc_graph replay|bad|getparams|lifetime|capture\n");
+        fprintf(stderr, "usage: hc_graph replay|bad|getparams|lifetime|capture|"
+                        "capture-bindings\n");
         return 2;
     }
     setup();
@@ -365,6 +410,8 @@ int main(int argc, char **argv)
         lifetime();
     else if (strcmp(argv[1], "capture") == 0)
         capture();
+    else if (strcmp(argv[1], "capture-bindings") == 0)
+        capture_bindings();
     else {
         fprintf(stderr, "unknown scenario '%s'\n", argv[1]);
         return 2;
