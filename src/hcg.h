@@ -481,7 +481,10 @@ void hcg_summary_after_fork(void);
 /* ---- jsonl.c: the event log -------------------------------------------- */
 int hcg_jsonl_open(const char *path); /* 0 or -1 (message printed) */
 void hcg_jsonl_event(const hcg_event *e);
+/* Write out what is left and close; a write error is reported here. */
 void hcg_jsonl_close(void);
+/* The summary's line about the log (after hcg_jsonl_close). */
+void hcg_jsonl_summary(void);
 
 /* ---- report.c: messages ------------------------------------------------ */
 /* "==hcguard== " prefixed line on stderr; serialised. */

@@ -10,21 +10,32 @@
 #include "hcg.h"
 
 static int log_fd = -1;
+static char log_path[HCG_PATH_MAX];
 static char buf[1 << 16];
 static size_t used;
+static unsigned buf_events;     /* events in buf, not yet written */
+static uint64_t events_written;
+static int write_errno;         /* the first write error; 0 if none */
+static uint64_t events_lost;    /* not written, after that error */
 
 static void flush_buf(void)
 {
     size_t off = 0;
-    while (off < used) {
+    while (off < used && !write_errno) {
         ssize_t w = write(log_fd, buf + off, used - off);
         if (w < 0 && errno == EINTR)
             continue;
         if (w <= 0)
-            break;
-        off += (size_t)w;
+            write_errno = w < 0 ? errno : EIO;
+        else
+            off += (size_t)w;
     }
+    if (write_errno)
+        events_lost += buf_events;
+    else
+        events_written += buf_events;
     used = 0;
+    buf_events = 0;
 }
 
 int hcg_jsonl_open(const char *path)
@@ -35,7 +46,49 @@ int hcg_jsonl_open(const char *path)
                 strerror(errno));
         return -1;
     }
+    snprintf(log_path, sizeof log_path, "%s", path);
     return 0;
+}
+
+/* The name of fn, looked up once per function: the log is read by people
+ * and scripts that cannot resolve addresses of a process that is gone. */
+#define NAME_SLOTS 512
+static struct {
+    uintptr_t fn;
+    char name[120];
+} names[NAME_SLOTS];
+
+static const char *fn_name(uintptr_t fn)
+{
+    if (!fn)
+        return "";
+    unsigned h = (unsigned)((fn * 0x9e3779b97f4a7c15ull) >> 55) % NAME_SLOTS;
+    if (names[h].fn != fn) {
+        char obj[8];
+        names[h].fn = fn;
+        if (hcg_symbolize((const void *)fn, names[h].name, sizeof names[h].name, obj,
+                          sizeof obj) != 0)
+            snprintf(names[h].name, sizeof names[h].name, "anonymous");
+    }
+    return names[h].name;
+}
+
+/* name as a JSON string body: quotes, backslashes and controls escaped. */
+static size_t json_str(char *out, size_t room, const char *s)
+{
+    size_t n = 0;
+    for (; *s && n + 7 < room; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\') {
+            out[n++] = '\\';
+            out[n++] = (char)ch;
+        } else if (ch < 0x20) {
+            n += (size_t)snprintf(out + n, room - n, "\\u%04x", ch);
+        } else {
+            out[n++] = (char)ch;
+        }
+    }
+    return n;
 }
 
 static const char *kind_name(uint8_t k)
@@ -67,6 +120,12 @@ void hcg_jsonl_event(const hcg_event *e)
     if (n < 0 || (size_t)n >= room)
         return;
     size_t len = (size_t)n;
+    if (e->fn) {
+        n = snprintf(p + len, room - len, ",\"fn_name\":\"");
+        len += n > 0 ? (size_t)n : 0;
+        len += json_str(p + len, 256, fn_name(e->fn));
+        p[len++] = '"';
+    }
     if (e->graph) {
         n = snprintf(p + len, room - len, ",\"graph\":\"0x%" PRIxPTR "\",\"node\":\"0x%" PRIxPTR "\"",
                      e->graph, e->node);
@@ -106,6 +165,7 @@ void hcg_jsonl_event(const hcg_event *e)
         p[len++] = '}';
         p[len++] = '\n';
         used += len;
+        buf_events++;
     }
 }
 
@@ -114,6 +174,19 @@ void hcg_jsonl_close(void)
     if (log_fd < 0)
         return;
     flush_buf();
-    close(log_fd);
+    if (close(log_fd) != 0 && !write_errno)
+        write_errno = errno;
     log_fd = -1;
+    /* Said even without a summary: a log that looks whole but is not
+     * would mislead whoever reads it. */
+    if (write_errno)
+        hcg_msg("ERROR: writing the event log %s failed: %s; %" PRIu64 " events written, %" PRIu64
+                " lost: the log is incomplete", log_path, strerror(write_errno), events_written,
+                events_lost);
+}
+
+void hcg_jsonl_summary(void)
+{
+    if (log_path[0] && !write_errno)
+        hcg_msg("event log: %s (%" PRIu64 " events)", log_path, events_written);
 }

@@ -336,6 +336,7 @@ void hcg_summary_print(int fd)
     uint64_t dropped = hcg_events_dropped();
     if (dropped)
         hcg_msg("events dropped (full per-thread buffer): %" PRIu64, dropped);
+    hcg_jsonl_summary();
     pthread_mutex_unlock(&S.lock);
     hcg_audit_print();
     uint64_t audit_errors = hcg_audit_errors();

@@ -3,7 +3,8 @@
   check_log.py LOGDIR EXPECT... -- CMD ARGS...
 EXPECT is KIND=N or KIND:REASON=N (KIND one of run, skip, reject, finding;
 REASON the reason or finding name): the log must hold exactly N such
-events. Every line must be a JSON object with the common keys. Exit 77 is
+events; or KIND@NAME=N: exactly N events of KIND whose host function is
+named NAME (fn_name). Every line must be a JSON object with the common keys. Exit 77 is
 passed on (not applicable). HCG_CHILD_PRELOAD becomes the command's
 LD_PRELOAD.
 """
@@ -44,10 +45,14 @@ def main():
                 bad += 1
                 continue
             missing = [k for k in COMMON if k not in ev]
+            if ev.get("fn", "0x0") != "0x0" and not ev.get("fn_name"):
+                missing.append("fn_name")
             if missing:
                 print(f"check_log: line {n} lacks {missing}")
                 bad += 1
             counts[ev["event"]] += 1
+            if ev.get("fn_name"):
+                counts[f"{ev['event']}@{ev['fn_name']}"] += 1
             why = ev.get("reason") or ev.get("finding")
             if why:
                 counts[f"{ev['event']}:{why}"] += 1
