@@ -543,7 +543,8 @@ static inline int hcg_audit_wrapper_call(hcg_api api)
 #define HCG_THUNK_PASS ((CUresult)-1)
 /* Called when a thunk is entered inside a host function: HCG_THUNK_PASS
  * calls real with the caller's arguments; anything else is returned to the
- * caller instead. Runs with hcg_in_host_fn cleared. */
+ * caller instead. Runs with hcg_in_host_fn cleared. For an export not yet
+ * called, real is its resolver. */
 typedef CUresult (*hcg_thunk_handler)(unsigned idx, const char *name, void *real);
 
 /* A thunk that behaves exactly like real (any signature), noticing calls
@@ -554,6 +555,15 @@ void *hcg_thunk_for(const char *name, void *real);
 void hcg_thunk_set_handler(hcg_thunk_handler h); /* NULL: pass everything */
 const char *hcg_thunk_name(unsigned idx);        /* NULL if idx is not in use */
 unsigned hcg_thunk_count(void);
+/* The exports: a thunk for each function of the driver hcguard was built
+ * against, at indices HCG_THUNK_MAX + i, which libhcguard exports under the
+ * function's name. The first call looks the function up in the driver
+ * (loading it); a call that cannot be served returns
+ * CUDA_ERROR_NOT_INITIALIZED (no driver) or CUDA_ERROR_NOT_FOUND (the
+ * driver lacks it). None without thunks. */
+unsigned hcg_thunk_exports(void);
+void *hcg_thunk_export(unsigned i); /* export i's entry point, NULL past the end */
+int hcg_thunk_is_export(const void *p);
 
 /* ---- graph.c: host nodes ---------------------------------------------------
  * A host function enqueued while its stream captures: attach c to the

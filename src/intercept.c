@@ -150,14 +150,37 @@ void *hcg_dlvsym_target(void *handle, const char *name, const char *version)
 void *hcg_real_dlsym_ptr(void);
 void *hcg_real_dlvsym_ptr(void);
 
+/* Whether a driver is loaded, by hcguard or the program; loads nothing. */
+static int driver_loaded(void)
+{
+    if (hcg_driver_peek())
+        return 1;
+    const char *path = hcg_config_get()->driver_path;
+    void *h = dlopen(path[0] ? path : "libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+    if (h)
+        dlclose(h);
+    return h != NULL;
+}
+
+/* hcguard exports every driver entry point: a program that probes for a
+ * driver with dlsym(RTLD_DEFAULT, "cuInit") would find hcguard's. While
+ * none is loaded, the look-up goes on past hcguard, as glibc's would have
+ * (NULL and a dlerror message, as a rule). Once one is, the export is the
+ * right answer: a thunk of the driver's function. */
 static void *dlsym_routed(void *handle, const char *name)
 {
-    return hcg_route(name, hcg_real_dlsym(handle, name), 0);
+    void *p = hcg_real_dlsym(handle, name);
+    if (HCG_UNLIKELY(hcg_thunk_is_export(p)) && !driver_loaded())
+        p = hcg_real_dlsym(RTLD_NEXT, name);
+    return hcg_route(name, p, 0);
 }
 
 static void *dlvsym_routed(void *handle, const char *name, const char *version)
 {
-    return hcg_route(name, hcg_real_dlvsym(handle, name, version), 0);
+    void *p = hcg_real_dlvsym(handle, name, version);
+    if (HCG_UNLIKELY(hcg_thunk_is_export(p)) && !driver_loaded())
+        p = hcg_real_dlvsym(RTLD_NEXT, name, version);
+    return hcg_route(name, p, 0);
 }
 
 /* A sanitizer runtime preloaded ahead of hcguard resolves its interceptors

@@ -15,11 +15,21 @@
  * Registration (hcg_thunk_for) is rare and on application threads: a
  * mutex serialises inserts; look-ups read an open-addressing hash keyed by
  * the real pointer without a lock. Entries are never removed, so a thunk
- * stays valid for the life of the process. */
+ * stays valid for the life of the process.
+ *
+ * Past the HCG_THUNK_MAX thunks handed out at run time come the exports:
+ * one thunk for each function of the toolkit's driver (its stub libcuda.so,
+ * listed at configure time), which libhcguard exports under the driver's
+ * name as a weak symbol, so that a program linked with -lcuda reaches a
+ * thunk whatever it calls, while hcguard's own wrappers (strong) keep their
+ * names. An export's slot starts out at a resolver stub that saves the
+ * argument registers, finds the driver's function, stores it in the slot
+ * and jumps there: one dlsym on the first call, nothing after. */
 #include <pthread.h>
 #include <string.h>
 
 #include "hcg.h"
+#include "hcg_driver_exports.h" /* HCG_DRIVER_EXPORTS: generated at configure time */
 
 /* Initial-exec TLS lets the stubs reach the flag through the thread
  * pointer (%fs, tpidr_el0) and one GOT slot, without __tls_get_addr. It
@@ -38,14 +48,52 @@ _Thread_local unsigned char hcg_in_host_fn __attribute__((tls_model("initial-exe
 
 #define NAME_LEN 64
 
-/* Read by the stubs; hcg_thunk_real[i] is written once, before thunk i is
- * published. A thread that calls a thunk got it through hcg_thunk_for or
- * from a thread that did, so it sees the entry (as with any pointer to
- * data handed between threads). */
-void *hcg_thunk_real[HCG_THUNK_MAX] __attribute__((visibility("hidden"), used));
+/* HCG_THUNK_NO_ASM builds the portable fallback anywhere (its test). */
+#if (defined(__x86_64__) || defined(__aarch64__)) && !defined(HCG_THUNK_NO_ASM)
+#define HCG_HAVE_THUNKS 1
+#define N_EXPORTS HCG_N_DRIVER_EXPORTS
+#else
+#define N_EXPORTS 0
+#endif
+#define N_SLOTS (HCG_THUNK_MAX + N_EXPORTS)
+#define RESOLVER_STRIDE 16
+
+#define HCG_STR_(x) #x
+#define HCG_STR(x) HCG_STR_(x)
+#define THUNK_N HCG_STR(HCG_THUNK_MAX)
+#define EXPORTS_N HCG_STR(N_EXPORTS)
+#define SLOTS_N "(" THUNK_N " + " EXPORTS_N ")"
+
+#ifdef HCG_HAVE_THUNKS
+extern const char hcg_thunk_resolvers[] __attribute__((visibility("hidden")));
+#define RESOLVER_SLOT(i, name)                                                 \
+    [HCG_THUNK_MAX + (i)] = (void *)(hcg_thunk_resolvers + (i) * RESOLVER_STRIDE),
+#define EXPORT_NAME(i, name) #name,
+static const char *const export_names[N_EXPORTS + 1] = {HCG_DRIVER_EXPORTS(EXPORT_NAME) NULL};
+#else
+#define RESOLVER_SLOT(i, name)
+#endif
+
+/* Read by the stubs. A thunk's slot is written once, before the thunk is
+ * published: a thread that calls it got it through hcg_thunk_for or from a
+ * thread that did, so it sees the entry (as with any pointer to data handed
+ * between threads). An export's slot is static data, later overwritten
+ * (atomically, always with the same value) by whichever thread resolves it
+ * first. */
+void *hcg_thunk_real[N_SLOTS] __attribute__((visibility("hidden"), used)) = {
+    NULL, HCG_DRIVER_EXPORTS(RESOLVER_SLOT)};
 static char names[HCG_THUNK_MAX][NAME_LEN];
 static atomic_uint n_thunks;
 static _Atomic(hcg_thunk_handler) handler;
+
+static const char *name_at(unsigned idx)
+{
+#ifdef HCG_HAVE_THUNKS
+    if (idx >= HCG_THUNK_MAX)
+        return export_names[idx - HCG_THUNK_MAX];
+#endif
+    return names[idx];
+}
 
 /* The slow path, called from assembly with the caller's registers saved. */
 unsigned hcg_thunk_slow(unsigned idx) __attribute__((visibility("hidden"), used));
@@ -58,33 +106,77 @@ unsigned hcg_thunk_slow(unsigned idx)
     /* A handler that calls a thunk itself must not come back here. */
     unsigned char was = hcg_in_host_fn;
     hcg_in_host_fn = 0;
-    CUresult r = h(idx, names[idx], hcg_thunk_real[idx]);
+    CUresult r = h(idx, name_at(idx), __atomic_load_n(&hcg_thunk_real[idx], __ATOMIC_ACQUIRE));
     hcg_in_host_fn = was;
     return (unsigned)r;
 }
-
-#define HCG_STR_(x) #x
-#define HCG_STR(x) HCG_STR_(x)
-#define THUNK_N HCG_STR(HCG_THUNK_MAX)
-
-/* HCG_THUNK_NO_ASM builds the portable fallback anywhere (its test). */
-#if (defined(__x86_64__) || defined(__aarch64__)) && !defined(HCG_THUNK_NO_ASM)
-#define HCG_HAVE_THUNKS 1
-#endif
 
 /* ---- x86-64 ---------------------------------------------------------------
  * Only r11 (a scratch register, which PLT stubs may clobber as well) is
  * used before the jump. Fast stub (at most 28 bytes, 32 apart):
  *   endbr64; mov flag@gottpoff(%rip),%r11; cmpb $0,%fs:(%r11);
  *   jne cold_i; jmp *hcg_thunk_real+8i(%rip)
- * Cold stub i (16 apart) puts i in r11d and jumps to the slow path. */
+ * Cold stub i (16 apart) puts i in r11d and jumps to the slow path.
+ * Resolver stub i (16 apart, an export's slot until it is resolved) puts
+ * the export's index in r11d and jumps to the resolver. */
 #if defined(HCG_HAVE_THUNKS) && defined(__x86_64__)
 #define STUB_STRIDE 32
+#define STUB_STRIDE_S "32"
 #if defined(__CET__) && (__CET__ & 1)
 #define LANDING "endbr64\n"
 #else
 #define LANDING ""
 #endif
+/* The frame of the slow path and the resolver: rbp, then 9 integer
+ * registers (rdi rsi rdx rcx r8 r9, rax for the vector count of varargs,
+ * r10 the static chain, r11 the index) and xmm0-7, 16-byte aligned for
+ * movaps. The upper halves of ymm/zmm are not kept: no driver entry point
+ * takes a __m256 or __m512. */
+#define SAVE_ARGS                                                              \
+    "pushq %rbp\n"                                                             \
+    ".cfi_adjust_cfa_offset 8\n"                                               \
+    ".cfi_rel_offset %rbp, 0\n"                                                \
+    "movq %rsp, %rbp\n"                                                        \
+    ".cfi_def_cfa_register %rbp\n"                                             \
+    "subq $208, %rsp\n"                                                        \
+    "movq %rdi, 0(%rsp)\n"                                                     \
+    "movq %rsi, 8(%rsp)\n"                                                     \
+    "movq %rdx, 16(%rsp)\n"                                                    \
+    "movq %rcx, 24(%rsp)\n"                                                    \
+    "movq %r8, 32(%rsp)\n"                                                     \
+    "movq %r9, 40(%rsp)\n"                                                     \
+    "movq %rax, 48(%rsp)\n"                                                    \
+    "movq %r10, 56(%rsp)\n"                                                    \
+    "movq %r11, 64(%rsp)\n"                                                    \
+    "movaps %xmm0, 80(%rsp)\n"                                                 \
+    "movaps %xmm1, 96(%rsp)\n"                                                 \
+    "movaps %xmm2, 112(%rsp)\n"                                                \
+    "movaps %xmm3, 128(%rsp)\n"                                                \
+    "movaps %xmm4, 144(%rsp)\n"                                                \
+    "movaps %xmm5, 160(%rsp)\n"                                                \
+    "movaps %xmm6, 176(%rsp)\n"                                                \
+    "movaps %xmm7, 192(%rsp)\n"
+/* Everything but r11, then the frame is left: jump through r11 next. */
+#define RESTORE_ARGS_AND_LEAVE                                                 \
+    "movq 0(%rsp), %rdi\n"                                                     \
+    "movq 8(%rsp), %rsi\n"                                                     \
+    "movq 16(%rsp), %rdx\n"                                                    \
+    "movq 24(%rsp), %rcx\n"                                                    \
+    "movq 32(%rsp), %r8\n"                                                     \
+    "movq 40(%rsp), %r9\n"                                                     \
+    "movq 48(%rsp), %rax\n"                                                    \
+    "movq 56(%rsp), %r10\n"                                                    \
+    "movaps 80(%rsp), %xmm0\n"                                                 \
+    "movaps 96(%rsp), %xmm1\n"                                                 \
+    "movaps 112(%rsp), %xmm2\n"                                                \
+    "movaps 128(%rsp), %xmm3\n"                                                \
+    "movaps 144(%rsp), %xmm4\n"                                                \
+    "movaps 160(%rsp), %xmm5\n"                                                \
+    "movaps 176(%rsp), %xmm6\n"                                                \
+    "movaps 192(%rsp), %xmm7\n"                                                \
+    "leave\n"                                                                  \
+    ".cfi_def_cfa %rsp, 8\n"                                                   \
+    ".cfi_restore %rbp\n"
 __asm__(
     ".pushsection .text\n"
     ".p2align 5\n"
@@ -93,7 +185,7 @@ __asm__(
     "hcg_thunk_stubs:\n"
     ".cfi_startproc\n"
     ".set hcg_thunk_i, 0\n"
-    ".rept " THUNK_N "\n"
+    ".rept " SLOTS_N "\n"
     ".org hcg_thunk_stubs + hcg_thunk_i * 32, 0xcc\n"
     LANDING
     "movq hcg_in_host_fn@gottpoff(%rip), %r11\n"
@@ -102,7 +194,7 @@ __asm__(
     "jmp *hcg_thunk_real + hcg_thunk_i * 8(%rip)\n"
     ".set hcg_thunk_i, hcg_thunk_i + 1\n"
     ".endr\n"
-    ".org hcg_thunk_stubs + " THUNK_N " * 32, 0xcc\n"
+    ".org hcg_thunk_stubs + " SLOTS_N " * 32, 0xcc\n"
     ".cfi_endproc\n"
     ".size hcg_thunk_stubs, .-hcg_thunk_stubs\n"
 
@@ -111,7 +203,7 @@ __asm__(
     "hcg_thunk_cold:\n"
     ".cfi_startproc\n"
     ".set hcg_thunk_i, 0\n"
-    ".rept " THUNK_N "\n"
+    ".rept " SLOTS_N "\n"
     ".org hcg_thunk_cold + hcg_thunk_i * 16, 0xcc\n"
     "movl $hcg_thunk_i, %r11d\n"
     "jmp hcg_thunk_slow_common\n"
@@ -120,37 +212,27 @@ __asm__(
     ".cfi_endproc\n"
     ".size hcg_thunk_cold, .-hcg_thunk_cold\n"
 
-    /* Frame: rbp, then 9 integer registers (rdi rsi rdx rcx r8 r9, rax for
-     * the vector count of varargs, r10 the static chain, r11 the index)
-     * and xmm0-7, 16-byte aligned for movaps. The upper halves of ymm/zmm
-     * are not kept: no driver entry point takes a __m256 or __m512. */
+    ".p2align 4\n"
+    ".globl hcg_thunk_resolvers\n.hidden hcg_thunk_resolvers\n"
+    ".type hcg_thunk_resolvers,@function\n"
+    "hcg_thunk_resolvers:\n"
+    ".cfi_startproc\n"
+    ".set hcg_thunk_i, 0\n"
+    ".rept " EXPORTS_N "\n"
+    ".org hcg_thunk_resolvers + hcg_thunk_i * 16, 0xcc\n"
+    LANDING
+    "movl $" THUNK_N " + hcg_thunk_i, %r11d\n"
+    "jmp hcg_thunk_resolve_common\n"
+    ".set hcg_thunk_i, hcg_thunk_i + 1\n"
+    ".endr\n"
+    ".cfi_endproc\n"
+    ".size hcg_thunk_resolvers, .-hcg_thunk_resolvers\n"
+
     ".p2align 4\n"
     ".type hcg_thunk_slow_common,@function\n"
     "hcg_thunk_slow_common:\n"
     ".cfi_startproc\n"
-    "pushq %rbp\n"
-    ".cfi_adjust_cfa_offset 8\n"
-    ".cfi_rel_offset %rbp, 0\n"
-    "movq %rsp, %rbp\n"
-    ".cfi_def_cfa_register %rbp\n"
-    "subq $208, %rsp\n"
-    "movq %rdi, 0(%rsp)\n"
-    "movq %rsi, 8(%rsp)\n"
-    "movq %rdx, 16(%rsp)\n"
-    "movq %rcx, 24(%rsp)\n"
-    "movq %r8, 32(%rsp)\n"
-    "movq %r9, 40(%rsp)\n"
-    "movq %rax, 48(%rsp)\n"
-    "movq %r10, 56(%rsp)\n"
-    "movq %r11, 64(%rsp)\n"
-    "movaps %xmm0, 80(%rsp)\n"
-    "movaps %xmm1, 96(%rsp)\n"
-    "movaps %xmm2, 112(%rsp)\n"
-    "movaps %xmm3, 128(%rsp)\n"
-    "movaps %xmm4, 144(%rsp)\n"
-    "movaps %xmm5, 160(%rsp)\n"
-    "movaps %xmm6, 176(%rsp)\n"
-    "movaps %xmm7, 192(%rsp)\n"
+    SAVE_ARGS
     "movl %r11d, %edi\n"
     "call hcg_thunk_slow\n"
     "cmpl $-1, %eax\n"
@@ -159,25 +241,7 @@ __asm__(
     "movq 64(%rsp), %r11\n"
     "leaq hcg_thunk_real(%rip), %rax\n"
     "movq (%rax,%r11,8), %r11\n"
-    "movq 0(%rsp), %rdi\n"
-    "movq 8(%rsp), %rsi\n"
-    "movq 16(%rsp), %rdx\n"
-    "movq 24(%rsp), %rcx\n"
-    "movq 32(%rsp), %r8\n"
-    "movq 40(%rsp), %r9\n"
-    "movq 48(%rsp), %rax\n"
-    "movq 56(%rsp), %r10\n"
-    "movaps 80(%rsp), %xmm0\n"
-    "movaps 96(%rsp), %xmm1\n"
-    "movaps 112(%rsp), %xmm2\n"
-    "movaps 128(%rsp), %xmm3\n"
-    "movaps 144(%rsp), %xmm4\n"
-    "movaps 160(%rsp), %xmm5\n"
-    "movaps 176(%rsp), %xmm6\n"
-    "movaps 192(%rsp), %xmm7\n"
-    "leave\n"
-    ".cfi_def_cfa %rsp, 8\n"
-    ".cfi_restore %rbp\n"
+    RESTORE_ARGS_AND_LEAVE
     "jmp *%r11\n"
     ".cfi_restore_state\n"
     "1:\n"
@@ -187,6 +251,19 @@ __asm__(
     "ret\n"
     ".cfi_endproc\n"
     ".size hcg_thunk_slow_common, .-hcg_thunk_slow_common\n"
+
+    ".p2align 4\n"
+    ".type hcg_thunk_resolve_common,@function\n"
+    "hcg_thunk_resolve_common:\n"
+    ".cfi_startproc\n"
+    SAVE_ARGS
+    "movl %r11d, %edi\n"
+    "call hcg_thunk_resolve\n"
+    "movq %rax, %r11\n"
+    RESTORE_ARGS_AND_LEAVE
+    "jmp *%r11\n"
+    ".cfi_endproc\n"
+    ".size hcg_thunk_resolve_common, .-hcg_thunk_resolve_common\n"
     ".popsection\n");
 
 /* ---- aarch64 ----------------------------------------------------------------
@@ -194,14 +271,50 @@ __asm__(
  * are used before the jump; br through x16 is what BTI "bti c" admits.
  * Fast stub (at most 36 bytes, 48 apart): read the flag through tpidr_el0,
  * cbnz to cold_i, else load hcg_thunk_real[i] and br. Cold stub i (8 apart)
- * puts i in w16 and branches to the slow path. */
+ * puts i in w16 and branches to the slow path. Resolver stub i (16 apart)
+ * puts the export's index in w16 and branches to the resolver. */
 #elif defined(HCG_HAVE_THUNKS) && defined(__aarch64__)
 #define STUB_STRIDE 48
+#define STUB_STRIDE_S "48"
 #if defined(__ARM_FEATURE_BTI_DEFAULT)
 #define LANDING "bti c\n"
 #else
 #define LANDING ""
 #endif
+/* The frame of the slow path and the resolver (224 bytes): x29 x30, x0-x7,
+ * x8 (the address of a result returned through memory), x16 (the index),
+ * q0-q7. SVE registers beyond q are not kept: no driver entry point takes
+ * an SVE type. */
+#define SAVE_ARGS                                                              \
+    "stp x29, x30, [sp, #-224]!\n"                                             \
+    ".cfi_def_cfa_offset 224\n"                                                \
+    ".cfi_offset 29, -224\n"                                                   \
+    ".cfi_offset 30, -216\n"                                                   \
+    "mov x29, sp\n"                                                            \
+    "stp x0, x1, [sp, #16]\n"                                                  \
+    "stp x2, x3, [sp, #32]\n"                                                  \
+    "stp x4, x5, [sp, #48]\n"                                                  \
+    "stp x6, x7, [sp, #64]\n"                                                  \
+    "stp x8, x16, [sp, #80]\n"                                                 \
+    "stp q0, q1, [sp, #96]\n"                                                  \
+    "stp q2, q3, [sp, #128]\n"                                                 \
+    "stp q4, q5, [sp, #160]\n"                                                 \
+    "stp q6, q7, [sp, #192]\n"
+/* Everything but x16, then the frame is left: branch through x16 next. */
+#define RESTORE_ARGS_AND_LEAVE                                                 \
+    "ldp x0, x1, [sp, #16]\n"                                                  \
+    "ldp x2, x3, [sp, #32]\n"                                                  \
+    "ldp x4, x5, [sp, #48]\n"                                                  \
+    "ldp x6, x7, [sp, #64]\n"                                                  \
+    "ldr x8, [sp, #80]\n"                                                      \
+    "ldp q0, q1, [sp, #96]\n"                                                  \
+    "ldp q2, q3, [sp, #128]\n"                                                 \
+    "ldp q4, q5, [sp, #160]\n"                                                 \
+    "ldp q6, q7, [sp, #192]\n"                                                 \
+    "ldp x29, x30, [sp], #224\n"                                               \
+    ".cfi_def_cfa_offset 0\n"                                                  \
+    ".cfi_restore 29\n"                                                        \
+    ".cfi_restore 30\n"
 __asm__(
     ".pushsection .text\n"
     ".p2align 4\n"
@@ -210,7 +323,7 @@ __asm__(
     "hcg_thunk_stubs:\n"
     ".cfi_startproc\n"
     ".set hcg_thunk_i, 0\n"
-    ".rept " THUNK_N "\n"
+    ".rept " SLOTS_N "\n"
     ".org hcg_thunk_stubs + hcg_thunk_i * 48, 0\n"
     LANDING
     "mrs x17, tpidr_el0\n"
@@ -223,7 +336,7 @@ __asm__(
     "br x16\n"
     ".set hcg_thunk_i, hcg_thunk_i + 1\n"
     ".endr\n"
-    ".org hcg_thunk_stubs + " THUNK_N " * 48, 0\n"
+    ".org hcg_thunk_stubs + " SLOTS_N " * 48, 0\n"
     ".cfi_endproc\n"
     ".size hcg_thunk_stubs, .-hcg_thunk_stubs\n"
 
@@ -232,7 +345,7 @@ __asm__(
     "hcg_thunk_cold:\n"
     ".cfi_startproc\n"
     ".set hcg_thunk_i, 0\n"
-    ".rept " THUNK_N "\n"
+    ".rept " SLOTS_N "\n"
     ".org hcg_thunk_cold + hcg_thunk_i * 8, 0\n"
     "movz w16, #hcg_thunk_i\n"
     "b hcg_thunk_slow_common\n"
@@ -241,27 +354,27 @@ __asm__(
     ".cfi_endproc\n"
     ".size hcg_thunk_cold, .-hcg_thunk_cold\n"
 
-    /* Frame (224 bytes): x29 x30, x0-x7, x8 (the address of a result
-     * returned through memory), x16 (the index), q0-q7. SVE registers
-     * beyond q are not kept: no driver entry point takes an SVE type. */
+    ".p2align 4\n"
+    ".globl hcg_thunk_resolvers\n.hidden hcg_thunk_resolvers\n"
+    ".type hcg_thunk_resolvers,%function\n"
+    "hcg_thunk_resolvers:\n"
+    ".cfi_startproc\n"
+    ".set hcg_thunk_i, 0\n"
+    ".rept " EXPORTS_N "\n"
+    ".org hcg_thunk_resolvers + hcg_thunk_i * 16, 0\n"
+    LANDING
+    "movz w16, #(" THUNK_N " + hcg_thunk_i)\n"
+    "b hcg_thunk_resolve_common\n"
+    ".set hcg_thunk_i, hcg_thunk_i + 1\n"
+    ".endr\n"
+    ".cfi_endproc\n"
+    ".size hcg_thunk_resolvers, .-hcg_thunk_resolvers\n"
+
     ".p2align 4\n"
     ".type hcg_thunk_slow_common,%function\n"
     "hcg_thunk_slow_common:\n"
     ".cfi_startproc\n"
-    "stp x29, x30, [sp, #-224]!\n"
-    ".cfi_def_cfa_offset 224\n"
-    ".cfi_offset 29, -224\n"
-    ".cfi_offset 30, -216\n"
-    "mov x29, sp\n"
-    "stp x0, x1, [sp, #16]\n"
-    "stp x2, x3, [sp, #32]\n"
-    "stp x4, x5, [sp, #48]\n"
-    "stp x6, x7, [sp, #64]\n"
-    "stp x8, x16, [sp, #80]\n"
-    "stp q0, q1, [sp, #96]\n"
-    "stp q2, q3, [sp, #128]\n"
-    "stp q4, q5, [sp, #160]\n"
-    "stp q6, q7, [sp, #192]\n"
+    SAVE_ARGS
     "mov w0, w16\n"
     "bl hcg_thunk_slow\n"
     "cmn w0, #1\n"
@@ -271,19 +384,7 @@ __asm__(
     "adrp x17, hcg_thunk_real\n"
     "add x17, x17, #:lo12:hcg_thunk_real\n"
     "ldr x16, [x17, x16, lsl #3]\n"
-    "ldp x0, x1, [sp, #16]\n"
-    "ldp x2, x3, [sp, #32]\n"
-    "ldp x4, x5, [sp, #48]\n"
-    "ldp x6, x7, [sp, #64]\n"
-    "ldr x8, [sp, #80]\n"
-    "ldp q0, q1, [sp, #96]\n"
-    "ldp q2, q3, [sp, #128]\n"
-    "ldp q4, q5, [sp, #160]\n"
-    "ldp q6, q7, [sp, #192]\n"
-    "ldp x29, x30, [sp], #224\n"
-    ".cfi_def_cfa_offset 0\n"
-    ".cfi_restore 29\n"
-    ".cfi_restore 30\n"
+    RESTORE_ARGS_AND_LEAVE
     "br x16\n"
     ".cfi_restore_state\n"
     "1:\n"
@@ -294,7 +395,32 @@ __asm__(
     "ret\n"
     ".cfi_endproc\n"
     ".size hcg_thunk_slow_common, .-hcg_thunk_slow_common\n"
+
+    ".p2align 4\n"
+    ".type hcg_thunk_resolve_common,%function\n"
+    "hcg_thunk_resolve_common:\n"
+    ".cfi_startproc\n"
+    SAVE_ARGS
+    "mov w0, w16\n"
+    "bl hcg_thunk_resolve\n"
+    "mov x16, x0\n"
+    RESTORE_ARGS_AND_LEAVE
+    "br x16\n"
+    ".cfi_endproc\n"
+    ".size hcg_thunk_resolve_common, .-hcg_thunk_resolve_common\n"
     ".popsection\n");
+#endif
+
+/* ---- the exports' names ----------------------------------------------------
+ * Only in libhcguard (see CMakeLists.txt): weak, so that a wrapper of the
+ * same name, a strong definition, is what the library exports instead. */
+#if defined(HCG_HAVE_THUNKS) && defined(HCG_DEFINE_DRIVER_SYMBOLS)
+#define EXPORT_SYMBOL(i, name)                                                 \
+    ".weak " #name "\n"                                                        \
+    ".type " #name ",%function\n"                                              \
+    ".set " #name ", hcg_thunk_stubs + (" THUNK_N " + " #i ") * " STUB_STRIDE_S "\n" \
+    ".size " #name ", " STUB_STRIDE_S "\n"
+__asm__(HCG_DRIVER_EXPORTS(EXPORT_SYMBOL) "");
 #endif
 
 /* ---- the table -------------------------------------------------------------- */
@@ -310,10 +436,16 @@ static void *stub_at(unsigned idx)
     return (void *)(hcg_thunk_stubs + (size_t)idx * STUB_STRIDE);
 }
 
-static int is_stub(const void *p)
+/* Whether p is in stubs [from, to): thunks, exports or both. */
+static int in_stubs(const void *p, unsigned from, unsigned to)
 {
     uintptr_t a = (uintptr_t)p, base = (uintptr_t)hcg_thunk_stubs;
-    return a >= base && a < base + (uintptr_t)HCG_THUNK_MAX * STUB_STRIDE;
+    return a >= base + (uintptr_t)from * STUB_STRIDE && a < base + (uintptr_t)to * STUB_STRIDE;
+}
+
+static int is_stub(const void *p)
+{
+    return in_stubs(p, 0, N_SLOTS);
 }
 
 static uint32_t hash_of(const void *p)
@@ -381,13 +513,67 @@ void *hcg_thunk_for(const char *name, void *real)
     pthread_mutex_unlock(&insert_lock);
     return v ? stub_at(v - 1) : real;
 }
+
+/* ---- the exports -------------------------------------------------------------
+ * What an unresolved export answers instead of crashing: every driver entry
+ * point returns a CUresult, whatever its arguments. */
+static CUresult answer_not_initialized(void)
+{
+    return CUDA_ERROR_NOT_INITIALIZED;
+}
+
+static CUresult answer_not_found(void)
+{
+    return CUDA_ERROR_NOT_FOUND;
+}
+
+/* Called from the resolver stubs with the caller's registers saved: where
+ * export idx must go. The slot keeps the driver's function, or the "not
+ * found" answer; not the "no driver" one, as the program may load the
+ * driver later. Racing threads store the same value. */
+void *hcg_thunk_resolve(unsigned idx) __attribute__((visibility("hidden"), used));
+
+void *hcg_thunk_resolve(unsigned idx)
+{
+    hcg_driver *d = hcg_driver_get();
+    if (!d)
+        return (void *)answer_not_initialized;
+    void *p = hcg_real_dlsym(d->handle, export_names[idx - HCG_THUNK_MAX]);
+    if (!p || is_stub(p)) /* a "driver" that is hcguard itself would loop */
+        p = (void *)answer_not_found;
+    __atomic_store_n(&hcg_thunk_real[idx], p, __ATOMIC_RELEASE);
+    return p;
+}
+
+void *hcg_thunk_export(unsigned i)
+{
+    return i < hcg_thunk_exports() ? stub_at(HCG_THUNK_MAX + i) : NULL;
+}
+
+int hcg_thunk_is_export(const void *p)
+{
+    return in_stubs(p, HCG_THUNK_MAX, N_SLOTS);
+}
 #else
 /* No stubs on this architecture: pointers are handed out as they are, and
- * calls through them inside host functions go unnoticed. */
+ * calls through them inside host functions go unnoticed; nothing is
+ * exported. */
 void *hcg_thunk_for(const char *name, void *real)
 {
     (void)name;
     return real;
+}
+
+void *hcg_thunk_export(unsigned i)
+{
+    (void)i;
+    return NULL;
+}
+
+int hcg_thunk_is_export(const void *p)
+{
+    (void)p;
+    return 0;
 }
 #endif
 
@@ -401,7 +587,14 @@ unsigned hcg_thunk_count(void)
     return atomic_load_explicit(&n_thunks, memory_order_acquire);
 }
 
+unsigned hcg_thunk_exports(void)
+{
+    return N_EXPORTS;
+}
+
 const char *hcg_thunk_name(unsigned idx)
 {
+    if (idx >= HCG_THUNK_MAX)
+        return idx < N_SLOTS ? name_at(idx) : NULL;
     return idx < hcg_thunk_count() ? names[idx] : NULL;
 }

@@ -1,12 +1,13 @@
 """Runs a command with HCGUARD_LOG set, then checks the JSON Lines log.
 
   check_log.py LOGDIR EXPECT... -- CMD ARGS...
-EXPECT is KIND=N or KIND:REASON=N (KIND one of run, skip, reject, finding;
-REASON the reason or finding name): the log must hold exactly N such
-events; or KIND@NAME=N: exactly N events of KIND whose host function is
-named NAME (fn_name). Every line must be a JSON object with the common keys. Exit 77 is
-passed on (not applicable). HCG_CHILD_PRELOAD becomes the command's
-LD_PRELOAD.
+EXPECT is KIND=N, KIND:REASON=N (KIND one of run, skip, reject, finding;
+REASON the reason or finding name), finding:FINDING:CALLED=N (CALLED the
+driver function a cuda-call-in-host-fn finding names) or KIND@NAME=N
+(events of KIND whose host function is named NAME, fn_name): the log must
+hold exactly N such events. Every line must be a JSON object with the
+common keys. Exit 77 is passed on (not applicable). HCG_CHILD_PRELOAD
+becomes the command's LD_PRELOAD.
 """
 import glob
 import json
@@ -56,6 +57,8 @@ def main():
             why = ev.get("reason") or ev.get("finding")
             if why:
                 counts[f"{ev['event']}:{why}"] += 1
+                if ev.get("called"):
+                    counts[f"{ev['event']}:{why}:{ev['called']}"] += 1
     for e in expects:
         key, want = e.rsplit("=", 1)
         if counts[key] != int(want):

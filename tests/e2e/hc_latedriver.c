@@ -1,13 +1,16 @@
 /*
  * The driver arrives late: a program that asks for cuLaunchHostFunc (and
  * calls it) before any libcuda is loaded gets an error, not a crash; once
- * it loads the driver, hcguard serves it as usual.
+ * it loads the driver, hcguard serves it as usual. Looking up a driver
+ * function hcguard only exports (cuInit, cuStreamQuery) finds nothing
+ * before, as without hcguard, and a working entry point after.
  *   hc_latedriver PATH_TO_LIBCUDA
  * Not linked with libcuda. Exit 0 passed, 1 failed.
  */
 #include <cuda.h>
 #include <dlfcn.h>
 #include <stdatomic.h>
+#include <string.h>
 
 #include "hcguard.h"
 #include "testutil.h"
@@ -18,6 +21,7 @@ typedef CUresult (*dev_fn)(CUdevice *, int);
 typedef CUresult (*retain_fn)(CUcontext *, CUdevice);
 typedef CUresult (*setctx_fn)(CUcontext);
 typedef CUresult (*sync_fn)(CUstream);
+typedef CUresult (*query_fn)(CUstream);
 typedef int (*stats_fn)(hcguard_stats *, size_t);
 
 static atomic_int ran;
@@ -39,6 +43,10 @@ int main(int argc, char **argv)
     if (!launch || !stats)
         return 1;
     CHECK(dlsym(RTLD_DEFAULT, "cuInit") == NULL, "a driver is loaded already");
+    CHECK(dlsym(RTLD_DEFAULT, "cuStreamQuery") == NULL, "cuStreamQuery found with no driver");
+    CHECK(dlerror() != NULL, "a failed look-up left no dlerror message");
+    CHECK(dlvsym(RTLD_DEFAULT, "cuStreamQuery", "libcuda.so.1") == NULL,
+          "cuStreamQuery found by dlvsym with no driver");
     CHECK(launch(NULL, noop, NULL) == CUDA_ERROR_NOT_INITIALIZED, "launch with no driver");
 
     void *h = dlopen(argv[1], RTLD_NOW | RTLD_GLOBAL);
@@ -53,6 +61,12 @@ int main(int argc, char **argv)
     DRV(((setctx_fn)dlsym(h, "cuCtxSetCurrent"))(ctx));
     CHECK(launch(NULL, noop, NULL) == CUDA_SUCCESS, "launch once the driver is loaded");
     DRV(((sync_fn)dlsym(h, "cuStreamSynchronize"))(NULL));
+    /* Now hcguard's export is the answer: a thunk of the driver's. */
+    query_fn query = (query_fn)dlsym(RTLD_DEFAULT, "cuStreamQuery");
+    Dl_info info;
+    CHECK(query && dladdr((void *)query, &info) && strstr(info.dli_fname, "libhcguard"),
+          "cuStreamQuery once the driver is loaded: %p", (void *)query);
+    CHECK(query && query(NULL) == CUDA_SUCCESS, "cuStreamQuery through the export");
     hcguard_stats s;
     stats(&s, sizeof s);
     CHECK(atomic_load(&ran) == 1 && s.host_fns_ran == 1, "ran %d, hcguard saw %llu",

@@ -4,16 +4,25 @@
  * survives a handler that clobbers them; a handler's CUresult replaces the
  * call; the slow path unwinds; registration is idempotent, bounded and
  * thread-safe. Also prints the cost of a call through a thunk.
+ *
+ * The exports (thunks of the driver's functions) resolve on their first
+ * call, outside or inside a host function, keeping every argument
+ * register; a function the driver lacks answers CUDA_ERROR_NOT_FOUND. The
+ * driver is exports_driver (HCGUARD_DRIVER); with `test_thunk nodriver`
+ * there is none, and an export answers CUDA_ERROR_NOT_INITIALIZED.
  */
+#include <dlfcn.h>
 #include <execinfo.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "check.h"
 #include "hcg.h"
+#include "hcg_driver_exports.h"
 
 #define NOINLINE __attribute__((noinline, noclone))
 
@@ -554,6 +563,172 @@ static void test_concurrent(const fns *t)
     CHECK(same);
 }
 
+/* ---- the exports ------------------------------------------------------------ */
+extern void *hcg_thunk_real[] __attribute__((visibility("hidden")));
+
+/* Export named name, and its index in *idx; NULL if there is none. */
+static void *export_named(const char *name, unsigned *idx)
+{
+    for (unsigned i = 0; i < hcg_thunk_exports(); i++)
+        if (strcmp(hcg_thunk_name(HCG_THUNK_MAX + i), name) == 0) {
+            *idx = HCG_THUNK_MAX + i;
+            return hcg_thunk_export(i);
+        }
+    return NULL;
+}
+
+static void test_export_table(void)
+{
+    unsigned n = hcg_thunk_exports(), cu = 0;
+    CHECK_EQ(n, HCG_N_DRIVER_EXPORTS);
+    for (unsigned i = 0; i < n; i++) {
+        const char *name = hcg_thunk_name(HCG_THUNK_MAX + i);
+        cu += name && strncmp(name, "cu", 2) == 0;
+        CHECK(hcg_thunk_is_export(hcg_thunk_export(i)));
+    }
+    CHECK_EQ(cu, n);
+    CHECK(hcg_thunk_name(HCG_THUNK_MAX + n) == NULL);
+    CHECK(hcg_thunk_export(n) == NULL);
+    CHECK(!hcg_thunk_is_export(hcg_thunk_for("f1", (void *)f1)));
+    CHECK(!hcg_thunk_is_export((void *)f1));
+    void *e = hcg_thunk_export(0);
+    CHECK(hcg_thunk_for("again", e) == e); /* an export is its own thunk */
+}
+
+typedef CUresult (*version_fn)(int *);
+
+/* The first call of an export is made inside a host function: refused
+ * without resolving (nor loading the driver); let through, it resolves
+ * and reaches the driver. Returns the driver's handle. */
+static void *test_export_first_inside(void)
+{
+    unsigned idx = 0;
+    version_fn v = (version_fn)export_named("cuDriverGetVersion", &idx);
+    void *before = hcg_thunk_real[idx];
+    int version = 0;
+    hcg_thunk_set_handler(deny_handler);
+    hcg_in_host_fn = 1;
+    CUresult r = v(&version);
+    hcg_in_host_fn = 0;
+    CHECK_EQ(r, CUDA_ERROR_NOT_PERMITTED);
+    CHECK_EQ(version, 0);
+    CHECK(hcg_thunk_real[idx] == before);
+    CHECK(hcg_driver_peek() == NULL);
+    CHECK(last_idx == idx && strcmp(last_name, "cuDriverGetVersion") == 0);
+
+    hcg_thunk_set_handler(pass_handler);
+    handled = 0;
+    hcg_in_host_fn = 1;
+    r = v(&version);
+    hcg_in_host_fn = 0;
+    hcg_thunk_set_handler(NULL); /* loading the driver installed the audit's */
+    CHECK_EQ(r, CUDA_SUCCESS);
+    CHECK_EQ(version, 4242);
+    CHECK_EQ(handled, 1);
+    hcg_driver *d = hcg_driver_peek();
+    CHECK(d != NULL);
+    if (!d)
+        return NULL;
+    int *calls = (int *)dlsym(d->handle, "exports_driver_calls");
+    CHECK(calls && *calls == 1);
+    CHECK(hcg_thunk_real[idx] == dlsym(d->handle, "cuDriverGetVersion"));
+    version = 0;
+    CHECK_EQ(v(&version), CUDA_SUCCESS);
+    CHECK_EQ(version, 4242);
+    CHECK(calls && *calls == 2);
+    return d->handle;
+}
+
+/* Every argument register reaches the driver's function through the
+ * resolver: outside (cuStreamQuery), and from the slow path
+ * (cuCtxGetCurrent's first call, inside a host function). */
+static void test_export_registers(void *driver)
+{
+    void (*set_probe)(void *) = (void (*)(void *))dlsym(driver, "exports_driver_set_probe");
+    unsigned iq = 0, ic = 0;
+    void *query = export_named("cuStreamQuery", &iq);
+    void *ctx = export_named("cuCtxGetCurrent", &ic);
+    CHECK(set_probe && query && ctx);
+    if (!set_probe || !query || !ctx)
+        return;
+    set_probe((void *)regs_probe);
+    void *before = hcg_thunk_real[iq];
+    CHECK(regs_survive(query, 4));
+    CHECK(hcg_thunk_real[iq] != before);
+    CHECK(regs_survive(query, 5));
+
+    hcg_thunk_set_handler(pass_handler);
+    handled = 0;
+    hcg_in_host_fn = 1;
+    CHECK(regs_survive(ctx, 6));
+    hcg_in_host_fn = 0;
+    hcg_thunk_set_handler(NULL);
+    CHECK_EQ(handled, 1);
+    CHECK_EQ(last_idx, ic);
+    CHECK(regs_survive(ctx, 7));
+}
+
+typedef CUresult (*load_fn)(CUmodule *, const char *);
+
+/* A function the driver lacks answers CUDA_ERROR_NOT_FOUND, and keeps
+ * answering it without another look-up. */
+static void test_export_missing(void)
+{
+    unsigned idx = 0;
+    load_fn load = (load_fn)export_named("cuModuleLoad", &idx);
+    CHECK(load != NULL);
+    if (!load)
+        return;
+    CUmodule m = NULL;
+    CHECK_EQ(load(&m, "x"), CUDA_ERROR_NOT_FOUND);
+    void *answer = hcg_thunk_real[idx];
+    CHECK_EQ(load(&m, "x"), CUDA_ERROR_NOT_FOUND);
+    CHECK(hcg_thunk_real[idx] == answer);
+    hcg_thunk_set_handler(pass_handler);
+    hcg_in_host_fn = 1;
+    CUresult r = load(&m, "x");
+    hcg_in_host_fn = 0;
+    hcg_thunk_set_handler(NULL);
+    CHECK_EQ(r, CUDA_ERROR_NOT_FOUND);
+    CHECK(m == NULL);
+}
+
+static void test_exports(void)
+{
+    test_export_table();
+    if (!hcg_thunk_exports()) {
+        printf("no exports in this build (no stub libcuda.so)\n");
+        return;
+    }
+    if (!getenv("HCGUARD_DRIVER")) { /* CTest names exports_driver */
+        printf("HCGUARD_DRIVER unset: the exports are not called\n");
+        return;
+    }
+    void *driver = test_export_first_inside();
+    if (driver)
+        test_export_registers(driver);
+    test_export_missing();
+}
+
+/* No driver: an export answers CUDA_ERROR_NOT_INITIALIZED, and tries again
+ * at the next call (the driver may be loaded later). */
+static void test_exports_no_driver(void)
+{
+    unsigned idx = 0;
+    version_fn v = (version_fn)export_named("cuDriverGetVersion", &idx);
+    if (!v) {
+        printf("no exports in this build (no stub libcuda.so)\n");
+        return;
+    }
+    void *before = hcg_thunk_real[idx];
+    int version = 0;
+    CHECK_EQ(v(&version), CUDA_ERROR_NOT_INITIALIZED);
+    CHECK_EQ(v(&version), CUDA_ERROR_NOT_INITIALIZED);
+    CHECK_EQ(version, 0);
+    CHECK(hcg_thunk_real[idx] == before);
+    CHECK(hcg_driver_error()[0] != '\0');
+}
+
 /* Fills the table: the last entry is a real function (the last stub works),
  * and a full table hands back real. Runs last. */
 static NOINLINE double last_fn(long a, double b, const char *c) { return (double)a * b + c[0]; }
@@ -656,12 +831,22 @@ static void test_portable(void)
     hcg_thunk_set_handler(NULL);
     CHECK_EQ(out, 5);
     CHECK_EQ(handled, 0);
+
+    /* Nor any exports. */
+    CHECK_EQ(hcg_thunk_exports(), 0);
+    CHECK(hcg_thunk_export(0) == NULL);
+    CHECK(hcg_thunk_name(HCG_THUNK_MAX) == NULL);
+    CHECK(!hcg_thunk_is_export((void *)f0));
 }
 #endif
 
-int main(void)
+int main(int argc, char **argv)
 {
 #ifdef HAVE_THUNKS
+    if (argc == 2 && strcmp(argv[1], "nodriver") == 0) {
+        test_exports_no_driver();
+        return check_done("test_thunk nodriver");
+    }
     fns t = thunked(1);
     test_outside(&t);
     test_inside_pass(&t);
@@ -671,9 +856,11 @@ int main(void)
     test_registry(&t);
     test_concurrent(&t);
     report_cost();
+    test_exports();
     test_full();
     return check_done("test_thunk");
 #else
+    (void)argc, (void)argv;
     test_portable();
     return check_done("test_thunk_portable");
 #endif

@@ -1,0 +1,173 @@
+/*
+ * Driver functions hcguard does not wrap, called by their names from a
+ * program linked with -lcuda: they reach hcguard's exports, so a call made
+ * inside a host function is caught like any other.
+ *
+ *   hc_exports cuda-call  host functions (and a stream callback) that call
+ *                         cuStreamQuery, cuCtxGetCurrent, cuMemcpyHtoD and
+ *                         cuDriverGetVersion directly; then the same calls
+ *                         outside host functions
+ *   hc_exports not-found  cuModuleLoad, which hcguard exports and the test
+ *                         driver lacks: CUDA_ERROR_NOT_FOUND, not a crash
+ *
+ * HCGUARD_MODE says what to expect (guard: refused; audit and off: passed
+ * to the driver). Exit 0 passed, 1 failed, 77 not applicable.
+ */
+#include <cuda.h>
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+
+/* The test driver lacks it: the link must not need it. */
+#pragma weak cuModuleLoad
+
+static CUstream s1, s2;
+static int guard;
+static CUdeviceptr dev;
+
+static void setup(void)
+{
+    s1 = test_context();
+    DRV(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
+    DRV(cuMemAlloc(&dev, 4096));
+    const char *m = getenv("HCGUARD_MODE");
+    guard = !m || strcmp(m, "guard") == 0;
+}
+
+/* ---- calls inside host functions ----------------------------------------- */
+static CUresult got_query[3], got_ctx, got_htod, got_version, got_cb_query;
+static CUcontext seen_ctx = (CUcontext)1;
+static int version;
+
+static void calls_query(void *p)
+{
+    (void)p;
+    for (int i = 0; i < 3; i++)
+        got_query[i] = cuStreamQuery(s2);
+}
+
+/* The first calls of cuCtxGetCurrent and cuDriverGetVersion of the process
+ * are made here: an export resolved from inside a host function. */
+static void calls_misc(void *p)
+{
+    static unsigned char buf[64];
+    (void)p;
+    got_version = cuDriverGetVersion(&version);
+    got_ctx = cuCtxGetCurrent(&seen_ctx);
+    got_htod = cuMemcpyHtoD(dev, buf, sizeof buf);
+}
+
+static void CUDA_CB stream_cb(CUstream s, CUresult status, void *p)
+{
+    (void)s;
+    (void)status;
+    (void)p;
+    got_cb_query = cuStreamQuery(s2);
+}
+
+static void check_inside(void)
+{
+    if (!guard) {
+        /* The driver answered. Whether it lets the others through is its
+         * own business; the version it always gives. */
+        CHECK(got_version == CUDA_SUCCESS && version > 0,
+              "cuDriverGetVersion in a host function: %d, version %d", (int)got_version, version);
+        return;
+    }
+    for (int i = 0; i < 3; i++)
+        CHECK(got_query[i] == CUDA_ERROR_NOT_PERMITTED, "cuStreamQuery in a host function: %d",
+              (int)got_query[i]);
+    CHECK(got_version == CUDA_ERROR_NOT_PERMITTED && version == 0,
+          "cuDriverGetVersion in a host function: %d, version %d", (int)got_version, version);
+    CHECK(got_ctx == CUDA_ERROR_NOT_PERMITTED && seen_ctx == (CUcontext)1,
+          "cuCtxGetCurrent in a host function: %d", (int)got_ctx);
+    CHECK(got_htod == CUDA_ERROR_NOT_PERMITTED, "cuMemcpyHtoD in a host function: %d",
+          (int)got_htod);
+    CHECK(got_cb_query == CUDA_ERROR_NOT_PERMITTED, "cuStreamQuery in a stream callback: %d",
+          (int)got_cb_query);
+}
+
+/* Outside host functions the same calls just work. */
+static void check_outside(void)
+{
+    unsigned char in[64], out[64];
+    CUcontext c = NULL;
+    int v = 0;
+    for (size_t i = 0; i < sizeof in; i++)
+        in[i] = (unsigned char)(i * 7 + 1);
+    CHECK(cuStreamQuery(s1) == CUDA_SUCCESS, "cuStreamQuery outside: not success");
+    CHECK(cuCtxGetCurrent(&c) == CUDA_SUCCESS && c != NULL, "cuCtxGetCurrent outside");
+    CHECK(cuDriverGetVersion(&v) == CUDA_SUCCESS && v > 0, "cuDriverGetVersion outside");
+    CHECK(cuMemcpyHtoD(dev, in, sizeof in) == CUDA_SUCCESS, "cuMemcpyHtoD outside");
+    CHECK(cuMemcpyDtoH(out, dev, sizeof out) == CUDA_SUCCESS, "cuMemcpyDtoH outside");
+    CHECK(memcmp(in, out, sizeof in) == 0, "the copies outside lost the data");
+}
+
+static void cuda_call(void)
+{
+    DRV(cuLaunchHostFunc(s1, calls_query, NULL));
+    DRV(cuLaunchHostFunc(s1, calls_misc, NULL));
+    DRV(cuStreamAddCallback(s1, stream_cb, NULL, 0));
+    DRV(cuStreamSynchronize(s1));
+    DRV(cuStreamSynchronize(s2));
+    check_inside();
+    check_outside();
+}
+
+/* ---- an entry point the driver lacks --------------------------------------- */
+static CUresult got_load_inside;
+
+static void loads_module(void *p)
+{
+    CUmodule m;
+    (void)p;
+    got_load_inside = cuModuleLoad(&m, "/nonexistent.cubin");
+}
+
+static void not_found(void)
+{
+    if (!cuModuleLoad) {
+        fprintf(stderr, "SKIP: cuModuleLoad is not exported here\n");
+        exit(77);
+    }
+    /* The first call is made inside a host function. */
+    DRV(cuLaunchHostFunc(s1, loads_module, NULL));
+    DRV(cuStreamSynchronize(s1));
+    CUresult want = guard ? CUDA_ERROR_NOT_PERMITTED : CUDA_ERROR_NOT_FOUND;
+    CHECK(got_load_inside == want, "cuModuleLoad in a host function: %d, want %d",
+          (int)got_load_inside, (int)want);
+    for (int i = 0; i < 2; i++) {
+        CUmodule m;
+        CUresult r = cuModuleLoad(&m, "/nonexistent.cubin");
+        CHECK(r == CUDA_ERROR_NOT_FOUND, "cuModuleLoad outside (call %d): %d", i + 1, (int)r);
+    }
+    /* The driver still works. */
+    CHECK(cuStreamQuery(s1) == CUDA_SUCCESS, "cuStreamQuery after a missing entry point");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 2) {
+        fprintf(stderr, "usage: hc_exports cuda-call|not-found\n");
+        return 2;
+    }
+    if (!dlsym(RTLD_DEFAULT, "hcguard_get_stats")) {
+        fprintf(stderr, "FAIL: hcguard is not preloaded\n");
+        return 1;
+    }
+    setup();
+    if (strcmp(argv[1], "cuda-call") == 0)
+        cuda_call();
+    else if (strcmp(argv[1], "not-found") == 0)
+        not_found();
+    else {
+        fprintf(stderr, "unknown scenario '%s'\n", argv[1]);
+        return 2;
+    }
+    cuMemFree(dev);
+    printf("exports %s: %s\n", argv[1], failures ? "FAILED" : "passed");
+    return failures ? 1 : 0;
+}
