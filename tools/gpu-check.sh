@@ -12,18 +12,20 @@ build="$root/build-gpu"
 {
     date -u; nvidia-smi -L; nvidia-smi --query-gpu=driver_version --format=csv,noheader
     grep -m1 "model name" /proc/cpuinfo; nproc; uname -r; gcc --version | head -1
+    ls -l /usr/local/cuda/lib64/stubs/libcuda.so
     python3 -c 'import cuda.bindings, cupy; print("cuda.bindings", cuda.bindings.__version__, "cupy", cupy.__version__)'
 } 2>&1 | tee "$out/machine.txt"
 { cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHCGUARD_WERROR=OFF &&
   cmake --build "$build" -j "$(nproc)"; } >"$out/build.log" 2>&1 ||
     { grep -E "error|Error" "$out/build.log" | head -30; exit 1; }
-grep -E "warning:" "$out/build.log" | sort -u | head -20
+grep -E "warning:|hcguard:" "$out/build.log" | sort -u | head -20
 cd "$build"
-ctest -L gpu -j 8 -V --timeout 240 >"$out/ctest-gpu.log" 2>&1
+limit=${HCG_TEST_TIMEOUT:-120}
+ctest -L gpu -j 8 -V --timeout "$limit" >"$out/ctest-gpu.log" 2>&1
 grep -E "tests passed|\*\*\*Failed|\*\*\*Timeout|Passed|SKIP:" "$out/ctest-gpu.log" | head -90
-ctest -LE gpu -j "$(nproc)" --output-on-failure --timeout 240 >"$out/ctest-rest.log" 2>&1
-grep -E "tests passed|\*\*\*Failed|\*\*\*Timeout" "$out/ctest-rest.log" | head -20
 "$root/bench/run.sh" "$build" "${1:-2}" 2>&1 | tee "$out/bench.txt"
+ctest -LE gpu -j "$(nproc)" --output-on-failure --timeout "$limit" >"$out/ctest-rest.log" 2>&1
+grep -E "tests passed|\*\*\*Failed|\*\*\*Timeout" "$out/ctest-rest.log" | head -20
 {
     echo "=== cuda.bindings under --debug"
     timeout 60 ./bin/hcguard run --debug -- python3 "$root/tests/gpu/bindings_hostfn.py" 2>&1 |
