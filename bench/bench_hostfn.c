@@ -17,9 +17,13 @@
  *   dispatch_min    min ns from just before a launch to the function's
  *                   start, idle stream, one at a time
  *   dispatch_med    the median of the same
- *   copy_gbps       GB/s of a 64 MiB pinned-to-pageable copy run as a host
+ *   copy_mbps       MB/s of a 64 MiB pinned-to-pageable copy run as a host
  *                   function, timed inside the stream (between two host
  *                   functions); median of the repetitions
+ *   ctx_get_ns      ns per cuCtxGetCurrent, a driver call hcguard does not
+ *                   wrap: under hcguard the linked one is its exported
+ *                   thunk, which only checks that no host function is
+ *                   running on the thread
  *
  * Prints "name without with ratio" per figure (ratio = with / without, of
  * the medians over batches). Without hcguard preloaded both columns time
@@ -203,6 +207,27 @@ static void dispatch_figures(CUstream s, const variant *w, int n)
     figure_print(&med, 0);
 }
 
+typedef CUresult (*ctx_get_fn)(CUcontext *);
+
+/* Batches of calls of a driver function that does next to nothing. */
+static void thunk_figure(ctx_get_fn real, ctx_get_fn linked, int rounds)
+{
+    enum { CALLS = 20000 };
+    ctx_get_fn w[2] = {real, linked};
+    figure f;
+    figure_init(&f, "ctx_get_ns10", (size_t)rounds);
+    for (int i = 0; i < 2 * rounds; i++) {
+        int v = (i & 1) ^ ((i >> 1) & 1);
+        CUcontext c;
+        uint64_t t0 = now_ns();
+        for (int k = 0; k < CALLS; k++)
+            DRV(w[v](&c));
+        f.v[v][i / 2] = (now_ns() - t0) * 10 / CALLS; /* tenths of a ns */
+    }
+    f.n = (size_t)rounds;
+    figure_print(&f, 0);
+}
+
 static void copy_figure(CUstream s, const variant *w, int reps)
 {
     enum { SZ = 64 << 20 };
@@ -261,7 +286,13 @@ int main(int argc, char **argv)
         for (int i = 0; i < 5; i++)
             batch_cost(s, w[v].launch, noop, NULL, 0);
 
+    ctx_get_fn ctx_real = (ctx_get_fn)hcg_dynsym("libcuda.so", "cuCtxGetCurrent", NULL);
+    if (!ctx_real) {
+        fprintf(stderr, "bench: cuCtxGetCurrent not found in libcuda's symbol table\n");
+        return 1;
+    }
     enqueue_figures(s, w, 100 * scale);
+    thunk_figure(ctx_real, cuCtxGetCurrent, 50 * scale);
     dispatch_figures(s, w, 2000 * scale);
     copy_figure(s, w, 9 * scale);
     cuStreamDestroy(s);

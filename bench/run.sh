@@ -31,7 +31,8 @@ med() { # metric column files...
 printf '%-14s' metric
 for s in none off guard; do printf ' %9s %9s %7s' "$s:drv" "$s:hcg" ratio; done
 echo
-for m in enqueue_plain enqueue_copy gated_plain gated_copy dispatch_min dispatch_med copy_mbps; do
+for m in enqueue_plain enqueue_copy gated_plain gated_copy dispatch_min dispatch_med copy_mbps \
+         ctx_get_ns10; do
     printf '%-14s' "$m"
     for s in none off guard; do
         printf ' %9s %9s %7s' "$(med "$m" 2 "$tmp/$s".*)" "$(med "$m" 3 "$tmp/$s".*)" \
@@ -40,4 +41,5 @@ for m in enqueue_plain enqueue_copy gated_plain gated_copy dispatch_min dispatch
     echo
 done
 echo "(drv: the driver's own cuLaunchHostFunc; hcg: the program's, through hcguard when"
-echo " preloaded; ns per call, MB/s for copy_mbps; ratio hcg/drv; medians of $rounds rounds)"
+echo " preloaded; ns per call, MB/s for copy_mbps, tenths of a ns for ctx_get_ns10;"
+echo " ratio hcg/drv; medians of $rounds rounds)"
