@@ -45,12 +45,11 @@ typedef CUresult (*launch_v2_fn)(CUstream, CUhostFn, void *, unsigned int);
 typedef CUresult (*gpa_v1_fn)(const char *, void **, int, cuuint64_t);
 typedef CUresult (*gpa_v2_fn)(const char *, void **, int, cuuint64_t,
                               CUdriverProcAddressQueryResult *);
-typedef int (*stats_fn)(hcguard_stats *, size_t);
 
 static launch_fn launch1;
 static launch_v2_fn launch2;
 static CUhostFn copy_fn;
-static stats_fn get_stats;
+static test_stats_fn get_stats;
 static int audit;
 
 static atomic_int ordinary_runs;
@@ -156,7 +155,7 @@ static void setup(void)
 {
     stream = test_context();
     copy_fn = (CUhostFn)dlsym(RTLD_DEFAULT, "hcguard_host_copy");
-    get_stats = (stats_fn)dlsym(RTLD_DEFAULT, "hcguard_get_stats");
+    get_stats = (test_stats_fn)dlsym(RTLD_DEFAULT, "hcguard_get_stats");
     if (!copy_fn)
         copy_fn = test_local_copy;
     const char *m = getenv("HCGUARD_MODE");
@@ -167,11 +166,7 @@ static void setup(void)
 
 static hcguard_stats stats(void)
 {
-    hcguard_stats s;
-    memset(&s, 0, sizeof s);
-    if (get_stats)
-        get_stats(&s, sizeof s);
-    return s;
+    return test_stats(get_stats);
 }
 
 static void *map(size_t n, int prot)

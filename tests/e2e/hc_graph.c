@@ -34,13 +34,12 @@
 #include "hcguard.h"
 #include "testutil.h"
 
-typedef int (*stats_fn)(hcguard_stats *, size_t);
 typedef CUresult (*add_node_v1_fn)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
                                    CUgraphNodeParams *);
 typedef CUresult (*node_params_fn)(CUgraphNode, CUgraphNodeParams *);
 
 static CUhostFn copy_fn;
-static stats_fn get_stats;
+static test_stats_fn get_stats;
 static int audit;
 static CUstream stream;
 
@@ -53,18 +52,14 @@ static void tick(void *p)
 
 static hcguard_stats stats(void)
 {
-    hcguard_stats s;
-    memset(&s, 0, sizeof s);
-    if (get_stats)
-        get_stats(&s, sizeof s);
-    return s;
+    return test_stats(get_stats);
 }
 
 static void setup(void)
 {
     stream = test_context();
     copy_fn = (CUhostFn)dlsym(RTLD_DEFAULT, "hcguard_host_copy");
-    get_stats = (stats_fn)dlsym(RTLD_DEFAULT, "hcguard_get_stats");
+    get_stats = (test_stats_fn)dlsym(RTLD_DEFAULT, "hcguard_get_stats");
     if (!copy_fn || !get_stats) {
         fprintf(stderr, "FAIL: hcguard is not preloaded\n");
         exit(1);

@@ -22,7 +22,6 @@ typedef CUresult (*retain_fn)(CUcontext *, CUdevice);
 typedef CUresult (*setctx_fn)(CUcontext);
 typedef CUresult (*sync_fn)(CUstream);
 typedef CUresult (*query_fn)(CUstream);
-typedef int (*stats_fn)(hcguard_stats *, size_t);
 
 static atomic_int ran;
 static void noop(void *p)
@@ -38,7 +37,7 @@ int main(int argc, char **argv)
         return 2;
     }
     launch_fn launch = (launch_fn)dlsym(RTLD_DEFAULT, "cuLaunchHostFunc");
-    stats_fn stats = (stats_fn)dlsym(RTLD_DEFAULT, "hcguard_get_stats");
+    test_stats_fn stats = (test_stats_fn)dlsym(RTLD_DEFAULT, "hcguard_get_stats");
     CHECK(launch != NULL && stats != NULL, "hcguard is not preloaded");
     if (!launch || !stats)
         return 1;

@@ -4,6 +4,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static int failures;
 
@@ -58,6 +59,22 @@ static inline CUstream test_context(void)
     DRV(cuDevicePrimaryCtxRetain(&ctx, dev));
     DRV(cuCtxSetCurrent(ctx));
     DRV(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    return s;
+}
+#endif
+
+#ifdef HCGUARD_H
+/* hcguard_get_stats, looked up at run time: the same programs run without
+ * hcguard too. */
+typedef int (*test_stats_fn)(hcguard_stats *, size_t);
+
+/* hcguard's counters through get, or all zero where get is NULL. */
+static inline hcguard_stats test_stats(test_stats_fn get)
+{
+    hcguard_stats s;
+    memset(&s, 0, sizeof s);
+    if (get)
+        get(&s, sizeof s);
     return s;
 }
 #endif
