@@ -20,6 +20,8 @@ import os
 import platform
 import struct
 import sys
+
+from hcguard_ctypes import Hcguard
 import time
 
 try:
@@ -41,31 +43,15 @@ if err != SUCCESS or count[0] != SUCCESS or count[1] == 0:
     print(f"SKIP: no CUDA device (cuInit: {err})")
     sys.exit(77)
 
-process = ctypes.CDLL(None)
-try:
-    copy_addr = ctypes.cast(process.hcguard_host_copy, ctypes.c_void_p).value
-    get_stats = process.hcguard_get_stats
-except AttributeError:
-    print("SKIP: hcguard is not preloaded (no hcguard_host_copy)")
-    sys.exit(77)
+hcg = Hcguard()
+process = hcg.process
+copy_addr = hcg.copy_addr
+stats = hcg.stats
 if os.environ.get("HCGUARD_MODE") == "off":
     # Nothing is checked then, and the bad replays below would crash.
     print("SKIP: hcguard runs in mode off")
     sys.exit(77)
 copy_fn = driver.CUhostFn(copy_addr)
-
-
-class Stats(ctypes.Structure):
-    # hcguard_get_stats writes no more than the size it is given.
-    _fields_ = [(n, ctypes.c_uint64) for n in (
-        "host_fns_launched", "host_fns_ran", "copies_launched", "copies_ran",
-        "rejected", "skipped", "bytes_copied", "events_dropped", "graph_calls_live")]
-
-
-def stats():
-    s = Stats()
-    get_stats(ctypes.byref(s), ctypes.sizeof(s))
-    return s
 
 
 failures = 0

@@ -12,31 +12,17 @@ import ctypes
 import struct
 import sys
 
+from hcguard_ctypes import Hcguard
+
 try:
     import cupy
 except ImportError as e:
     print(f"SKIP: cupy not importable: {e}")
     sys.exit(77)
 
-process = ctypes.CDLL(None)
-try:
-    copy_addr = ctypes.cast(process.hcguard_host_copy, ctypes.c_void_p).value
-    get_stats = process.hcguard_get_stats
-except AttributeError:
-    print("SKIP: hcguard is not preloaded")
-    sys.exit(77)
-
-
-class Stats(ctypes.Structure):
-    _fields_ = [(n, ctypes.c_uint64) for n in (
-        "host_fns_launched", "host_fns_ran", "copies_launched", "copies_ran",
-        "rejected", "skipped", "bytes_copied", "events_dropped")]
-
-
-def stats():
-    s = Stats()
-    get_stats(ctypes.byref(s), ctypes.sizeof(s))
-    return s
+hcg = Hcguard()
+copy_addr = hcg.copy_addr
+stats = hcg.stats
 
 
 failures = 0
