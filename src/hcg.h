@@ -147,7 +147,7 @@ static inline hcg_driver *hcg_driver_get(void)
 }
 /* In a wrapper: d is the driver table, or the wrapper answers
  * CUDA_ERROR_NOT_INITIALIZED. */
-#define HCG_DRV_OR_FAIL(d)                                                         \
+#define HCG_DRV_OR_FAIL(d)                                                     \
     hcg_driver *d = hcg_driver_get();                                          \
     if (!d)                                                                    \
         return CUDA_ERROR_NOT_INITIALIZED
