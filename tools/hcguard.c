@@ -47,6 +47,9 @@ typedef enum opt_id {
     OPT_NO_SUMMARY,
     OPT_DRIVER,
     OPT_DEBUG,
+    OPT_SLOW_MS,
+    OPT_HANG_S,
+    OPT_RECHECK,
     OPT_HELP,
     OPT_VERSION,
     OPT_COUNT
@@ -66,6 +69,9 @@ static const opt_def opt_table[] = {
     {"--no-summary", 0, OPT_NO_SUMMARY},
     {"--driver", 1, OPT_DRIVER},
     {"--debug", 0, OPT_DEBUG},
+    {"--slow-ms", 1, OPT_SLOW_MS},
+    {"--hang-s", 1, OPT_HANG_S},
+    {"--recheck", 1, OPT_RECHECK},
     {"--help", 0, OPT_HELP},
     {"-h", 0, OPT_HELP},
     {"--version", 0, OPT_VERSION},
@@ -364,6 +370,24 @@ static int check_exitcode(const char *v)
                        "number from 1 to 255", v);
 }
 
+/* The library accepts a positive number below 1e9, in strtod's forms. */
+static int check_positive(const char *opt, const char *v)
+{
+    char *end = NULL;
+    errno = 0;
+    double d = strtod(v, &end);
+    if (errno == 0 && end != v && *end == '\0' && d > 0 && d < 1e9)
+        return 0;
+    return usage_error("bad value '%s' for %s: expected a positive number", v, opt);
+}
+
+static int check_recheck(const char *v)
+{
+    if (strcmp(v, "changed") == 0 || strcmp(v, "always") == 0)
+        return 0;
+    return usage_error("bad value '%s' for --recheck: expected changed or always", v);
+}
+
 /* Each comma-separated name must fit the library's table, else the
  * library would refuse the whole list at start-up. */
 static int check_copy_fns(const run_opts *o, size_t *total)
@@ -393,6 +417,10 @@ static int check_value(const opt_def *d, const char *v)
         return check_mode(v);
     if (d->id == OPT_ERROR_EXITCODE)
         return check_exitcode(v);
+    if (d->id == OPT_SLOW_MS || d->id == OPT_HANG_S)
+        return check_positive(d->name, v);
+    if (d->id == OPT_RECHECK)
+        return check_recheck(v);
     return 0;
 }
 
@@ -482,6 +510,9 @@ static int apply_options(const run_opts *o)
         {OPT_NO_SUMMARY, "HCGUARD_SUMMARY", "0"},
         {OPT_DRIVER, "HCGUARD_DRIVER", NULL},
         {OPT_DEBUG, "HCGUARD_DEBUG", "1"},
+        {OPT_SLOW_MS, "HCGUARD_SLOW_MS", NULL},
+        {OPT_HANG_S, "HCGUARD_HANG_S", NULL},
+        {OPT_RECHECK, "HCGUARD_RECHECK", NULL},
     };
     int rc = 0;
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
@@ -531,6 +562,13 @@ static const char help_text[] =
     "                      (default: libcuda.so.1, found as the program would)\n"
     "  --debug             explain on stderr what hcguard intercepts and why\n"
     "                      (default: off)\n"
+    "  --slow-ms MS        report host functions that run longer than MS\n"
+    "                      milliseconds (default: 1)\n"
+    "  --hang-s S          report a host function still running after S\n"
+    "                      seconds, while the program goes on (default: 10)\n"
+    "  --recheck WHEN      re-check a copy record when it runs: changed (only\n"
+    "                      if it differs from what was checked at enqueue) or\n"
+    "                      always (default: changed)\n"
     "  -h, --help          print this help\n"
     "  --                  end of options; needed only if the program's name\n"
     "                      starts with '-'\n"
@@ -546,6 +584,9 @@ static const char help_text[] =
     "  HCGUARD_SUMMARY=0       --no-summary\n"
     "  HCGUARD_DRIVER          --driver\n"
     "  HCGUARD_DEBUG=1         --debug\n"
+    "  HCGUARD_SLOW_MS         --slow-ms\n"
+    "  HCGUARD_HANG_S          --hang-s\n"
+    "  HCGUARD_RECHECK         --recheck\n"
     "  HCGUARD_LIBRARY         the libhcguard.so to preload (default: the\n"
     "                          one installed with this launcher:\n"
     "    %s)\n"

@@ -17,10 +17,12 @@ from launcher_common import (case, clean_env, expect, expect_eq,  # noqa: E402
                              main, run)
 
 OPTIONS = ("--mode", "--log", "--error-exitcode", "--copy-fn",
-           "--no-summary", "--driver", "--debug", "--help")
+           "--no-summary", "--driver", "--debug", "--slow-ms", "--hang-s",
+           "--recheck", "--help")
 VARIABLES = ("HCGUARD_MODE", "HCGUARD_LOG", "HCGUARD_ERROR_EXITCODE",
              "HCGUARD_COPY_FN", "HCGUARD_SUMMARY=0", "HCGUARD_DRIVER",
-             "HCGUARD_DEBUG=1", "HCGUARD_LIBRARY")
+             "HCGUARD_DEBUG=1", "HCGUARD_SLOW_MS", "HCGUARD_HANG_S",
+             "HCGUARD_RECHECK", "HCGUARD_LIBRARY")
 SEE_RUN_HELP = " (see 'hcguard run --help')\n"
 
 
@@ -144,6 +146,27 @@ def case_bad_exitcode(args, tmp):
         p = run([args.hcguard, "run", "--mode", "off", "--error-exitcode",
                  value, "true"], env=dummy_env(args))
         expect_eq(p.returncode, 0, "--error-exitcode %s" % value, p)
+
+
+@case
+def case_bad_thresholds(args, tmp):
+    for opt in ("--slow-ms", "--hang-s"):
+        for value in ("0", "-1", "x", "1x", "1e9", "nan", "inf", "0x"):
+            want = ("bad value '%s' for %s: expected a positive number"
+                    % (value, opt) + SEE_RUN_HELP)
+            expect_usage_error(args, ["run", opt, value, "true"], want)
+            expect_usage_error(args, ["run", opt + "=" + value, "true"], want)
+        for value in ("0.5", "20", "1e3"):
+            p = run([args.hcguard, "run", "--mode", "off", opt, value, "true"],
+                    env=dummy_env(args))
+            expect_eq(p.returncode, 0, "%s %s" % (opt, value), p)
+    for value in ("never", "Always", ""):
+        if value:
+            want = ("bad value '%s' for --recheck: expected changed or always"
+                    % value + SEE_RUN_HELP)
+        else:
+            want = "option '--recheck' needs a value" + SEE_RUN_HELP
+        expect_usage_error(args, ["run", "--recheck=" + value, "true"], want)
 
 
 @case
@@ -280,7 +303,8 @@ def case_child_env(args, tmp):
         "--mode", "off", "--log", "run.%p.%h.%q{RANK}.%%.jsonl",
         "--error-exitcode", "7", "--copy-fn", "my_copy",
         "--copy-fn", "a_copy,b_copy", "--no-summary",
-        "--driver", "/opt/driver/libcuda.so.1", "--debug"], dummy_env(args))
+        "--driver", "/opt/driver/libcuda.so.1", "--debug", "--slow-ms", "2.5",
+        "--hang-s", "30", "--recheck", "always"], dummy_env(args))
     expect_eq(p.returncode, 0, "exit status", p)
     want = {
         "LD_PRELOAD": os.path.abspath(args.dummy),
@@ -292,6 +316,9 @@ def case_child_env(args, tmp):
         "HCGUARD_SUMMARY": "0",
         "HCGUARD_DRIVER": "/opt/driver/libcuda.so.1",
         "HCGUARD_DEBUG": "1",
+        "HCGUARD_SLOW_MS": "2.5",
+        "HCGUARD_HANG_S": "30",
+        "HCGUARD_RECHECK": "always",
     }
     for k, v in want.items():
         expect_eq(seen.get(k), v, k, p)
