@@ -478,7 +478,7 @@ static void note_exec(hcg_driver *d, CUresult r, CUgraphExec *pe, CUgraph g)
 #define INSTANTIATE_WRAPPER(name, T, params, args)                             \
     CUresult hcg_w_##name params                                               \
     {                                                                          \
-        HCG_DRV_OR_FAIL(d);                                                        \
+        HCG_DRV_OR_FAIL(d);                                                    \
         REAL_OR_FAIL(d, name, T, real);                                        \
         CUresult r = real args;                                                \
         note_exec(d, r, pe, g);                                                \

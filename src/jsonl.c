@@ -123,7 +123,7 @@ void hcg_jsonl_event(const hcg_event *e)
     if (e->fn) {
         n = snprintf(p + len, room - len, ",\"fn_name\":\"");
         len += n > 0 ? (size_t)n : 0;
-        len += json_str(p + len, 256, fn_name(e->fn));
+        len += json_str(p + len, room - len - 1, fn_name(e->fn)); /* 1 left for '"' */
         p[len++] = '"';
     }
     if (e->graph) {

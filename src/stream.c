@@ -301,7 +301,7 @@ static void note_capture(CUresult r)
 #define CAPTURE_WRAPPER(name, T, params, args)                                 \
     CUresult hcg_w_##name params                                               \
     {                                                                          \
-        HCG_DRV_OR_FAIL(d);                                                        \
+        HCG_DRV_OR_FAIL(d);                                                    \
         T f = atomic_load(&d->name);                                           \
         CUresult r = f ? f args : CUDA_ERROR_NOT_SUPPORTED;                    \
         note_capture(r);                                                       \
