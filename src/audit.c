@@ -278,6 +278,12 @@ void hcg_audit_event(const hcg_event *e)
     pthread_mutex_unlock(&A.lock);
 }
 
+void hcg_audit_after_fork(void)
+{
+    memset(&A, 0, sizeof A);
+    pthread_mutex_init(&A.lock, NULL);
+}
+
 uint64_t hcg_audit_findings(void)
 {
     uint64_t n = 0;

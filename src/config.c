@@ -120,8 +120,12 @@ static int parse_log(hcg_config *c, const char *v, hcg_getenv_fn getenv_fn,
 {
     char why[600];
     if (hcg_expand_path(v, c->log_path, sizeof c->log_path, getenv_fn, why,
-                        sizeof why) == 0)
+                        sizeof why) == 0) {
+        /* One too long to keep is only used as expanded, by every process. */
+        if (strlen(v) < sizeof c->log_pattern)
+            memcpy(c->log_pattern, v, strlen(v) + 1);
         return 0;
+    }
     c->log_path[0] = '\0';
     err_add(err, errlen, "HCGUARD_LOG='%.*s%s': %s", show_len(v), v,
             show_more(v), why);

@@ -263,7 +263,16 @@ void hcg_events_after_fork(void)
     coll_running = 0;
     coll_stop = 0;
     tid_cache = 0;
-    for (ring *r = atomic_load(&rings); r; r = r->next)
+    /* The parent's events, and the host functions its threads were running
+     * (the watchdog would call them hung), are the parent's. */
+    for (ring *r = atomic_load(&rings); r; r = r->next) {
         if (r != mine)
             atomic_store(&r->owned, 0);
+        atomic_store(&r->tail, atomic_load(&r->head));
+        r->tail_seen = atomic_load(&r->head);
+        atomic_store(&r->dropped, 0);
+        atomic_store(&r->run_fn, 0);
+        atomic_store(&r->run_since, 0);
+        r->reported_since = 0;
+    }
 }

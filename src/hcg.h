@@ -32,6 +32,7 @@ typedef enum hcg_mode { HCG_MODE_GUARD, HCG_MODE_AUDIT, HCG_MODE_OFF } hcg_mode;
 typedef struct hcg_config {
     hcg_mode mode;
     char log_path[HCG_PATH_MAX];    /* JSON Lines event log, expanded; "" = none */
+    char log_pattern[HCG_PATH_MAX]; /* as given, for a fork child's own %p */
     int error_exitcode;             /* 0 = exit status untouched */
     int summary;                    /* print the exit summary (default 1) */
     int debug;                      /* HCGUARD_DEBUG: routing decisions on stderr */
@@ -476,10 +477,17 @@ void hcg_summary_event(const hcg_event *e); /* collector thread only */
 void hcg_summary_stats(hcguard_stats *out);
 void hcg_summary_print(int fd);
 uint64_t hcg_summary_errors(void);
+/* In a fork child: counters start from nothing (the child reports its own). */
 void hcg_summary_after_fork(void);
+/* Whether this process launched, ran or was told anything worth a summary. */
+int hcg_summary_active(void);
 
 /* ---- jsonl.c: the event log -------------------------------------------- */
-int hcg_jsonl_open(const char *path); /* 0 or -1 (message printed) */
+/* 0 or -1 (message printed). pattern: as configured, so that a fork child
+ * whose log name holds %p writes a log of its own. */
+int hcg_jsonl_open(const char *path, const char *pattern);
+/* In a fork child: the parent's unwritten events are the parent's. */
+void hcg_jsonl_after_fork(void);
 void hcg_jsonl_event(const hcg_event *e);
 /* Write out what is left and close; a write error is reported here. */
 void hcg_jsonl_close(void);
@@ -510,6 +518,7 @@ void hcg_audit_event(const hcg_event *e); /* collector */
 uint64_t hcg_audit_findings(void);
 uint64_t hcg_audit_errors(void);          /* the findings that are errors */
 void hcg_audit_print(void);
+void hcg_audit_after_fork(void); /* a fork child's findings are its own */
 
 /* ---- init.c: lifecycle ------------------------------------------------- */
 /* Start-up (pthread_once); safe from any intercepted call. Inline: once

@@ -10,12 +10,18 @@
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 atomic_int hcg_g_started;
+/* A fork child (a data loader's worker, say) reports only what it did
+ * itself, and says nothing if it did nothing. */
+static int forked;
 
 static void atfork_child(void)
 {
+    forked = 1;
     hcg_events_after_fork();
     hcg_pool_after_fork();
     hcg_summary_after_fork();
+    hcg_audit_after_fork();
+    hcg_jsonl_after_fork();
     hcg_driver_reset_after_fork();
     if (atomic_load(&hcg_g_started))
         hcg_collector_start();
@@ -26,7 +32,7 @@ static void start(void)
     const hcg_config *c = hcg_config_get();
     hcg_clock_init();
     if (c->log_path[0])
-        hcg_jsonl_open(c->log_path);
+        hcg_jsonl_open(c->log_path, c->log_pattern);
     pthread_atfork(NULL, NULL, atfork_child);
     hcg_collector_start();
     atomic_store(&hcg_g_started, 1);
@@ -56,6 +62,8 @@ __attribute__((destructor)) static void finish(void)
     const hcg_config *c = hcg_config_get();
     hcg_collector_stop();
     hcg_jsonl_close();
+    if (forked && !hcg_summary_active())
+        return;
     if (c->summary)
         hcg_summary_print(STDERR_FILENO);
     if (c->error_exitcode && hcg_summary_errors() > 0) {

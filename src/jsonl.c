@@ -1,9 +1,16 @@
 /* The JSON Lines event log (HCGUARD_LOG / --log): one object per event.
- * Written only while the rings are drained, which is serialised. */
+ * Written only while the rings are drained, which is serialised.
+ *
+ * A fork child writes its own events only: to a file of its own if the
+ * log's name holds %p (opened at its first event, so that children that
+ * do nothing leave no file), else to the same file, which is opened for
+ * appending so that the two processes' writes do not overwrite each
+ * other; every line names its process. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -11,6 +18,9 @@
 
 static int log_fd = -1;
 static char log_path[HCG_PATH_MAX];
+static char log_pattern[HCG_PATH_MAX];
+static int open_pending; /* a fork child's own log, not opened yet */
+static pid_t log_pid;
 static char buf[1 << 16];
 static size_t used;
 static unsigned buf_events;     /* events in buf, not yet written */
@@ -38,16 +48,55 @@ static void flush_buf(void)
     buf_events = 0;
 }
 
-int hcg_jsonl_open(const char *path)
+static int open_log(const char *path)
 {
-    log_fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    log_fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
     if (log_fd < 0) {
         hcg_msg("cannot open the event log %s: %s; no log will be written", path,
                 strerror(errno));
         return -1;
     }
     snprintf(log_path, sizeof log_path, "%s", path);
+    log_pid = getpid();
     return 0;
+}
+
+int hcg_jsonl_open(const char *path, const char *pattern)
+{
+    snprintf(log_pattern, sizeof log_pattern, "%s", pattern ? pattern : "");
+    return open_log(path);
+}
+
+static const char *secure_env(const char *name)
+{
+    return secure_getenv(name);
+}
+
+/* A fork child's first event: its own file, named for its own pid. */
+static void open_child_log(void)
+{
+    char path[HCG_PATH_MAX], why[600];
+    open_pending = 0;
+    if (hcg_expand_path(log_pattern, path, sizeof path, secure_env, why, sizeof why) != 0) {
+        hcg_msg("event log of process %d: %s; no log will be written", (int)getpid(), why);
+        return;
+    }
+    open_log(path);
+}
+
+void hcg_jsonl_after_fork(void)
+{
+    used = 0;
+    buf_events = 0;
+    events_written = events_lost = 0;
+    write_errno = 0;
+    log_pid = getpid();
+    if (log_fd >= 0 && strstr(log_pattern, "%p")) {
+        close(log_fd);
+        log_fd = -1;
+        log_path[0] = '\0';
+        open_pending = 1;
+    }
 }
 
 /* The name of fn, looked up once per function: the log is read by people
@@ -104,6 +153,8 @@ static const char *kind_name(uint8_t k)
 
 void hcg_jsonl_event(const hcg_event *e)
 {
+    if (HCG_UNLIKELY(open_pending))
+        open_child_log();
     if (log_fd < 0)
         return;
     if (sizeof buf - used < 1024)
@@ -111,10 +162,10 @@ void hcg_jsonl_event(const hcg_event *e)
     char *p = buf + used;
     size_t room = sizeof buf - used;
     int n = snprintf(p, room,
-                     "{\"event\":\"%s\",\"seq\":%" PRIu64 ",\"api\":\"%s\",\"fn\":\"0x%" PRIxPTR
+                     "{\"event\":\"%s\",\"pid\":%d,\"seq\":%" PRIu64 ",\"api\":\"%s\",\"fn\":\"0x%" PRIxPTR
                      "\",\"fn_kind\":\"%s\",\"user_data\":\"0x%" PRIxPTR "\",\"stream\":\"0x%" PRIxPTR
                      "\",\"tid\":%u,\"t_enqueue_ns\":%" PRIu64,
-                     kind_name(e->kind), e->seq, hcg_api_name((hcg_api)e->api), e->fn,
+                     kind_name(e->kind), (int)log_pid, e->seq, hcg_api_name((hcg_api)e->api), e->fn,
                      hcg_fnkind_name((hcg_fnkind)e->fnkind), e->user, e->stream, e->tid,
                      e->t_enqueue);
     if (n < 0 || (size_t)n >= room)

@@ -351,5 +351,18 @@ void hcg_summary_print(int fd)
 
 void hcg_summary_after_fork(void)
 {
+    memset(&S, 0, sizeof S);
     pthread_mutex_init(&S.lock, NULL);
+    for (int k = 0; k < HCG_FN_KIND_COUNT; k++)
+        atomic_store(&launched[k], 0);
+    atomic_store(&nodes_made, 0);
+}
+
+int hcg_summary_active(void)
+{
+    pthread_mutex_lock(&S.lock);
+    uint64_t seen = sum(S.ran, HCG_FN_KIND_COUNT) + sum(S.rejected, HCGUARD_STATUS_COUNT) +
+                    sum(S.skipped, HCGUARD_STATUS_COUNT);
+    pthread_mutex_unlock(&S.lock);
+    return seen || launched_total(0) || hcg_audit_findings();
 }

@@ -169,12 +169,16 @@ void hcg_call_release(hcg_call *c)
                                                   memory_order_relaxed));
 }
 
-/* In a fork child only the forking thread exists. */
+/* In a fork child only the forking thread exists, and what was launched
+ * before is the parent's. */
 void hcg_pool_after_fork(void)
 {
-    for (hcg_pool *p = atomic_load(&pools); p; p = p->next)
+    for (hcg_pool *p = atomic_load(&pools); p; p = p->next) {
         if (p != my_pool)
             atomic_store(&p->owned, 0);
+        for (int k = 0; k < HCG_FN_KIND_COUNT; k++)
+            atomic_store(&p->launched[k], 0);
+    }
 }
 
 /* ---- the trampoline ---------------------------------------------------- */

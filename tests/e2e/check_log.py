@@ -1,11 +1,13 @@
 """Runs a command with HCGUARD_LOG set, then checks the JSON Lines log.
 
-  check_log.py LOGDIR EXPECT... -- CMD ARGS...
+  check_log.py LOGDIR [--one-file] EXPECT... -- CMD ARGS...
+--one-file names the log without %p, so that every process of the command
+writes to one file.
 EXPECT is KIND=N, KIND:REASON=N (KIND one of run, skip, reject, finding;
 REASON the reason or finding name), finding:FINDING:CALLED=N (CALLED the
 driver function a cuda-call-in-host-fn finding names) or KIND@NAME=N
-(events of KIND whose host function is named NAME, fn_name): the log must
-hold exactly N such events. Every line must be a JSON object with the
+(events of KIND whose host function is named NAME, fn_name), or pids=N
+(the processes that wrote): the log must hold exactly N such events. Every line must be a JSON object with the
 common keys. Exit 77 is passed on (not applicable). HCG_CHILD_PRELOAD
 becomes the command's LD_PRELOAD.
 """
@@ -22,10 +24,13 @@ COMMON = ("event", "seq", "api", "fn", "fn_kind", "user_data", "stream", "tid", 
 def main():
     sep = sys.argv.index("--")
     logdir, expects, cmd = sys.argv[1], sys.argv[2:sep], sys.argv[sep + 1:]
+    name = "events-%p.jsonl"
+    if expects and expects[0] == "--one-file":
+        name, expects = "events-all.jsonl", expects[1:]
     os.makedirs(logdir, exist_ok=True)
     for old in glob.glob(os.path.join(logdir, "*.jsonl")):
         os.unlink(old)
-    env = dict(os.environ, HCGUARD_LOG=os.path.join(logdir, "events-%p.jsonl"))
+    env = dict(os.environ, HCGUARD_LOG=os.path.join(logdir, name))
     # The preload is for the command only, not for this interpreter.
     if "HCG_CHILD_PRELOAD" in env:
         env["LD_PRELOAD"] = env.pop("HCG_CHILD_PRELOAD")
@@ -36,7 +41,7 @@ def main():
     if len(logs) != 1:
         print(f"check_log: want one log in {logdir}, found {logs}")
         return 1
-    counts, bad = Counter(), 0
+    counts, bad, pids = Counter(), 0, set()
     with open(logs[0]) as f:
         for n, line in enumerate(f, 1):
             try:
@@ -52,6 +57,7 @@ def main():
                 print(f"check_log: line {n} lacks {missing}")
                 bad += 1
             counts[ev["event"]] += 1
+            pids.add(ev.get("pid"))
             if ev.get("fn_name"):
                 counts[f"{ev['event']}@{ev['fn_name']}"] += 1
             why = ev.get("reason") or ev.get("finding")
@@ -59,6 +65,7 @@ def main():
                 counts[f"{ev['event']}:{why}"] += 1
                 if ev.get("called"):
                     counts[f"{ev['event']}:{why}:{ev['called']}"] += 1
+    counts["pids"] = len(pids)
     for e in expects:
         key, want = e.rsplit("=", 1)
         if counts[key] != int(want):

@@ -1,0 +1,127 @@
+/*
+ * A process that forks after hcguard has started, as Python's
+ * multiprocessing and data-loader workers do: each child reports only what
+ * it did itself, and one that did nothing hcguard watches says nothing.
+ *
+ *   hc_fork quiet   the parent launches host functions (one with a bad
+ *                   record), forks a child that exits at once and one that
+ *                   exits 3, and launches more; each child's stderr must
+ *                   stay empty and its exit status its own
+ *   hc_fork busy    the same, and a child that passes memcpy as a host
+ *                   function: its summary has that finding, none of the
+ *                   parent's work
+ *
+ * Exit 0 passed, 1 failed, 77 not applicable (no device).
+ */
+#include <cuda.h>
+#include <dlfcn.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "hcguard.h"
+#include "testutil.h"
+
+static atomic_int runs;
+static void ordinary(void *p)
+{
+    (void)p;
+    atomic_fetch_add(&runs, 1);
+}
+
+/* Fork a child that runs body, if any, then exits with status; its stderr
+ * into out. */
+static void child(int status, void (*body)(void), char *out, size_t len)
+{
+    int fd[2];
+    if (pipe(fd) != 0) {
+        perror("pipe");
+        exit(1);
+    }
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fd[1], 2);
+        close(fd[0]);
+        if (body)
+            body();
+        exit(status); /* destructors run: hcguard's exit path too */
+    }
+    close(fd[1]);
+    size_t n = 0;
+    ssize_t r;
+    while (n < len - 1 && (r = read(fd[0], out + n, len - 1 - n)) > 0)
+        n += (size_t)r;
+    out[n] = '\0';
+    close(fd[0]);
+    int st = 0;
+    CHECK(waitpid(pid, &st, 0) == pid, "waitpid");
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == status, "child exit status %d, want %d",
+          WIFEXITED(st) ? WEXITSTATUS(st) : -1, status);
+}
+
+static void child_says_nothing(int status)
+{
+    char buf[4096];
+    child(status, NULL, buf, sizeof buf);
+    CHECK(buf[0] == '\0', "a child that did nothing said on stderr: %s", buf);
+}
+
+static CUstream stream;
+
+/* Refused before the driver is asked: a child can do it. */
+static void launch_memcpy(void)
+{
+    CUresult r = cuLaunchHostFunc(stream, (CUhostFn)(void *)memcpy, NULL);
+    if (r != CUDA_ERROR_INVALID_VALUE)
+        fprintf(stderr, "memcpy as a host function: %d\n", (int)r);
+}
+
+static void child_reports_its_own(void)
+{
+    char buf[16384];
+    child(0, launch_memcpy, buf, sizeof buf);
+    CHECK(strstr(buf, "libc-function-as-host-fn") != NULL, "the child's finding: %s", buf);
+    CHECK(strstr(buf, "audit findings: 1") != NULL, "one finding in the child's summary: %s",
+          buf);
+    CHECK(strstr(buf, "host functions: 0 launched, 0 ran") != NULL,
+          "the parent's work in the child's summary: %s", buf);
+    CHECK(strstr(buf, "bad records rejected at enqueue: 0") != NULL,
+          "the parent's rejection in the child's summary: %s", buf);
+    CHECK(strstr(buf, "memcpy as a host function:") == NULL, "not refused: %s", buf);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 2 || (strcmp(argv[1], "quiet") != 0 && strcmp(argv[1], "busy") != 0)) {
+        fprintf(stderr, "usage: hc_fork quiet|busy\n");
+        return 2;
+    }
+    CUstream s = stream = test_context();
+    CUhostFn copy = (CUhostFn)dlsym(RTLD_DEFAULT, "hcguard_host_copy");
+    if (!copy) {
+        fprintf(stderr, "SKIP: hcguard is not preloaded\n");
+        return 77;
+    }
+    static unsigned char a[64], b[64];
+    hcguard_copy_record good = {(uintptr_t)a, (uintptr_t)b, sizeof a};
+    hcguard_copy_record bad = {(uintptr_t)a, (uintptr_t)(a + 8), sizeof a}; /* overlap */
+    for (int i = 0; i < 5; i++)
+        DRV(cuLaunchHostFunc(s, ordinary, NULL));
+    DRV(cuLaunchHostFunc(s, copy, &good));
+    CHECK(cuLaunchHostFunc(s, copy, &bad) == CUDA_ERROR_INVALID_VALUE, "bad record refused");
+    DRV(cuStreamSynchronize(s));
+    child_says_nothing(0);
+    child_says_nothing(3);
+    if (strcmp(argv[1], "busy") == 0)
+        child_reports_its_own();
+    for (int i = 0; i < 5; i++)
+        DRV(cuLaunchHostFunc(s, ordinary, NULL));
+    DRV(cuStreamSynchronize(s));
+    CHECK(atomic_load(&runs) == 10, "ordinary ran %d times", atomic_load(&runs));
+    printf("fork: %s\n", failures ? "FAILED" : "passed");
+    return failures ? 1 : 0;
+}
