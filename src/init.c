@@ -23,8 +23,10 @@ static void atfork_child(void)
     hcg_audit_after_fork();
     hcg_jsonl_after_fork();
     hcg_driver_reset_after_fork();
-    if (atomic_load(&hcg_g_started))
-        hcg_collector_start();
+    /* No thread is started here (POSIX allows a fork child little before
+     * exec): the child starts its collector at its first launch, so one
+     * that launches nothing has none, and exits without a summary. */
+    atomic_store(&hcg_g_started, 0);
 }
 
 static void start(void)
@@ -40,7 +42,9 @@ static void start(void)
 
 void hcg_init_slow(void)
 {
-    pthread_once(&once, start);
+    pthread_once(&once, start); /* done already in a fork child */
+    hcg_collector_start();      /* idempotent */
+    atomic_store_explicit(&hcg_g_started, 1, memory_order_release);
 }
 
 HCG_EXPORT int hcguard_get_stats(hcguard_stats *out, size_t size)
