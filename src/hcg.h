@@ -11,6 +11,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "hcguard.h"
 
@@ -481,6 +482,43 @@ uint64_t hcg_summary_errors(void);
 void hcg_summary_after_fork(void);
 /* Whether this process launched, ran or was told anything worth a summary. */
 int hcg_summary_active(void);
+
+/* ---- sinkfile.c: the sinks' output files --------------------------------- */
+#define HCG_SINK_EVENT_MAX 2048 /* room reserved for one event's text */
+
+typedef struct hcg_sinkfile {
+    const char *what;               /* "event log", "trace": for messages */
+    int fd;                         /* -1: none */
+    int shared_ok;                  /* a fork child may append to the parent's file */
+    int open_pending;               /* a fork child's own file, not opened yet */
+    int unshared;                   /* a fork child that may not share, with no %p */
+    int started;                    /* an event was written to this file */
+    int err;                        /* the first write error, 0 if none */
+    pid_t pid;
+    uint64_t written, lost;         /* events */
+    unsigned buf_events;
+    size_t used;
+    char path[HCG_PATH_MAX], pattern[HCG_PATH_MAX];
+    char buf[1 << 16];
+} hcg_sinkfile;
+
+/* Open path (expanded from pattern, kept for a fork child's own %p).
+ * shared_ok: a fork child without %p appends to the same file; else it
+ * writes none. 0, or -1 with a message. */
+int hcg_sinkfile_open(hcg_sinkfile *f, const char *what, const char *path, const char *pattern,
+                      int shared_ok);
+/* Room for one event (HCG_SINK_EVENT_MAX bytes), or NULL if there is no
+ * file; then hcg_sinkfile_commit with the length written. */
+char *hcg_sinkfile_reserve(hcg_sinkfile *f);
+void hcg_sinkfile_commit(hcg_sinkfile *f, size_t len);
+/* Write out the rest and footer (may be NULL), close, report an error. */
+void hcg_sinkfile_close(hcg_sinkfile *f, const char *footer);
+void hcg_sinkfile_after_fork(hcg_sinkfile *f);
+void hcg_sinkfile_summary(const hcg_sinkfile *f); /* the summary's line */
+/* fn's symbol (or "anonymous"), looked up once per function (collector). */
+const char *hcg_fn_name(uintptr_t fn);
+/* s as the body of a JSON string into out; returns the length (< room). */
+size_t hcg_json_str(char *out, size_t room, const char *s);
 
 /* ---- jsonl.c: the event log -------------------------------------------- */
 /* 0 or -1 (message printed). pattern: as configured, so that a fork child

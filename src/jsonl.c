@@ -6,138 +6,21 @@
  * do nothing leave no file), else to the same file, which is opened for
  * appending so that the two processes' writes do not overwrite each
  * other; every line names its process. */
-#include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
 
 #include "hcg.h"
 
-static int log_fd = -1;
-static char log_path[HCG_PATH_MAX];
-static char log_pattern[HCG_PATH_MAX];
-static int open_pending; /* a fork child's own log, not opened yet */
-static pid_t log_pid;
-static char buf[1 << 16];
-static size_t used;
-static unsigned buf_events;     /* events in buf, not yet written */
-static uint64_t events_written;
-static int write_errno;         /* the first write error; 0 if none */
-static uint64_t events_lost;    /* not written, after that error */
-
-static void flush_buf(void)
-{
-    size_t off = 0;
-    while (off < used && !write_errno) {
-        ssize_t w = write(log_fd, buf + off, used - off);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            write_errno = w < 0 ? errno : EIO;
-        else
-            off += (size_t)w;
-    }
-    if (write_errno)
-        events_lost += buf_events;
-    else
-        events_written += buf_events;
-    used = 0;
-    buf_events = 0;
-}
-
-static int open_log(const char *path)
-{
-    log_fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
-    if (log_fd < 0) {
-        hcg_msg("cannot open the event log %s: %s; no log will be written", path,
-                strerror(errno));
-        return -1;
-    }
-    snprintf(log_path, sizeof log_path, "%s", path);
-    log_pid = getpid();
-    return 0;
-}
+static hcg_sinkfile log_file = {.fd = -1};
 
 int hcg_jsonl_open(const char *path, const char *pattern)
 {
-    snprintf(log_pattern, sizeof log_pattern, "%s", pattern ? pattern : "");
-    return open_log(path);
-}
-
-static const char *secure_env(const char *name)
-{
-    return secure_getenv(name);
-}
-
-/* A fork child's first event: its own file, named for its own pid. */
-static void open_child_log(void)
-{
-    char path[HCG_PATH_MAX], why[600];
-    open_pending = 0;
-    if (hcg_expand_path(log_pattern, path, sizeof path, secure_env, why, sizeof why) != 0) {
-        hcg_msg("event log of process %d: %s; no log will be written", (int)getpid(), why);
-        return;
-    }
-    open_log(path);
+    return hcg_sinkfile_open(&log_file, "event log", path, pattern, 1);
 }
 
 void hcg_jsonl_after_fork(void)
 {
-    used = 0;
-    buf_events = 0;
-    events_written = events_lost = 0;
-    write_errno = 0;
-    log_pid = getpid();
-    if (log_fd >= 0 && strstr(log_pattern, "%p")) {
-        close(log_fd);
-        log_fd = -1;
-        log_path[0] = '\0';
-        open_pending = 1;
-    }
-}
-
-/* The name of fn, looked up once per function: the log is read by people
- * and scripts that cannot resolve addresses of a process that is gone. */
-#define NAME_SLOTS 512
-static struct {
-    uintptr_t fn;
-    char name[120];
-} names[NAME_SLOTS];
-
-static const char *fn_name(uintptr_t fn)
-{
-    if (!fn)
-        return "";
-    unsigned h = (unsigned)((fn * 0x9e3779b97f4a7c15ull) >> 55) % NAME_SLOTS;
-    if (names[h].fn != fn) {
-        char obj[8];
-        names[h].fn = fn;
-        if (hcg_symbolize((const void *)fn, names[h].name, sizeof names[h].name, obj,
-                          sizeof obj) != 0)
-            snprintf(names[h].name, sizeof names[h].name, "anonymous");
-    }
-    return names[h].name;
-}
-
-/* name as a JSON string body: quotes, backslashes and controls escaped. */
-static size_t json_str(char *out, size_t room, const char *s)
-{
-    size_t n = 0;
-    for (; *s && n + 7 < room; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\') {
-            out[n++] = '\\';
-            out[n++] = (char)ch;
-        } else if (ch < 0x20) {
-            n += (size_t)snprintf(out + n, room - n, "\\u%04x", ch);
-        } else {
-            out[n++] = (char)ch;
-        }
-    }
-    return n;
+    hcg_sinkfile_after_fork(&log_file);
 }
 
 static const char *kind_name(uint8_t k)
@@ -153,19 +36,15 @@ static const char *kind_name(uint8_t k)
 
 void hcg_jsonl_event(const hcg_event *e)
 {
-    if (HCG_UNLIKELY(open_pending))
-        open_child_log();
-    if (log_fd < 0)
+    char *p = hcg_sinkfile_reserve(&log_file);
+    if (!p)
         return;
-    if (sizeof buf - used < 1024)
-        flush_buf();
-    char *p = buf + used;
-    size_t room = sizeof buf - used;
+    size_t room = HCG_SINK_EVENT_MAX;
     int n = snprintf(p, room,
                      "{\"event\":\"%s\",\"pid\":%d,\"seq\":%" PRIu64 ",\"api\":\"%s\",\"fn\":\"0x%" PRIxPTR
                      "\",\"fn_kind\":\"%s\",\"user_data\":\"0x%" PRIxPTR "\",\"stream\":\"0x%" PRIxPTR
                      "\",\"tid\":%u,\"t_enqueue_ns\":%" PRIu64,
-                     kind_name(e->kind), (int)log_pid, e->seq, hcg_api_name((hcg_api)e->api), e->fn,
+                     kind_name(e->kind), (int)log_file.pid, e->seq, hcg_api_name((hcg_api)e->api), e->fn,
                      hcg_fnkind_name((hcg_fnkind)e->fnkind), e->user, e->stream, e->tid,
                      e->t_enqueue);
     if (n < 0 || (size_t)n >= room)
@@ -174,7 +53,7 @@ void hcg_jsonl_event(const hcg_event *e)
     if (e->fn) {
         n = snprintf(p + len, room - len, ",\"fn_name\":\"");
         len += n > 0 ? (size_t)n : 0;
-        len += json_str(p + len, room - len - 1, fn_name(e->fn)); /* 1 left for '"' */
+        len += hcg_json_str(p + len, room - len - 1, hcg_fn_name(e->fn)); /* 1 left for '"' */
         p[len++] = '"';
     }
     if (e->graph) {
@@ -215,29 +94,16 @@ void hcg_jsonl_event(const hcg_event *e)
     if (len + 2 < room) {
         p[len++] = '}';
         p[len++] = '\n';
-        used += len;
-        buf_events++;
+        hcg_sinkfile_commit(&log_file, len);
     }
 }
 
 void hcg_jsonl_close(void)
 {
-    if (log_fd < 0)
-        return;
-    flush_buf();
-    if (close(log_fd) != 0 && !write_errno)
-        write_errno = errno;
-    log_fd = -1;
-    /* Said even without a summary: a log that looks whole but is not
-     * would mislead whoever reads it. */
-    if (write_errno)
-        hcg_msg("ERROR: writing the event log %s failed: %s; %" PRIu64 " events written, %" PRIu64
-                " lost: the log is incomplete", log_path, strerror(write_errno), events_written,
-                events_lost);
+    hcg_sinkfile_close(&log_file, NULL);
 }
 
 void hcg_jsonl_summary(void)
 {
-    if (log_path[0] && !write_errno)
-        hcg_msg("event log: %s (%" PRIu64 " events)", log_path, events_written);
+    hcg_sinkfile_summary(&log_file);
 }
