@@ -115,20 +115,20 @@ static int parse_recheck(hcg_config *c, const char *v, char *err, size_t errlen)
     return -1;
 }
 
-static int parse_log(hcg_config *c, const char *v, hcg_getenv_fn getenv_fn,
-                     char *err, size_t errlen)
+/* An output file's name (HCGUARD_LOG, HCGUARD_TRACE): expanded into path,
+ * and kept as given in pattern for a fork child's own %p. */
+static int parse_output(const char *var, const char *v, char *path, char *pattern,
+                        hcg_getenv_fn getenv_fn, char *err, size_t errlen)
 {
     char why[600];
-    if (hcg_expand_path(v, c->log_path, sizeof c->log_path, getenv_fn, why,
-                        sizeof why) == 0) {
+    if (hcg_expand_path(v, path, HCG_PATH_MAX, getenv_fn, why, sizeof why) == 0) {
         /* One too long to keep is only used as expanded, by every process. */
-        if (strlen(v) < sizeof c->log_pattern)
-            memcpy(c->log_pattern, v, strlen(v) + 1);
+        if (strlen(v) < HCG_PATH_MAX)
+            memcpy(pattern, v, strlen(v) + 1);
         return 0;
     }
-    c->log_path[0] = '\0';
-    err_add(err, errlen, "HCGUARD_LOG='%.*s%s': %s", show_len(v), v,
-            show_more(v), why);
+    path[0] = '\0';
+    err_add(err, errlen, "%s='%.*s%s': %s", var, show_len(v), v, show_more(v), why);
     return -1;
 }
 
@@ -226,7 +226,11 @@ int hcg_config_parse(hcg_config *c, hcg_getenv_fn getenv_fn, char *err,
     if ((v = env(getenv_fn, "HCGUARD_MODE")))
         bad |= parse_mode(c, v, err, errlen);
     if ((v = env(getenv_fn, "HCGUARD_LOG")))
-        bad |= parse_log(c, v, getenv_fn, err, errlen);
+        bad |= parse_output("HCGUARD_LOG", v, c->log_path, c->log_pattern, getenv_fn, err,
+                            errlen);
+    if ((v = env(getenv_fn, "HCGUARD_TRACE")))
+        bad |= parse_output("HCGUARD_TRACE", v, c->trace_path, c->trace_pattern, getenv_fn, err,
+                            errlen);
     if ((v = env(getenv_fn, "HCGUARD_ERROR_EXITCODE")))
         bad |= parse_exitcode(c, v, err, errlen);
     if ((v = env(getenv_fn, "HCGUARD_SUMMARY")))

@@ -140,6 +140,7 @@ static void drain(ring *r, const hcg_clock_ref_t *ref)
         hcg_summary_event(&e);
         hcg_audit_event(&e);
         hcg_jsonl_event(&e);
+        hcg_trace_event(&e);
     }
     atomic_store_explicit(&r->tail, t, memory_order_release);
 }
@@ -189,6 +190,7 @@ void hcg_events_watch(uint64_t hang_ns)
         hcg_summary_event(&e);
         hcg_audit_event(&e);
         hcg_jsonl_event(&e);
+        hcg_trace_event(&e);
     }
 }
 

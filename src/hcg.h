@@ -34,6 +34,8 @@ typedef struct hcg_config {
     hcg_mode mode;
     char log_path[HCG_PATH_MAX];    /* JSON Lines event log, expanded; "" = none */
     char log_pattern[HCG_PATH_MAX]; /* as given, for a fork child's own %p */
+    char trace_path[HCG_PATH_MAX];  /* Chrome trace (HCGUARD_TRACE), expanded; "" = none */
+    char trace_pattern[HCG_PATH_MAX];
     int error_exitcode;             /* 0 = exit status untouched */
     int summary;                    /* print the exit summary (default 1) */
     int debug;                      /* HCGUARD_DEBUG: routing decisions on stderr */
@@ -531,6 +533,13 @@ void hcg_jsonl_event(const hcg_event *e);
 void hcg_jsonl_close(void);
 /* The summary's line about the log (after hcg_jsonl_close). */
 void hcg_jsonl_summary(void);
+
+/* ---- trace.c: the Chrome trace -------------------------------------------- */
+int hcg_trace_open(const char *path, const char *pattern); /* 0 or -1 (message printed) */
+void hcg_trace_event(const hcg_event *e);
+void hcg_trace_close(void);
+void hcg_trace_after_fork(void);
+void hcg_trace_summary(void);
 
 /* ---- report.c: messages ------------------------------------------------ */
 /* "==hcguard== " prefixed line on stderr; serialised. */

@@ -22,6 +22,7 @@ static void atfork_child(void)
     hcg_summary_after_fork();
     hcg_audit_after_fork();
     hcg_jsonl_after_fork();
+    hcg_trace_after_fork();
     hcg_driver_reset_after_fork();
     /* No thread is started here (POSIX allows a fork child little before
      * exec): the child starts its collector at its first launch, so one
@@ -35,6 +36,8 @@ static void start(void)
     hcg_clock_init();
     if (c->log_path[0])
         hcg_jsonl_open(c->log_path, c->log_pattern);
+    if (c->trace_path[0])
+        hcg_trace_open(c->trace_path, c->trace_pattern);
     pthread_atfork(NULL, NULL, atfork_child);
     hcg_collector_start();
     atomic_store(&hcg_g_started, 1);
@@ -66,6 +69,7 @@ __attribute__((destructor)) static void finish(void)
     const hcg_config *c = hcg_config_get();
     hcg_collector_stop();
     hcg_jsonl_close();
+    hcg_trace_close();
     if (forked && !hcg_summary_active())
         return;
     if (c->summary)

@@ -337,6 +337,7 @@ void hcg_summary_print(int fd)
     if (dropped)
         hcg_msg("events dropped (full per-thread buffer): %" PRIu64, dropped);
     hcg_jsonl_summary();
+    hcg_trace_summary();
     pthread_mutex_unlock(&S.lock);
     hcg_audit_print();
     uint64_t audit_errors = hcg_audit_errors();

@@ -42,6 +42,7 @@ enum {
 typedef enum opt_id {
     OPT_MODE,
     OPT_LOG,
+    OPT_TRACE,
     OPT_ERROR_EXITCODE,
     OPT_COPY_FN,
     OPT_NO_SUMMARY,
@@ -64,6 +65,7 @@ typedef struct opt_def {
 static const opt_def opt_table[] = {
     {"--mode", 1, OPT_MODE},
     {"--log", 1, OPT_LOG},
+    {"--trace", 1, OPT_TRACE},
     {"--error-exitcode", 1, OPT_ERROR_EXITCODE},
     {"--copy-fn", 1, OPT_COPY_FN},
     {"--no-summary", 0, OPT_NO_SUMMARY},
@@ -506,6 +508,7 @@ static int apply_options(const run_opts *o)
     } map[] = {
         {OPT_MODE, "HCGUARD_MODE", NULL},
         {OPT_LOG, "HCGUARD_LOG", NULL},
+        {OPT_TRACE, "HCGUARD_TRACE", NULL},
         {OPT_ERROR_EXITCODE, "HCGUARD_ERROR_EXITCODE", NULL},
         {OPT_NO_SUMMARY, "HCGUARD_SUMMARY", "0"},
         {OPT_DRIVER, "HCGUARD_DRIVER", NULL},
@@ -553,6 +556,10 @@ static const char help_text[] =
     "                      hold %%p (pid), %%h (host name), %%q{VAR} (the\n"
     "                      value of variable VAR, e.g. a rank) and %%%%\n"
     "                      (default: no log)\n"
+    "  --trace FILE        write a timeline of the host functions to FILE in\n"
+    "                      Chrome's trace format, for Perfetto or\n"
+    "                      chrome://tracing; FILE as for --log\n"
+    "                      (default: no trace)\n"
     "  --error-exitcode N  exit with N (1-255) if hcguard found errors\n"
     "                      (default: the program's own exit status)\n"
     "  --copy-fn NAME      treat function NAME as a host copy too; repeat it\n"
@@ -579,6 +586,7 @@ static const char help_text[] =
     "already set; a variable set without its option is used as it is.\n"
     "  HCGUARD_MODE            --mode\n"
     "  HCGUARD_LOG             --log\n"
+    "  HCGUARD_TRACE           --trace\n"
     "  HCGUARD_ERROR_EXITCODE  --error-exitcode\n"
     "  HCGUARD_COPY_FN         --copy-fn (names separated by commas)\n"
     "  HCGUARD_SUMMARY=0       --no-summary\n"

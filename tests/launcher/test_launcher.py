@@ -16,10 +16,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from launcher_common import (case, clean_env, expect, expect_eq,  # noqa: E402
                              main, run)
 
-OPTIONS = ("--mode", "--log", "--error-exitcode", "--copy-fn",
+OPTIONS = ("--mode", "--log", "--trace", "--error-exitcode", "--copy-fn",
            "--no-summary", "--driver", "--debug", "--slow-ms", "--hang-s",
            "--recheck", "--help")
-VARIABLES = ("HCGUARD_MODE", "HCGUARD_LOG", "HCGUARD_ERROR_EXITCODE",
+VARIABLES = ("HCGUARD_MODE", "HCGUARD_LOG", "HCGUARD_TRACE", "HCGUARD_ERROR_EXITCODE",
              "HCGUARD_COPY_FN", "HCGUARD_SUMMARY=0", "HCGUARD_DRIVER",
              "HCGUARD_DEBUG=1", "HCGUARD_SLOW_MS", "HCGUARD_HANG_S",
              "HCGUARD_RECHECK", "HCGUARD_LIBRARY")
@@ -301,6 +301,7 @@ def case_library_unusable(args, tmp):
 def case_child_env(args, tmp):
     p, seen = child_env(args, [
         "--mode", "off", "--log", "run.%p.%h.%q{RANK}.%%.jsonl",
+        "--trace", "run.%p.json",
         "--error-exitcode", "7", "--copy-fn", "my_copy",
         "--copy-fn", "a_copy,b_copy", "--no-summary",
         "--driver", "/opt/driver/libcuda.so.1", "--debug", "--slow-ms", "2.5",
@@ -311,6 +312,7 @@ def case_child_env(args, tmp):
         "PYTHONPATH": real(args.hook_dir),
         "HCGUARD_MODE": "off",
         "HCGUARD_LOG": "run.%p.%h.%q{RANK}.%%.jsonl",
+        "HCGUARD_TRACE": "run.%p.json",
         "HCGUARD_ERROR_EXITCODE": "7",
         "HCGUARD_COPY_FN": "my_copy,a_copy,b_copy",
         "HCGUARD_SUMMARY": "0",

@@ -49,7 +49,7 @@ static int parse1(const char *name, const char *value)
 
 static int is_default(const hcg_config *c)
 {
-    return c->mode == HCG_MODE_GUARD && c->log_path[0] == '\0' &&
+    return c->mode == HCG_MODE_GUARD && c->log_path[0] == '\0' && c->trace_path[0] == '\0' &&
            c->error_exitcode == 0 && c->summary == 1 && c->debug == 0 &&
            c->recheck_always == 0 && c->driver_path[0] == '\0' &&
            c->n_copy_fns == 0;
@@ -76,7 +76,7 @@ static void test_defaults(void)
     CHECK(is_default(&g_cfg));
     CHECK_STR(g_err, "");
     /* An empty value counts as unset. */
-    const char *vars[] = {"HCGUARD_MODE", "HCGUARD_LOG", "HCGUARD_ERROR_EXITCODE",
+    const char *vars[] = {"HCGUARD_MODE", "HCGUARD_LOG", "HCGUARD_TRACE", "HCGUARD_ERROR_EXITCODE",
                           "HCGUARD_SUMMARY", "HCGUARD_DEBUG", "HCGUARD_RECHECK",
                           "HCGUARD_DRIVER", "HCGUARD_COPY_FN"};
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
@@ -182,6 +182,21 @@ static void test_log(void)
     check_bad("HCGUARD_LOG", "/tmp/x.%z", "unknown conversion '%z'");
     CHECK_HAS(g_err, "%p (pid), %h (host name), %q{VAR}");
     check_bad("HCGUARD_LOG", "/tmp/%q{HCG_NO_SUCH_RANK}", "HCG_NO_SUCH_RANK is not set");
+    /* The pattern is kept for a fork child, which expands its own %p. */
+    CHECK(parse1("HCGUARD_LOG", "/tmp/hcg.%p.jsonl") == 0);
+    CHECK_STR(g_cfg.log_pattern, "/tmp/hcg.%p.jsonl");
+}
+
+static void test_trace(void)
+{
+    char want[64];
+    CHECK(parse1("HCGUARD_TRACE", "/tmp/hcg.%p.json") == 0);
+    snprintf(want, sizeof want, "/tmp/hcg.%ld.json", (long)getpid());
+    CHECK_STR(g_cfg.trace_path, want);
+    CHECK_STR(g_cfg.trace_pattern, "/tmp/hcg.%p.json");
+    CHECK_STR(g_cfg.log_path, "");
+    check_bad("HCGUARD_TRACE", "/tmp/x.%z", "unknown conversion '%z'");
+    CHECK_HAS(g_err, "HCGUARD_TRACE='/tmp/x.%z'");
 }
 
 static void test_multiple_errors(void)
@@ -337,6 +352,7 @@ int main(void)
     test_driver();
     test_copy_fn();
     test_log();
+    test_trace();
     test_multiple_errors();
     test_expand_good();
     test_expand_bad();
