@@ -11,38 +11,23 @@ driver function a cuda-call-in-host-fn finding names) or KIND@NAME=N
 common keys. Exit 77 is passed on (not applicable). HCG_CHILD_PRELOAD
 becomes the command's LD_PRELOAD.
 """
-import glob
 import json
-import os
-import subprocess
 import sys
 from collections import Counter
 
-COMMON = ("event", "seq", "api", "fn", "fn_kind", "user_data", "stream", "tid", "t_enqueue_ns")
+import sinkrun
+
+COMMON = ("event", "pid", "seq", "api", "fn", "fn_kind", "user_data", "stream", "tid", "t_enqueue_ns")
 
 
 def main():
-    sep = sys.argv.index("--")
-    logdir, expects, cmd = sys.argv[1], sys.argv[2:sep], sys.argv[sep + 1:]
-    name = "events-%p.jsonl"
-    if expects and expects[0] == "--one-file":
-        name, expects = "events-all.jsonl", expects[1:]
-    os.makedirs(logdir, exist_ok=True)
-    for old in glob.glob(os.path.join(logdir, "*.jsonl")):
-        os.unlink(old)
-    env = dict(os.environ, HCGUARD_LOG=os.path.join(logdir, name))
-    # The preload is for the command only, not for this interpreter.
-    if "HCG_CHILD_PRELOAD" in env:
-        env["LD_PRELOAD"] = env.pop("HCG_CHILD_PRELOAD")
-    rc = subprocess.call(cmd, env=env)
+    rc, log, expects = sinkrun.run(sys.argv, "HCGUARD_LOG", "events", "jsonl", "check_log")
     if rc == 77:
         return 77
-    logs = glob.glob(os.path.join(logdir, "events-*.jsonl"))
-    if len(logs) != 1:
-        print(f"check_log: want one log in {logdir}, found {logs}")
+    if log is None:
         return 1
     counts, bad, pids = Counter(), 0, set()
-    with open(logs[0]) as f:
+    with open(log) as f:
         for n, line in enumerate(f, 1):
             try:
                 ev = json.loads(line)
@@ -66,12 +51,8 @@ def main():
                 if ev.get("called"):
                     counts[f"{ev['event']}:{why}:{ev['called']}"] += 1
     counts["pids"] = len(pids)
-    for e in expects:
-        key, want = e.rsplit("=", 1)
-        if counts[key] != int(want):
-            print(f"check_log: {key}: {counts[key]} events, want {want}")
-            bad += 1
-    print(f"check_log: {sum(1 for _ in open(logs[0]))} events, {dict(counts)}")
+    bad += sinkrun.compare(counts, expects, "check_log")
+    print(f"check_log: {sum(1 for _ in open(log))} events, {dict(counts)}")
     if rc != 0:
         print(f"check_log: the command exited {rc}")
         bad += 1

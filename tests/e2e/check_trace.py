@@ -8,12 +8,11 @@ category), or NAME@PH=N (events of phase PH named NAME): the trace must
 hold exactly N such events. --one-file names the trace without %p. Exit 77
 is passed on. HCG_CHILD_PRELOAD becomes the command's LD_PRELOAD.
 """
-import glob
 import json
-import os
-import subprocess
 import sys
 from collections import Counter
+
+import sinkrun
 
 FIELDS = {"X": ("name", "cat", "ts", "dur", "pid", "tid", "args"),
           "i": ("name", "cat", "ts", "pid", "tid", "s", "args"),
@@ -32,28 +31,15 @@ def problems(ev):
 
 
 def main():
-    sep = sys.argv.index("--")
-    tdir, expects, cmd = sys.argv[1], sys.argv[2:sep], sys.argv[sep + 1:]
-    name = "trace-%p.json"
-    if expects and expects[0] == "--one-file":
-        name, expects = "trace-all.json", expects[1:]
-    os.makedirs(tdir, exist_ok=True)
-    for old in glob.glob(os.path.join(tdir, "*.json")):
-        os.unlink(old)
-    env = dict(os.environ, HCGUARD_TRACE=os.path.join(tdir, name))
-    if "HCG_CHILD_PRELOAD" in env:
-        env["LD_PRELOAD"] = env.pop("HCG_CHILD_PRELOAD")
-    rc = subprocess.call(cmd, env=env)
+    rc, trace, expects = sinkrun.run(sys.argv, "HCGUARD_TRACE", "trace", "json", "check_trace")
     if rc == 77:
         return 77
-    traces = glob.glob(os.path.join(tdir, "trace-*.json"))
-    if len(traces) != 1:
-        print(f"check_trace: want one trace in {tdir}, found {traces}")
+    if trace is None:
         return 1
     try:
-        events = json.load(open(traces[0]))
+        events = json.load(open(trace))
     except ValueError as e:
-        print(f"check_trace: {traces[0]} is not JSON: {e}")
+        print(f"check_trace: {trace} is not JSON: {e}")
         return 1
     bad, counts = 0, Counter()
     named = {(e["pid"], e["tid"]) for e in events
@@ -70,11 +56,7 @@ def main():
         if ph == "X" and (ev.get("pid"), ev.get("tid")) not in named:
             print(f"check_trace: event {n}: its thread is not named")
             bad += 1
-    for e in expects:
-        key, want = e.rsplit("=", 1)
-        if counts[key] != int(want):
-            print(f"check_trace: {key}: {counts[key]} events, want {want}")
-            bad += 1
+    bad += sinkrun.compare(counts, expects, "check_trace")
     print(f"check_trace: {len(events)} events, {dict(counts)}")
     if rc != 0:
         print(f"check_trace: the command exited {rc}")
