@@ -51,12 +51,7 @@ def main():
                 if ev.get("called"):
                     counts[f"{ev['event']}:{why}:{ev['called']}"] += 1
     counts["pids"] = len(pids)
-    bad += sinkrun.compare(counts, expects, "check_log")
-    print(f"check_log: {sum(1 for _ in open(log))} events, {dict(counts)}")
-    if rc != 0:
-        print(f"check_log: the command exited {rc}")
-        bad += 1
-    return 1 if bad else 0
+    return sinkrun.verdict(bad, counts, expects, rc, sum(1 for _ in open(log)), "check_log")
 
 
 if __name__ == "__main__":

@@ -56,12 +56,7 @@ def main():
         if ph == "X" and (ev.get("pid"), ev.get("tid")) not in named:
             print(f"check_trace: event {n}: its thread is not named")
             bad += 1
-    bad += sinkrun.compare(counts, expects, "check_trace")
-    print(f"check_trace: {len(events)} events, {dict(counts)}")
-    if rc != 0:
-        print(f"check_trace: the command exited {rc}")
-        bad += 1
-    return 1 if bad else 0
+    return sinkrun.verdict(bad, counts, expects, rc, len(events), "check_trace")
 
 
 if __name__ == "__main__":

@@ -32,12 +32,16 @@ def run(argv, var, prefix, suffix, who):
     return rc, found[0] if found else None, expects
 
 
-def compare(counts, expects, who):
-    """The number of KEY=N expectations counts does not meet, each said."""
-    bad = 0
+def verdict(bad, counts, expects, rc, events, who):
+    """The exit status: 1 if any check failed (bad), counts miss a KEY=N
+    expectation or the command failed (rc), each said; else 0."""
     for e in expects:
         key, want = e.rsplit("=", 1)
         if counts[key] != int(want):
             print(f"{who}: {key}: {counts[key]} events, want {want}")
             bad += 1
-    return bad
+    print(f"{who}: {events} events, {dict(counts)}")
+    if rc != 0:
+        print(f"{who}: the command exited {rc}")
+        bad += 1
+    return 1 if bad else 0
