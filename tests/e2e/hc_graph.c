@@ -317,48 +317,14 @@ static void lifetime(void)
 }
 
 /* ---- capture ---------------------------------------------------------------- */
-static void capture(void)
-{
-    enum { N = 1024, REPLAYS = 100 };
-    unsigned char src[N], dst[N];
-    hcguard_copy_record rec = {(uintptr_t)dst, (uintptr_t)src, N};
-    uint64_t base = live_after_drain(0);
-    CUgraph g;
-    CUgraphExec e;
-    DRV(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
-    DRV(cuLaunchHostFunc(stream, copy_fn, &rec));
-    DRV(cuLaunchHostFunc(stream, tick, NULL));
-    DRV(cuStreamEndCapture(stream, &g));
-    DRV(cuGraphInstantiate(&e, g, 0));
-    DRV(cuGraphDestroy(g)); /* the executable graph keeps the calls alive */
-    int wrong = 0;
-    for (int i = 0; i < REPLAYS; i++) {
-        fill(src, N, (unsigned)i);
-        DRV(cuGraphLaunch(e, stream));
-        DRV(cuStreamSynchronize(stream));
-        wrong += memcmp(src, dst, N) != 0;
-    }
-    CHECK(wrong == 0, "%d captured replays copied wrongly", wrong);
-    CHECK(atomic_load(&ticks) == REPLAYS, "captured ordinary node ran %d times",
-          atomic_load(&ticks));
-    DRV(cuGraphExecDestroy(e));
-    uint64_t live = live_after_drain(base);
-    CHECK(live == base, "%llu captured calls alive after the graphs were destroyed",
-          (unsigned long long)(live - base));
-}
-
 typedef CUresult (*launch_fn)(CUstream, CUhostFn, void *);
 
-static void capture_bindings(void)
+/* A host copy and an ordinary host function enqueued through launch while
+ * the stream captures, replayed: each replay copies and ticks, and the
+ * calls are gone with the executable graph. */
+static void capture_with(launch_fn launch, int replays, const char *what)
 {
-    const char *path = getenv("HC_E2E_BINDINGS_MODULE");
-    void *mod = path ? dlopen(path, RTLD_NOW) : NULL;
-    launch_fn launch = mod ? (launch_fn)dlsym(mod, "fake_bindings_launch") : NULL;
-    CHECK(launch != NULL, "no cuda.bindings stand-in (HC_E2E_BINDINGS_MODULE=%s)",
-          path ? path : "");
-    if (!launch)
-        return;
-    enum { N = 1024, REPLAYS = 5 };
+    enum { N = 1024 };
     unsigned char src[N], dst[N];
     hcguard_copy_record rec = {(uintptr_t)dst, (uintptr_t)src, N};
     uint64_t base = live_after_drain(0);
@@ -370,21 +336,37 @@ static void capture_bindings(void)
     DRV(launch(stream, tick, NULL));
     DRV(cuStreamEndCapture(stream, &g));
     DRV(cuGraphInstantiate(&e, g, 0));
-    DRV(cuGraphDestroy(g));
+    DRV(cuGraphDestroy(g)); /* the executable graph keeps the calls alive */
     int wrong = 0;
-    for (int i = 0; i < REPLAYS; i++) {
+    for (int i = 0; i < replays; i++) {
         fill(src, N, (unsigned)i + 7);
         DRV(cuGraphLaunch(e, stream));
         DRV(cuStreamSynchronize(stream));
         wrong += memcmp(src, dst, N) != 0;
     }
-    CHECK(wrong == 0, "%d replays through the wrapper copied wrongly", wrong);
-    CHECK(atomic_load(&ticks) - ticks_before == REPLAYS, "wrapped ordinary node ran %d times",
+    CHECK(wrong == 0, "%d %s replays copied wrongly", wrong, what);
+    CHECK(atomic_load(&ticks) - ticks_before == replays, "%s ordinary node ran %d times", what,
           atomic_load(&ticks) - ticks_before);
     DRV(cuGraphExecDestroy(e));
     uint64_t live = live_after_drain(base);
-    CHECK(live == base, "%llu wrapped calls alive after the graph was destroyed",
-          (unsigned long long)(live - base));
+    CHECK(live == base, "%llu %s calls alive after the graph was destroyed",
+          (unsigned long long)(live - base), what);
+}
+
+static void capture(void)
+{
+    capture_with(cuLaunchHostFunc, 100, "captured");
+}
+
+static void capture_bindings(void)
+{
+    const char *path = getenv("HC_E2E_BINDINGS_MODULE");
+    void *mod = path ? dlopen(path, RTLD_NOW) : NULL;
+    launch_fn launch = mod ? (launch_fn)dlsym(mod, "fake_bindings_launch") : NULL;
+    CHECK(launch != NULL, "no cuda.bindings stand-in (HC_E2E_BINDINGS_MODULE=%s)",
+          path ? path : "");
+    if (launch)
+        capture_with(launch, 5, "wrapped");
 }
 
 int main(int argc, char **argv)
