@@ -304,6 +304,11 @@ int hcg_symbolize(const void *fn, char *buf, size_t len, char *obj,
                   size_t objlen);
 /* Classifications that missed the cache (tests: a repeat must not miss). */
 uint64_t hcg_recognize_misses(void);
+/* The copy functions seen at enqueue whose launches count as kind k (at
+ * most max into out); returns how many there are. */
+size_t hcg_copy_fns_of(hcg_fnkind k, uintptr_t *out, size_t max);
+/* How fn, counted as kind k, was recognised ("recognised by symbol table"). */
+const char *hcg_copy_fn_how(uintptr_t fn, hcg_fnkind k);
 
 /* ---- elfsym.c: static symbol tables ------------------------------------ */
 /* Find the symbol of the ELF file at path whose [value, value + size)

@@ -3,8 +3,8 @@
  * enqueue: the answer for a pointer is cached in a lock-free table, so a
  * repeated pointer costs a hash probe; a miss may read an ELF file.
  *
- * Registered functions are looked up before the cache, so registering a
- * pointer already cached as ordinary takes effect at once. The cache is
+ * Registration is looked up after the cache, so registering a pointer
+ * already cached as ordinary takes effect at once. The cache is
  * never invalidated otherwise: a library unloaded and replaced at the same
  * address would keep its old answer (Python never unloads extension
  * modules, and hcguard_host_copy lives as long as hcguard).
@@ -210,6 +210,15 @@ static hcg_fnkind classify(void *fn)
     return is_user_name(name) ? HCG_FN_COPY_USER : HCG_FN_ORDINARY;
 }
 
+/* A registered function counts as registered unless its module's symbol
+ * table, or a name, already made it a copy (then the summary says both). */
+static hcg_fnkind with_registration(uintptr_t p, hcg_fnkind kind)
+{
+    if ((kind == HCG_FN_ORDINARY || kind == HCG_FN_CLOSURE) && is_registered(p))
+        return HCG_FN_COPY_REGISTERED;
+    return kind;
+}
+
 hcg_fnkind hcg_recognize(void *fn)
 {
     if (!fn)
@@ -217,15 +226,53 @@ hcg_fnkind hcg_recognize(void *fn)
     if (fn == (void *)hcguard_host_copy)
         return HCG_FN_COPY_HCGUARD;
     uintptr_t p = (uintptr_t)fn;
-    if (is_registered(p))
-        return HCG_FN_COPY_REGISTERED;
     int cached = cache_find(p);
     if (HCG_LIKELY(cached))
-        return (hcg_fnkind)(cached - 1);
+        return with_registration(p, (hcg_fnkind)(cached - 1));
     atomic_fetch_add_explicit(&g_misses, 1, memory_order_relaxed);
     hcg_fnkind kind = classify(fn);
     cache_put(p, kind);
-    return kind;
+    return with_registration(p, kind);
+}
+
+/* ---- which copy functions, and how (the summary) ------------------------- */
+
+size_t hcg_copy_fns_of(hcg_fnkind k, uintptr_t *out, size_t max)
+{
+    size_t n = 0;
+    if (k == HCG_FN_COPY_HCGUARD) {
+        if (max)
+            out[0] = (uintptr_t)hcguard_host_copy;
+        return 1;
+    }
+    for (size_t i = 0; i < CACHE_SIZE; i++) {
+        uintptr_t p = atomic_load_explicit(&g_cache[i].key, memory_order_acquire);
+        int v = p ? atomic_load_explicit(&g_cache[i].value, memory_order_acquire) : 0;
+        if (!v || with_registration(p, (hcg_fnkind)(v - 1)) != k)
+            continue;
+        if (n < max)
+            out[n] = p;
+        n++;
+    }
+    return n;
+}
+
+const char *hcg_copy_fn_how(uintptr_t fn, hcg_fnkind k)
+{
+    int reg = is_registered(fn);
+    switch (k) {
+    case HCG_FN_COPY_HCGUARD:
+        return "hcguard's own";
+    case HCG_FN_COPY_CUDA_CORE:
+        return reg ? "recognised by symbol table (registered too)" : "recognised by symbol table";
+    case HCG_FN_COPY_USER:
+        return reg ? "recognised by name (--copy-fn; registered too)"
+                   : "recognised by name (--copy-fn)";
+    case HCG_FN_COPY_REGISTERED:
+        return "registered (Python hook or hcguard_register_copy_fn)";
+    default:
+        return "not a copy function";
+    }
 }
 
 /* ---- names -------------------------------------------------------------- */

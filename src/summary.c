@@ -265,6 +265,32 @@ static void print_reasons(const char *what, const uint64_t *counts)
                     counts[i], hcguard_status_string((hcguard_status)i));
 }
 
+/* Which functions the launches of kind k went to, and how each was
+ * recognised. Counts are kept per kind: a function line carries them when
+ * it is the kind's only function. */
+#define MAX_FNS_LISTED 8
+
+static void print_copy_fns(hcg_fnkind k, uint64_t n_launched, uint64_t n_ran)
+{
+    uintptr_t fns[MAX_FNS_LISTED];
+    size_t n = hcg_copy_fns_of(k, fns, MAX_FNS_LISTED);
+    for (size_t i = 0; i < n && i < MAX_FNS_LISTED; i++) {
+        char name[256], obj[HCG_PATH_MAX], counts[64] = "";
+        /* "name+0x10" would say the function is inside another one: a
+         * stripped module's static function has no name of its own. */
+        if (hcg_symbolize((void *)fns[i], name, sizeof name, obj, sizeof obj) != 0 ||
+            strchr(name, '+'))
+            snprintf(name, sizeof name, "(no symbol)");
+        if (n == 1)
+            snprintf(counts, sizeof counts, ", %" PRIu64 " launched, %" PRIu64 " ran", n_launched,
+                     n_ran);
+        hcg_msg("        copy function %#lx %s (in %s): %s%s", (unsigned long)fns[i], name,
+                obj[0] ? obj : "anonymous memory", hcg_copy_fn_how(fns[i], k), counts);
+    }
+    if (n > MAX_FNS_LISTED)
+        hcg_msg("        (%zu more copy functions)", n - MAX_FNS_LISTED);
+}
+
 static void print_copies(void)
 {
     char a[32], b[32];
@@ -274,9 +300,11 @@ static void print_copies(void)
     hcg_msg("host copies: %" PRIu64 " launched, %" PRIu64 " ran, %s copied",
             launched_total(1), ran, fmt_bytes(S.bytes, a, sizeof a));
     for (int k = 0; k < HCG_FN_KIND_COUNT; k++)
-        if (hcg_fnkind_is_copy((hcg_fnkind)k) && (launched_of(k) || S.ran[k]))
+        if (hcg_fnkind_is_copy((hcg_fnkind)k) && (launched_of(k) || S.ran[k])) {
             hcg_msg("    recognised as %s: %" PRIu64 " launched, %" PRIu64 " ran",
                     hcg_fnkind_name((hcg_fnkind)k), launched_of(k), S.ran[k]);
+            print_copy_fns((hcg_fnkind)k, launched_of(k), S.ran[k]);
+        }
     print_time_hist("copy latency", &S.copy_time);
     if (S.copy_mbps.n) {
         hcg_msg("copy bandwidth: %.2f GB/s overall (%s in %s); per copy min %.2f, "
