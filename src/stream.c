@@ -232,7 +232,28 @@ CUresult hcg_w_cuLaunchHostFunc_v2_ptsz(CUstream s, CUhostFn fn, void *user, uns
 /* ---- cuStreamAddCallback ---------------------------------------------------
  * A CUstreamCallback takes (stream, status, data): it gets a trampoline of
  * its own, and is timed and audited like a host function (it cannot be a
- * host copy). */
+ * host copy). cuda.bindings' driver.cuStreamAddCallback hands the driver
+ * its GIL-taking cuStreamCallbackWrapper with a malloc'd {callback,
+ * userData} (the layout of its cuLaunchHostFunc wrapper's data), which it
+ * frees after the call: what it wraps is what is audited. */
+static hcg_fnkind add_callback_kind(CUstreamCallback cb, void *user, CUstreamCallback *inner,
+                                    void **inner_user)
+{
+    *inner = cb;
+    *inner_user = user;
+    hcg_fnkind kind = hcg_recognize((void *)cb);
+    if (kind != HCG_FN_WRAP_BINDINGS)
+        return kind;
+    CUhostFn fn = NULL;
+    void *data = NULL;
+    kind = look_through(user, &fn, &data);
+    if (fn) {
+        *inner = (CUstreamCallback)(void *)fn;
+        *inner_user = data;
+    }
+    return kind;
+}
+
 static CUresult add_callback(hcg_api api, CUstream s, CUstreamCallback cb, void *user,
                              unsigned int flags)
 {
@@ -251,10 +272,14 @@ static CUresult add_callback(hcg_api api, CUstream s, CUstreamCallback cb, void 
     if (HCG_UNLIKELY(hcg_audit_wrapper_call(api)))
         return CUDA_ERROR_NOT_PERMITTED;
     hcg_init();
-    hcg_fnkind kind = hcg_recognize((void *)cb);
+    CUstreamCallback inner;
+    void *inner_user;
+    hcg_fnkind kind = add_callback_kind(cb, user, &inner, &inner_user);
+    if (HCG_UNLIKELY(hcg_config_get()->debug))
+        debug_call(api, (CUhostFn)(void *)cb, user, kind, (CUhostFn)(void *)inner);
     if (kind == HCG_FN_LIBC || kind == HCG_FN_CLOSURE) {
         hcg_audit_report_fn(kind == HCG_FN_LIBC ? HCG_FIND_LIBC_FN : HCG_FIND_CLOSURE, api, s,
-                            (void *)cb, user);
+                            (void *)inner, inner_user);
         if (kind == HCG_FN_LIBC && hcg_config_get()->mode == HCG_MODE_GUARD)
             return CUDA_ERROR_INVALID_VALUE;
     }

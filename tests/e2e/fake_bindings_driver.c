@@ -4,6 +4,8 @@
  * driver, but a static GIL-taking wrapper (here without a GIL) whose
  * userData is a malloc'd {callback, userData} pair, freed after the call.
  * hcguard must look through the wrapper to see the host copy inside.
+ * driver.cuStreamAddCallback does the same with a CUstreamCallback (what
+ * numba-cuda's Stream.add_callback passes a ctypes callback through).
  */
 #include <cuda.h>
 #include <dlfcn.h>
@@ -37,6 +39,41 @@ __attribute__((visibility("default"))) CUresult fake_bindings_launch(CUstream s,
     cb->callback = fn;
     cb->userData = user;
     CUresult r = launch(s, __pyx_f_4cuda_8bindings_6driver_cuHostCallbackWrapper, cb);
+    if (r != CUDA_SUCCESS)
+        free(cb);
+    return r;
+}
+
+/* cuStreamAddCallback's: data {CUstreamCallback, userData}, freed after
+ * the call (cuStreamCallbackData in cuda.bindings' driver module). */
+typedef struct cuStreamCallbackData {
+    CUstreamCallback callback;
+    void *userData;
+} cuStreamCallbackData;
+
+static void CUDA_CB __pyx_f_4cuda_8bindings_6driver_cuStreamCallbackWrapper(CUstream stream,
+                                                                           CUresult status,
+                                                                           void *data)
+{
+    cuStreamCallbackData *cb = data;
+    cb->callback(stream, status, cb->userData);
+    free(cb);
+}
+
+typedef CUresult (*add_callback_fn)(CUstream, CUstreamCallback, void *, unsigned int);
+
+__attribute__((visibility("default"))) CUresult
+fake_bindings_add_callback(CUstream s, CUstreamCallback fn, void *user, unsigned int flags)
+{
+    add_callback_fn add = (add_callback_fn)dlsym(RTLD_DEFAULT, "cuStreamAddCallback");
+    cuStreamCallbackData *cb = malloc(sizeof *cb);
+    if (!cb || !add) {
+        free(cb);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    cb->callback = fn;
+    cb->userData = user;
+    CUresult r = add(s, __pyx_f_4cuda_8bindings_6driver_cuStreamCallbackWrapper, cb, flags);
     if (r != CUDA_SUCCESS)
         free(cb);
     return r;

@@ -54,7 +54,8 @@ def parse_args():
     p.add_argument("--list", action="store_true")
     p.add_argument("--case")
     for name in ("hcguard", "library", "dummy", "stub", "printenv", "hook-dir",
-                 "build-dir", "cmake", "version", "sanitizer-runtime"):
+                 "build-dir", "cmake", "version", "sanitizer-runtime",
+                 "fakecuda-dir", "pymod-stripped", "bindings-module"):
         p.add_argument("--" + name, default="")
     return p.parse_args()
 

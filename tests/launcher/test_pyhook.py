@@ -31,6 +31,12 @@ KINDS = {
     "int_method": "class _F:\n    def __int__(self): return _addr\n"
                   "HOST_COPY_FN = _F()",
     "c_void_p": "HOST_COPY_FN = ctypes.c_void_p(_addr)",
+    "c_size_t": "HOST_COPY_FN = ctypes.c_size_t(_addr)",
+    # As cuda-core 1.3.0 has it: a ctypes function pointer object.
+    "cfunctype": "HOST_COPY_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(_addr)",
+    "c_pointer": "HOST_COPY_FN = ctypes.cast(_addr, ctypes.POINTER(ctypes.c_char))",
+    # Defined in _host_callback, re-exported: registered once.
+    "reexport": "from cuda.core._host_callback import HOST_COPY_FN",
     "lazy": "def __getattr__(name):\n"
             "    if name == 'HOST_COPY_FN': return _addr\n"
             "    raise AttributeError(name)",
@@ -46,9 +52,16 @@ KINDS = {
                 "sys.modules[__name__] = _m",
 }
 
-BAD_KINDS = {
+# Nothing to register: silent, and the hook keeps watching for
+# cuda.core._host_callback.
+NO_KINDS = {
     "absent": "",
     "none": "HOST_COPY_FN = None",
+}
+
+# A HOST_COPY_FN that cannot be registered: one line says so (its copies
+# would go unguarded), with the reason.
+BAD_KINDS = {
     "str": "HOST_COPY_FN = hex(_addr)",
     "bytes": "HOST_COPY_FN = b'1234'",
     "float": "HOST_COPY_FN = float(_addr)",
@@ -62,6 +75,28 @@ BAD_KINDS = {
                        "HOST_COPY_FN = _F()",
     "getattr_raises": "def __getattr__(name):\n"
                       "    raise RuntimeError('lazy attribute failed')",
+    "cfunc_null": "HOST_COPY_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p)()",
+    "cfunc_callable": "HOST_COPY_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p)("
+                      "lambda p: None)",
+    "c_void_p_null": "HOST_COPY_FN = ctypes.c_void_p()",
+}
+
+BAD_REASONS = {
+    "str": "(str) is a str, not an address",
+    "bytes": "(bytes) is a bytes, not an address",
+    "float": "(float) is a float, not an address",
+    "bool": "(bool) is a bool, not an address",
+    "zero": "(int) holds a null address",
+    "negative": "(int) holds a negative address",
+    "huge": "(int) holds 0x10000000000000000, beyond the address space",
+    "int_raises": "(_F) gave no address (ValueError: no)",
+    "int_returns_str": "(_F) gave no address (TypeError",
+    "getattr_raises": "registering cuda.core.HOST_COPY_FN failed: "
+                      "RuntimeError: lazy attribute failed",
+    "cfunc_null": "(CFunctionType) holds a null address",
+    "cfunc_callable": "(CFunctionType) wraps a Python callable, not a copy "
+                      "function",
+    "c_void_p_null": "(c_void_p) holds a null address",
 }
 
 # What the program under test prints: registrations seen by the stub, the
@@ -81,6 +116,16 @@ print(any(getattr(f, "_hcguard_hook", False) for f in sys.meta_path))
 '''
 
 
+# cuda.core._host_callback: HOST_COPY_FN as a ctypes function pointer to
+# the same function as cuda.core's _addr.
+HOST_CALLBACK = '''
+import ctypes
+_lib = ctypes.CDLL(None)
+HOST_COPY_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(ctypes.cast(
+    getattr(_lib, "hcg_stub_copy", None) or _lib.abs, ctypes.c_void_p).value)
+'''
+
+
 def make_pkg(tmp, body, namespace=False):
     pkg = os.path.join(tmp, "pkg")
     os.makedirs(os.path.join(pkg, "cuda", "core"))
@@ -93,6 +138,8 @@ def make_pkg(tmp, body, namespace=False):
         f.write("VALUE = 42\n")
     with open(os.path.join(pkg, "cuda", "core", "cu13.py"), "w") as f:
         f.write("from cuda.core import _addr\nHOST_COPY_FN = _addr\n")
+    with open(os.path.join(pkg, "cuda", "core", "_host_callback.py"), "w") as f:
+        f.write(HOST_CALLBACK)
     driver = os.path.join(tmp, "driver.py")
     with open(driver, "w") as f:
         f.write(DRIVER)
@@ -131,11 +178,12 @@ def expect_registered(p, what):
     return addr
 
 
-def expect_not_registered(p, what):
+def expect_not_registered(p, what, watching=False):
+    """watching: the hook still waits for cuda.core._host_callback."""
     expect_eq(p.returncode, 0, "%s: exit status" % what, p)
     count, reg, _, hooked = parse(p)
     expect_eq((count, reg), (0, 0), "%s: registrations" % what, p)
-    expect_eq(hooked, "False", "%s: finder left after cuda.core" % what, p)
+    expect_eq(hooked, str(watching), "%s: finder left after cuda.core" % what, p)
 
 
 @case
@@ -160,17 +208,60 @@ def case_pyhook_debug_message(args, tmp):
 
 @case
 def case_pyhook_no_host_copy_fn(args, tmp):
-    for kind, body in BAD_KINDS.items():
+    for kind, body in NO_KINDS.items():
         pkg, driver = make_pkg(os.path.join(tmp, kind), body)
         p = run_python(args, [args.hook_dir, pkg], driver)
-        expect_not_registered(p, kind)
+        expect_not_registered(p, kind, watching=True)
         expect_eq(p.stderr, "", "%s: stderr" % kind, p)
     # cuda-core 1.2.0 has no HOST_COPY_FN: one line says so, if asked.
     pkg, driver = make_pkg(os.path.join(tmp, "debug"), "")
     p = run_python(args, [args.hook_dir, pkg], driver, HCGUARD_DEBUG="1")
-    expect_not_registered(p, "absent")
+    expect_not_registered(p, "absent", watching=True)
     expect_eq(p.stderr, "==hcguard== python hook: cuda.core 1.2.0 has no "
               "HOST_COPY_FN: nothing to register\n", "stderr", p)
+
+
+@case
+def case_pyhook_unusable_host_copy_fn(args, tmp):
+    """One line, without HCGUARD_DEBUG, says why; none in mode off."""
+    for kind, body in BAD_KINDS.items():
+        pkg, driver = make_pkg(os.path.join(tmp, kind), body)
+        p = run_python(args, [args.hook_dir, pkg], driver)
+        expect_not_registered(p, kind)
+        expect(p.stderr.startswith("==hcguard== python hook: ")
+               and p.stderr.count("\n") == 1 and p.stderr.endswith("\n"),
+               "%s: not one line of hcguard's" % kind, p)
+        expect(BAD_REASONS[kind] in p.stderr, "%s: reason" % kind, p)
+        if kind != "getattr_raises":
+            expect("cuda.core.HOST_COPY_FN (" in p.stderr
+                   and "not recognised as host copies, and not guarded"
+                   in p.stderr, "%s: what it means" % kind, p)
+        q = run_python(args, [args.hook_dir, pkg], driver, HCGUARD_MODE="off")
+        expect_not_registered(q, kind)
+        expect_eq(q.stderr, "", "%s: stderr in mode off" % kind, q)
+
+
+@case
+def case_pyhook_host_callback_module(args, tmp):
+    """HOST_COPY_FN only in cuda.core._host_callback, imported after the
+    package (lazily, as a program does): registered then, once."""
+    pkg, driver = make_pkg(tmp, "")
+    late = os.path.join(tmp, "late.py")
+    with open(late, "w") as f:
+        f.write("import cuda.core._host_callback\nimport cuda.core\n"
+                "cuda.core._addr = ctypes.cast(cuda.core._host_callback."
+                "HOST_COPY_FN, ctypes.c_void_p).value\n")
+    with open(driver) as f:
+        text = f.read()
+    with open(driver, "w") as f:
+        f.write(text.replace("import cuda.core.sub\n", "import cuda.core.sub\n"
+                             "exec(open(%r).read())\n" % late))
+    p = run_python(args, [args.hook_dir, pkg], driver, HCGUARD_DEBUG="1")
+    addr = expect_registered(p, "_host_callback")
+    expect_eq(p.stderr, "==hcguard== python hook: cuda.core 1.2.0 has no "
+              "HOST_COPY_FN: nothing to register\n"
+              "==hcguard== python hook: registered cuda.core._host_callback."
+              "HOST_COPY_FN at 0x%x\n" % addr, "stderr", p)
 
 
 @case

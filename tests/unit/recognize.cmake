@@ -46,6 +46,9 @@ add_custom_command(OUTPUT ${HCG_PYMOD_OUTPUTS} ${HCG_PYMOD_COMMANDS}
   DEPENDS hcg_fake_host_callback
   COMMENT "Copying and stripping the fake cuda.core module")
 add_custom_target(hcg_fake_pymods ALL DEPENDS ${HCG_PYMOD_OUTPUTS})
+# The stripped module, for the Python tests in tests/launcher.
+set_property(GLOBAL PROPERTY HCG_PYMOD_STRIPPED_FILE
+  ${HCG_PYMOD_STRIPPED_DIR}/cuda/core/${HCG_PYMOD_FILE})
 
 set(HCG_PYMOD_DEFS
   HCG_PYMOD_DIR="${HCG_PYMOD_DIR}"

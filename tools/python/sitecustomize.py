@@ -1,32 +1,48 @@
 """hcguard's Python hook.
 
 `hcguard run` puts this directory first on PYTHONPATH, so Python's site
-module imports this `sitecustomize` at start-up. It waits for cuda.core to
-be imported, then has _hcguard_register.py hand the address of
-cuda.core.HOST_COPY_FN to the preloaded libhcguard (which then knows the
-copy function even in a cuda.core stripped of its symbol table); and it
-runs the sitecustomize it shadows, the next one on sys.path.
+module imports this `sitecustomize` at start-up. It waits for cuda.core (or
+its module cuda.core._host_callback) to be imported, then has
+_hcguard_register.py hand the address of HOST_COPY_FN to the preloaded
+libhcguard (which then knows the copy function even in a cuda.core stripped
+of its symbol table); and it runs the sitecustomize it shadows, the next one
+on sys.path. A cuda.core imported before this hook ran (by a .pth file) is
+registered at once.
 
 Kept small, since Python compiles it at every start where it cannot write
-__pycache__: it imports nothing, costs one string comparison per import
-until cuda.core is imported, never raises, and is silent unless
-HCGUARD_DEBUG is set.
+__pycache__: it imports nothing, costs one set look-up per import until
+HOST_COPY_FN is registered or both modules have been imported, never
+raises, and is silent unless HCGUARD_DEBUG is set, but for one line when a
+HOST_COPY_FN it finds cannot be registered (its copies would go unguarded).
 """
 
 import os
 import sys
 
-_TARGET = "cuda.core"
+_CORE = "cuda.core"
+_CALLBACK = "cuda.core._host_callback"
+_TARGETS = frozenset((_CORE, _CALLBACK))
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _DEBUG = os.environ.get("HCGUARD_DEBUG", "") not in ("", "0")
+_QUIET = os.environ.get("HCGUARD_MODE", "") == "off"
 
 
 def _say(text):
     if _DEBUG:
-        try:
-            sys.stderr.write("==hcguard== python hook: %s\n" % text)
-        except Exception:
-            pass
+        _write(text)
+
+
+def _warn(text):
+    """What the user must know even without HCGUARD_DEBUG."""
+    if _DEBUG or not _QUIET:
+        _write(text)
+
+
+def _write(text):
+    try:
+        sys.stderr.write("==hcguard== python hook: %s\n" % text)
+    except Exception:
+        pass
 
 
 def _path_finder():
@@ -51,13 +67,20 @@ def _load(spec):
 
 
 class _HcguardFinder:
-    """Finds nothing itself: for cuda.core it asks the other finders, and
-    makes the loader call back once the module has run."""
+    """Finds nothing itself: for cuda.core and cuda.core._host_callback it
+    asks the other finders, and makes the loader call back once the module
+    has run. It leaves sys.meta_path once HOST_COPY_FN is registered, or
+    both modules have been seen."""
 
     _hcguard_hook = True
 
+    def __init__(self):
+        self._pending = set(_TARGETS)
+        self._addrs = set()  # registered already: each address once
+        self._registrar = None
+
     def find_spec(self, fullname, path=None, target=None):
-        if fullname != _TARGET:
+        if fullname not in _TARGETS:
             return None
         try:
             for finder in list(sys.meta_path):
@@ -66,27 +89,27 @@ class _HcguardFinder:
                     continue
                 spec = find(fullname, path, target)
                 if spec is not None:
-                    self._watch(spec.loader)
+                    self._watch(spec.loader, fullname)
                     return spec
         except Exception:
             pass
         return None  # the import system asks the other finders itself
 
-    def _watch(self, loader):
+    def _watch(self, loader, name):
         exec_module = getattr(loader, "exec_module", None)
         finder = self
 
         def exec_then_register(module):
-            if getattr(module, "__name__", None) != _TARGET:
+            if getattr(module, "__name__", None) != name:
                 return exec_module(module)  # a loader shared with others
             try:
                 del loader.exec_module
             except Exception:
                 pass
             exec_module(module)  # its errors are the program's own
-            # What `import cuda.core` returns, should the module have put
-            # another object in its place.
-            finder.done(sys.modules.get(_TARGET, module))
+            # What the import returns, should the module have put another
+            # object in its place.
+            finder.done(name, sys.modules.get(name, module))
 
         try:
             # A class, or a loader patched already, is shared: leave it be.
@@ -95,29 +118,53 @@ class _HcguardFinder:
                 raise TypeError("shared loader")
             loader.exec_module = exec_then_register
         except Exception:
-            _say("cannot watch the import of cuda.core (loader %r)" % loader)
+            _say("cannot watch the import of %s (loader %r)" % (name, loader))
 
-    def done(self, module):
+    def done(self, name, module):
+        """name has been imported: register its HOST_COPY_FN, if any."""
+        if name not in self._pending:
+            return  # imported again (reloaded): registered once
+        self._pending.discard(name)
         try:
-            sys.meta_path.remove(self)
-        except ValueError:
-            pass
-        try:
-            spec = _path_finder().find_spec("_hcguard_register", [_HERE])
-            _load(spec).register(module, _say)
+            if self._registrar is None:
+                spec = _path_finder().find_spec("_hcguard_register", [_HERE])
+                self._registrar = _load(spec)
+            got = self._registrar.register(module, _say, _warn, self._addrs)
         except Exception as exc:
-            _say("registering HOST_COPY_FN failed: %s: %s"
-                 % (type(exc).__name__, exc))
+            _warn("registering %s.HOST_COPY_FN failed: %s: %s"
+                  % (name, type(exc).__name__, exc))
+            got = "failed"
+        if got != "absent":
+            self._pending.clear()
+        # The other module may be imported already (cuda.core imports it,
+        # or a .pth file imported both before this hook ran).
+        for other in list(self._pending):
+            if _imported(other):
+                self.done(other, sys.modules[other])
+        if not self._pending:
+            try:
+                sys.meta_path.remove(self)
+            except ValueError:
+                pass
+
+
+def _imported(name):
+    """Whether name is in sys.modules and done running (a package that
+    imports the other module is still running then: its loader calls back
+    once it is done)."""
+    module = sys.modules.get(name)
+    spec = getattr(module, "__spec__", None)
+    return module is not None and not getattr(spec, "_initializing", False)
 
 
 def _install():
     if any(getattr(f, "_hcguard_hook", False) for f in sys.meta_path):
         return  # a second copy of this hook on sys.path
     finder = _HcguardFinder()
-    if _TARGET in sys.modules:
-        finder.done(sys.modules[_TARGET])
-    else:
-        sys.meta_path.insert(0, finder)
+    sys.meta_path.insert(0, finder)
+    for name in (_CORE, _CALLBACK):
+        if _imported(name):  # imported before this hook ran
+            finder.done(name, sys.modules[name])
 
 
 def _same_file(a, b):
