@@ -9,6 +9,16 @@ command -v gcc >/dev/null 2>&1 || need+=(gcc)
 command -v make >/dev/null 2>&1 || need+=(make)
 command -v python3 >/dev/null 2>&1 || need+=(python3)
 command -v objcopy >/dev/null 2>&1 || need+=(binutils)
+# The Cython stand-in of cuda.core's _host_callback module that
+# tests/gpu/core_host_copy.py builds (on the test driver too): a Cython
+# compiler and the headers of the python3 that runs the tests.
+if ! command -v cython3 >/dev/null 2>&1 && ! command -v cython >/dev/null 2>&1 &&
+   ! python3 -c 'import Cython' >/dev/null 2>&1; then
+    need+=(cython3)
+fi
+python3 -c 'import os, sys, sysconfig
+sys.exit(not os.path.isfile(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
+    >/dev/null 2>&1 || need+=(python3-dev)
 # Sanitizer runtimes come with gcc; libFuzzer with clang's runtime.
 if [ "${HCGUARD_FUZZ:-0}" = 1 ]; then
     command -v clang >/dev/null 2>&1 || need+=(clang)

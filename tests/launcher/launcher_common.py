@@ -21,6 +21,10 @@ class Failure(Exception):
     pass
 
 
+class Skip(Exception):
+    """Not applicable here (a tool is missing): exit 77, "SKIP: why"."""
+
+
 def expect(cond, what, proc=None):
     if cond:
         return
@@ -66,7 +70,7 @@ def main():
         print("\n".join(CASES))
         return 0
     names = [args.case] if args.case else list(CASES)
-    failed = 0
+    failed = skipped = 0
     for name in names:
         if name not in CASES:
             print("no such case: %s" % name, file=sys.stderr)
@@ -75,6 +79,9 @@ def main():
         try:
             CASES[name](args, tmp)
             print("ok   %s" % name)
+        except Skip as exc:
+            skipped += 1
+            print("SKIP: %s: %s" % (name, exc))
         except Failure as exc:
             failed += 1
             print("FAIL %s: %s" % (name, exc))
@@ -83,4 +90,6 @@ def main():
             print("FAIL %s: %s" % (name, traceback.format_exc()))
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
-    return 1 if failed else 0
+    if failed:
+        return 1
+    return 77 if skipped and len(names) == 1 else 0

@@ -16,8 +16,8 @@ import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from launcher_common import (case, clean_env, expect, expect_eq,  # noqa: E402
-                             main, run)
+from launcher_common import (Skip, case, clean_env, expect,  # noqa: E402
+                             expect_eq, main, run)
 
 # Where HOST_COPY_FN comes from: the stripped module's copy function, as a
 # ctypes function pointer object (cuda-core 1.3.0).
@@ -310,6 +310,58 @@ def case_pycopy_unusable_said_without_debug(args, tmp):
     expect_eq(p.stderr, "==hcguard== python hook: cuda.core.HOST_COPY_FN "
               "(CFunctionType) holds a null address: its copies are not "
               "recognised as host copies, and not guarded\n", "stderr", p)
+
+
+# ---- the GPU test's Cython stand-in, on the test driver ----------------------
+CORE_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                           "..", "gpu", "core_host_copy.py")
+
+
+def run_cython_example(args, variant, mode):
+    """tests/gpu/core_host_copy.py (the GPU test gpu_core_*) with ctypes and
+    the test driver: the same Cython build, package and checks."""
+    env = clean_env(LD_LIBRARY_PATH=args.fakecuda_dir, HCGUARD_SLOW_MS="10000")
+    if args.sanitizer_runtime:
+        env.update(HCG_TEST_CHILD_PRELOAD=args.sanitizer_runtime,
+                   ASAN_OPTIONS="detect_leaks=0")
+    p = run([sys.executable, CORE_SCRIPT, "--hcguard", args.hcguard, "--variant",
+             variant, "--mode", mode, "--driver", "ctypes"], env=env, timeout=120)
+    if p.returncode == 77:
+        raise Skip(p.stdout.strip())
+    expect_eq(p.returncode, 0, "exit status", p)
+    expect("core host copy (%s, %s): passed" % (variant, mode) in p.stdout,
+           "not passed", p)
+    launched = 16 if mode == "guard" else 20
+    counts = "%d launched, 16 ran" % launched
+    if variant == "unstripped":
+        lines = [r"recognised as cuda\.core _host_copy: " + counts,
+                 r"copy function 0x[0-9a-f]+ __pyx_f_\w*__host_copy \(in .*/cuda/core/"
+                 r"_host_callback[^ ]*\.so\): recognised by symbol table "
+                 r"\(registered too\), " + counts]
+    else:
+        lines = [r"recognised as registered \(hcguard_register_copy_fn\): " + counts,
+                 r"copy function 0x[0-9a-f]+ \(no symbol\) \(in .*/cuda/core/"
+                 r"_host_callback[^ ]*\.so\): registered \(Python hook or "
+                 r"hcguard_register_copy_fn\), " + counts]
+    if mode == "guard":
+        lines.append(r"bad records rejected at enqueue: 4$")
+    else:
+        lines += [r"reported at enqueue \(passed through\): 4$",
+                  r"copies skipped at run time: 4$"]
+    lines.append(r"ERROR SUMMARY: 4 errors$")
+    expect_lines(p, lines)
+
+
+@case
+def case_pycopy_cython_unstripped(args, tmp):
+    for mode in ("guard", "audit"):
+        run_cython_example(args, "unstripped", mode)
+
+
+@case
+def case_pycopy_cython_stripped(args, tmp):
+    for mode in ("guard", "audit"):
+        run_cython_example(args, "stripped", mode)
 
 
 # numba-cuda's Stream.add_callback: a ctypes callback through cuda.bindings'
