@@ -174,7 +174,7 @@ class Bindings:
 
     def launch(self, stream, fn, user):
         (err,) = self.d.cuLaunchHostFunc(stream, self.d.CUhostFn(fn), user)
-        return int(err)
+        return int(getattr(err, "value", err))  # a CUresult enum member
 
     def sync(self, stream):
         self.ok(self.d.cuStreamSynchronize(stream), "cuStreamSynchronize")
