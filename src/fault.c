@@ -1,0 +1,360 @@
+/*
+ * Fault containment: a copy hcguard makes never kills the process.
+ *
+ * How: a recovery point on the copying thread's stack, found through one
+ * initial-exec thread-local pointer, armed around a plain glibc memcpy.
+ * SIGSEGV and SIGBUS go first to hcguard's handler, which recovers
+ * (siglongjmp back into hcg_fault_copy, which returns -1 with the address
+ * and reason) only when the faulting thread is inside such a copy and the
+ * fault address lies in one of its two ranges; any other fault goes on to
+ * the program's own handler, or to the default action, as without hcguard.
+ *
+ * Why sigsetjmp(env, 0) and not a PC-range fixup: the bulk copy must be
+ * glibc's memcpy (whose bandwidth no hand loop matches), and memcpy's code
+ * is not hcguard's to fix up; a jump buffer restores every callee-saved
+ * register whatever memcpy did with them. With savemask 0 it saves
+ * registers only: no system call, no lock; a few nanoseconds per copy. The
+ * signal mask is put right on the recovery path alone (pthread_sigmask, a
+ * system call, but only after a fault).
+ *
+ * The program's handlers: sigaction and signal are interposed, so that a
+ * handler installed for SIGSEGV or SIGBUS after hcguard's is recorded as the
+ * chained one while hcguard's stays with the kernel; the program sees its
+ * own previous handler as oldact. Limits: a raw rt_sigaction system call,
+ * and sysv_signal, bsd_signal, sigset and __sigaction (which do not go
+ * through the exported sigaction), replace hcguard's handler; its copies
+ * are then no longer contained, and the program's faults are its own.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <string.h>
+
+#include "hcg.h"
+
+typedef struct recovery {
+    sigjmp_buf env;
+    uintptr_t lo[2], hi[2];     /* page-rounded ranges a fault may hit */
+    struct recovery *prev;      /* an outer copy (a signal handler's launch) */
+    hcg_fault_info info;
+} recovery;
+
+/* Initial-exec in libhcguard: one load from the thread pointer, and safe
+ * to read in a signal handler. */
+static _Thread_local recovery *armed;
+
+#define PAGE_FLOOR(a) ((a) & ~(uintptr_t)4095)
+
+static void set_range(recovery *r, int i, uintptr_t a, size_t n)
+{
+    r->lo[i] = PAGE_FLOOR(a);
+    r->hi[i] = n - 1 > UINTPTR_MAX - a ? UINTPTR_MAX : PAGE_FLOOR(a + (n - 1)) + 4095;
+}
+
+int hcg_fault_copy(void *dst, const void *src, size_t n, hcg_fault_info *out)
+{
+    recovery r;
+    if (n == 0)
+        return 0;
+    set_range(&r, 0, (uintptr_t)dst, n);
+    set_range(&r, 1, (uintptr_t)src, n);
+    r.prev = armed;
+    if (sigsetjmp(r.env, 0) != 0) {
+        armed = r.prev;
+        if (out)
+            *out = r.info;
+        return -1;
+    }
+    armed = &r;
+    atomic_signal_fence(memory_order_seq_cst);
+    memcpy(dst, src, n);
+    atomic_signal_fence(memory_order_seq_cst);
+    armed = r.prev;
+    return 0;
+}
+
+const char *hcg_fault_code_name(int sig, int code)
+{
+    if (sig == SIGSEGV) {
+        switch (code) {
+        case SEGV_MAPERR: return "SEGV_MAPERR";
+        case SEGV_ACCERR: return "SEGV_ACCERR";
+#ifdef SEGV_PKUERR
+        case SEGV_PKUERR: return "SEGV_PKUERR";
+#endif
+        default: break;
+        }
+    } else if (sig == SIGBUS) {
+        switch (code) {
+        case BUS_ADRALN: return "BUS_ADRALN";
+        case BUS_ADRERR: return "BUS_ADRERR";
+        case BUS_OBJERR: return "BUS_OBJERR";
+        default: break;
+        }
+    }
+    return code == SI_KERNEL ? "SI_KERNEL" : "other";
+}
+
+/* ---- the program's handlers ---------------------------------------------
+ * Two copies of each chained action; a writer fills the one not in use and
+ * then publishes it, so that the handler, which cannot take a lock, reads a
+ * whole one. Writers are serialised by a spin lock taken with every signal
+ * blocked (sigaction may be called from a signal handler). */
+enum { SLOT_SEGV, SLOT_BUS, N_SLOTS };
+
+typedef struct chained {
+    struct sigaction act[2];
+    atomic_uint cur;
+} chained;
+
+static chained g_chain[N_SLOTS];
+static atomic_int g_installed;
+static atomic_flag g_lock = ATOMIC_FLAG_INIT;
+
+static int slot_of(int sig)
+{
+    return sig == SIGSEGV ? SLOT_SEGV : sig == SIGBUS ? SLOT_BUS : -1;
+}
+
+typedef int (*sigaction_fn)(int, const struct sigaction *, struct sigaction *);
+typedef void (*(*signal_fn)(int, void (*)(int)))(int);
+
+static _Thread_local int in_lookup;
+
+/* The next definition in the search order (a sanitizer's or libc's); libc's
+ * own while that is being looked up (dlsym may itself ask for it). */
+static void *next_fn(_Atomic(void *) *slot, const char *name)
+{
+    void *p = atomic_load_explicit(slot, memory_order_acquire);
+    if (HCG_LIKELY(p))
+        return p;
+    if (in_lookup)
+        return hcg_dynsym("libc.so.", name, NULL);
+    in_lookup = 1;
+    p = hcg_real_dlsym(RTLD_NEXT, name);
+    in_lookup = 0;
+    if (!p)
+        p = hcg_dynsym("libc.so.", name, NULL);
+    atomic_store_explicit(slot, p, memory_order_release);
+    return p;
+}
+
+static int real_sigaction(int sig, const struct sigaction *act, struct sigaction *old)
+{
+    static _Atomic(void *) real;
+    sigaction_fn f = (sigaction_fn)next_fn(&real, "sigaction");
+    if (!f) {
+        errno = ENOSYS;
+        return -1;
+    }
+    return f(sig, act, old);
+}
+
+static void lock_all(sigset_t *saved)
+{
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, saved);
+    while (atomic_flag_test_and_set_explicit(&g_lock, memory_order_acquire))
+        ;
+}
+
+static void unlock_all(const sigset_t *saved)
+{
+    atomic_flag_clear_explicit(&g_lock, memory_order_release);
+    pthread_sigmask(SIG_SETMASK, saved, NULL);
+}
+
+static void chain_read(int slot, struct sigaction *out)
+{
+    unsigned i = atomic_load_explicit(&g_chain[slot].cur, memory_order_acquire);
+    *out = g_chain[slot].act[i & 1];
+}
+
+/* Under the lock. */
+static void chain_write(int slot, const struct sigaction *act)
+{
+    unsigned i = atomic_load_explicit(&g_chain[slot].cur, memory_order_relaxed) ^ 1;
+    g_chain[slot].act[i & 1] = *act;
+    atomic_store_explicit(&g_chain[slot].cur, i, memory_order_release);
+}
+
+/* The fault is not hcguard's: what the kernel would have done without it. */
+static void chain(int sig, siginfo_t *si, void *uc)
+{
+    struct sigaction a;
+    int slot = slot_of(sig);
+    chain_read(slot, &a);
+    int sync = si->si_code > 0; /* raised by the kernel for this instruction */
+    if (a.sa_handler == SIG_IGN && !sync)
+        return; /* an ignored kill() */
+    if (a.sa_handler == SIG_DFL || a.sa_handler == SIG_IGN) {
+        /* Default action: reset, then let the fault happen again on return
+         * (or the signal be delivered again), so that the process dies of
+         * it, with its core, exactly as it would have. */
+        struct sigaction dfl;
+        memset(&dfl, 0, sizeof dfl);
+        dfl.sa_handler = SIG_DFL;
+        real_sigaction(sig, &dfl, NULL);
+        if (!sync)
+            raise(sig); /* blocked here: delivered when the handler returns */
+        return;
+    }
+    if (a.sa_flags & SA_RESETHAND) {
+        struct sigaction dfl;
+        memset(&dfl, 0, sizeof dfl);
+        dfl.sa_handler = SIG_DFL;
+        sigset_t saved;
+        lock_all(&saved);
+        chain_write(slot, &dfl);
+        unlock_all(&saved);
+    }
+    /* The mask the kernel would have set for the program's handler: its
+     * sa_mask, and the signal itself unless SA_NODEFER. */
+    sigset_t old, unblock;
+    pthread_sigmask(SIG_BLOCK, &a.sa_mask, &old);
+    if (a.sa_flags & SA_NODEFER) {
+        sigemptyset(&unblock);
+        sigaddset(&unblock, sig);
+        pthread_sigmask(SIG_UNBLOCK, &unblock, NULL);
+    }
+    if (a.sa_flags & SA_SIGINFO)
+        a.sa_sigaction(sig, si, uc);
+    else
+        a.sa_handler(sig);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+static int in_recovery(const recovery *r, uintptr_t a)
+{
+    return (a >= r->lo[0] && a <= r->hi[0]) || (a >= r->lo[1] && a <= r->hi[1]);
+}
+
+/* Whether a fault on a thread inside a contained copy is the copy's: a
+ * kernel-raised fault at an address of its ranges, or one whose address
+ * the kernel does not give (SI_KERNEL: a non-canonical address, such as a
+ * record pointer no mapping can have). */
+static int copy_fault(const recovery *r, const siginfo_t *si)
+{
+    if (si->si_code == SI_KERNEL)
+        return 1;
+    return si->si_code > 0 && in_recovery(r, (uintptr_t)si->si_addr);
+}
+
+static void on_fault(int sig, siginfo_t *si, void *uc)
+{
+    recovery *r = armed;
+    if (r && copy_fault(r, si)) {
+        sigset_t s;
+        r->info.addr = (uintptr_t)si->si_addr;
+        r->info.sig = sig;
+        r->info.code = si->si_code;
+        sigemptyset(&s);
+        sigaddset(&s, sig);
+        pthread_sigmask(SIG_UNBLOCK, &s, NULL); /* siglongjmp(.., 0 saved) keeps the mask */
+        siglongjmp(r->env, 1);
+    }
+    chain(sig, si, uc);
+}
+
+int hcg_fault_ready(void)
+{
+    return atomic_load_explicit(&g_installed, memory_order_acquire);
+}
+
+int hcg_fault_install(void)
+{
+    if (hcg_fault_ready())
+        return 0;
+    sigset_t saved;
+    int rc = 0;
+    lock_all(&saved);
+    if (!atomic_load(&g_installed)) {
+        struct sigaction ours;
+        memset(&ours, 0, sizeof ours);
+        ours.sa_sigaction = on_fault;
+        ours.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
+        sigemptyset(&ours.sa_mask);
+        static const int sigs[N_SLOTS] = {SIGSEGV, SIGBUS};
+        for (int i = 0; i < N_SLOTS && rc == 0; i++) {
+            struct sigaction old;
+            rc = real_sigaction(sigs[i], &ours, &old);
+            if (rc == 0)
+                chain_write(i, &old);
+        }
+        if (rc == 0)
+            atomic_store_explicit(&g_installed, 1, memory_order_release);
+    }
+    unlock_all(&saved);
+    return rc;
+}
+
+/* ---- the interposers ----------------------------------------------------- */
+
+/* The program's action for a signal hcguard handles: read and written
+ * through fault-contained copies, so that a bad pointer gives EFAULT as
+ * the kernel would. */
+static int chained_sigaction(int slot, const struct sigaction *act, struct sigaction *oldact)
+{
+    struct sigaction now, next;
+    if (act && hcg_fault_copy(&next, act, sizeof next, NULL) != 0) {
+        errno = EFAULT;
+        return -1;
+    }
+    chain_read(slot, &now);
+    if (oldact && hcg_fault_copy(oldact, &now, sizeof now, NULL) != 0) {
+        errno = EFAULT;
+        return -1;
+    }
+    if (act)
+        chain_write(slot, &next);
+    return 0;
+}
+
+HCG_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *oldact)
+{
+    int slot = slot_of(sig);
+    if (slot < 0 || in_lookup)
+        return real_sigaction(sig, act, oldact);
+    sigset_t saved;
+    int rc;
+    lock_all(&saved);
+    if (atomic_load(&g_installed))
+        rc = chained_sigaction(slot, act, oldact);
+    else
+        rc = real_sigaction(sig, act, oldact);
+    int err = errno;
+    unlock_all(&saved);
+    errno = err;
+    return rc;
+}
+
+/* glibc's signal() calls its internal sigaction, not the exported one. */
+HCG_EXPORT void (*signal(int sig, void (*handler)(int)))(int)
+{
+    int slot = slot_of(sig);
+    if (slot < 0 || !atomic_load(&g_installed)) {
+        static _Atomic(void *) real;
+        signal_fn f = (signal_fn)next_fn(&real, "signal");
+        if (!f) {
+            errno = ENOSYS;
+            return SIG_ERR;
+        }
+        return f(sig, handler);
+    }
+    if (handler == SIG_ERR) {
+        errno = EINVAL;
+        return SIG_ERR;
+    }
+    struct sigaction act, old;
+    memset(&act, 0, sizeof act);
+    act.sa_handler = handler;
+    act.sa_flags = SA_RESTART; /* BSD semantics, as glibc's signal() */
+    sigemptyset(&act.sa_mask);
+    sigaddset(&act.sa_mask, sig);
+    if (sigaction(sig, &act, &old) != 0)
+        return SIG_ERR;
+    return old.sa_handler;
+}
