@@ -53,6 +53,23 @@ static void set_range(recovery *r, int i, uintptr_t a, size_t n)
     r->hi[i] = n - 1 > UINTPTR_MAX - a ? UINTPTR_MAX : PAGE_FLOOR(a + (n - 1)) + 4095;
 }
 
+/* Sanitizer builds: hcguard reads and writes user memory that may be
+ * freed, unmapped or written by another thread on purpose (that is what it
+ * guards against), so its copies are not instrumented; races and misuse of
+ * hcguard's own data are still reported. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+__attribute__((no_sanitize("address", "thread"), noinline)) static void
+copy_bytes(void *dst, const void *src, size_t n)
+{
+    volatile unsigned char *d = dst;
+    const volatile unsigned char *s = src;
+    while (n--)
+        *d++ = *s++;
+}
+#else
+#define copy_bytes memcpy
+#endif
+
 int hcg_fault_copy(void *dst, const void *src, size_t n, hcg_fault_info *out)
 {
     recovery r;
@@ -69,7 +86,7 @@ int hcg_fault_copy(void *dst, const void *src, size_t n, hcg_fault_info *out)
     }
     armed = &r;
     atomic_signal_fence(memory_order_seq_cst);
-    memcpy(dst, src, n);
+    copy_bytes(dst, src, n);
     atomic_signal_fence(memory_order_seq_cst);
     armed = r.prev;
     return 0;
@@ -293,42 +310,41 @@ int hcg_fault_install(void)
 
 /* ---- the interposers ----------------------------------------------------- */
 
-/* The program's action for a signal hcguard handles: read and written
- * through fault-contained copies, so that a bad pointer gives EFAULT as
- * the kernel would. */
-static int chained_sigaction(int slot, const struct sigaction *act, struct sigaction *oldact)
-{
-    struct sigaction now, next;
-    if (act && hcg_fault_copy(&next, act, sizeof next, NULL) != 0) {
-        errno = EFAULT;
-        return -1;
-    }
-    chain_read(slot, &now);
-    if (oldact && hcg_fault_copy(oldact, &now, sizeof now, NULL) != 0) {
-        errno = EFAULT;
-        return -1;
-    }
-    if (act)
-        chain_write(slot, &next);
-    return 0;
-}
-
+/* For a signal hcguard handles: the program's action is read and its old
+ * one written through fault-contained copies, outside the lock (a fault
+ * with the signal blocked would kill), so that a bad pointer gives EFAULT
+ * as the kernel would. */
 HCG_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *oldact)
 {
     int slot = slot_of(sig);
     if (slot < 0 || in_lookup)
         return real_sigaction(sig, act, oldact);
+    struct sigaction next, now;
+    if (act && hcg_fault_copy(&next, act, sizeof next, NULL) != 0) {
+        errno = EFAULT;
+        return -1;
+    }
     sigset_t saved;
-    int rc;
+    int rc = 0, err = 0;
     lock_all(&saved);
-    if (atomic_load(&g_installed))
-        rc = chained_sigaction(slot, act, oldact);
-    else
-        rc = real_sigaction(sig, act, oldact);
-    int err = errno;
+    if (atomic_load(&g_installed)) {
+        chain_read(slot, &now);
+        if (act)
+            chain_write(slot, &next);
+    } else {
+        rc = real_sigaction(sig, act ? &next : NULL, &now);
+        err = errno;
+    }
     unlock_all(&saved);
-    errno = err;
-    return rc;
+    if (rc != 0) {
+        errno = err;
+        return rc;
+    }
+    if (oldact && hcg_fault_copy(oldact, &now, sizeof now, NULL) != 0) {
+        errno = EFAULT; /* the new action is in place, as with the kernel */
+        return -1;
+    }
+    return 0;
 }
 
 /* glibc's signal() calls its internal sigaction, not the exported one. */
