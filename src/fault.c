@@ -295,11 +295,15 @@ int hcg_fault_install(void)
         ours.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
         sigemptyset(&ours.sa_mask);
         static const int sigs[N_SLOTS] = {SIGSEGV, SIGBUS};
+        /* The program's action is recorded before hcguard's takes its
+         * place, so that a fault on another thread meanwhile finds it. */
         for (int i = 0; i < N_SLOTS && rc == 0; i++) {
             struct sigaction old;
-            rc = real_sigaction(sigs[i], &ours, &old);
-            if (rc == 0)
+            rc = real_sigaction(sigs[i], NULL, &old);
+            if (rc == 0) {
                 chain_write(i, &old);
+                rc = real_sigaction(sigs[i], &ours, NULL);
+            }
         }
         if (rc == 0)
             atomic_store_explicit(&g_installed, 1, memory_order_release);
