@@ -215,7 +215,9 @@ static hcguard_status recheck(const hcg_call *c, hcguard_copy_record *now)
         return HCGUARD_ERR_NULL_RECORD;
     if (HCG_UNLIKELY(o->read(o->ctx, (uintptr_t)c->rec, now, sizeof *now) != 0))
         return HCGUARD_ERR_RECORD_UNREADABLE;
-    int same = memcmp(now, &c->snap, sizeof *now) == 0;
+    /* (A record unreadable at enqueue has no contents to compare.) */
+    int same = memcmp(now, &c->snap, sizeof *now) == 0 &&
+               c->enqueue_status != HCGUARD_ERR_RECORD_UNREADABLE;
     if (HCG_LIKELY(same && hcg_oracle_gen() == c->gen && !hcg_config_get()->recheck_always))
         return (hcguard_status)c->enqueue_status;
     /* Uncommon path: system calls allowed; driver calls are not (the oracle
