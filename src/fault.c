@@ -34,6 +34,11 @@
 
 #include "hcg.h"
 
+/* The interposers run whenever anything calls sigaction, signal included a
+ * sanitizer runtime initialising itself before it can run instrumented
+ * code: they and what they call on that path are not instrumented. */
+#define HCG_UNINSTRUMENTED __attribute__((no_sanitize("address", "thread", "undefined")))
+
 typedef struct recovery {
     sigjmp_buf env;
     uintptr_t lo[2], hi[2];     /* page-rounded ranges a fault may hit */
@@ -130,7 +135,7 @@ static chained g_chain[N_SLOTS];
 static atomic_int g_installed;
 static atomic_flag g_lock = ATOMIC_FLAG_INIT;
 
-static int slot_of(int sig)
+HCG_UNINSTRUMENTED static int slot_of(int sig)
 {
     return sig == SIGSEGV ? SLOT_SEGV : sig == SIGBUS ? SLOT_BUS : -1;
 }
@@ -142,7 +147,7 @@ static _Thread_local int in_lookup;
 
 /* The next definition in the search order (a sanitizer's or libc's); libc's
  * own while that is being looked up (dlsym may itself ask for it). */
-static void *next_fn(_Atomic(void *) *slot, const char *name)
+HCG_UNINSTRUMENTED static void *next_fn(_Atomic(void *) *slot, const char *name)
 {
     void *p = atomic_load_explicit(slot, memory_order_acquire);
     if (HCG_LIKELY(p))
@@ -158,13 +163,31 @@ static void *next_fn(_Atomic(void *) *slot, const char *name)
     return p;
 }
 
-static int real_sigaction(int sig, const struct sigaction *act, struct sigaction *old)
+HCG_UNINSTRUMENTED static int real_sigaction(int sig, const struct sigaction *act,
+                                             struct sigaction *old)
 {
     static _Atomic(void *) real;
     sigaction_fn f = (sigaction_fn)next_fn(&real, "sigaction");
     if (!f) {
         errno = ENOSYS;
         return -1;
+    }
+    return f(sig, act, old);
+}
+
+/* hcguard's own actions go to libc's sigaction, past any interposer (a
+ * sanitizer's would wrap hcguard's handler in its own): what the kernel
+ * runs on a fault is hcguard's handler itself. */
+HCG_UNINSTRUMENTED static int kernel_sigaction(int sig, const struct sigaction *act,
+                                               struct sigaction *old)
+{
+    static _Atomic(void *) libc;
+    sigaction_fn f = (sigaction_fn)atomic_load_explicit(&libc, memory_order_acquire);
+    if (!f) {
+        f = (sigaction_fn)hcg_dynsym("libc.so.", "sigaction", NULL);
+        if (!f)
+            return real_sigaction(sig, act, old);
+        atomic_store_explicit(&libc, (void *)f, memory_order_release);
     }
     return f(sig, act, old);
 }
@@ -214,7 +237,7 @@ static void chain(int sig, siginfo_t *si, void *uc)
         struct sigaction dfl;
         memset(&dfl, 0, sizeof dfl);
         dfl.sa_handler = SIG_DFL;
-        real_sigaction(sig, &dfl, NULL);
+        kernel_sigaction(sig, &dfl, NULL);
         if (!sync)
             raise(sig); /* blocked here: delivered when the handler returns */
         return;
@@ -276,6 +299,14 @@ static void on_fault(int sig, siginfo_t *si, void *uc)
     chain(sig, si, uc);
 }
 
+static void our_action(struct sigaction *a)
+{
+    memset(a, 0, sizeof *a);
+    a->sa_sigaction = on_fault;
+    a->sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
+    sigemptyset(&a->sa_mask);
+}
+
 int hcg_fault_ready(void)
 {
     return atomic_load_explicit(&g_installed, memory_order_acquire);
@@ -290,19 +321,16 @@ int hcg_fault_install(void)
     lock_all(&saved);
     if (!atomic_load(&g_installed)) {
         struct sigaction ours;
-        memset(&ours, 0, sizeof ours);
-        ours.sa_sigaction = on_fault;
-        ours.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
-        sigemptyset(&ours.sa_mask);
+        our_action(&ours);
         static const int sigs[N_SLOTS] = {SIGSEGV, SIGBUS};
         /* The program's action is recorded before hcguard's takes its
          * place, so that a fault on another thread meanwhile finds it. */
         for (int i = 0; i < N_SLOTS && rc == 0; i++) {
             struct sigaction old;
-            rc = real_sigaction(sigs[i], NULL, &old);
+            rc = kernel_sigaction(sigs[i], NULL, &old);
             if (rc == 0) {
                 chain_write(i, &old);
-                rc = real_sigaction(sigs[i], &ours, NULL);
+                rc = kernel_sigaction(sigs[i], &ours, NULL);
             }
         }
         if (rc == 0)
@@ -312,38 +340,61 @@ int hcg_fault_install(void)
     return rc;
 }
 
-/* ---- the interposers ----------------------------------------------------- */
-
-/* For a signal hcguard handles: the program's action is read and its old
- * one written through fault-contained copies, outside the lock (a fault
- * with the signal blocked would kill), so that a bad pointer gives EFAULT
- * as the kernel would. */
-HCG_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *oldact)
+/* sig's action in the kernel is not hcguard's (the program replaced it
+ * while hcguard installed its own): keep it as the chained one, and put
+ * hcguard's back. */
+static void reinstall(int sig)
 {
     int slot = slot_of(sig);
-    if (slot < 0 || in_lookup)
-        return real_sigaction(sig, act, oldact);
+    sigset_t saved;
+    struct sigaction now;
+    if (slot < 0)
+        return;
+    lock_all(&saved);
+    if (kernel_sigaction(sig, NULL, &now) == 0 && now.sa_sigaction != on_fault) {
+        struct sigaction ours;
+        our_action(&ours);
+        chain_write(slot, &now);
+        kernel_sigaction(sig, &ours, NULL);
+    }
+    unlock_all(&saved);
+}
+
+/* ---- the interposers ----------------------------------------------------- */
+
+/* Before hcguard's handlers are installed the call goes straight through;
+ * should they be installed during it, the program's action may have
+ * replaced hcguard's: it is then taken as the chained one, and hcguard's
+ * put back. */
+HCG_UNINSTRUMENTED static int passed_through(int sig, const struct sigaction *act,
+                                             struct sigaction *oldact)
+{
+    int rc = real_sigaction(sig, act, oldact);
+    if (rc != 0 || !act || !atomic_load(&g_installed))
+        return rc;
+    int err = errno;
+    reinstall(sig);
+    errno = err;
+    return rc;
+}
+
+/* For a signal hcguard handles, once its handlers are installed: the
+ * program's action is read and its old one written through fault-contained
+ * copies, outside the lock (a fault with the signal blocked would kill), so
+ * that a bad pointer gives EFAULT as the kernel would. */
+static int chained_sigaction(int slot, const struct sigaction *act, struct sigaction *oldact)
+{
     struct sigaction next, now;
     if (act && hcg_fault_copy(&next, act, sizeof next, NULL) != 0) {
         errno = EFAULT;
         return -1;
     }
     sigset_t saved;
-    int rc = 0, err = 0;
     lock_all(&saved);
-    if (atomic_load(&g_installed)) {
-        chain_read(slot, &now);
-        if (act)
-            chain_write(slot, &next);
-    } else {
-        rc = real_sigaction(sig, act ? &next : NULL, &now);
-        err = errno;
-    }
+    chain_read(slot, &now);
+    if (act)
+        chain_write(slot, &next);
     unlock_all(&saved);
-    if (rc != 0) {
-        errno = err;
-        return rc;
-    }
     if (oldact && hcg_fault_copy(oldact, &now, sizeof now, NULL) != 0) {
         errno = EFAULT; /* the new action is in place, as with the kernel */
         return -1;
@@ -351,8 +402,19 @@ HCG_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction 
     return 0;
 }
 
+HCG_UNINSTRUMENTED HCG_EXPORT int sigaction(int sig, const struct sigaction *act,
+                                            struct sigaction *oldact)
+{
+    int slot = slot_of(sig);
+    if (slot < 0 || in_lookup)
+        return real_sigaction(sig, act, oldact);
+    if (!atomic_load(&g_installed))
+        return passed_through(sig, act, oldact);
+    return chained_sigaction(slot, act, oldact);
+}
+
 /* glibc's signal() calls its internal sigaction, not the exported one. */
-HCG_EXPORT void (*signal(int sig, void (*handler)(int)))(int)
+HCG_UNINSTRUMENTED HCG_EXPORT void (*signal(int sig, void (*handler)(int)))(int)
 {
     int slot = slot_of(sig);
     if (slot < 0 || !atomic_load(&g_installed)) {

@@ -620,23 +620,6 @@ static void *next_fn(_Atomic(void *) *slot, const char *name)
     return p;
 }
 
-/* mmap with MAP_FIXED replaces whatever was mapped there: an unmap. */
-typedef void *(*mmap_fn)(void *, size_t, int, int, int, off_t);
-
-HCG_EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
-{
-    static _Atomic(void *) real;
-    mmap_fn f = (mmap_fn)next_fn(&real, "mmap");
-    void *r = f ? f(addr, len, prot, flags, fd, off)
-                : (void *)syscall(SYS_mmap, addr, len, prot, flags, fd, off);
-    if ((flags & MAP_FIXED) && r != MAP_FAILED)
-        hcg_oracle_invalidate();
-    return r;
-}
-
-/* The same function under its large-file name (64-bit glibc exports both). */
-extern __typeof(mmap) mmap64 __attribute__((alias("mmap"), visibility("default")));
-
 HCG_EXPORT int munmap(void *addr, size_t len)
 {
     static _Atomic(void *) real;

@@ -5,9 +5,9 @@
  * PROT_NONE, read-only and read-write anonymous pages, and read-only and
  * read-write pages of a shared file mapping whose file ends somewhere in
  * the region (pages past its end raise SIGBUS when touched). The layout is
- * changed through libc (which bumps hcguard's unmap generation) or, per
- * input, through the raw system calls (as glibc's free does: hcguard is
- * not told). Then queries from the rest of the input are checked against
+ * changed through libc's munmap and mprotect (which bump hcguard's unmap
+ * generation) or, per input, through the raw system calls and MAP_FIXED
+ * over a mapping (as glibc's free does: hcguard is not told). Then queries from the rest of the input are checked against
  * the ground truth, with PROCMAP_QUERY or the /proc/self/maps fallback,
  * and the caches on or off:
  *   - read() never faults, and returns the bytes exactly when every page
@@ -81,9 +81,13 @@ static void fail(const char *what, uintptr_t off, size_t len, int got, int want)
 }
 
 /* ---- the layout ---------------------------------------------------------- */
+/* Through libc: munmap first (hcguard wraps it and is told), since hcguard
+ * does not wrap mmap, whose MAP_FIXED would replace a mapping unseen. */
 static void *map_fixed(void *at, int prot, int file, size_t off, int raw)
 {
     int flags = MAP_FIXED | (file ? MAP_SHARED : MAP_PRIVATE | MAP_ANONYMOUS);
+    if (!raw)
+        munmap(at, pg);
     void *p = raw ? (void *)syscall(SYS_mmap, at, pg, prot, flags, file ? g_memfd : -1, off)
                   : mmap(at, pg, prot, flags, file ? g_memfd : -1, (off_t)off);
     if (p != at) {
@@ -152,6 +156,7 @@ static void build(layout *l, input *in)
 static void teardown(void)
 {
     /* Back to one PROT_NONE reservation, through libc. */
+    munmap(g_region, (NPAGES + 2) * pg);
     if (mmap(g_region, (NPAGES + 2) * pg, PROT_NONE,
              MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0) != g_region)
         abort();
