@@ -67,6 +67,27 @@ static int in_range(uintptr_t a, uintptr_t at, size_t n)
     return a >= PAGE_FLOOR(at) && a <= last;
 }
 
+/* A record another thread may be rewriting is read a whole aligned word
+ * per field, so that each field is one value the program wrote, old or
+ * new, never a mix of the two (which could be any address). Small aligned
+ * copies (records, a cuda.bindings wrapper's data) go word by word. */
+static int by_words(const void *dst, const void *src, size_t n)
+{
+    return n <= 64 && (((uintptr_t)dst | (uintptr_t)src | n) & 7) == 0;
+}
+
+__attribute__((no_sanitize("address", "thread"), noinline)) void *
+hcg_copy_words(void *dst, const void *src, size_t n);
+__attribute__((no_sanitize("address", "thread"), noinline)) void *
+hcg_copy_words(void *dst, const void *src, size_t n)
+{
+    volatile uint64_t *d = dst;
+    const volatile uint64_t *s = src;
+    for (size_t i = 0; i < n / 8; i++)
+        d[i] = s[i];
+    return dst;
+}
+
 /* Sanitizer builds: hcguard reads and writes user memory that may be
  * freed, unmapped or written by another thread on purpose (that is what it
  * guards against), so its copies are not instrumented; races and misuse of
@@ -88,27 +109,31 @@ copy_bytes(void *dst, const void *src, size_t n)
 #define HCG_FAULT_FIXUP 1
 /* void *hcg_fault_memcpy(void *dst, const void *src, size_t n, uint64_t *save):
  * memcpy(dst, src, n), with the callee-saved registers and the stack
- * pointer (pointing at the return address) in save[0..6].
+ * pointer (pointing at the return address) in save[0..6]; hcg_fault_words
+ * the same around hcg_copy_words.
  * hcg_fault_fixup, entered with rdi = save in place of the faulting
  * instruction, restores them and returns (void *)-1 from the copy. */
 void *hcg_fault_memcpy(void *dst, const void *src, size_t n, uint64_t *save);
+void *hcg_fault_words(void *dst, const void *src, size_t n, uint64_t *save);
 void hcg_fault_fixup(void);
+#define HCG_SAVE_AND_JUMP(name, target)                                        \
+    ".globl " name "\n"                                                        \
+    ".hidden " name "\n"                                                       \
+    ".type " name ",@function\n" name ":\n"                                    \
+    ".cfi_startproc\n"                                                        \
+    "    movq %rbx, 0(%rcx)\n"                                                \
+    "    movq %rbp, 8(%rcx)\n"                                                \
+    "    movq %r12, 16(%rcx)\n"                                               \
+    "    movq %r13, 24(%rcx)\n"                                               \
+    "    movq %r14, 32(%rcx)\n"                                               \
+    "    movq %r15, 40(%rcx)\n"                                               \
+    "    movq %rsp, 48(%rcx)\n"                                               \
+    "    jmp " target "\n"                                                     \
+    ".cfi_endproc\n"                                                          \
+    ".size " name ", .-" name "\n"
 __asm__(".text\n"
-        ".globl hcg_fault_memcpy\n"
-        ".hidden hcg_fault_memcpy\n"
-        ".type hcg_fault_memcpy,@function\n"
-        "hcg_fault_memcpy:\n"
-        ".cfi_startproc\n"
-        "    movq %rbx, 0(%rcx)\n"
-        "    movq %rbp, 8(%rcx)\n"
-        "    movq %r12, 16(%rcx)\n"
-        "    movq %r13, 24(%rcx)\n"
-        "    movq %r14, 32(%rcx)\n"
-        "    movq %r15, 40(%rcx)\n"
-        "    movq %rsp, 48(%rcx)\n"
-        "    jmp memcpy@PLT\n"
-        ".cfi_endproc\n"
-        ".size hcg_fault_memcpy, .-hcg_fault_memcpy\n"
+        HCG_SAVE_AND_JUMP("hcg_fault_memcpy", "memcpy@PLT")
+        HCG_SAVE_AND_JUMP("hcg_fault_words", "hcg_copy_words")
         ".globl hcg_fault_fixup\n"
         ".hidden hcg_fault_fixup\n"
         ".type hcg_fault_fixup,@function\n"
@@ -139,7 +164,8 @@ int hcg_fault_copy(void *dst, const void *src, size_t n, hcg_fault_info *out)
 #if HCG_FAULT_FIXUP
     armed = &r;
     atomic_signal_fence(memory_order_seq_cst);
-    void *done = hcg_fault_memcpy(dst, src, n, r.regs);
+    void *done = by_words(dst, src, n) ? hcg_fault_words(dst, src, n, r.regs)
+                                       : hcg_fault_memcpy(dst, src, n, r.regs);
     atomic_signal_fence(memory_order_seq_cst);
     armed = r.prev;
     if (HCG_LIKELY(done != (void *)-1))
@@ -156,7 +182,10 @@ int hcg_fault_copy(void *dst, const void *src, size_t n, hcg_fault_info *out)
     }
     armed = &r;
     atomic_signal_fence(memory_order_seq_cst);
-    copy_bytes(dst, src, n);
+    if (by_words(dst, src, n))
+        hcg_copy_words(dst, src, n);
+    else
+        copy_bytes(dst, src, n);
     atomic_signal_fence(memory_order_seq_cst);
     armed = r.prev;
     return 0;

@@ -16,8 +16,11 @@
  *                launched again: refused or skipped, never a crash
  *   past-eof     records and buffers in a file mapping past its end;
  *                "past-eof noreadv" with process_vm_readv denied by seccomp
- *   race         a thread flips the record's dst between a good buffer and a
- *                PROT_NONE page while 200k copies are launched
+ *   race [user]  a thread flips the record's dst between a good buffer and a
+ *                PROT_NONE page while 200k copies are launched (with "user":
+ *                through hc_fault_user_copy, named by HCGUARD_COPY_FN)
+ *   snapshot     a registered copy function is not called (hcguard copies);
+ *                a --copy-fn function gets hcguard's checked snapshot
  *
  * "Unmapped without libc's munmap" is modelled with the raw system call:
  * that is what glibc's free does for a large block. Exit 0: passed.
@@ -565,6 +568,57 @@ static void past_eof(int noreadv)
     fclose(f);
 }
 
+/* ---- who copies ------------------------------------------------------------ */
+/* Registered: declared to do exactly the record's copy, so never called
+ * under hcguard. Named with --copy-fn: called with the checked snapshot. */
+void hc_fault_registered_copy(void *p);
+void hc_fault_user_copy(void *p);
+static atomic_int registered_calls, user_calls;
+static void *_Atomic user_seen;
+
+void hc_fault_registered_copy(void *p)
+{
+    atomic_fetch_add(&registered_calls, 1);
+    test_local_copy(p);
+}
+
+void hc_fault_user_copy(void *p)
+{
+    atomic_fetch_add(&user_calls, 1);
+    atomic_store(&user_seen, p);
+    test_local_copy(p);
+}
+
+static void snapshot(void)
+{
+    typedef int (*register_fn)(void *);
+    register_fn reg = (register_fn)dlsym(RTLD_DEFAULT, "hcguard_register_copy_fn");
+    start_hcguard();
+    unsigned char src[512], dst[512];
+    memset(src, 9, sizeof src);
+    memset(dst, 0, sizeof dst);
+    hcguard_copy_record rec = {(uintptr_t)dst, (uintptr_t)src, sizeof src};
+    if (reg)
+        CHECK(reg((void *)hc_fault_registered_copy) == 0, "register");
+    DRV(cuLaunchHostFunc(stream, hc_fault_registered_copy, &rec));
+    DRV(cuStreamSynchronize(stream));
+    CHECK(memcmp(dst, src, sizeof src) == 0, "the registered copy was made");
+    CHECK(atomic_load(&registered_calls) == (reg ? 0 : 1),
+          "registered copy function called %d times", atomic_load(&registered_calls));
+    memset(dst, 0, sizeof dst);
+    hcguard_stats before = stats();
+    DRV(cuLaunchHostFunc(stream, hc_fault_user_copy, &rec));
+    DRV(cuStreamSynchronize(stream));
+    CHECK(memcmp(dst, src, sizeof src) == 0, "the --copy-fn copy was made");
+    CHECK(atomic_load(&user_calls) == 1, "--copy-fn function called once");
+    if (get_stats) {
+        hcguard_stats s = stats();
+        CHECK(s.copies_ran - before.copies_ran == 1, "--copy-fn function recognised");
+        CHECK(atomic_load(&user_seen) != (void *)&rec,
+              "--copy-fn function given the program's record, not hcguard's snapshot");
+    }
+}
+
 /* ---- the race ------------------------------------------------------------------- */
 #define RACE_LAUNCHES 200000
 static atomic_int race_stop;
@@ -661,8 +715,12 @@ int main(int argc, char **argv)
         relaunch();
     else if (strcmp(s, "past-eof") == 0)
         past_eof(argc > 2 && strcmp(argv[2], "noreadv") == 0);
-    else if (strcmp(s, "race") == 0)
+    else if (strcmp(s, "race") == 0) {
+        if (argc > 2 && strcmp(argv[2], "user") == 0)
+            copy_fn = hc_fault_user_copy;
         race();
+    } else if (strcmp(s, "snapshot") == 0)
+        snapshot();
     else {
         fprintf(stderr, "unknown scenario '%s'\n", s);
         return 2;
