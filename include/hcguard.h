@@ -52,6 +52,11 @@ typedef enum hcguard_status {
     HCGUARD_ERR_SRC_NOT_READABLE,  /* "src-not-readable"  mapped, but not readable  */
     HCGUARD_ERR_DST_DEVICE,        /* "dst-device"        dst is device-only memory */
     HCGUARD_ERR_SRC_DEVICE,        /* "src-device"        src is device-only memory */
+    /* "copy-faulted": the record was good when checked, but hcguard's own
+     * copy faulted when it ran (a buffer unmapped, mprotect'ed, freed or a
+     * file truncated under it meanwhile): the fault was contained, the copy
+     * is incomplete, and the program goes on. Run time only. */
+    HCGUARD_ERR_COPY_FAULTED,
     HCGUARD_STATUS_COUNT
 } hcguard_status;
 
@@ -61,12 +66,12 @@ const char *hcguard_status_string(hcguard_status s);
 
 /*
  * The host-copy function: a CUhostFn (void (*)(void *)) that copies
- * record->nbytes bytes from record->src to record->dst. Under hcguard its
- * record is validated at enqueue and again before it runs; without hcguard
- * it copies unchecked, as any host function would.
+ * record->nbytes bytes from record->src to record->dst. Under hcguard it is
+ * never called: hcguard reads the record once, checks that copy of it, and
+ * performs the copy itself from it, fault-contained. Without hcguard it
+ * copies unchecked, as any host function would.
  */
 void hcguard_host_copy(void *record);
-
 /*
  * Fill *rec after the checks cuda.core's pack_host_copy_args makes: null
  * addresses, address overflow, overlapping ranges (touching is fine), and
@@ -79,6 +84,11 @@ hcguard_status hcguard_pack_copy(hcguard_copy_record *rec, void *dst,
 /*
  * Tell hcguard that fn is a host-copy function with the record ABI above
  * (for functions it cannot find by symbol, e.g. in a stripped module).
+ * Registering declares that fn does exactly the record's copy and nothing
+ * else: under hcguard it is then never called, hcguard performs the copy
+ * itself from its checked snapshot of the record. (A function that does
+ * more than copy is named with --copy-fn instead: it is called, with the
+ * address of hcguard's checked 24-byte snapshot as its argument.)
  * Returns 0, or -1 if fn is NULL or the table of registered functions is full.
  */
 int hcguard_register_copy_fn(void *fn);

@@ -6,8 +6,9 @@
 
 #include "hcg.h"
 
-/* Unchecked on purpose: under hcguard the trampoline has validated the
- * record before this runs; without hcguard it behaves like any host fn. */
+/* Unchecked on purpose: under hcguard it is never called (the trampoline
+ * performs the copy itself from its checked snapshot of the record);
+ * without hcguard it behaves like any host function. */
 HCG_EXPORT void hcguard_host_copy(void *record)
 {
     const hcguard_copy_record *r = record;
@@ -66,6 +67,9 @@ static const status_text g_status[HCGUARD_STATUS_COUNT] = {
         {"dst-device", "destination is device memory, not host-accessible"},
     [HCGUARD_ERR_SRC_DEVICE] =
         {"src-device", "source is device memory, not host-accessible"},
+    [HCGUARD_ERR_COPY_FAULTED] =
+        {"copy-faulted", "the copy faulted when it ran (a buffer changed since the check): contained, "
+                         "the copy is incomplete"},
 };
 
 static const status_text *status_entry(hcguard_status s)

@@ -244,20 +244,47 @@ typedef struct hcg_oracle {
 const hcg_oracle *hcg_oracle_process(void);
 /* Forget every thread's cached VMAs (the mappings changed). */
 void hcg_oracle_invalidate(void);
-/* 1 and the record in *out if rec was found good lately, with the same
- * contents, and no mapping has changed since; else 0 (check it). */
-int hcg_oracle_recent(const void *rec, hcguard_copy_record *out);
-void hcg_oracle_remember(const void *rec, const hcguard_copy_record *r);
-/* Turn the VMA cache on or off (tests; on by default). */
+/* The unmap generation: it moves on every munmap, mremap, mprotect or
+ * shmdt made through libc. A verdict reached at generation g holds only
+ * while it is still g. */
+uint64_t hcg_oracle_gen(void);
+/* 1 if the record at rec, whose contents are *r (read by the caller), was
+ * found good lately with the same contents, and the generation has not
+ * moved since; else 0 (check it). Reads no user memory. */
+int hcg_oracle_recent(const void *rec, const hcguard_copy_record *r);
+/* Remember rec as good with contents *r, checked at generation gen (read
+ * before the check began). One entry per record: replaced in place. */
+void hcg_oracle_remember(const void *rec, const hcguard_copy_record *r, uint64_t gen);
+/* Turn the VMA and record caches on or off (tests, fuzzing; on by default). */
 void hcg_oracle_set_cache(int on);
-/* For tests and diagnostics. on != 0 forces the fallbacks: parse
- * /proc/self/maps instead of PROCMAP_QUERY, and classify-then-memcpy instead
- * of process_vm_readv (as on a kernel before 6.11 under seccomp). */
+/* For tests and diagnostics. on != 0 forces the fallback: parse
+ * /proc/self/maps instead of PROCMAP_QUERY (as on a kernel before 6.11).
+ * Reads are fault-contained copies either way. */
 void hcg_oracle_force_fallback(int on);
 /* Ask f instead of the driver's cuPointerGetAttributes; NULL: the driver's. */
 void hcg_oracle_set_ptr_attrs(hcg_pfn_ptr_attrs f);
 /* How ranges are classified now: "procmap-query" or "maps". */
 const char *hcg_oracle_method(void);
+
+/* ---- fault.c: fault-contained copies ------------------------------------ */
+/* Where and why a contained copy faulted. */
+typedef struct hcg_fault_info {
+    uintptr_t addr; /* the faulting address */
+    int sig;        /* SIGSEGV or SIGBUS */
+    int code;       /* si_code: SEGV_MAPERR, SEGV_ACCERR, BUS_ADRERR, ... */
+} hcg_fault_info;
+
+/* memcpy(dst, src, n), but a SIGSEGV or SIGBUS on either range returns -1
+ * (with *out filled, out may be NULL) instead of killing the process.
+ * No system call or lock when nothing faults. Contained only once
+ * hcg_fault_install has succeeded; before that, a plain memcpy. */
+int hcg_fault_copy(void *dst, const void *src, size_t n, hcg_fault_info *out);
+/* Install hcguard's SIGSEGV and SIGBUS handlers, chained to those already
+ * there (idempotent); 0, or -1. hcg_fault_ready: installed. */
+int hcg_fault_install(void);
+int hcg_fault_ready(void);
+/* "SEGV_MAPERR", "BUS_ADRERR", ...; "other" when unknown. */
+const char *hcg_fault_code_name(int sig, int code);
 
 /* ---- validate.c: pure checks over an oracle ---------------------------- */
 /* Check the fields of a record already read. */
@@ -385,6 +412,7 @@ typedef struct hcg_call {
     _Atomic(void *) chain;    /* root only: its hcg_link list (graph.c) */
     void *uobj;               /* root only: the CUuserObject that owns it */
     CUhostFn inner;           /* wrapped: the function the wrapper calls with rec */
+    uint64_t gen;             /* copies: hcg_oracle_gen() when the check began */
 } __attribute__((aligned(64))) hcg_call;
 
 /* Calls come from a pool of the allocating thread; NULL if out of memory. */
@@ -455,12 +483,15 @@ typedef struct hcg_event {
     uint8_t reason; /* hcguard_status */
     uint8_t api;    /* hcg_api */
     uint8_t flags;  /* HCG_EVF_* */
+    uint8_t fault_sig;  /* copy-faulted: SIGSEGV or SIGBUS (in the padding) */
+    uint8_t fault_code; /* copy-faulted: its si_code */
     uint32_t tid;
     uint64_t seq;
     uint64_t t_enqueue, t_start, t_end; /* hcg_ticks(); ns once drained */
     uint64_t bytes;
     uintptr_t fn, user, stream, dst, src;
     uintptr_t graph, node; /* graph host nodes; 0 for stream launches */
+    uintptr_t fault_addr;  /* copy-faulted: the address that faulted */
 } hcg_event;
 
 /* Copy *e into the calling thread's ring: no lock, no allocation (after a

@@ -39,6 +39,11 @@ static void start(void)
     if (c->trace_path[0])
         hcg_trace_open(c->trace_path, c->trace_pattern);
     pthread_atfork(NULL, NULL, atfork_child);
+    /* Before the first check: reads of user memory and the copies hcguard
+     * makes are fault-contained from here on (not in mode off, where
+     * hcguard neither reads nor copies). */
+    if (c->mode != HCG_MODE_OFF && hcg_fault_install() != 0)
+        hcg_msg("cannot install the SIGSEGV/SIGBUS handlers: copies are not fault-contained");
     hcg_collector_start();
     atomic_store(&hcg_g_started, 1);
 }

@@ -9,6 +9,8 @@
 #include <inttypes.h>
 #include <stdio.h>
 
+#include <signal.h>
+
 #include "hcg.h"
 
 static hcg_sinkfile log_file = {.fd = -1};
@@ -90,6 +92,13 @@ void hcg_jsonl_event(const hcg_event *e)
         n = snprintf(p + len, room - len, ",\"reason\":\"%s\"",
                      hcguard_status_name((hcguard_status)e->reason));
         len += n > 0 ? (size_t)n : 0;
+        if (e->reason == HCGUARD_ERR_COPY_FAULTED) {
+            n = snprintf(p + len, room - len,
+                         ",\"fault\":\"%s\",\"fault_code\":\"%s\",\"fault_addr\":\"0x%" PRIxPTR "\"",
+                         e->fault_sig == SIGBUS ? "SIGBUS" : "SIGSEGV",
+                         hcg_fault_code_name(e->fault_sig, e->fault_code), e->fault_addr);
+            len += n > 0 ? (size_t)n : 0;
+        }
     }
     if (len + 2 < room) {
         p[len++] = '}';

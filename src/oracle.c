@@ -4,16 +4,20 @@
  *
  * Ranges are classified with the PROCMAP_QUERY ioctl on /proc/self/maps
  * (Linux 6.11+, one system call per VMA), else by parsing /proc/self/maps.
- * Reads of anonymous memory are plain loads once the range is proven
- * readable; others go through process_vm_readv so that a page that faults
- * (a file mapping past its end) gives an error instead of a signal.
+ * Reads of user memory never trust a verdict: they are fault-contained
+ * copies (fault.c; nanoseconds when the memory is fine, an error instead
+ * of a signal when it is not, whatever happened to it since it was
+ * classified), and process_vm_readv only where hcguard's fault handler
+ * could not be installed.
  *
  * Each thread keeps the VMAs it learnt in a small cache, so that checking a
  * record of the same buffers again costs no system call. An entry is
- * trusted for at most VC_TTL_NS and is dropped by any munmap, mremap,
- * mprotect or shmdt made through libc (hcguard wraps them to say so);
- * mappings changed past libc's exported functions (glibc's malloc freeing
- * a large block) are noticed once the entry ages out.
+ * dropped by any munmap, mremap, mprotect or shmdt made through libc
+ * (hcguard wraps them to bump the unmap generation, compared on every use)
+ * and is trusted for at most VC_TTL_NS: mappings changed past libc's
+ * exported functions (glibc's malloc freeing a large block) are noticed
+ * once the entry ages out. A verdict that is stale in that window costs
+ * no crash: the copy it lets through is fault-contained (copy-faulted).
  *
  * Device memory is asked of the driver only for a range that is not host
  * accessible, to give the better reason. Application threads only (and
@@ -173,8 +177,9 @@ static void vc_put(const struct hcg_procmap_query *q, uint64_t gen, uint64_t now
 
 /* ---- records checked lately ----------------------------------------------
  * A record found good is remembered with its contents; while no mapping
- * changed and the entry is young, the same record with the same contents
- * is good again, and checking it costs a read and a compare. */
+ * changed (same generation) and the entry is young, the same record with
+ * the same contents is good again, and checking it costs a compare. A
+ * record has at most one entry: a stale one is replaced in place. */
 #define RC_SLOTS 8
 
 typedef struct rc_entry {
@@ -186,33 +191,39 @@ typedef struct rc_entry {
 static _Thread_local rc_entry rc[RC_SLOTS];
 static _Thread_local unsigned rc_next;
 
-int hcg_oracle_recent(const void *rec, hcguard_copy_record *out)
+uint64_t hcg_oracle_gen(void)
+{
+    return atomic_load_explicit(&vc_gen, memory_order_acquire);
+}
+
+int hcg_oracle_recent(const void *rec, const hcguard_copy_record *r)
 {
     if (atomic_load_explicit(&vc_disabled, memory_order_relaxed) || !rec)
         return 0;
-    uint64_t gen = atomic_load_explicit(&vc_gen, memory_order_acquire), now = 0;
+    uint64_t gen = hcg_oracle_gen();
     for (unsigned i = 0; i < RC_SLOTS; i++) {
         const rc_entry *e = &rc[i];
-        if (e->rec != rec || e->gen != gen)
+        if (e->rec != rec)
             continue;
-        if (!now)
-            now = coarse_ns();
-        if (now - e->t > VC_TTL_NS)
-            return 0;
-        memcpy(out, rec, sizeof *out); /* readable: proven, and unchanged since */
-        return memcmp(out, &e->r, sizeof *out) == 0;
+        return e->gen == gen && coarse_ns() - e->t <= VC_TTL_NS &&
+               memcmp(r, &e->r, sizeof *r) == 0;
     }
     return 0;
 }
 
-void hcg_oracle_remember(const void *rec, const hcguard_copy_record *r)
+void hcg_oracle_remember(const void *rec, const hcguard_copy_record *r, uint64_t gen)
 {
-    if (atomic_load_explicit(&vc_disabled, memory_order_relaxed))
+    if (atomic_load_explicit(&vc_disabled, memory_order_relaxed) || !rec)
         return;
-    rc_entry *e = &rc[rc_next++ % RC_SLOTS];
+    rc_entry *e = NULL;
+    for (unsigned i = 0; i < RC_SLOTS && !e; i++)
+        if (rc[i].rec == rec)
+            e = &rc[i];
+    if (!e)
+        e = &rc[rc_next++ % RC_SLOTS];
     e->rec = rec;
     e->r = *r;
-    e->gen = atomic_load_explicit(&vc_gen, memory_order_acquire);
+    e->gen = gen;
     e->t = coarse_ns();
 }
 
@@ -531,23 +542,11 @@ static int vm_read(uintptr_t addr, void *buf, size_t len)
     return -1;
 }
 
-static int proc_read(void *ctx, uintptr_t addr, void *buf, size_t len)
+/* Without hcguard's fault handler (it could not be installed): the kernel
+ * reads, or, where it may not, anonymous memory proven readable just now. */
+static int unprotected_read(uintptr_t addr, void *buf, size_t len)
 {
-    if (len == 0)
-        return 0;
-    if (addr == 0 || len - 1 > UINTPTR_MAX - addr)
-        return -1;
-    if (!atomic_load(&g_force_fallback)) {
-        /* Anonymous memory proven readable: a plain load (the common case,
-         * and 2 us cheaper than process_vm_readv). */
-        vma_walk w;
-        walk_range(&w, addr, len, 0);
-        if (w.verdict == HCG_MEM_OK && !w.any_file) {
-            memcpy(buf, (const void *)addr, len);
-            return 0;
-        }
-    }
-    if (!atomic_load(&g_force_fallback) && atomic_load(&g_vm_readv_ok)) {
+    if (atomic_load(&g_vm_readv_ok)) {
         int r = vm_read(addr, buf, len);
         if (r == 1)
             return 0;
@@ -556,10 +555,24 @@ static int proc_read(void *ctx, uintptr_t addr, void *buf, size_t len)
         if (r == 0 && driver_kind(addr) != DK_HOST)
             return -1;
     }
-    if (proc_classify(ctx, addr, len, 0) != HCG_MEM_OK)
-        return -1;
+    vma_walk w;
+    walk_range(&w, addr, len, 0);
+    if (w.verdict != HCG_MEM_OK || w.any_file)
+        return -1; /* a file page past EOF would raise SIGBUS */
     memcpy(buf, (const void *)addr, len);
     return 0;
+}
+
+static int proc_read(void *ctx, uintptr_t addr, void *buf, size_t len)
+{
+    (void)ctx;
+    if (len == 0)
+        return 0;
+    if (addr == 0 || len - 1 > UINTPTR_MAX - addr)
+        return -1;
+    if (HCG_LIKELY(hcg_fault_ready()) || hcg_fault_install() == 0)
+        return hcg_fault_copy(buf, (const void *)addr, len, NULL);
+    return unprotected_read(addr, buf, len);
 }
 
 static const hcg_oracle g_process_oracle = {NULL, proc_read, proc_classify};

@@ -1,5 +1,6 @@
 /* Messages on stderr, and the report of each finding at enqueue. */
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -151,5 +152,11 @@ void hcg_report_skip(const hcg_event *e)
             hcguard_status_string((hcguard_status)e->reason));
     hcg_msg("    record now: dst 0x%jx, src 0x%jx, nbytes %ju (%s%s)", (uintmax_t)e->dst,
             (uintmax_t)e->src, (uintmax_t)e->bytes, where,
-            (e->flags & HCG_EVF_REPORTED) ? ", reported at enqueue" : ", changed since it was checked");
+            (e->flags & HCG_EVF_REPORTED)               ? ", reported at enqueue"
+            : e->reason == HCGUARD_ERR_COPY_FAULTED ? ", as checked"
+                                                    : ", changed since it was checked");
+    if (e->reason == HCGUARD_ERR_COPY_FAULTED)
+        hcg_msg("    fault: %s (%s) at address 0x%jx; contained, the program goes on",
+                e->fault_sig == SIGBUS ? "SIGBUS" : "SIGSEGV",
+                hcg_fault_code_name(e->fault_sig, e->fault_code), (uintmax_t)e->fault_addr);
 }

@@ -64,20 +64,25 @@ static int launch_is_captured(hcg_driver *d, const launch_args *a)
     return st != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
-/* Check a recognised copy's record rec; returns nonzero if the call must
- * be refused (guard mode). */
+/* Read a recognised copy's record rec once, fault-contained, into *snap
+ * and check that snapshot (the only copy hcguard will ever use: the
+ * trampoline copies from it). *gen: the unmap generation the check began
+ * at. Returns nonzero if the call must be refused (guard mode). */
 static int check_copy(hcg_api api, CUstream s, CUhostFn fn, void *rec, hcg_fnkind kind,
-                      hcguard_copy_record *snap, hcguard_status *why)
+                      hcguard_copy_record *snap, hcguard_status *why, uint64_t *gen)
 {
-    if (hcg_oracle_recent(rec, snap)) {
+    const hcg_oracle *o = hcg_oracle_process();
+    *gen = hcg_oracle_gen();
+    if (!rec)
+        *why = HCGUARD_ERR_NULL_RECORD;
+    else if (o->read(o->ctx, (uintptr_t)rec, snap, sizeof *snap) != 0)
+        *why = HCGUARD_ERR_RECORD_UNREADABLE;
+    else if (hcg_oracle_recent(rec, snap))
         *why = HCGUARD_OK;
+    else if ((*why = hcg_validate_fields(o, snap)) == HCGUARD_OK)
+        hcg_oracle_remember(rec, snap, *gen);
+    if (*why == HCGUARD_OK)
         return 0;
-    }
-    *why = hcg_validate_record(hcg_oracle_process(), rec, snap);
-    if (*why == HCGUARD_OK) {
-        hcg_oracle_remember(rec, snap);
-        return 0;
-    }
     int guard = hcg_config_get()->mode == HCG_MODE_GUARD;
     int have_fields = *why != HCGUARD_ERR_NULL_RECORD && *why != HCGUARD_ERR_RECORD_UNREADABLE;
     hcg_report_reject(api, s, (void *)fn, rec, kind, have_fields ? snap : NULL, *why, guard);
@@ -132,7 +137,8 @@ CUresult hcg_prepare_call(hcg_api api, CUstream s, CUhostFn fn, void *user, hcg_
     }
     hcguard_copy_record snap = {0, 0, 0};
     hcguard_status why = HCGUARD_OK;
-    if (hcg_fnkind_is_copy(kind) && check_copy(api, s, inner, rec, kind, &snap, &why))
+    uint64_t gen = 0;
+    if (hcg_fnkind_is_copy(kind) && check_copy(api, s, inner, rec, kind, &snap, &why, &gen))
         return CUDA_ERROR_INVALID_VALUE;
     hcg_call *c = hcg_call_alloc();
     if (HCG_UNLIKELY(!c))
@@ -149,6 +155,7 @@ CUresult hcg_prepare_call(hcg_api api, CUstream s, CUhostFn fn, void *user, hcg_
         c->rec = rec;
         c->snap = snap;
         c->inner = inner;
+        c->gen = gen;
     }
     c->seq = hcg_pool_seq(c);
     c->t_enqueue = hcg_ticks();

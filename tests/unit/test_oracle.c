@@ -15,8 +15,10 @@
 
 #include "check.h"
 #include "hcg.h"
+#include "../e2e/deny_vm_readv.h"
 
 static size_t pg;
+#define RC_TEST_SLOTS 12 /* more records than the cache holds */
 static const char *g_mode = "procmap-query";
 
 static const char *mem_name(hcg_mem m)
@@ -340,8 +342,7 @@ static void run_mode(int fallback)
     test_read();
     test_record();
     test_device();
-    if (!fallback) /* the fallback would take the SIGBUS: see oracle.c */
-        test_read_past_eof();
+    test_read_past_eof(); /* fault-contained in both methods */
     hcg_oracle_force_fallback(0);
 }
 
@@ -579,6 +580,118 @@ static void test_threads(void)
     munmap(none, pg);
 }
 
+/* ---- fault-contained copies, the generation, the record cache ---------- */
+
+static void test_fault_copy(void)
+{
+    char *rw = map_fenced(2, PROT_READ | PROT_WRITE);
+    char *none = map_fenced(1, PROT_NONE);
+    char buf[64];
+    hcg_fault_info fi;
+    memset(rw, 5, 2 * pg);
+    CHECK_EQ(hcg_fault_copy(buf, rw + pg - 8, sizeof buf, &fi), 0);
+    CHECK(buf[0] == 5 && buf[63] == 5);
+    memset(&fi, 0, sizeof fi);
+    CHECK_EQ(hcg_fault_copy(buf, none + 8, sizeof buf, &fi), -1);
+    CHECK_EQ(fi.sig, SIGSEGV);
+    CHECK_EQ(fi.code, SEGV_ACCERR);
+    CHECK(fi.addr >= (uintptr_t)none && fi.addr < (uintptr_t)none + pg);
+    CHECK_EQ(hcg_fault_copy(buf, rw + 2 * pg - 8, sizeof buf, &fi), -1); /* into the hole */
+    CHECK_EQ(fi.sig, SIGSEGV);
+    CHECK_EQ(fi.code, SEGV_MAPERR);
+    CHECK_EQ(hcg_fault_copy(none, buf, sizeof buf, &fi), -1); /* writing */
+    CHECK_EQ(hcg_fault_copy(buf, (void *)((uintptr_t)1 << 63), 8, &fi), -1); /* non-canonical */
+    CHECK_EQ(hcg_fault_copy(none, none, 0, NULL), 0);
+    /* A file page past its end: SIGBUS, contained. */
+    int fd = memfd_create("hcg-fault", MFD_CLOEXEC);
+    CHECK(fd >= 0 && ftruncate(fd, (off_t)pg) == 0);
+    char *f = mmap(NULL, 2 * pg, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    CHECK(f != MAP_FAILED);
+    if (f != MAP_FAILED) {
+        CHECK_EQ(hcg_fault_copy(buf, f + pg - 16, sizeof buf, &fi), -1);
+        CHECK_EQ(fi.sig, SIGBUS);
+        CHECK_EQ(fi.code, BUS_ADRERR);
+        CHECK_EQ(fi.addr, (uintptr_t)f + pg);
+        CHECK_STR(hcg_fault_code_name(fi.sig, fi.code), "BUS_ADRERR");
+        munmap(f, 2 * pg);
+    }
+    close(fd);
+    CHECK(hcg_fault_ready());
+    munmap(rw, 2 * pg);
+    munmap(none, pg);
+}
+
+static void test_generation(void)
+{
+    uint64_t g = hcg_oracle_gen();
+    char *p = map_fenced(1, PROT_READ | PROT_WRITE);
+    CHECK(hcg_oracle_gen() != g); /* map_fenced unmapped and mprotect'ed */
+    g = hcg_oracle_gen();
+    munmap(p, pg);
+    CHECK(hcg_oracle_gen() != g);
+}
+
+/* A record re-remembered after an unmap must be found again: the stale
+ * entry is replaced, not shadowing a second one. */
+static void test_record_cache(void)
+{
+    hcguard_copy_record r = {0x1000, 0x2000, 64}, other = r;
+    static char recs[RC_TEST_SLOTS][24];
+    const void *rec = recs[0];
+    other.nbytes = 65;
+    hcg_oracle_set_cache(1);
+    uint64_t g = hcg_oracle_gen();
+    hcg_oracle_remember(rec, &r, g);
+    CHECK_EQ(hcg_oracle_recent(rec, &r), 1);
+    CHECK_EQ(hcg_oracle_recent(rec, &other), 0); /* contents changed */
+    CHECK_EQ(hcg_oracle_recent(recs[1], &r), 0); /* never seen */
+    hcg_oracle_invalidate();
+    CHECK_EQ(hcg_oracle_recent(rec, &r), 0); /* an unmap may have happened */
+    hcg_oracle_remember(rec, &r, hcg_oracle_gen());
+    CHECK_EQ(hcg_oracle_recent(rec, &r), 1);
+    /* The record rewritten and found good again: its one entry now holds
+     * the new contents (an older entry must not answer first). */
+    hcg_oracle_remember(rec, &other, hcg_oracle_gen());
+    CHECK_EQ(hcg_oracle_recent(rec, &other), 1);
+    CHECK_EQ(hcg_oracle_recent(rec, &r), 0);
+    /* A verdict reached before an unmap is not remembered as current. */
+    g = hcg_oracle_gen();
+    hcg_oracle_invalidate();
+    hcg_oracle_remember(recs[2], &r, g);
+    CHECK_EQ(hcg_oracle_recent(recs[2], &r), 0);
+    /* Many records: each has one entry, the latest ones are found. */
+    for (int i = 0; i < RC_TEST_SLOTS; i++)
+        hcg_oracle_remember(recs[i], &r, hcg_oracle_gen());
+    CHECK_EQ(hcg_oracle_recent(recs[RC_TEST_SLOTS - 1], &r), 1);
+    /* Off: nothing is recent. */
+    hcg_oracle_set_cache(0);
+    CHECK_EQ(hcg_oracle_recent(recs[RC_TEST_SLOTS - 1], &r), 0);
+    hcg_oracle_set_cache(1);
+}
+
+/* With process_vm_readv denied (seccomp), reads past a file's end are
+ * still refused, never a SIGBUS: in a child, the filter is for ever. */
+static void test_no_vm_readv(void)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (deny_vm_readv() != 0)
+            _exit(77);
+        for (int fallback = 0; fallback < 2; fallback++) {
+            hcg_oracle_force_fallback(fallback);
+            test_read_past_eof();
+            test_read();
+            test_record();
+        }
+        _exit(check_failures ? 1 : 0);
+    }
+    int st = 0;
+    CHECK(pid > 0 && waitpid(pid, &st, 0) == pid);
+    CHECK(WIFEXITED(st) && (WEXITSTATUS(st) == 0 || WEXITSTATUS(st) == 77));
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 77)
+        printf("test_oracle: seccomp unavailable, process_vm_readv not denied\n");
+}
+
 int main(void)
 {
     pg = (size_t)sysconf(_SC_PAGESIZE);
@@ -589,5 +702,9 @@ int main(void)
     test_fd_lifecycle();
     test_fork();
     test_threads();
+    test_fault_copy();
+    test_generation();
+    test_record_cache();
+    test_no_vm_readv();
     return check_done("test_oracle");
 }

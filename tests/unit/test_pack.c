@@ -97,7 +97,7 @@ static void test_names(void)
         "ok", "null-record", "record-unreadable", "null-dst", "null-src",
         "dst-overflow", "src-overflow", "overlap", "dst-unmapped",
         "src-unmapped", "dst-not-writable", "src-not-readable", "dst-device",
-        "src-device"};
+        "src-device", "copy-faulted"};
     for (int i = 0; i < HCGUARD_STATUS_COUNT; i++) {
         const char *n = hcguard_status_name((hcguard_status)i);
         const char *s = hcguard_status_string((hcguard_status)i);
