@@ -45,7 +45,15 @@ typedef struct hcg_config {
     char driver_path[HCG_PATH_MAX]; /* "" = libcuda.so.1 */
     size_t n_copy_fns;
     char copy_fns[HCG_MAX_COPY_FNS][128]; /* HCGUARD_COPY_FN, split on ',' */
+    size_t buffer_bytes;            /* HCGUARD_BUFFER: each thread's event ring */
 } hcg_config;
+
+#define HCG_BUFFER_DEFAULT (4u << 20)
+#define HCG_BUFFER_MIN (64u << 10)
+#define HCG_BUFFER_MAX (1u << 30)
+#define HCG_BUFFER_EXPECTED "a size from 64K to 1G (bytes, or a number with K, M or G)"
+/* HCGUARD_BUFFER's value into *out: 0, or -1 if it is not HCG_BUFFER_EXPECTED. */
+int hcg_parse_buffer_size(const char *v, size_t *out);
 
 typedef const char *(*hcg_getenv_fn)(const char *name);
 
@@ -390,11 +398,16 @@ void hcg_call_free_local(hcg_call *c);
 /* Back to its pool from any thread (the callback thread after a stream
  * launch ran, a graph's last holder). */
 void hcg_call_release(hcg_call *c);
-/* c's sequence number, and counting its launch: in its pool, on the thread
+/* c's sequence number, and counting a launch: in the pool, on the thread
  * that allocated it. */
 uint64_t hcg_pool_seq(hcg_call *c);
-void hcg_pool_count(hcg_call *c, hcg_fnkind kind);
+void hcg_pool_count(struct hcg_pool *p, hcg_fnkind kind);
 uint64_t hcg_pool_launched(hcg_fnkind kind);
+/* Flow control: a one-shot launch made from p (after the driver took it),
+ * which may wait for the collector (see trampoline.c); and, collector, the
+ * event of the launch numbered seq drained. */
+void hcg_pool_flow(struct hcg_pool *p);
+void hcg_pool_drained(uint64_t seq);
 /* Make c stop loudly if it ever runs again (graph calls, before release). */
 void hcg_call_poison(hcg_call *c);
 void hcg_pool_after_fork(void);
@@ -458,8 +471,34 @@ typedef struct hcg_event {
     uintptr_t graph, node; /* graph host nodes; 0 for stream launches */
 } hcg_event;
 
+/* Exact counters. Each thread counts what it did (ran, copied, skipped,
+ * rejected, found) in its own ring's block when it pushes the event, one
+ * writer per block (relaxed load and store, no read-modify-write), summed
+ * on demand: never derived from drained events, which may be dropped. */
+enum {
+    HCG_CNT_RAN = 0,                                         /* + hcg_fnkind */
+    HCG_CNT_BYTES = HCG_CNT_RAN + HCG_FN_KIND_COUNT,         /* copied */
+    HCG_CNT_SKIPPED,                                         /* + hcguard_status */
+    HCG_CNT_SKIPPED_REPORTED = HCG_CNT_SKIPPED + HCGUARD_STATUS_COUNT,
+    HCG_CNT_GRAPH_RUNS,
+    HCG_CNT_REJECTED,                                        /* + hcguard_status */
+    HCG_CNT_FINDING = HCG_CNT_REJECTED + HCGUARD_STATUS_COUNT, /* + hcg_finding */
+    HCG_CNT_N = HCG_CNT_FINDING + HCG_FIND_COUNT
+};
+typedef struct hcg_counts {
+    uint64_t v[HCG_CNT_N];
+} hcg_counts;
+/* The sums over every thread (and the collector's own). */
+void hcg_counts_get(hcg_counts *out);
+/* A finding the collector makes itself (slow, hung): counted there. */
+void hcg_count_collector(hcg_finding f);
+/* Sum of n counters from first. */
+uint64_t hcg_counts_sum(const hcg_counts *c, unsigned first, unsigned n);
+
 /* Copy *e into the calling thread's ring: no lock, no allocation (after a
- * thread's first event), no system call. Drops and counts when full. */
+ * thread's first event), no system call in the common path (the collector
+ * is woken when the ring passes half full). Counts it first; drops and
+ * counts the drop when full. */
 void hcg_event_push(const hcg_event *e);
 /* Around a host function: what the thread runs, for the watchdog. */
 void hcg_event_running(uintptr_t fn, uint64_t since);
@@ -472,6 +511,12 @@ void hcg_collector_start(void);
 /* Stop the collector and drain what is left (exit). */
 void hcg_collector_stop(void);
 void hcg_events_after_fork(void);
+/* Flow control: how many undrained events the launches may leave
+ * (half a ring; 0 when no collector runs); the count of drain passes, and
+ * waiting (at most ms) for the next one, having woken the collector. */
+uint64_t hcg_events_flow_room(void);
+uint32_t hcg_events_drain_gen(void);
+void hcg_events_wait_drain(uint32_t gen, unsigned ms);
 uint64_t hcg_events_dropped(void);
 uint32_t hcg_gettid(void); /* cached per thread */
 
@@ -562,9 +607,8 @@ int hcg_audit_wrapper_call_slow(hcg_api api);
 const char *hcg_audit_libc_name(const void *fn);
 void hcg_audit_report_fn(hcg_finding f, hcg_api api, CUstream s, void *fn, void *user);
 void hcg_audit_event(const hcg_event *e); /* collector */
-uint64_t hcg_audit_findings(void);
-uint64_t hcg_audit_errors(void);          /* the findings that are errors */
-void hcg_audit_print(void);
+uint64_t hcg_audit_errors(const hcg_counts *c); /* the findings that are errors */
+void hcg_audit_print(const hcg_counts *c);
 void hcg_audit_after_fork(void); /* a fork child's findings are its own */
 
 /* ---- init.c: lifecycle ------------------------------------------------- */
@@ -578,8 +622,10 @@ static inline void hcg_init(void)
         hcg_init_slow();
 }
 uint64_t hcg_next_seq(void);
-/* Count a launch that reached the driver, by the launching thread. */
-void hcg_count_launch(hcg_call *c, hcg_fnkind kind);
+/* Count a launch that reached the driver, by the launching thread, in its
+ * own pool p, taken before the driver call (after it, the call may be
+ * another thread's already). */
+void hcg_count_launch(struct hcg_pool *p, hcg_fnkind kind);
 /* Count a host function set on a graph node. */
 void hcg_count_node(hcg_fnkind kind);
 

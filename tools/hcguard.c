@@ -51,6 +51,7 @@ typedef enum opt_id {
     OPT_SLOW_MS,
     OPT_HANG_S,
     OPT_RECHECK,
+    OPT_BUFFER,
     OPT_HELP,
     OPT_VERSION,
     OPT_COUNT
@@ -74,6 +75,7 @@ static const opt_def opt_table[] = {
     {"--slow-ms", 1, OPT_SLOW_MS},
     {"--hang-s", 1, OPT_HANG_S},
     {"--recheck", 1, OPT_RECHECK},
+    {"--buffer", 1, OPT_BUFFER},
     {"--help", 0, OPT_HELP},
     {"-h", 0, OPT_HELP},
     {"--version", 0, OPT_VERSION},
@@ -423,6 +425,9 @@ static int check_value(const opt_def *d, const char *v)
         return check_positive(d->name, v);
     if (d->id == OPT_RECHECK)
         return check_recheck(v);
+    size_t size;
+    if (d->id == OPT_BUFFER && hcg_parse_buffer_size(v, &size) != 0)
+        return usage_error("bad value '%s' for --buffer: expected %s", v, HCG_BUFFER_EXPECTED);
     return 0;
 }
 
@@ -516,6 +521,7 @@ static int apply_options(const run_opts *o)
         {OPT_SLOW_MS, "HCGUARD_SLOW_MS", NULL},
         {OPT_HANG_S, "HCGUARD_HANG_S", NULL},
         {OPT_RECHECK, "HCGUARD_RECHECK", NULL},
+        {OPT_BUFFER, "HCGUARD_BUFFER", NULL},
     };
     int rc = 0;
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
@@ -576,6 +582,8 @@ static const char help_text[] =
     "  --recheck WHEN      re-check a copy record when it runs: changed (only\n"
     "                      if it differs from what was checked at enqueue) or\n"
     "                      always (default: changed)\n"
+    "  --buffer SIZE       each thread's event buffer, e.g. 4M; from 64K to\n"
+    "                      1G; K, M, G are KiB, MiB, GiB (default: 4M)\n"
     "  -h, --help          print this help\n"
     "  --                  end of options; needed only if the program's name\n"
     "                      starts with '-'\n"
@@ -595,6 +603,7 @@ static const char help_text[] =
     "  HCGUARD_SLOW_MS         --slow-ms\n"
     "  HCGUARD_HANG_S          --hang-s\n"
     "  HCGUARD_RECHECK         --recheck\n"
+    "  HCGUARD_BUFFER          --buffer\n"
     "  HCGUARD_LIBRARY         the libhcguard.so to preload (default: the\n"
     "                          one installed with this launcher:\n"
     "    %s)\n"

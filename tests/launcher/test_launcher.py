@@ -18,11 +18,11 @@ from launcher_common import (case, clean_env, expect, expect_eq,  # noqa: E402
 
 OPTIONS = ("--mode", "--log", "--trace", "--error-exitcode", "--copy-fn",
            "--no-summary", "--driver", "--debug", "--slow-ms", "--hang-s",
-           "--recheck", "--help")
+           "--recheck", "--buffer", "--help")
 VARIABLES = ("HCGUARD_MODE", "HCGUARD_LOG", "HCGUARD_TRACE", "HCGUARD_ERROR_EXITCODE",
              "HCGUARD_COPY_FN", "HCGUARD_SUMMARY=0", "HCGUARD_DRIVER",
              "HCGUARD_DEBUG=1", "HCGUARD_SLOW_MS", "HCGUARD_HANG_S",
-             "HCGUARD_RECHECK", "HCGUARD_LIBRARY")
+             "HCGUARD_RECHECK", "HCGUARD_BUFFER", "HCGUARD_LIBRARY")
 SEE_RUN_HELP = " (see 'hcguard run --help')\n"
 
 
@@ -170,6 +170,19 @@ def case_bad_thresholds(args, tmp):
 
 
 @case
+def case_bad_buffer(args, tmp):
+    for value in ("0", "63K", "2G", "4MB", "-1", "x", "4M5", "0x100000", "1e6"):
+        want = ("bad value '%s' for --buffer: expected a size from 64K to 1G "
+                "(bytes, or a number with K, M or G)" % value + SEE_RUN_HELP)
+        expect_usage_error(args, ["run", "--buffer", value, "true"], want)
+        expect_usage_error(args, ["run", "--buffer=" + value, "true"], want)
+    for value in ("64K", "4M", "1g", "65536"):
+        p = run([args.hcguard, "run", "--mode", "off", "--buffer", value, "true"],
+                env=dummy_env(args))
+        expect_eq(p.returncode, 0, "--buffer %s" % value, p)
+
+
+@case
 def case_bad_copy_fn(args, tmp):
     def want(value):
         return ("bad value '%s' for --copy-fn: expected function names of 1 "
@@ -305,7 +318,7 @@ def case_child_env(args, tmp):
         "--error-exitcode", "7", "--copy-fn", "my_copy",
         "--copy-fn", "a_copy,b_copy", "--no-summary",
         "--driver", "/opt/driver/libcuda.so.1", "--debug", "--slow-ms", "2.5",
-        "--hang-s", "30", "--recheck", "always"], dummy_env(args))
+        "--hang-s", "30", "--recheck", "always", "--buffer", "8M"], dummy_env(args))
     expect_eq(p.returncode, 0, "exit status", p)
     want = {
         "LD_PRELOAD": os.path.abspath(args.dummy),
@@ -318,6 +331,7 @@ def case_child_env(args, tmp):
         "HCGUARD_SUMMARY": "0",
         "HCGUARD_DRIVER": "/opt/driver/libcuda.so.1",
         "HCGUARD_DEBUG": "1",
+        "HCGUARD_BUFFER": "8M",
         "HCGUARD_SLOW_MS": "2.5",
         "HCGUARD_HANG_S": "30",
         "HCGUARD_RECHECK": "always",
