@@ -445,6 +445,7 @@ atomic_int hcg_g_config_ready;
 
 static void config_load_once(void)
 {
+    hcg_fork_register();
     config_load();
     atomic_store_explicit(&hcg_g_config_ready, 1, memory_order_release);
 }

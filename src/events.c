@@ -288,6 +288,28 @@ void hcg_events_flush(void)
         syscall(SYS_futex, &drain_gen, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
 }
 
+void hcg_events_flush_files(void)
+{
+    hcg_events_flush();
+    pthread_mutex_lock(&drain_lock);
+    hcg_jsonl_flush();
+    hcg_trace_flush();
+    pthread_mutex_unlock(&drain_lock);
+}
+
+void hcg_events_flush_from_signal(void)
+{
+    if (pthread_mutex_trylock(&drain_lock) != 0)
+        return; /* this thread, or another, is draining: it cannot be waited for */
+    hcg_clock_ref_t ref;
+    hcg_clock_ref(&ref);
+    for (ring *r = atomic_load(&rings); r; r = r->next)
+        drain(r, &ref);
+    hcg_jsonl_flush();
+    hcg_trace_flush();
+    pthread_mutex_unlock(&drain_lock);
+}
+
 uint64_t hcg_events_flow_room(void)
 {
     return atomic_load_explicit(&coll_live, memory_order_relaxed) ? ring_cap() / 2 : 0;

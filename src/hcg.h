@@ -518,6 +518,12 @@ uint64_t hcg_events_flow_room(void);
 uint32_t hcg_events_drain_gen(void);
 void hcg_events_wait_drain(uint32_t gen, unsigned ms);
 uint64_t hcg_events_dropped(void);
+/* Drain every ring and write the files' buffers out now (before exec). */
+void hcg_events_flush_files(void);
+/* The same from a fatal signal's handler: only if no drain is under way
+ * (a trylock), so it never waits; async-signal-safe as far as the sinks'
+ * formatting (snprintf) is. */
+void hcg_events_flush_from_signal(void);
 uint32_t hcg_gettid(void); /* cached per thread */
 
 /* ---- summary.c: aggregation and the exit summary ----------------------- */
@@ -549,11 +555,18 @@ typedef struct hcg_sinkfile {
     char buf[1 << 16];
 } hcg_sinkfile;
 
+/* Which sink a file is, for HCGUARD_EXEC (see sinkfile.c). */
+enum { HCG_SINK_LOG = 0, HCG_SINK_TRACE = 1 };
 /* Open path (expanded from pattern, kept for a fork child's own %p).
  * shared_ok: a fork child without %p appends to the same file; else it
- * writes none. 0, or -1 with a message. */
+ * writes none. An image started by exec continues the file the image
+ * before it had open. 0, or -1 with a message. */
 int hcg_sinkfile_open(hcg_sinkfile *f, const char *what, const char *path, const char *pattern,
-                      int shared_ok);
+                      int shared_ok, int slot);
+/* Write out what is buffered, keeping the file open (before exec). */
+void hcg_sinkfile_flush(hcg_sinkfile *f);
+/* What the next image should do with this file: 'c', 'n' or '-'. */
+char hcg_sinkfile_exec_state(const hcg_sinkfile *f);
 /* Room for one event (HCG_SINK_EVENT_MAX bytes), or NULL if there is no
  * file; then hcg_sinkfile_commit with the length written. */
 char *hcg_sinkfile_reserve(hcg_sinkfile *f);
@@ -574,6 +587,8 @@ int hcg_jsonl_open(const char *path, const char *pattern);
 /* In a fork child: the parent's unwritten events are the parent's. */
 void hcg_jsonl_after_fork(void);
 void hcg_jsonl_event(const hcg_event *e);
+void hcg_jsonl_flush(void);       /* drains serialised: under the drain lock */
+char hcg_jsonl_exec_state(void);
 /* Write out what is left and close; a write error is reported here. */
 void hcg_jsonl_close(void);
 /* The summary's line about the log (after hcg_jsonl_close). */
@@ -582,6 +597,8 @@ void hcg_jsonl_summary(void);
 /* ---- trace.c: the Chrome trace -------------------------------------------- */
 int hcg_trace_open(const char *path, const char *pattern); /* 0 or -1 (message printed) */
 void hcg_trace_event(const hcg_event *e);
+void hcg_trace_flush(void);
+char hcg_trace_exec_state(void);
 void hcg_trace_close(void);
 void hcg_trace_after_fork(void);
 void hcg_trace_summary(void);
@@ -610,6 +627,30 @@ void hcg_audit_event(const hcg_event *e); /* collector */
 uint64_t hcg_audit_errors(const hcg_counts *c); /* the findings that are errors */
 void hcg_audit_print(const hcg_counts *c);
 void hcg_audit_after_fork(void); /* a fork child's findings are its own */
+
+/* ---- fork.c: one pthread_atfork registration for every module ---------- */
+/* Idempotent; called by the modules that hold locks, before they take one. */
+void hcg_fork_register(void);
+/* The modules' hooks: locks whose state a child keeps are taken before the
+ * fork and released after it; in the child every lock is made anew. */
+void hcg_thunk_fork_lock(void);
+void hcg_thunk_fork_unlock(void);
+void hcg_thunk_after_fork(void);
+void hcg_oracle_fork_lock(void);
+void hcg_oracle_fork_unlock(void);
+void hcg_oracle_after_fork(void);
+void hcg_graph_fork_lock(void);
+void hcg_graph_fork_unlock(void);
+void hcg_graph_after_fork(void);
+void hcg_report_after_fork(void);
+void hcg_init_after_fork(void);
+
+/* ---- lifecycle.c: exec, fatal signals ------------------------------------ */
+/* For the chained handlers of fatal signals: write the events still in the
+ * rings to the log and the trace, without waiting for any lock. */
+void hcg_lifecycle_flush_from_signal(void);
+/* init.c: the summary of an image about to exec, if it did anything. */
+void hcg_lifecycle_exec_summary(void);
 
 /* ---- init.c: lifecycle ------------------------------------------------- */
 /* Start-up (pthread_once); safe from any intercepted call. Inline: once

@@ -14,19 +14,13 @@ atomic_int hcg_g_started;
  * itself, and says nothing if it did nothing. */
 static int forked;
 
-static void atfork_child(void)
+/* The last of the fork child hooks (src/fork.c). No thread is started
+ * here (POSIX allows a fork child little before exec): the child starts its
+ * collector at its first launch, so one that launches nothing has none, and
+ * exits without a summary. */
+void hcg_init_after_fork(void)
 {
     forked = 1;
-    hcg_events_after_fork();
-    hcg_pool_after_fork();
-    hcg_summary_after_fork();
-    hcg_audit_after_fork();
-    hcg_jsonl_after_fork();
-    hcg_trace_after_fork();
-    hcg_driver_reset_after_fork();
-    /* No thread is started here (POSIX allows a fork child little before
-     * exec): the child starts its collector at its first launch, so one
-     * that launches nothing has none, and exits without a summary. */
     atomic_store(&hcg_g_started, 0);
 }
 
@@ -38,7 +32,7 @@ static void start(void)
         hcg_jsonl_open(c->log_path, c->log_pattern);
     if (c->trace_path[0])
         hcg_trace_open(c->trace_path, c->trace_pattern);
-    pthread_atfork(NULL, NULL, atfork_child);
+    hcg_fork_register();
     hcg_collector_start();
     atomic_store(&hcg_g_started, 1);
 }
@@ -60,6 +54,15 @@ HCG_EXPORT int hcguard_get_stats(hcguard_stats *out, size_t size)
     all.graph_calls_live = hcg_graph_calls_live();
     memcpy(out, &all, size < sizeof all ? size : sizeof all);
     return 0;
+}
+
+/* Before exec (src/lifecycle.c), the collector stopped and the files
+ * written: this image's summary, if it did anything (the next one prints
+ * its own at exit). */
+void hcg_lifecycle_exec_summary(void)
+{
+    if (hcg_config_get()->summary && hcg_summary_active())
+        hcg_summary_print(STDERR_FILENO);
 }
 
 __attribute__((destructor)) static void finish(void)
