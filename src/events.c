@@ -10,6 +10,7 @@
 #include <linux/futex.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -41,7 +42,13 @@ typedef struct ring {
 } ring;
 
 /* Counts the collector makes itself (slow and hung host functions). */
-static _Atomic uint64_t coll_cnt[HCG_CNT_N];
+static _Atomic uint64_t coll_cnt_own[HCG_CNT_N];
+
+/* In the flight recorder when recording (they outlive the process). */
+static _Atomic uint64_t *coll_cnt_of(void)
+{
+    return hcg_g_flight ? hcg_g_flight->coll_cnt : coll_cnt_own;
+}
 /* Bumped to wake the collector (a futex word). */
 static _Atomic uint32_t wake_word;
 static atomic_int coll_asleep;
@@ -111,11 +118,22 @@ static uint64_t ring_cap(void)
     return cap < 64 ? 64 : cap;
 }
 
+size_t hcg_events_ring_bytes(void)
+{
+    return sizeof(ring) + ring_cap() * sizeof(hcg_event);
+}
+
+/* In the flight recorder when recording (its events outlive the process),
+ * else the process's own memory. */
 static ring *new_ring(void)
 {
     uint64_t cap = ring_cap();
     size_t bytes = sizeof(ring) + cap * sizeof(hcg_event);
-    ring *r = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ring *r = hcg_flight_ring();
+    if (r)
+        memset(r, 0, sizeof *r); /* a record's ring may have served an image before exec */
+    else
+        r = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (r == MAP_FAILED)
         return NULL;
     r->cap = cap;
@@ -186,13 +204,13 @@ static void count_event(_Atomic uint64_t *cnt, const hcg_event *e)
 
 void hcg_count_collector(hcg_finding f)
 {
-    bump(&coll_cnt[HCG_CNT_FINDING + ((unsigned)f < HCG_FIND_COUNT ? f : 0)], 1);
+    bump(&coll_cnt_of()[HCG_CNT_FINDING + ((unsigned)f < HCG_FIND_COUNT ? f : 0)], 1);
 }
 
 void hcg_counts_get(hcg_counts *out)
 {
     for (unsigned i = 0; i < HCG_CNT_N; i++)
-        out->v[i] = atomic_load_explicit(&coll_cnt[i], memory_order_relaxed);
+        out->v[i] = atomic_load_explicit(&coll_cnt_of()[i], memory_order_relaxed);
     for (ring *r = atomic_load(&rings); r; r = r->next)
         for (unsigned i = 0; i < HCG_CNT_N; i++)
             out->v[i] += atomic_load_explicit(&r->cnt[i], memory_order_relaxed);
@@ -252,26 +270,84 @@ void hcg_event_push(const hcg_event *e)
         passed_mark(r, h + 1);
 }
 
+static void to_ns(hcg_event *e, const hcg_clock_ref_t *ref)
+{
+    e->t_enqueue = hcg_ticks_to_ns(ref, e->t_enqueue);
+    if (e->kind != HCG_EV_REJECT) {
+        e->t_start = hcg_ticks_to_ns(ref, e->t_start);
+        e->t_end = hcg_ticks_to_ns(ref, e->t_end);
+    }
+}
+
+#define BATCH 64
+
+/* Events leave a ring in batches: each batch goes to the sinks (and, when
+ * recording, is written to the files) before its slots are given back, so
+ * that an event is always in the ring or in the files, whenever the process
+ * dies. Only then are their launches counted as drained: a launch waiting
+ * for room (flow control) then finds it. */
 static void drain(ring *r, const hcg_clock_ref_t *ref)
 {
     uint64_t t = atomic_load_explicit(&r->tail, memory_order_relaxed);
     uint64_t h = atomic_load_explicit(&r->head, memory_order_acquire);
-    for (; t != h; t++) {
-        hcg_event e = r->ev[t & (r->cap - 1)];
-        e.t_enqueue = hcg_ticks_to_ns(ref, e.t_enqueue);
-        if (e.kind != HCG_EV_REJECT) {
-            e.t_start = hcg_ticks_to_ns(ref, e.t_start);
-            e.t_end = hcg_ticks_to_ns(ref, e.t_end);
+    while (t != h) {
+        uint64_t seqs[BATCH];
+        unsigned n = 0, k = 0;
+        for (; t != h && k < BATCH; t++, k++) {
+            hcg_event e = r->ev[t & (r->cap - 1)];
+            to_ns(&e, ref);
+            hcg_summary_event(&e);
+            hcg_audit_event(&e);
+            hcg_jsonl_event(&e);
+            hcg_trace_event(&e);
+            if (!e.graph && (e.kind == HCG_EV_RUN || e.kind == HCG_EV_SKIP))
+                seqs[n++] = e.seq;
         }
-        hcg_summary_event(&e);
-        hcg_audit_event(&e);
-        hcg_jsonl_event(&e);
-        hcg_trace_event(&e);
-        /* The slot is free before its launch is counted as drained: a
-         * launch waiting for room (flow control) then finds it. */
-        atomic_store_explicit(&r->tail, t + 1, memory_order_release);
-        if (!e.graph && (e.kind == HCG_EV_RUN || e.kind == HCG_EV_SKIP))
-            hcg_pool_drained(e.seq);
+        if (hcg_g_flight) {
+            hcg_jsonl_flush();
+            hcg_trace_flush();
+        }
+        atomic_store_explicit(&r->tail, t, memory_order_release);
+        for (unsigned i = 0; i < n; i++)
+            hcg_pool_drained(seqs[i]);
+    }
+}
+
+/* ---- the flight recorder's rings, read by the launcher ------------------ */
+static const ring *record_ring(const hcg_flight *f, uint32_t i)
+{
+    const ring *r = (const ring *)((const char *)f + f->rings_off + (size_t)i * f->ring_bytes);
+    uint64_t cap = r->cap;
+    if (cap == 0 || (cap & (cap - 1)) || sizeof(ring) + cap * sizeof(hcg_event) > f->ring_bytes)
+        return NULL; /* never set up, or not a ring */
+    return r;
+}
+
+void hcg_events_recover(const hcg_flight *f, hcg_counts *counts, uint64_t *dropped)
+{
+    hcg_clock_ref_t ref;
+    hcg_clock_ref(&ref);
+    memset(counts, 0, sizeof *counts);
+    *dropped = 0;
+    for (unsigned i = 0; i < HCG_CNT_N; i++)
+        counts->v[i] = atomic_load(&f->coll_cnt[i]);
+    uint32_t n = atomic_load(&f->n_rings);
+    for (uint32_t i = 0; i < n && i < HCG_FLIGHT_MAX_RINGS; i++) {
+        const ring *r = record_ring(f, i);
+        if (!r)
+            continue;
+        for (unsigned k = 0; k < HCG_CNT_N; k++)
+            counts->v[k] += atomic_load(&r->cnt[k]);
+        *dropped += atomic_load(&r->dropped);
+        uint64_t h = atomic_load(&r->head), t = atomic_load(&r->tail);
+        if (h - t > r->cap)
+            t = h - r->cap;
+        for (; t != h; t++) {
+            hcg_event e = r->ev[t & (r->cap - 1)];
+            to_ns(&e, &ref);
+            hcg_jsonl_event(&e);
+            hcg_trace_event(&e);
+        }
     }
 }
 
@@ -282,6 +358,9 @@ void hcg_events_flush(void)
     hcg_clock_ref(&ref);
     for (ring *r = atomic_load(&rings); r; r = r->next)
         drain(r, &ref);
+    /* Written continuously, not only at exit. */
+    hcg_jsonl_flush();
+    hcg_trace_flush();
     pthread_mutex_unlock(&drain_lock);
     atomic_fetch_add_explicit(&drain_gen, 1, memory_order_release);
     if (atomic_load_explicit(&drain_waiters, memory_order_seq_cst))
@@ -446,7 +525,7 @@ void hcg_events_after_fork(void)
     atomic_store(&coll_asleep, 0);
     atomic_store(&drain_waiters, 0);
     for (unsigned i = 0; i < HCG_CNT_N; i++)
-        atomic_store(&coll_cnt[i], 0);
+        atomic_store(&coll_cnt_own[i], 0);
     tid_cache = 0;
     /* The parent's events, and the host functions its threads were running
      * (the watchdog would call them hung), are the parent's. */

@@ -26,6 +26,7 @@ typedef struct fork_hook {
 } fork_hook;
 
 static const fork_hook hooks[] = {
+    {NULL, NULL, hcg_flight_after_fork},      /* first: the parent's record left alone */
     {hcg_thunk_fork_lock, hcg_thunk_fork_unlock, hcg_thunk_after_fork},
     {hcg_oracle_fork_lock, hcg_oracle_fork_unlock, hcg_oracle_after_fork},
     {hcg_graph_fork_lock, hcg_graph_fork_unlock, hcg_graph_after_fork},

@@ -536,6 +536,53 @@ void hcg_summary_after_fork(void);
 /* Whether this process launched, ran or was told anything worth a summary. */
 int hcg_summary_active(void);
 
+/* ---- flight.c: the flight recorder (under hcguard run) -------------------- */
+#define HCG_FLIGHT_MAGIC 0x3172666467636868ull /* "hhcgdfr1" */
+#define HCG_FLIGHT_MAX_RINGS 64
+
+/* At the start of the file HCGUARD_FLIGHT names; then the call pools'
+ * store (pools_off) and the rings (rings_off, ring_bytes each). */
+typedef struct hcg_flight {
+    uint64_t magic;                  /* HCG_FLIGHT_MAGIC once set up */
+    uint64_t bytes, ring_bytes, pools_off, rings_off;
+    _Atomic int32_t pid;             /* the process recording into it */
+    _Atomic int32_t finished;        /* it wrote everything and its summary */
+    _Atomic uint32_t n_rings;
+    int32_t mode;                    /* hcg_mode */
+    _Atomic uint64_t nodes_launched[HCG_FN_KIND_COUNT]; /* set on graph nodes */
+    _Atomic uint64_t nodes_made;
+    _Atomic uint64_t coll_cnt[HCG_CNT_N]; /* the collector's own counts */
+    char log_path[HCG_PATH_MAX], trace_path[HCG_PATH_MAX];
+} hcg_flight;
+
+extern hcg_flight *hcg_g_flight; /* NULL: not recording */
+/* Map HCGUARD_FLIGHT's file, if set and not another process's (start-up,
+ * before any ring or pool is made). */
+void hcg_flight_attach(void);
+/* Memory for the next ring in the file (ring_bytes, not zeroed), or NULL. */
+void *hcg_flight_ring(void);
+void hcg_flight_finished(int done);
+void hcg_flight_after_fork(void); /* first of the fork child's hooks */
+/* events.c, trampoline.c: the parts of the record they keep. */
+size_t hcg_events_ring_bytes(void);
+size_t hcg_pool_store_bytes(void);
+void hcg_pool_use_store(void *mem);
+uint64_t hcg_pool_store_launched(const void *store, hcg_fnkind kind);
+/* The launcher, after the program at pid ended (how: "exit status 3",
+ * "signal 9 (Killed)"): if it did not finish itself, the events left in
+ * its rings go to its log and trace and its summary is printed. 1 if it
+ * did so, 0 if there was nothing to do, -1 if the file is not a record. */
+int hcg_flight_recover(const char *path, pid_t pid, const char *how);
+/* events.c: the events left in a record's rings, to the sinks; its counts. */
+void hcg_events_recover(const hcg_flight *f, hcg_counts *counts, uint64_t *dropped);
+/* summary.c: the summary of a record's counts. */
+void hcg_summary_print_recovered(const hcg_flight *f, const hcg_counts *c, uint64_t dropped,
+                                 pid_t pid, const char *how);
+uint64_t hcg_summary_errors_of(const hcg_counts *c);
+/* jsonl.c, trace.c: continue the file of process pid. */
+int hcg_jsonl_reopen(const char *path, pid_t pid);
+int hcg_trace_reopen(const char *path, pid_t pid);
+
 /* ---- sinkfile.c: the sinks' output files --------------------------------- */
 #define HCG_SINK_EVENT_MAX 2048 /* room reserved for one event's text */
 
@@ -563,6 +610,7 @@ enum { HCG_SINK_LOG = 0, HCG_SINK_TRACE = 1 };
  * before it had open. 0, or -1 with a message. */
 int hcg_sinkfile_open(hcg_sinkfile *f, const char *what, const char *path, const char *pattern,
                       int shared_ok, int slot);
+int hcg_sinkfile_reopen(hcg_sinkfile *f, const char *what, const char *path, pid_t pid);
 /* Write out what is buffered, keeping the file open (before exec). */
 void hcg_sinkfile_flush(hcg_sinkfile *f);
 /* What the next image should do with this file: 'c', 'n' or '-'. */
@@ -575,6 +623,9 @@ void hcg_sinkfile_commit(hcg_sinkfile *f, size_t len);
 void hcg_sinkfile_close(hcg_sinkfile *f, const char *footer);
 void hcg_sinkfile_after_fork(hcg_sinkfile *f);
 void hcg_sinkfile_summary(const hcg_sinkfile *f); /* the summary's line */
+/* From now on every function is "unknown" (the launcher, writing events of
+ * a program that ended). */
+void hcg_fn_names_gone(void);
 /* fn's symbol (or "anonymous"), looked up once per function (collector). */
 const char *hcg_fn_name(uintptr_t fn);
 /* s as the body of a JSON string into out; returns the length (< room). */

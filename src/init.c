@@ -28,6 +28,7 @@ static void start(void)
 {
     const hcg_config *c = hcg_config_get();
     hcg_clock_init();
+    hcg_flight_attach(); /* before any ring or pool is made */
     if (c->log_path[0])
         hcg_jsonl_open(c->log_path, c->log_pattern);
     if (c->trace_path[0])
@@ -77,6 +78,7 @@ __attribute__((destructor)) static void finish(void)
         return;
     if (c->summary)
         hcg_summary_print(STDERR_FILENO);
+    hcg_flight_finished(1); /* the launcher has nothing left to do */
     if (c->error_exitcode && hcg_summary_errors() > 0) {
         fflush(NULL); /* _exit skips stdio's flush at exit */
         _exit(c->error_exitcode);

@@ -81,13 +81,16 @@ static int before_exec(void)
     hcg_collector_stop();
     hcg_events_flush_files();
     hcg_lifecycle_exec_summary();
+    hcg_flight_finished(1); /* written out; the next image starts the record afresh */
     return 1;
 }
 
 static int after_failed_exec(int was_running, int err)
 {
-    if (was_running)
+    if (was_running) {
+        hcg_flight_finished(0);
         hcg_collector_start();
+    }
     errno = err;
     return -1;
 }

@@ -103,6 +103,16 @@ int hcg_sinkfile_open(hcg_sinkfile *f, const char *what, const char *path, const
     return open_file(f, path, st == 'c');
 }
 
+/* The launcher, after the program at pid died: its file continued. */
+int hcg_sinkfile_reopen(hcg_sinkfile *f, const char *what, const char *path, pid_t pid)
+{
+    f->what = what;
+    if (open_file(f, path, 1) != 0)
+        return -1;
+    f->pid = pid;
+    return 0;
+}
+
 void hcg_sinkfile_flush(hcg_sinkfile *f)
 {
     if (f->fd >= 0 && f->used)
@@ -196,10 +206,21 @@ static struct {
     char name[120];
 } names[NAME_SLOTS];
 
+/* Set in the launcher: the functions of a program that ended are not in its
+ * address space to be named. */
+static int names_gone;
+
+void hcg_fn_names_gone(void)
+{
+    names_gone = 1;
+}
+
 const char *hcg_fn_name(uintptr_t fn)
 {
     if (!fn)
         return "";
+    if (names_gone)
+        return "unknown";
     unsigned h = (unsigned)((fn * 0x9e3779b97f4a7c15ull) >> 55) % NAME_SLOTS;
     if (names[h].fn != fn) {
         char obj[8];

@@ -39,7 +39,10 @@ typedef struct hcg_pool {
 /* Static: a pool is small, and mapping a page for one would land in any
  * one-page hole of the address space. */
 #define MAX_POOLS 1024
-static hcg_pool pool_store[MAX_POOLS];
+static hcg_pool pool_store_own[MAX_POOLS];
+/* The flight recorder's copy when recording (the launch counts outlive
+ * the process). */
+static hcg_pool *pool_store = pool_store_own;
 static atomic_uint pools_used;
 static _Atomic(hcg_pool *) pools;
 static _Thread_local hcg_pool *my_pool;
@@ -85,6 +88,29 @@ static hcg_pool *acquire_pool(void)
     }
     pthread_setspecific(pool_key, p);
     return p;
+}
+
+size_t hcg_pool_store_bytes(void)
+{
+    return sizeof pool_store_own;
+}
+
+/* At start-up, before any pool is taken. */
+void hcg_pool_use_store(void *mem)
+{
+    if (atomic_load(&pools_used) != 0)
+        return;
+    memset(mem, 0, sizeof pool_store_own);
+    pool_store = mem;
+}
+
+uint64_t hcg_pool_store_launched(const void *store, hcg_fnkind kind)
+{
+    const hcg_pool *p = store;
+    uint64_t t = 0;
+    for (unsigned i = 0; i < MAX_POOLS; i++)
+        t += atomic_load_explicit(&p[i].launched[kind], memory_order_relaxed);
+    return t;
 }
 
 /* Application threads only: a system call, on the rare path. */

@@ -4,9 +4,13 @@
  *   hcguard run [options] [--] program [args...]
  *
  * turns its options into HCGUARD_* variables, puts libhcguard.so first in
- * LD_PRELOAD and the Python hook first on PYTHONPATH, then execs the program
- * in its own place: the pid, the exit status and the signals stay the
- * program's own, with no parent process in between.
+ * LD_PRELOAD and the Python hook first on PYTHONPATH, then runs the program
+ * as its child and stays its parent, as compute-sanitizer and nsys do: it
+ * forwards the signals sent to it, and returns the program's exit status
+ * or dies of the program's signal. The program records into a flight
+ * recorder (src/flight.c), a file the kernel keeps however the program
+ * dies: afterwards the launcher writes what the program had not written
+ * (the events left in memory, the summary).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -15,7 +19,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "hcg.h"
@@ -550,7 +557,12 @@ static const char help_text[] =
     "nodes): it checks every host-copy record (destination, source, size)\n"
     "before the driver runs it, reports host-callback misuse, and prints a\n"
     "summary on stderr when the program exits. The program needs no change\n"
-    "or rebuild, and keeps its own pid, exit status and signals.\n"
+    "or rebuild. hcguard runs it as its child and stays its parent: signals\n"
+    "sent to hcguard go on to the program, hcguard's exit status is the\n"
+    "program's, and if the program dies of a signal, hcguard dies of it too.\n"
+    "However the program ends (a crash, SIGKILL, _exit), hcguard then writes\n"
+    "to the log and trace the events the program had not written, and the\n"
+    "summary, from a flight recorder in $TMPDIR (removed at the end).\n"
     "\n"
     "Options of run:\n"
     "  --mode MODE         guard  refuse a bad host copy: the launch returns\n"
@@ -627,7 +639,8 @@ static int print_help(void)
     else
         snprintf(lib, sizeof lib, "<prefix>%s", LIB_FROM_PREFIX);
     printf(help_text, lib);
-    return fflush(stdout) == 0 ? 0 : EXIT_SETUP;
+    /* Longer than stdio's buffer: a failed write may come before the flush. */
+    return fflush(stdout) == 0 && !ferror(stdout) ? 0 : EXIT_SETUP;
 }
 
 static int print_version(void)
@@ -699,6 +712,119 @@ static int setup_environment(const run_opts *o)
     return 0;
 }
 
+/* ---- the program as a child ---------------------------------------------- */
+static volatile sig_atomic_t child_pid;
+
+/* Signals sent to the launcher go on to the program. One the terminal sent
+ * (Ctrl-C, Ctrl-\\) reached the whole foreground process group, the
+ * program included, and is not sent twice. */
+static const int forwarded[] = {SIGINT, SIGQUIT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2, SIGALRM,
+                                SIGPIPE, SIGCONT, SIGWINCH};
+#define N_FORWARDED (sizeof forwarded / sizeof forwarded[0])
+
+static void forward(int sig, siginfo_t *si, void *uc)
+{
+    (void)uc;
+    if (child_pid > 0 && (si->si_code <= 0 || (sig != SIGINT && sig != SIGQUIT &&
+                                               sig != SIGWINCH && sig != SIGCONT)))
+        kill((pid_t)child_pid, sig);
+}
+
+static void set_forwarding(sigset_t *set)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = forward;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigemptyset(set);
+    for (size_t i = 0; i < N_FORWARDED; i++) {
+        sigaction(forwarded[i], &sa, NULL);
+        sigaddset(set, forwarded[i]);
+    }
+}
+
+/* The flight recorder's file, named in HCGUARD_FLIGHT; "" if none could be
+ * made (the program then runs without one). */
+static void make_flight_file(char *path, size_t len)
+{
+    const char *dir = getenv("TMPDIR");
+    snprintf(path, len, "%s/hcguard-flight-XXXXXX", dir && dir[0] ? dir : "/tmp");
+    int fd = mkstemp(path);
+    if (fd < 0 || setenv("HCGUARD_FLIGHT", path, 1) != 0) {
+        if (fd >= 0) {
+            close(fd);
+            unlink(path);
+        }
+        path[0] = '\0';
+        unsetenv("HCGUARD_FLIGHT");
+        return;
+    }
+    close(fd);
+}
+
+static int wait_child(pid_t pid)
+{
+    int st;
+    while (waitpid(pid, &st, 0) < 0)
+        if (errno != EINTR)
+            return -1;
+    return st;
+}
+
+/* Dies of sig as the program did (without a core of its own), or returns
+ * 128 + sig if it cannot. */
+static int die_of(int sig)
+{
+    struct rlimit none = {0, 0};
+    setrlimit(RLIMIT_CORE, &none);
+    signal(sig, SIG_DFL);
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, sig);
+    sigprocmask(SIG_UNBLOCK, &set, NULL);
+    raise(sig);
+    return 128 + sig;
+}
+
+static int run_child(char **argv)
+{
+    char flight[PATH_MAX];
+    hcg_clock_init(); /* the tick rate, for the events left in the record */
+    make_flight_file(flight, sizeof flight);
+    sigset_t set, old;
+    set_forwarding(&set);
+    sigprocmask(SIG_BLOCK, &set, &old);
+    pid_t pid = fork();
+    if (pid == 0) {
+        sigprocmask(SIG_SETMASK, &old, NULL); /* exec resets the handlers */
+        execvp(argv[0], argv);
+        _exit(exec_failed(argv[0], errno));
+    }
+    if (pid < 0) {
+        msg("cannot start '%s': %s", argv[0], strerror(errno));
+        if (flight[0])
+            unlink(flight);
+        return EXIT_SETUP;
+    }
+    child_pid = pid;
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    int st = wait_child(pid);
+    child_pid = 0;
+    char how[128];
+    if (WIFSIGNALED(st))
+        snprintf(how, sizeof how, "signal %d (%s)", WTERMSIG(st), strsignal(WTERMSIG(st)));
+    else
+        snprintf(how, sizeof how, "exiting with status %d without hcguard's exit handler "
+                 "(_exit, or a crash in exit handlers)", WEXITSTATUS(st));
+    if (flight[0]) {
+        hcg_flight_recover(flight, pid, how);
+        unlink(flight);
+    }
+    if (st == -1)
+        return EXIT_SETUP;
+    return WIFSIGNALED(st) ? die_of(WTERMSIG(st)) : WEXITSTATUS(st);
+}
+
 static int cmd_run(int argc, char **argv)
 {
     run_opts o = {.copy_fns = calloc((size_t)argc + 1, sizeof(char *))};
@@ -715,8 +841,7 @@ static int cmd_run(int argc, char **argv)
         return o.given[OPT_HELP] ? print_help() : print_version();
     if (rc)
         return rc;
-    execvp(argv[prog], argv + prog);
-    return exec_failed(argv[prog], errno);
+    return run_child(argv + prog);
 }
 
 static int top_level_option(const char *arg)

@@ -300,6 +300,7 @@ static void forkprint(unsigned f, int busy)
     nanosleep(&warm, NULL);
     unsigned hung = 0, failed = 0;
     unsigned forks = 0;
+    fflush(stdout); /* the children's exit would write it again */
     for (; forks < f && hung < 3; forks++) {
         pid_t pid = fork();
         if (pid == 0) {
@@ -313,7 +314,8 @@ static void forkprint(unsigned f, int busy)
         }
         int rc = wait_bounded(pid);
         hung += rc == -1;
-        failed += rc != 0 && rc != -1;
+        if (rc != 0 && rc != -1 && failed++ == 0)
+            printf("forkprint: child %u exited %d\n", forks, rc), fflush(stdout);
     }
     atomic_store(&stop_printing, 1);
     pthread_join(th, NULL);

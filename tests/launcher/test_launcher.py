@@ -449,11 +449,28 @@ def case_exit_status_and_signals(args, tmp):
     p = run([args.hcguard, "run", "--mode", "off", "sh", "-c",
              "kill -TERM $$"], env=env)
     expect_eq(p.returncode, -signal.SIGTERM, "death by SIGTERM", p)
+    # hcguard run stays the program's parent.
     proc = subprocess.Popen([args.hcguard, "run", "--mode", "off", "sh",
-                             "-c", "echo $$"], env=env,
+                             "-c", "echo $PPID"], env=env,
                             stdout=subprocess.PIPE, text=True)
     out, _ = proc.communicate(timeout=30)
-    expect_eq(int(out), proc.pid, "the program's pid")
+    expect_eq(int(out), proc.pid, "the program's parent")
+    # Signals sent to hcguard run reach the program, which decides.
+    for sig, code in ((signal.SIGTERM, 7), (signal.SIGINT, 8), (signal.SIGHUP, 9),
+                      (signal.SIGUSR1, 10)):
+        name = signal.Signals(sig).name[3:]
+        p = run([args.hcguard, "run", "--mode", "off", "sh", "-c",
+                 "trap 'exit %d' %s; kill -%s $PPID; sleep 5 & wait" % (code, name, name)],
+                env=env)
+        expect_eq(p.returncode, code, "%s forwarded to the program" % name, p)
+    # Death by a signal hcguard run did not see: it dies of it too.
+    p = run([args.hcguard, "run", "--mode", "off", "sh", "-c", "kill -KILL $$"], env=env)
+    expect_eq(p.returncode, -signal.SIGKILL, "death by SIGKILL", p)
+    left = [f for f in os.listdir(tmp) if f.startswith("hcguard-flight-")]
+    p = run([args.hcguard, "run", "--mode", "off", "true"], env=dict(env, TMPDIR=tmp))
+    expect_eq(p.returncode, 0, "exit status with TMPDIR", p)
+    left = [f for f in os.listdir(tmp) if f.startswith("hcguard-flight-")]
+    expect_eq(left, [], "flight recorder files left in TMPDIR")
 
 
 # ---- where the library is found -----------------------------------------
