@@ -713,33 +713,42 @@ static int setup_environment(const run_opts *o)
 }
 
 /* ---- the program as a child ---------------------------------------------- */
-static volatile sig_atomic_t child_pid;
-
 /* Signals sent to the launcher go on to the program. One the terminal sent
- * (Ctrl-C, Ctrl-\\) reached the whole foreground process group, the
- * program included, and is not sent twice. */
+ * (Ctrl-C, Ctrl-\\, a window size change) reached the whole foreground
+ * process group, the program included, and is not sent twice. They are
+ * taken with sigwaitinfo, not handlers: the launcher waits for nothing
+ * else, and no handler runs in the middle of anything. */
 static const int forwarded[] = {SIGINT, SIGQUIT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2, SIGALRM,
-                                SIGPIPE, SIGCONT, SIGWINCH};
+                                SIGCONT, SIGWINCH};
 #define N_FORWARDED (sizeof forwarded / sizeof forwarded[0])
 
-static void forward(int sig, siginfo_t *si, void *uc)
+static int from_terminal(int sig, const siginfo_t *si)
 {
-    (void)uc;
-    if (child_pid > 0 && (si->si_code <= 0 || (sig != SIGINT && sig != SIGQUIT &&
-                                               sig != SIGWINCH && sig != SIGCONT)))
-        kill((pid_t)child_pid, sig);
+    return si->si_code > 0 && (sig == SIGINT || sig == SIGQUIT || sig == SIGWINCH);
 }
 
-static void set_forwarding(sigset_t *set)
+/* Forward what comes until the child has ended; its wait status, or -1. */
+static int wait_forwarding(pid_t pid, const sigset_t *set)
 {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_sigaction = forward;
-    sa.sa_flags = SA_SIGINFO | SA_RESTART;
-    sigemptyset(set);
-    for (size_t i = 0; i < N_FORWARDED; i++) {
-        sigaction(forwarded[i], &sa, NULL);
-        sigaddset(set, forwarded[i]);
+    for (;;) {
+        siginfo_t si;
+        int sig = sigwaitinfo(set, &si);
+        if (sig < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        if (sig != SIGCHLD) {
+            if (!from_terminal(sig, &si))
+                kill(pid, sig);
+            continue;
+        }
+        int st;
+        pid_t r = waitpid(pid, &st, WNOHANG);
+        if (r == pid)
+            return st;
+        if (r < 0 && errno != EINTR)
+            return -1;
     }
 }
 
@@ -760,15 +769,6 @@ static void make_flight_file(char *path, size_t len)
         return;
     }
     close(fd);
-}
-
-static int wait_child(pid_t pid)
-{
-    int st;
-    while (waitpid(pid, &st, 0) < 0)
-        if (errno != EINTR)
-            return -1;
-    return st;
 }
 
 /* Dies of sig as the program did (without a core of its own), or returns
@@ -792,11 +792,14 @@ static int run_child(char **argv)
     hcg_clock_init(); /* the tick rate, for the events left in the record */
     make_flight_file(flight, sizeof flight);
     sigset_t set, old;
-    set_forwarding(&set);
+    sigemptyset(&set);
+    for (size_t i = 0; i < N_FORWARDED; i++)
+        sigaddset(&set, forwarded[i]);
+    sigaddset(&set, SIGCHLD);
     sigprocmask(SIG_BLOCK, &set, &old);
     pid_t pid = fork();
     if (pid == 0) {
-        sigprocmask(SIG_SETMASK, &old, NULL); /* exec resets the handlers */
+        sigprocmask(SIG_SETMASK, &old, NULL);
         execvp(argv[0], argv);
         _exit(exec_failed(argv[0], errno));
     }
@@ -806,10 +809,8 @@ static int run_child(char **argv)
             unlink(flight);
         return EXIT_SETUP;
     }
-    child_pid = pid;
+    int st = wait_forwarding(pid, &set);
     sigprocmask(SIG_SETMASK, &old, NULL);
-    int st = wait_child(pid);
-    child_pid = 0;
     char how[128];
     if (WIFSIGNALED(st))
         snprintf(how, sizeof how, "signal %d (%s)", WTERMSIG(st), strsignal(WTERMSIG(st)));

@@ -5,7 +5,9 @@ stderr with the exact counts, and hcguard run's exit status the program's
 own (its exit code, or death by its signal).
 
   check_die.py HCGUARD HC_LOST DIR HOW EXPECTED_STATUS
-EXPECTED_STATUS is a number, or -N for death by signal N.
+EXPECTED_STATUS is a number, or -N for death by signal N. HCG_CHILD_PRELOAD,
+if set, becomes the command's LD_PRELOAD (a sanitizer's runtime, which
+hcguard run keeps ahead of libhcguard.so).
 """
 import json
 import os
@@ -21,8 +23,13 @@ def main():
     for f in (log, trace):
         if os.path.exists(f):
             os.unlink(f)
+    env = dict(os.environ)
+    pre = env.pop("HCG_CHILD_PRELOAD", "").rstrip(":")
+    if pre:
+        env["LD_PRELOAD"] = pre
     p = subprocess.run([hcguard, "run", "--log", log, "--trace", trace, "--slow-ms", "100000",
-                        "--", prog, "die", how], capture_output=True, text=True, timeout=120)
+                        "--", prog, "die", how], capture_output=True, text=True, timeout=120,
+                       env=env)
     sys.stdout.write(p.stdout)
     sys.stdout.write(p.stderr)
     bad = []
