@@ -134,8 +134,9 @@ void hcg_flight_after_fork(void)
 }
 
 /* ---- the launcher's side --------------------------------------------------- */
-int hcg_flight_recover(const char *path, pid_t pid, const char *how)
+int hcg_flight_recover(const char *path, pid_t pid, const char *how, uint64_t *errors)
 {
+    *errors = 0;
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     struct stat st;
     if (fd < 0 || fstat(fd, &st) != 0 || (size_t)st.st_size < sizeof(hcg_flight)) {
@@ -164,6 +165,7 @@ int hcg_flight_recover(const char *path, pid_t pid, const char *how)
         hcg_trace_close();
         if (hcg_config_get()->summary && (hcg_counts_sum(&c, 0, HCG_CNT_N) || f->n_rings))
             hcg_summary_print_recovered(f, &c, dropped, pid, how);
+        *errors = hcg_summary_errors_of(&c);
         rc = 1;
     }
     munmap((void *)f, (size_t)st.st_size);

@@ -571,8 +571,9 @@ uint64_t hcg_pool_store_launched(const void *store, hcg_fnkind kind);
 /* The launcher, after the program at pid ended (how: "exit status 3",
  * "signal 9 (Killed)"): if it did not finish itself, the events left in
  * its rings go to its log and trace and its summary is printed. 1 if it
- * did so, 0 if there was nothing to do, -1 if the file is not a record. */
-int hcg_flight_recover(const char *path, pid_t pid, const char *how);
+ * did so (*errors: what --error-exitcode counts), 0 if there was nothing
+ * to do, -1 if the file is not a record. */
+int hcg_flight_recover(const char *path, pid_t pid, const char *how, uint64_t *errors);
 /* events.c: the events left in a record's rings, to the sinks; its counts. */
 void hcg_events_recover(const hcg_flight *f, hcg_counts *counts, uint64_t *dropped);
 /* summary.c: the summary of a record's counts. */

@@ -817,13 +817,19 @@ static int run_child(char **argv)
     else
         snprintf(how, sizeof how, "exiting with status %d without hcguard's exit handler "
                  "(_exit, or a crash in exit handlers)", WEXITSTATUS(st));
+    uint64_t errors = 0;
     if (flight[0]) {
-        hcg_flight_recover(flight, pid, how);
+        hcg_flight_recover(flight, pid, how, &errors);
         unlink(flight);
     }
     if (st == -1)
         return EXIT_SETUP;
-    return WIFSIGNALED(st) ? die_of(WTERMSIG(st)) : WEXITSTATUS(st);
+    if (WIFSIGNALED(st))
+        return die_of(WTERMSIG(st));
+    /* The program left without its exit handler: --error-exitcode is
+     * applied here, as the program would have. */
+    int code = hcg_config_get()->error_exitcode;
+    return code && errors ? code : WEXITSTATUS(st);
 }
 
 static int cmd_run(int argc, char **argv)

@@ -10,8 +10,9 @@
  *   hc_lost forkprint F busy|quiet  F forks while another thread floods messages
  *   hc_lost exec N M         N copies, then exec itself doing M copies
  *   hc_lost forkexec N M     N copies; a fork child execs itself doing M
- *   hc_lost die HOW          100 host functions, then die HOW (segv, bus,
- *                            abort, term, int, exit, _exit, kill)
+ *   hc_lost die HOW [bad]    100 host functions (after a rejected record:
+ *                            bad), then die HOW (segv, bus, abort, term,
+ *                            int, exit, _exit, _Exit, kill)
  * Each prints "<mode>: passed" when every check held. */
 
 #include <cuda.h>
@@ -349,8 +350,13 @@ static void exec_self(const char *m)
 }
 
 /* ---- dying ---------------------------------------------------------------- */
-static void die(const char *how)
+static void die(const char *how, int bad)
 {
+    static char a[64];
+    hcguard_copy_record overlap = {(uintptr_t)a, (uintptr_t)(a + 8), 32};
+    if (bad)
+        CHECK(cuLaunchHostFunc(stream, copy_fn, &overlap) == CUDA_ERROR_INVALID_VALUE,
+              "the bad record was not rejected");
     for (int i = 0; i < 100; i++)
         DRV(cuLaunchHostFunc(stream, noop, NULL));
     DRV(cuStreamSynchronize(stream));
@@ -412,7 +418,7 @@ int main(int argc, char **argv)
         waitpid(pid, &st, 0);
         CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the child failed: %d", st);
     } else if (!strcmp(m, "die"))
-        die(argv[2]);
+        die(argv[2], argc > 3 && !strcmp(argv[3], "bad"));
     else {
         fprintf(stderr, "usage: hc_lost MODE ARGS (see the source)\n");
         return 2;
