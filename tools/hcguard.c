@@ -786,9 +786,23 @@ static int die_of(int sig)
     return 128 + sig;
 }
 
+static const char *plain_env(const char *name)
+{
+    return getenv(name);
+}
+
+/* The library's configuration, as the program got it, without a word: the
+ * program has said what was wrong with it already. */
+static void load_config_quietly(void)
+{
+    hcg_config_parse(&hcg_g_config, plain_env, NULL, 0);
+    atomic_store(&hcg_g_config_ready, 1);
+}
+
 static int run_child(char **argv)
 {
     char flight[PATH_MAX];
+    load_config_quietly();
     hcg_clock_init(); /* the tick rate, for the events left in the record */
     make_flight_file(flight, sizeof flight);
     sigset_t set, old;
