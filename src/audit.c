@@ -155,8 +155,7 @@ typedef struct slow_rec {
 
 static struct {
     pthread_mutex_t lock;
-    uint64_t count[HCG_FIND_COUNT];
-    seen seen[SEEN_SLOTS];
+    seen seen[SEEN_SLOTS]; /* counted exactly elsewhere (hcg_counts) */
     unsigned n_seen;
     slow_rec slow[MAX_SLOW];
     unsigned n_slow;
@@ -255,7 +254,7 @@ static void check_slow(const hcg_event *e)
     double ms = (double)(e->t_end - e->t_start) / 1e6;
     if (ms <= hcg_config_get()->slow_ms)
         return;
-    A.count[HCG_FIND_SLOW]++;
+    hcg_count_collector(HCG_FIND_SLOW);
     if (A.n_slow < MAX_SLOW)
         A.slow[A.n_slow++] =
             (slow_rec){e->fn, e->stream, e->tid, e->t_start, e->t_end, e->t_end - e->t_start, 0, 0};
@@ -265,8 +264,6 @@ void hcg_audit_event(const hcg_event *e)
 {
     pthread_mutex_lock(&A.lock);
     if (e->kind == HCG_EV_FINDING) {
-        if (e->reason < HCG_FIND_COUNT)
-            A.count[e->reason]++;
         if (first_time(e->reason, e->fn, e->bytes))
             print_finding(e);
     } else if (e->kind == HCG_EV_RUN || e->kind == HCG_EV_SKIP) {
@@ -284,25 +281,12 @@ void hcg_audit_after_fork(void)
     pthread_mutex_init(&A.lock, NULL);
 }
 
-uint64_t hcg_audit_findings(void)
-{
-    uint64_t n = 0;
-    pthread_mutex_lock(&A.lock);
-    for (int i = 1; i < HCG_FIND_COUNT; i++)
-        n += A.count[i];
-    pthread_mutex_unlock(&A.lock);
-    return n;
-}
-
 /* CUDA calls, libc functions and one-shot wrappers in graphs would crash
  * or deadlock: errors. The rest cost time: warnings. */
-uint64_t hcg_audit_errors(void)
+uint64_t hcg_audit_errors(const hcg_counts *c)
 {
-    pthread_mutex_lock(&A.lock);
-    uint64_t n = A.count[HCG_FIND_CUDA_CALL] + A.count[HCG_FIND_LIBC_FN] +
-                 A.count[HCG_FIND_ONESHOT_IN_GRAPH];
-    pthread_mutex_unlock(&A.lock);
-    return n;
+    return c->v[HCG_CNT_FINDING + HCG_FIND_CUDA_CALL] + c->v[HCG_CNT_FINDING + HCG_FIND_LIBC_FN] +
+           c->v[HCG_CNT_FINDING + HCG_FIND_ONESHOT_IN_GRAPH];
 }
 
 static const char *fmt_ms(uint64_t ns, char *buf, size_t len)
@@ -311,18 +295,19 @@ static const char *fmt_ms(uint64_t ns, char *buf, size_t len)
     return buf;
 }
 
-void hcg_audit_print(void)
+void hcg_audit_print(const hcg_counts *c)
 {
     char fbuf[HCG_PATH_MAX + 300], a[32], b[32];
+    const uint64_t *count = &c->v[HCG_CNT_FINDING];
     pthread_mutex_lock(&A.lock);
     uint64_t total = 0;
     for (int i = 1; i < HCG_FIND_COUNT; i++)
-        total += A.count[i];
+        total += count[i];
     hcg_msg("audit findings: %" PRIu64, total);
     for (int i = 1; i < HCG_FIND_COUNT; i++) {
-        if (!A.count[i])
+        if (!count[i])
             continue;
-        hcg_msg("    %-26s %8" PRIu64, hcg_finding_name((hcg_finding)i), A.count[i]);
+        hcg_msg("    %-26s %8" PRIu64, hcg_finding_name((hcg_finding)i), count[i]);
         for (unsigned k = 0; k < A.n_seen; k++) {
             if (A.seen[k].kind != i || i == HCG_FIND_SLOW)
                 continue;
@@ -345,8 +330,8 @@ void hcg_audit_print(void)
                 fbuf, fmt_ms(s->dur, a, sizeof a), s->tid, (void *)s->stream, s->delayed,
                 s->delayed == 1 ? "" : "s", fmt_ms(s->max_wait, b, sizeof b));
     }
-    if (A.count[HCG_FIND_SLOW] > A.n_slow)
+    if (count[HCG_FIND_SLOW] > A.n_slow)
         hcg_msg("        (%" PRIu64 " more slow host functions not listed)",
-                A.count[HCG_FIND_SLOW] - A.n_slow);
+                count[HCG_FIND_SLOW] - A.n_slow);
     pthread_mutex_unlock(&A.lock);
 }

@@ -197,6 +197,37 @@ static void config_defaults(hcg_config *c)
     c->summary = 1;
     c->slow_ms = 1.0;
     c->hang_s = 10.0;
+    c->buffer_bytes = HCG_BUFFER_DEFAULT;
+}
+
+/* A size in bytes, with an optional K, M or G (binary: KiB, MiB, GiB),
+ * from HCG_BUFFER_MIN to HCG_BUFFER_MAX. */
+int hcg_parse_buffer_size(const char *v, size_t *out)
+{
+    char *end = NULL;
+    errno = 0;
+    unsigned long long n = isdigit((unsigned char)v[0]) ? strtoull(v, &end, 10) : 0;
+    unsigned shift = 0;
+    if (end && end != v && *end && !end[1]) {
+        const char *units = "KMG";
+        const char *u = strchr(units, toupper((unsigned char)*end));
+        shift = u && *end ? 10u * (unsigned)(u - units + 1) : 64;
+        end++;
+    }
+    if (errno != 0 || !end || end == v || *end != '\0' || shift >= 64 ||
+        n > (HCG_BUFFER_MAX >> shift) || (n << shift) < HCG_BUFFER_MIN)
+        return -1;
+    *out = (size_t)(n << shift);
+    return 0;
+}
+
+static int parse_buffer(hcg_config *c, const char *v, char *err, size_t errlen)
+{
+    if (hcg_parse_buffer_size(v, &c->buffer_bytes) == 0)
+        return 0;
+    err_add(err, errlen, "HCGUARD_BUFFER='%.*s%s' is not %s", show_len(v), v, show_more(v),
+            HCG_BUFFER_EXPECTED);
+    return -1;
 }
 
 /* A positive number (milliseconds or seconds), e.g. "1", "0.5", "50". */
@@ -247,6 +278,8 @@ int hcg_config_parse(hcg_config *c, hcg_getenv_fn getenv_fn, char *err,
         bad |= parse_positive("HCGUARD_SLOW_MS", v, &c->slow_ms, err, errlen);
     if ((v = env(getenv_fn, "HCGUARD_HANG_S")))
         bad |= parse_positive("HCGUARD_HANG_S", v, &c->hang_s, err, errlen);
+    if ((v = env(getenv_fn, "HCGUARD_BUFFER")))
+        bad |= parse_buffer(c, v, err, errlen);
     return bad ? -1 : 0;
 }
 
@@ -412,6 +445,7 @@ atomic_int hcg_g_config_ready;
 
 static void config_load_once(void)
 {
+    hcg_fork_register();
     config_load();
     atomic_store_explicit(&hcg_g_config_ready, 1, memory_order_release);
 }

@@ -385,6 +385,22 @@ static struct {
 } execs[EXEC_SLOTS];
 static pthread_mutex_t exec_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* Fork hooks (src/fork.c): the table is kept in a child, whole. */
+void hcg_graph_fork_lock(void)
+{
+    pthread_mutex_lock(&exec_lock);
+}
+
+void hcg_graph_fork_unlock(void)
+{
+    pthread_mutex_unlock(&exec_lock);
+}
+
+void hcg_graph_after_fork(void)
+{
+    pthread_mutex_init(&exec_lock, NULL);
+}
+
 static size_t exec_hash(CUgraphExec e)
 {
     return (size_t)(((uintptr_t)e >> 4) * 0x9E3779B97F4A7C15ull >> (64 - EXEC_BITS));

@@ -45,7 +45,15 @@ typedef struct hcg_config {
     char driver_path[HCG_PATH_MAX]; /* "" = libcuda.so.1 */
     size_t n_copy_fns;
     char copy_fns[HCG_MAX_COPY_FNS][128]; /* HCGUARD_COPY_FN, split on ',' */
+    size_t buffer_bytes;            /* HCGUARD_BUFFER: each thread's event ring */
 } hcg_config;
+
+#define HCG_BUFFER_DEFAULT (4u << 20)
+#define HCG_BUFFER_MIN (64u << 10)
+#define HCG_BUFFER_MAX (1u << 30)
+#define HCG_BUFFER_EXPECTED "a size from 64K to 1G (bytes, or a number with K, M or G)"
+/* HCGUARD_BUFFER's value into *out: 0, or -1 if it is not HCG_BUFFER_EXPECTED. */
+int hcg_parse_buffer_size(const char *v, size_t *out);
 
 typedef const char *(*hcg_getenv_fn)(const char *name);
 
@@ -423,11 +431,16 @@ void hcg_call_free_local(hcg_call *c);
 /* Back to its pool from any thread (the callback thread after a stream
  * launch ran, a graph's last holder). */
 void hcg_call_release(hcg_call *c);
-/* c's sequence number, and counting its launch: in its pool, on the thread
+/* c's sequence number, and counting a launch: in the pool, on the thread
  * that allocated it. */
 uint64_t hcg_pool_seq(hcg_call *c);
-void hcg_pool_count(hcg_call *c, hcg_fnkind kind);
+void hcg_pool_count(struct hcg_pool *p, hcg_fnkind kind);
 uint64_t hcg_pool_launched(hcg_fnkind kind);
+/* Flow control: a one-shot launch made from p (after the driver took it),
+ * which may wait for the collector (see trampoline.c); and, collector, the
+ * event of the launch numbered seq drained. */
+void hcg_pool_flow(struct hcg_pool *p);
+void hcg_pool_drained(uint64_t seq);
 /* Make c stop loudly if it ever runs again (graph calls, before release). */
 void hcg_call_poison(hcg_call *c);
 void hcg_pool_after_fork(void);
@@ -494,8 +507,34 @@ typedef struct hcg_event {
     uintptr_t fault_addr;  /* copy-faulted: the address that faulted */
 } hcg_event;
 
+/* Exact counters. Each thread counts what it did (ran, copied, skipped,
+ * rejected, found) in its own ring's block when it pushes the event, one
+ * writer per block (relaxed load and store, no read-modify-write), summed
+ * on demand: never derived from drained events, which may be dropped. */
+enum {
+    HCG_CNT_RAN = 0,                                         /* + hcg_fnkind */
+    HCG_CNT_BYTES = HCG_CNT_RAN + HCG_FN_KIND_COUNT,         /* copied */
+    HCG_CNT_SKIPPED,                                         /* + hcguard_status */
+    HCG_CNT_SKIPPED_REPORTED = HCG_CNT_SKIPPED + HCGUARD_STATUS_COUNT,
+    HCG_CNT_GRAPH_RUNS,
+    HCG_CNT_REJECTED,                                        /* + hcguard_status */
+    HCG_CNT_FINDING = HCG_CNT_REJECTED + HCGUARD_STATUS_COUNT, /* + hcg_finding */
+    HCG_CNT_N = HCG_CNT_FINDING + HCG_FIND_COUNT
+};
+typedef struct hcg_counts {
+    uint64_t v[HCG_CNT_N];
+} hcg_counts;
+/* The sums over every thread (and the collector's own). */
+void hcg_counts_get(hcg_counts *out);
+/* A finding the collector makes itself (slow, hung): counted there. */
+void hcg_count_collector(hcg_finding f);
+/* Sum of n counters from first. */
+uint64_t hcg_counts_sum(const hcg_counts *c, unsigned first, unsigned n);
+
 /* Copy *e into the calling thread's ring: no lock, no allocation (after a
- * thread's first event), no system call. Drops and counts when full. */
+ * thread's first event), no system call in the common path (the collector
+ * is woken when the ring passes half full). Counts it first; drops and
+ * counts the drop when full. */
 void hcg_event_push(const hcg_event *e);
 /* Around a host function: what the thread runs, for the watchdog. */
 void hcg_event_running(uintptr_t fn, uint64_t since);
@@ -508,7 +547,19 @@ void hcg_collector_start(void);
 /* Stop the collector and drain what is left (exit). */
 void hcg_collector_stop(void);
 void hcg_events_after_fork(void);
+/* Flow control: how many undrained events the launches may leave
+ * (half a ring; 0 when no collector runs); the count of drain passes, and
+ * waiting (at most ms) for the next one, having woken the collector. */
+uint64_t hcg_events_flow_room(void);
+uint32_t hcg_events_drain_gen(void);
+void hcg_events_wait_drain(uint32_t gen, unsigned ms);
 uint64_t hcg_events_dropped(void);
+/* Drain every ring and write the files' buffers out now (before exec). */
+void hcg_events_flush_files(void);
+/* The same from a fatal signal's handler: only if no drain is under way
+ * (a trylock), so it never waits; async-signal-safe as far as the sinks'
+ * formatting (snprintf) is. */
+void hcg_events_flush_from_signal(void);
 uint32_t hcg_gettid(void); /* cached per thread */
 
 /* ---- summary.c: aggregation and the exit summary ----------------------- */
@@ -520,6 +571,54 @@ uint64_t hcg_summary_errors(void);
 void hcg_summary_after_fork(void);
 /* Whether this process launched, ran or was told anything worth a summary. */
 int hcg_summary_active(void);
+
+/* ---- flight.c: the flight recorder (under hcguard run) -------------------- */
+#define HCG_FLIGHT_MAGIC 0x3172666467636868ull /* "hhcgdfr1" */
+#define HCG_FLIGHT_MAX_RINGS 64
+
+/* At the start of the file HCGUARD_FLIGHT names; then the call pools'
+ * store (pools_off) and the rings (rings_off, ring_bytes each). */
+typedef struct hcg_flight {
+    uint64_t magic;                  /* HCG_FLIGHT_MAGIC once set up */
+    uint64_t bytes, ring_bytes, pools_off, rings_off;
+    _Atomic int32_t pid;             /* the process recording into it */
+    _Atomic int32_t finished;        /* it wrote everything and its summary */
+    _Atomic uint32_t n_rings;
+    int32_t mode;                    /* hcg_mode */
+    _Atomic uint64_t nodes_launched[HCG_FN_KIND_COUNT]; /* set on graph nodes */
+    _Atomic uint64_t nodes_made;
+    _Atomic uint64_t coll_cnt[HCG_CNT_N]; /* the collector's own counts */
+    char log_path[HCG_PATH_MAX], trace_path[HCG_PATH_MAX];
+} hcg_flight;
+
+extern hcg_flight *hcg_g_flight; /* NULL: not recording */
+/* Map HCGUARD_FLIGHT's file, if set and not another process's (start-up,
+ * before any ring or pool is made). */
+void hcg_flight_attach(void);
+/* Memory for the next ring in the file (ring_bytes, not zeroed), or NULL. */
+void *hcg_flight_ring(void);
+void hcg_flight_finished(int done);
+void hcg_flight_after_fork(void); /* first of the fork child's hooks */
+/* events.c, trampoline.c: the parts of the record they keep. */
+size_t hcg_events_ring_bytes(void);
+size_t hcg_pool_store_bytes(void);
+void hcg_pool_use_store(void *mem);
+uint64_t hcg_pool_store_launched(const void *store, hcg_fnkind kind);
+/* The launcher, after the program at pid ended (how: "exit status 3",
+ * "signal 9 (Killed)"): if it did not finish itself, the events left in
+ * its rings go to its log and trace and its summary is printed. 1 if it
+ * did so (*errors: what --error-exitcode counts), 0 if there was nothing
+ * to do, -1 if the file is not a record. */
+int hcg_flight_recover(const char *path, pid_t pid, const char *how, uint64_t *errors);
+/* events.c: the events left in a record's rings, to the sinks; its counts. */
+void hcg_events_recover(const hcg_flight *f, hcg_counts *counts, uint64_t *dropped);
+/* summary.c: the summary of a record's counts. */
+void hcg_summary_print_recovered(const hcg_flight *f, const hcg_counts *c, uint64_t dropped,
+                                 pid_t pid, const char *how);
+uint64_t hcg_summary_errors_of(const hcg_counts *c);
+/* jsonl.c, trace.c: continue the file of process pid. */
+int hcg_jsonl_reopen(const char *path, pid_t pid);
+int hcg_trace_reopen(const char *path, pid_t pid);
 
 /* ---- sinkfile.c: the sinks' output files --------------------------------- */
 #define HCG_SINK_EVENT_MAX 2048 /* room reserved for one event's text */
@@ -540,11 +639,19 @@ typedef struct hcg_sinkfile {
     char buf[1 << 16];
 } hcg_sinkfile;
 
+/* Which sink a file is, for HCGUARD_EXEC (see sinkfile.c). */
+enum { HCG_SINK_LOG = 0, HCG_SINK_TRACE = 1 };
 /* Open path (expanded from pattern, kept for a fork child's own %p).
  * shared_ok: a fork child without %p appends to the same file; else it
- * writes none. 0, or -1 with a message. */
+ * writes none. An image started by exec continues the file the image
+ * before it had open. 0, or -1 with a message. */
 int hcg_sinkfile_open(hcg_sinkfile *f, const char *what, const char *path, const char *pattern,
-                      int shared_ok);
+                      int shared_ok, int slot);
+int hcg_sinkfile_reopen(hcg_sinkfile *f, const char *what, const char *path, pid_t pid);
+/* Write out what is buffered, keeping the file open (before exec). */
+void hcg_sinkfile_flush(hcg_sinkfile *f);
+/* What the next image should do with this file: 'c', 'n' or '-'. */
+char hcg_sinkfile_exec_state(const hcg_sinkfile *f);
 /* Room for one event (HCG_SINK_EVENT_MAX bytes), or NULL if there is no
  * file; then hcg_sinkfile_commit with the length written. */
 char *hcg_sinkfile_reserve(hcg_sinkfile *f);
@@ -553,6 +660,9 @@ void hcg_sinkfile_commit(hcg_sinkfile *f, size_t len);
 void hcg_sinkfile_close(hcg_sinkfile *f, const char *footer);
 void hcg_sinkfile_after_fork(hcg_sinkfile *f);
 void hcg_sinkfile_summary(const hcg_sinkfile *f); /* the summary's line */
+/* From now on every function is "unknown" (the launcher, writing events of
+ * a program that ended). */
+void hcg_fn_names_gone(void);
 /* fn's symbol (or "anonymous"), looked up once per function (collector). */
 const char *hcg_fn_name(uintptr_t fn);
 /* s as the body of a JSON string into out; returns the length (< room). */
@@ -565,6 +675,8 @@ int hcg_jsonl_open(const char *path, const char *pattern);
 /* In a fork child: the parent's unwritten events are the parent's. */
 void hcg_jsonl_after_fork(void);
 void hcg_jsonl_event(const hcg_event *e);
+void hcg_jsonl_flush(void);       /* drains serialised: under the drain lock */
+char hcg_jsonl_exec_state(void);
 /* Write out what is left and close; a write error is reported here. */
 void hcg_jsonl_close(void);
 /* The summary's line about the log (after hcg_jsonl_close). */
@@ -573,6 +685,8 @@ void hcg_jsonl_summary(void);
 /* ---- trace.c: the Chrome trace -------------------------------------------- */
 int hcg_trace_open(const char *path, const char *pattern); /* 0 or -1 (message printed) */
 void hcg_trace_event(const hcg_event *e);
+void hcg_trace_flush(void);
+char hcg_trace_exec_state(void);
 void hcg_trace_close(void);
 void hcg_trace_after_fork(void);
 void hcg_trace_summary(void);
@@ -598,10 +712,33 @@ int hcg_audit_wrapper_call_slow(hcg_api api);
 const char *hcg_audit_libc_name(const void *fn);
 void hcg_audit_report_fn(hcg_finding f, hcg_api api, CUstream s, void *fn, void *user);
 void hcg_audit_event(const hcg_event *e); /* collector */
-uint64_t hcg_audit_findings(void);
-uint64_t hcg_audit_errors(void);          /* the findings that are errors */
-void hcg_audit_print(void);
+uint64_t hcg_audit_errors(const hcg_counts *c); /* the findings that are errors */
+void hcg_audit_print(const hcg_counts *c);
 void hcg_audit_after_fork(void); /* a fork child's findings are its own */
+
+/* ---- fork.c: one pthread_atfork registration for every module ---------- */
+/* Idempotent; called by the modules that hold locks, before they take one. */
+void hcg_fork_register(void);
+/* The modules' hooks: locks whose state a child keeps are taken before the
+ * fork and released after it; in the child every lock is made anew. */
+void hcg_thunk_fork_lock(void);
+void hcg_thunk_fork_unlock(void);
+void hcg_thunk_after_fork(void);
+void hcg_oracle_fork_lock(void);
+void hcg_oracle_fork_unlock(void);
+void hcg_oracle_after_fork(void);
+void hcg_graph_fork_lock(void);
+void hcg_graph_fork_unlock(void);
+void hcg_graph_after_fork(void);
+void hcg_report_after_fork(void);
+void hcg_init_after_fork(void);
+
+/* ---- lifecycle.c: exec, fatal signals ------------------------------------ */
+/* For the chained handlers of fatal signals: write the events still in the
+ * rings to the log and the trace, without waiting for any lock. */
+void hcg_lifecycle_flush_from_signal(void);
+/* init.c: the summary of an image about to exec, if it did anything. */
+void hcg_lifecycle_exec_summary(void);
 
 /* ---- init.c: lifecycle ------------------------------------------------- */
 /* Start-up (pthread_once); safe from any intercepted call. Inline: once
@@ -614,8 +751,10 @@ static inline void hcg_init(void)
         hcg_init_slow();
 }
 uint64_t hcg_next_seq(void);
-/* Count a launch that reached the driver, by the launching thread. */
-void hcg_count_launch(hcg_call *c, hcg_fnkind kind);
+/* Count a launch that reached the driver, by the launching thread, in its
+ * own pool p, taken before the driver call (after it, the call may be
+ * another thread's already). */
+void hcg_count_launch(struct hcg_pool *p, hcg_fnkind kind);
 /* Count a host function set on a graph node. */
 void hcg_count_node(hcg_fnkind kind);
 

@@ -14,19 +14,13 @@ atomic_int hcg_g_started;
  * itself, and says nothing if it did nothing. */
 static int forked;
 
-static void atfork_child(void)
+/* The last of the fork child hooks (src/fork.c). No thread is started
+ * here (POSIX allows a fork child little before exec): the child starts its
+ * collector at its first launch, so one that launches nothing has none, and
+ * exits without a summary. */
+void hcg_init_after_fork(void)
 {
     forked = 1;
-    hcg_events_after_fork();
-    hcg_pool_after_fork();
-    hcg_summary_after_fork();
-    hcg_audit_after_fork();
-    hcg_jsonl_after_fork();
-    hcg_trace_after_fork();
-    hcg_driver_reset_after_fork();
-    /* No thread is started here (POSIX allows a fork child little before
-     * exec): the child starts its collector at its first launch, so one
-     * that launches nothing has none, and exits without a summary. */
     atomic_store(&hcg_g_started, 0);
 }
 
@@ -34,11 +28,12 @@ static void start(void)
 {
     const hcg_config *c = hcg_config_get();
     hcg_clock_init();
+    hcg_flight_attach(); /* before any ring or pool is made */
     if (c->log_path[0])
         hcg_jsonl_open(c->log_path, c->log_pattern);
     if (c->trace_path[0])
         hcg_trace_open(c->trace_path, c->trace_pattern);
-    pthread_atfork(NULL, NULL, atfork_child);
+    hcg_fork_register();
     /* Before the first check: reads of user memory and the copies hcguard
      * makes are fault-contained from here on (not in mode off, where
      * hcguard neither reads nor copies). */
@@ -67,6 +62,15 @@ HCG_EXPORT int hcguard_get_stats(hcguard_stats *out, size_t size)
     return 0;
 }
 
+/* Before exec (src/lifecycle.c), the collector stopped and the files
+ * written: this image's summary, if it did anything (the next one prints
+ * its own at exit). */
+void hcg_lifecycle_exec_summary(void)
+{
+    if (hcg_config_get()->summary && hcg_summary_active())
+        hcg_summary_print(STDERR_FILENO);
+}
+
 __attribute__((destructor)) static void finish(void)
 {
     if (!atomic_load(&hcg_g_started))
@@ -79,6 +83,7 @@ __attribute__((destructor)) static void finish(void)
         return;
     if (c->summary)
         hcg_summary_print(STDERR_FILENO);
+    hcg_flight_finished(1); /* the launcher has nothing left to do */
     if (c->error_exitcode && hcg_summary_errors() > 0) {
         fflush(NULL); /* _exit skips stdio's flush at exit */
         _exit(c->error_exitcode);

@@ -17,7 +17,22 @@ static hcg_sinkfile log_file = {.fd = -1};
 
 int hcg_jsonl_open(const char *path, const char *pattern)
 {
-    return hcg_sinkfile_open(&log_file, "event log", path, pattern, 1);
+    return hcg_sinkfile_open(&log_file, "event log", path, pattern, 1, HCG_SINK_LOG);
+}
+
+int hcg_jsonl_reopen(const char *path, pid_t pid)
+{
+    return hcg_sinkfile_reopen(&log_file, "event log", path, pid);
+}
+
+void hcg_jsonl_flush(void)
+{
+    hcg_sinkfile_flush(&log_file);
+}
+
+char hcg_jsonl_exec_state(void)
+{
+    return hcg_sinkfile_exec_state(&log_file);
 }
 
 void hcg_jsonl_after_fork(void)

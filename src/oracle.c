@@ -76,7 +76,6 @@ static _Atomic(hcg_pfn_ptr_attrs) g_ptr_attrs_override;
 
 /* Guards opening the fd and its identity; never taken on the fast path. */
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_once_t g_atfork_once = PTHREAD_ONCE_INIT;
 static dev_t g_fd_dev;
 static ino_t g_fd_ino;
 
@@ -229,19 +228,16 @@ void hcg_oracle_remember(const void *rec, const hcguard_copy_record *r, uint64_t
 
 /* ---- PROCMAP_QUERY ------------------------------------------------------ */
 
-/* The fd was inherited from the parent and describes the parent's memory. */
-static void atfork_prepare(void) { pthread_mutex_lock(&g_lock); }
-static void atfork_parent(void) { pthread_mutex_unlock(&g_lock); }
-static void atfork_child(void)
+/* Fork hooks (src/fork.c). The fd was inherited from the parent and
+ * describes the parent's memory. */
+void hcg_oracle_fork_lock(void) { pthread_mutex_lock(&g_lock); }
+void hcg_oracle_fork_unlock(void) { pthread_mutex_unlock(&g_lock); }
+void hcg_oracle_after_fork(void)
 {
     int fd = atomic_exchange(&g_pq_fd, -1);
     if (fd >= 0)
         close(fd);
-    pthread_mutex_unlock(&g_lock);
-}
-static void register_atfork(void)
-{
-    pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+    pthread_mutex_init(&g_lock, NULL);
 }
 
 /* 0, or the errno of the ioctl. */
@@ -300,7 +296,7 @@ static int pq_fd(int stale)
         return fd;
     if (atomic_load(&g_pq_state) == PQ_NO)
         return -1;
-    pthread_once(&g_atfork_once, register_atfork);
+    hcg_fork_register();
     pthread_mutex_lock(&g_lock);
     fd = atomic_load(&g_pq_fd);
     if (fd < 0 || fd == stale) {

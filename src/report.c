@@ -14,6 +14,14 @@
 static pthread_mutex_t msg_lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_uint printed;
 
+/* Fork hook (src/fork.c): a child forked while another thread printed
+ * must not inherit the lock held. Not taken before the fork: a write to a
+ * full pipe could hold the fork up for ever. */
+void hcg_report_after_fork(void)
+{
+    pthread_mutex_init(&msg_lock, NULL);
+}
+
 static void write_all(int fd, const char *p, size_t n)
 {
     while (n > 0) {

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 #include "hcg.h"
@@ -32,9 +33,10 @@ static void flush_buf(hcg_sinkfile *f)
     f->buf_events = 0;
 }
 
-static int open_file(hcg_sinkfile *f, const char *path)
+/* keep: append to what is there (a continuation), else start it anew. */
+static int open_file(hcg_sinkfile *f, const char *path, int keep)
 {
-    f->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+    f->fd = open(path, O_WRONLY | O_CREAT | (keep ? 0 : O_TRUNC) | O_APPEND | O_CLOEXEC, 0644);
     if (f->fd < 0) {
         hcg_msg("cannot open the %s %s: %s; none will be written", f->what, path,
                 strerror(errno));
@@ -42,22 +44,79 @@ static int open_file(hcg_sinkfile *f, const char *path)
     }
     snprintf(f->path, sizeof f->path, "%s", path);
     f->pid = getpid();
-    f->started = 0;
+    /* A continued file already holds events (the trace: its opening '['). */
+    f->started = keep && lseek(f->fd, 0, SEEK_END) > 0;
     return 0;
-}
-
-int hcg_sinkfile_open(hcg_sinkfile *f, const char *what, const char *path, const char *pattern,
-                      int shared_ok)
-{
-    f->what = what;
-    f->shared_ok = shared_ok;
-    snprintf(f->pattern, sizeof f->pattern, "%s", pattern ? pattern : "");
-    return open_file(f, path);
 }
 
 static const char *secure_env(const char *name)
 {
     return secure_getenv(name);
+}
+
+/* ---- exec ------------------------------------------------------------------
+ * An image started by exec finds HCGUARD_EXEC=PID:STATES, set by the exec
+ * wrappers of the image before it (src/lifecycle.c): one state per sink
+ * (HCG_SINK_LOG, HCG_SINK_TRACE): 'c' the file was open, continue it; 'n'
+ * that process wrote none (a fork child without %p); '-' none was open.
+ * The same pid is the same process after exec. Another pid is a descendant
+ * that inherited the variable (a child started by posix_spawn, or by
+ * system()): it shares the files of the process before it like a fork
+ * child does, and never truncates them. Without the variable a file is
+ * started anew. */
+char hcg_sinkfile_exec_state(const hcg_sinkfile *f)
+{
+    if (f->open_pending)
+        return '-'; /* a fork child's own file (%p), not opened yet */
+    if (f->fd >= 0)
+        return 'c';
+    return f->unshared ? 'n' : '-';
+}
+
+/* 'c', 'n' or '-' for slot, as the image before this one left it. */
+static char inherited_state(const hcg_sinkfile *f, int slot)
+{
+    const char *v = secure_getenv("HCGUARD_EXEC");
+    char *end = NULL;
+    long pid = v ? strtol(v, &end, 10) : 0;
+    if (!v || end == v || *end != ':' || strlen(end + 1) <= (size_t)slot)
+        return '-';
+    if (pid == (long)getpid())
+        return end[1 + slot];
+    if (strstr(f->pattern, "%p"))
+        return '-'; /* a file of its own */
+    return f->shared_ok ? 'c' : 'n';
+}
+
+int hcg_sinkfile_open(hcg_sinkfile *f, const char *what, const char *path, const char *pattern,
+                      int shared_ok, int slot)
+{
+    f->what = what;
+    f->shared_ok = shared_ok;
+    snprintf(f->pattern, sizeof f->pattern, "%s", pattern ? pattern : "");
+    char st = inherited_state(f, slot);
+    if (st == 'n') {
+        f->unshared = 1;
+        snprintf(f->path, sizeof f->path, "%s", path);
+        return 0;
+    }
+    return open_file(f, path, st == 'c');
+}
+
+/* The launcher, after the program at pid died: its file continued. */
+int hcg_sinkfile_reopen(hcg_sinkfile *f, const char *what, const char *path, pid_t pid)
+{
+    f->what = what;
+    if (open_file(f, path, 1) != 0)
+        return -1;
+    f->pid = pid;
+    return 0;
+}
+
+void hcg_sinkfile_flush(hcg_sinkfile *f)
+{
+    if (f->fd >= 0 && f->used)
+        flush_buf(f);
 }
 
 /* A fork child's first event: a file of its own, named for its own pid. */
@@ -69,7 +128,7 @@ static void open_child_file(hcg_sinkfile *f)
         hcg_msg("%s of process %d: %s; none will be written", f->what, (int)getpid(), why);
         return;
     }
-    open_file(f, path);
+    open_file(f, path, 0);
 }
 
 void hcg_sinkfile_after_fork(hcg_sinkfile *f)
@@ -147,10 +206,21 @@ static struct {
     char name[120];
 } names[NAME_SLOTS];
 
+/* Set in the launcher: the functions of a program that ended are not in its
+ * address space to be named. */
+static int names_gone;
+
+void hcg_fn_names_gone(void)
+{
+    names_gone = 1;
+}
+
 const char *hcg_fn_name(uintptr_t fn)
 {
     if (!fn)
         return "";
+    if (names_gone)
+        return "unknown";
     unsigned h = (unsigned)((fn * 0x9e3779b97f4a7c15ull) >> 55) % NAME_SLOTS;
     if (names[h].fn != fn) {
         char obj[8];

@@ -201,9 +201,12 @@ static CUresult launch(const launch_args *a)
                                 c->rec);
     }
     hcg_fnkind kind = (hcg_fnkind)c->kind;
+    struct hcg_pool *pool = c->owner; /* c is the callback thread's once launched */
     CUresult r = call_real(d, a, hcg_trampoline, c);
     if (r == CUDA_SUCCESS) {
-        hcg_count_launch(c, kind);
+        hcg_count_launch(pool, kind);
+        if (HCG_LIKELY(!captured))
+            hcg_pool_flow(pool);
         if (HCG_UNLIKELY(captured))
             hcg_graph_note_captured(c, a->stream, is_ptsz(a->api));
     } else if (!captured) {
@@ -303,10 +306,12 @@ static CUresult add_callback(hcg_api api, CUstream s, CUstreamCallback cb, void 
     c->oneshot = 1;
     c->seq = hcg_pool_seq(c);
     c->t_enqueue = hcg_ticks();
+    struct hcg_pool *pool = c->owner;
     CUresult r = real(s, hcg_stream_cb_trampoline, c, flags);
-    if (r == CUDA_SUCCESS)
-        hcg_count_launch(c, HCG_FN_ORDINARY);
-    else
+    if (r == CUDA_SUCCESS) {
+        hcg_count_launch(pool, HCG_FN_ORDINARY);
+        hcg_pool_flow(pool);
+    } else
         hcg_call_free_local(c);
     return r;
 }

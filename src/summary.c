@@ -1,6 +1,6 @@
-/* Aggregation of events into counters and histograms, and the exit
- * summary. Events arrive from the collector (one drainer at a time); the
- * launch counters are atomics bumped on application threads. */
+/* The exit summary: exact counts (hcg_counts_get, launches in the pools),
+ * and histograms and per-thread use aggregated from events, which arrive
+ * from the collector (one drainer at a time) and may have been dropped. */
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -74,13 +74,7 @@ typedef struct thread_use {
 
 static struct {
     pthread_mutex_t lock;
-    uint64_t ran[HCG_FN_KIND_COUNT];
-    uint64_t rejected[HCGUARD_STATUS_COUNT];
-    uint64_t skipped[HCGUARD_STATUS_COUNT];
-    uint64_t skipped_reported; /* of skipped: already counted at enqueue */
-    uint64_t graph_runs;       /* runs of graph host nodes (replays) */
-    uint64_t bytes;
-    uint64_t copy_ns;
+    uint64_t bytes, copy_ns; /* of the copies drained: for the bandwidth */
     hist fn_time, copy_time, copy_mbps, dispatch;
     thread_use threads[MAX_THREADS];
     unsigned n_threads;
@@ -89,25 +83,36 @@ static struct {
 
 /* Host functions handed to the driver: launched on streams, or placed in
  * graphs as host nodes (made, or set on a node). */
-static atomic_uint_fast64_t launched[HCG_FN_KIND_COUNT];
-static atomic_uint_fast64_t nodes_made;
+static _Atomic uint64_t nodes_launched_own[HCG_FN_KIND_COUNT];
+static _Atomic uint64_t nodes_made_own;
 
-void hcg_count_launch(hcg_call *c, hcg_fnkind kind)
+/* In the flight recorder when recording (they outlive the process). */
+static _Atomic uint64_t *nodes_launched(void)
 {
-    hcg_pool_count(c, kind);
+    return hcg_g_flight ? hcg_g_flight->nodes_launched : nodes_launched_own;
+}
+
+static _Atomic uint64_t *nodes_made(void)
+{
+    return hcg_g_flight ? &hcg_g_flight->nodes_made : &nodes_made_own;
+}
+
+void hcg_count_launch(struct hcg_pool *p, hcg_fnkind kind)
+{
+    hcg_pool_count(p, kind);
 }
 
 /* Launched on streams (counted in the pools) and set on graph nodes. */
 static uint64_t launched_of(int k)
 {
-    return atomic_load_explicit(&launched[k], memory_order_relaxed) +
+    return atomic_load_explicit(&nodes_launched()[k], memory_order_relaxed) +
            hcg_pool_launched((hcg_fnkind)k);
 }
 
 void hcg_count_node(hcg_fnkind kind)
 {
-    atomic_fetch_add_explicit(&launched[kind], 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&nodes_made, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&nodes_launched()[kind], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(nodes_made(), 1, memory_order_relaxed);
 }
 
 static void note_thread(uint32_t tid, uint64_t start, uint64_t end)
@@ -129,11 +134,8 @@ static void note_thread(uint32_t tid, uint64_t start, uint64_t end)
 static void on_run(const hcg_event *e)
 {
     uint64_t d = e->t_end - e->t_start;
-    S.ran[e->fnkind]++;
     hist_add(&S.fn_time, d);
-    if (e->graph) /* a graph node's "enqueue" is its creation */
-        S.graph_runs++;
-    else
+    if (!e->graph) /* a graph node's "enqueue" is its creation */
         hist_add(&S.dispatch, e->t_start > e->t_enqueue ? e->t_start - e->t_enqueue : 0);
     note_thread(e->tid, e->t_start, e->t_end);
     if (!hcg_fnkind_is_copy((hcg_fnkind)e->fnkind))
@@ -153,29 +155,13 @@ void hcg_summary_event(const hcg_event *e)
         on_run(e);
         break;
     case HCG_EV_SKIP:
-        S.skipped[e->reason < HCGUARD_STATUS_COUNT ? e->reason : 0]++;
-        if (e->flags & HCG_EVF_REPORTED)
-            S.skipped_reported++;
-        if (e->graph)
-            S.graph_runs++;
         note_thread(e->tid, e->t_start, e->t_end);
         hcg_report_skip(e);
-        break;
-    case HCG_EV_REJECT:
-        S.rejected[e->reason < HCGUARD_STATUS_COUNT ? e->reason : 0]++;
         break;
     default:
         break;
     }
     pthread_mutex_unlock(&S.lock);
-}
-
-static uint64_t sum(const uint64_t *a, size_t n)
-{
-    uint64_t t = 0;
-    for (size_t i = 0; i < n; i++)
-        t += a[i];
-    return t;
 }
 
 static uint64_t launched_total(int copies_only)
@@ -187,35 +173,70 @@ static uint64_t launched_total(int copies_only)
     return t;
 }
 
+/* Everything the summary counts: of this process, or of a flight record. */
+typedef struct totals {
+    hcg_counts c;
+    uint64_t launched[HCG_FN_KIND_COUNT];
+    uint64_t nodes, dropped;
+} totals;
+
+static uint64_t totals_launched(const totals *t, int copies_only)
+{
+    uint64_t n = 0;
+    for (int k = 0; k < HCG_FN_KIND_COUNT; k++)
+        if (!copies_only || hcg_fnkind_is_copy((hcg_fnkind)k))
+            n += t->launched[k];
+    return n;
+}
+
+static void totals_live(totals *t)
+{
+    hcg_counts_get(&t->c);
+    for (int k = 0; k < HCG_FN_KIND_COUNT; k++)
+        t->launched[k] = launched_of(k);
+    t->nodes = atomic_load(nodes_made());
+    t->dropped = hcg_events_dropped();
+}
+
+static uint64_t ran_total(const hcg_counts *c, int copies_only)
+{
+    uint64_t t = 0;
+    for (int k = 0; k < HCG_FN_KIND_COUNT; k++)
+        if (!copies_only || hcg_fnkind_is_copy((hcg_fnkind)k))
+            t += c->v[HCG_CNT_RAN + k];
+    return t;
+}
+
 void hcg_summary_stats(hcguard_stats *o)
 {
+    hcg_counts c;
     memset(o, 0, sizeof *o);
+    hcg_counts_get(&c);
     o->host_fns_launched = launched_total(0);
     o->copies_launched = launched_total(1);
     o->events_dropped = hcg_events_dropped();
-    pthread_mutex_lock(&S.lock);
-    o->host_fns_ran = sum(S.ran, HCG_FN_KIND_COUNT);
-    for (int k = 0; k < HCG_FN_KIND_COUNT; k++)
-        o->copies_ran += hcg_fnkind_is_copy((hcg_fnkind)k) ? S.ran[k] : 0;
-    o->rejected = sum(S.rejected, HCGUARD_STATUS_COUNT);
-    o->skipped = sum(S.skipped, HCGUARD_STATUS_COUNT);
-    o->bytes_copied = S.bytes;
-    pthread_mutex_unlock(&S.lock);
+    o->host_fns_ran = ran_total(&c, 0);
+    o->copies_ran = ran_total(&c, 1);
+    o->rejected = hcg_counts_sum(&c, HCG_CNT_REJECTED, HCGUARD_STATUS_COUNT);
+    o->skipped = hcg_counts_sum(&c, HCG_CNT_SKIPPED, HCGUARD_STATUS_COUNT);
+    o->bytes_copied = c.v[HCG_CNT_BYTES];
 }
 
-static uint64_t errors_locked(void)
+/* Bad records: rejected at enqueue, or skipped when run unless reported
+ * at enqueue already. */
+static uint64_t record_errors(const hcg_counts *c)
 {
-    return sum(S.rejected, HCGUARD_STATUS_COUNT) + sum(S.skipped, HCGUARD_STATUS_COUNT) -
-           S.skipped_reported;
+    return hcg_counts_sum(c, HCG_CNT_REJECTED, HCGUARD_STATUS_COUNT) +
+           hcg_counts_sum(c, HCG_CNT_SKIPPED, HCGUARD_STATUS_COUNT) -
+           c->v[HCG_CNT_SKIPPED_REPORTED];
 }
 
 /* Everything --error-exitcode counts: errors, and audit findings. */
 uint64_t hcg_summary_errors(void)
 {
-    pthread_mutex_lock(&S.lock);
-    uint64_t n = errors_locked();
-    pthread_mutex_unlock(&S.lock);
-    return n + hcg_audit_findings();
+    hcg_counts c;
+    hcg_counts_get(&c);
+    return record_errors(&c) + hcg_counts_sum(&c, HCG_CNT_FINDING, HCG_FIND_COUNT);
 }
 
 /* ---- printing ----------------------------------------------------------- */
@@ -257,7 +278,9 @@ static void print_time_hist(const char *what, const hist *h)
 
 static void print_reasons(const char *what, const uint64_t *counts)
 {
-    uint64_t total = sum(counts, HCGUARD_STATUS_COUNT);
+    uint64_t total = 0;
+    for (int i = 0; i < HCGUARD_STATUS_COUNT; i++)
+        total += counts[i];
     hcg_msg("%s: %" PRIu64, what, total);
     for (int i = 1; i < HCGUARD_STATUS_COUNT; i++)
         if (counts[i])
@@ -291,19 +314,18 @@ static void print_copy_fns(hcg_fnkind k, uint64_t n_launched, uint64_t n_ran)
         hcg_msg("        (%zu more copy functions)", n - MAX_FNS_LISTED);
 }
 
-static void print_copies(void)
+static void print_copies(const totals *t)
 {
     char a[32], b[32];
-    uint64_t ran = 0;
-    for (int k = 0; k < HCG_FN_KIND_COUNT; k++)
-        ran += hcg_fnkind_is_copy((hcg_fnkind)k) ? S.ran[k] : 0;
+    const uint64_t *ran = &t->c.v[HCG_CNT_RAN];
     hcg_msg("host copies: %" PRIu64 " launched, %" PRIu64 " ran, %s copied",
-            launched_total(1), ran, fmt_bytes(S.bytes, a, sizeof a));
+            totals_launched(t, 1), ran_total(&t->c, 1),
+            fmt_bytes(t->c.v[HCG_CNT_BYTES], a, sizeof a));
     for (int k = 0; k < HCG_FN_KIND_COUNT; k++)
-        if (hcg_fnkind_is_copy((hcg_fnkind)k) && (launched_of(k) || S.ran[k])) {
+        if (hcg_fnkind_is_copy((hcg_fnkind)k) && (t->launched[k] || ran[k])) {
             hcg_msg("    recognised as %s: %" PRIu64 " launched, %" PRIu64 " ran",
-                    hcg_fnkind_name((hcg_fnkind)k), launched_of(k), S.ran[k]);
-            print_copy_fns((hcg_fnkind)k, launched_of(k), S.ran[k]);
+                    hcg_fnkind_name((hcg_fnkind)k), t->launched[k], ran[k]);
+            print_copy_fns((hcg_fnkind)k, t->launched[k], ran[k]);
         }
     print_time_hist("copy latency", &S.copy_time);
     if (S.copy_mbps.n) {
@@ -330,47 +352,49 @@ static void print_threads(void)
         hcg_msg("    (%" PRIu64 " host functions on further threads)", S.other_threads);
 }
 
-void hcg_summary_print(int fd)
+static const char *mode_name(int m)
 {
-    (void)fd;
-    const hcg_config *cfg = hcg_config_get();
     static const char *modes[] = {"guard", "audit", "off"};
-    pthread_mutex_lock(&S.lock);
-    uint64_t errors = errors_locked();
-    hcg_msg("HCGUARD SUMMARY (pid %d, mode %s)", (int)getpid(), modes[cfg->mode]);
-    uint64_t nodes = atomic_load(&nodes_made);
-    if (nodes)
+    return (unsigned)m < 3 ? modes[m] : "unknown";
+}
+
+/* The counts: launched, ran, copies, rejected, skipped. */
+static void print_counts(const totals *t, int mode)
+{
+    uint64_t ran = ran_total(&t->c, 0), all = totals_launched(t, 0);
+    if (t->nodes)
         hcg_msg("host functions: %" PRIu64 " launched (%" PRIu64 " on streams, %" PRIu64
                 " set on graph nodes), %" PRIu64 " ran",
-                launched_total(0), launched_total(0) - nodes, nodes, sum(S.ran, HCG_FN_KIND_COUNT));
+                all, all - t->nodes, t->nodes, ran);
     else
-        hcg_msg("host functions: %" PRIu64 " launched, %" PRIu64 " ran", launched_total(0),
-                sum(S.ran, HCG_FN_KIND_COUNT));
-    if (S.graph_runs)
-        hcg_msg("graph host node runs: %" PRIu64, S.graph_runs);
-    print_copies();
-    print_reasons(cfg->mode == HCG_MODE_AUDIT ? "bad records reported at enqueue (passed through)"
-                                              : "bad records rejected at enqueue",
-                  S.rejected);
-    print_reasons("copies skipped at run time", S.skipped);
-    if (S.skipped_reported)
-        hcg_msg("    (%" PRIu64 " of them reported at enqueue already)", S.skipped_reported);
-    print_time_hist("host function run time", &S.fn_time);
-    print_time_hist("dispatch latency (enqueue to start)", &S.dispatch);
-    if (S.n_threads) {
-        hcg_msg("callback threads: %u", S.n_threads);
-        print_threads();
-    }
-    uint64_t dropped = hcg_events_dropped();
-    if (dropped)
-        hcg_msg("events dropped (full per-thread buffer): %" PRIu64, dropped);
-    hcg_jsonl_summary();
-    hcg_trace_summary();
-    pthread_mutex_unlock(&S.lock);
-    hcg_audit_print();
-    uint64_t audit_errors = hcg_audit_errors();
-    uint64_t warnings = hcg_audit_findings() - audit_errors;
-    errors += audit_errors;
+        hcg_msg("host functions: %" PRIu64 " launched, %" PRIu64 " ran", all, ran);
+    if (t->c.v[HCG_CNT_GRAPH_RUNS])
+        hcg_msg("graph host node runs: %" PRIu64, t->c.v[HCG_CNT_GRAPH_RUNS]);
+    print_copies(t);
+    print_reasons(mode == HCG_MODE_AUDIT ? "bad records reported at enqueue (passed through)"
+                                         : "bad records rejected at enqueue",
+                  &t->c.v[HCG_CNT_REJECTED]);
+    print_reasons("copies skipped at run time", &t->c.v[HCG_CNT_SKIPPED]);
+    if (t->c.v[HCG_CNT_SKIPPED_REPORTED])
+        hcg_msg("    (%" PRIu64 " of them reported at enqueue already)",
+                t->c.v[HCG_CNT_SKIPPED_REPORTED]);
+}
+
+static void print_dropped(const totals *t, size_t buffer_bytes)
+{
+    if (t->dropped)
+        hcg_msg("events dropped (full per-thread buffer): %" PRIu64 "; the counts above are "
+                "exact, the times, histograms and files miss them; HCGUARD_BUFFER (--buffer) "
+                "is %zu bytes per thread", t->dropped, buffer_bytes);
+}
+
+/* The findings, and the verdict. */
+static void print_errors(const totals *t)
+{
+    hcg_audit_print(&t->c);
+    uint64_t errors = record_errors(&t->c) + hcg_audit_errors(&t->c);
+    uint64_t warnings =
+        hcg_counts_sum(&t->c, HCG_CNT_FINDING, HCG_FIND_COUNT) - hcg_audit_errors(&t->c);
     if (warnings)
         hcg_msg("ERROR SUMMARY: %" PRIu64 " error%s, %" PRIu64 " warning%s", errors,
                 errors == 1 ? "" : "s", warnings, warnings == 1 ? "" : "s");
@@ -378,20 +402,71 @@ void hcg_summary_print(int fd)
         hcg_msg("ERROR SUMMARY: %" PRIu64 " error%s", errors, errors == 1 ? "" : "s");
 }
 
+void hcg_summary_print(int fd)
+{
+    (void)fd;
+    const hcg_config *cfg = hcg_config_get();
+    totals t;
+    totals_live(&t);
+    pthread_mutex_lock(&S.lock);
+    hcg_msg("HCGUARD SUMMARY (pid %d, mode %s)", (int)getpid(), mode_name(cfg->mode));
+    print_counts(&t, cfg->mode);
+    print_time_hist("host function run time", &S.fn_time);
+    print_time_hist("dispatch latency (enqueue to start)", &S.dispatch);
+    if (S.n_threads) {
+        hcg_msg("callback threads: %u", S.n_threads);
+        print_threads();
+    }
+    print_dropped(&t, cfg->buffer_bytes);
+    hcg_jsonl_summary();
+    hcg_trace_summary();
+    pthread_mutex_unlock(&S.lock);
+    print_errors(&t);
+}
+
+/* Written by the launcher from a flight record: the counts are exact; the
+ * times and histograms died with the process. */
+void hcg_summary_print_recovered(const hcg_flight *f, const hcg_counts *c, uint64_t dropped,
+                                 pid_t pid, const char *how)
+{
+    totals t;
+    t.c = *c;
+    const void *store = (const char *)f + f->pools_off;
+    for (int k = 0; k < HCG_FN_KIND_COUNT; k++)
+        t.launched[k] = hcg_pool_store_launched(store, (hcg_fnkind)k) +
+                        atomic_load(&f->nodes_launched[k]);
+    t.nodes = atomic_load(&f->nodes_made);
+    t.dropped = dropped;
+    hcg_msg("HCGUARD SUMMARY (pid %d, mode %s), written by hcguard run: the program ended "
+            "by %s before hcguard could write it", (int)pid, mode_name(f->mode), how);
+    print_counts(&t, f->mode);
+    hcg_msg("(times and histograms ended with the program; the counts are exact)");
+    print_dropped(&t, hcg_config_get()->buffer_bytes);
+    if (f->log_path[0])
+        hcg_msg("event log: %s (the events left in memory appended)", f->log_path);
+    if (f->trace_path[0])
+        hcg_msg("trace: %s (the events left in memory appended, and closed)", f->trace_path);
+    print_errors(&t);
+}
+
+/* --error-exitcode's count from a flight record's counts. */
+uint64_t hcg_summary_errors_of(const hcg_counts *c)
+{
+    return record_errors(c) + hcg_counts_sum(c, HCG_CNT_FINDING, HCG_FIND_COUNT);
+}
+
 void hcg_summary_after_fork(void)
 {
     memset(&S, 0, sizeof S);
     pthread_mutex_init(&S.lock, NULL);
     for (int k = 0; k < HCG_FN_KIND_COUNT; k++)
-        atomic_store(&launched[k], 0);
-    atomic_store(&nodes_made, 0);
+        atomic_store(&nodes_launched_own[k], 0);
+    atomic_store(&nodes_made_own, 0);
 }
 
 int hcg_summary_active(void)
 {
-    pthread_mutex_lock(&S.lock);
-    uint64_t seen = sum(S.ran, HCG_FN_KIND_COUNT) + sum(S.rejected, HCGUARD_STATUS_COUNT) +
-                    sum(S.skipped, HCGUARD_STATUS_COUNT);
-    pthread_mutex_unlock(&S.lock);
-    return seen || launched_total(0) || hcg_audit_findings();
+    hcg_counts c;
+    hcg_counts_get(&c);
+    return hcg_counts_sum(&c, 0, HCG_CNT_N) || launched_total(0);
 }

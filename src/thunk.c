@@ -428,7 +428,6 @@ __asm__(HCG_DRIVER_EXPORTS(EXPORT_SYMBOL) "");
 #define HASH_SLOTS (2 * HCG_THUNK_MAX) /* power of two, never more than half full */
 static _Atomic uint32_t slots[HASH_SLOTS]; /* index + 1; 0 = empty */
 static pthread_mutex_t insert_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 extern const char hcg_thunk_stubs[] __attribute__((visibility("hidden")));
 
 static void *stub_at(unsigned idx)
@@ -466,20 +465,21 @@ static uint32_t probe(const void *real, uint32_t *idx)
     }
 }
 
-/* A child forked while another thread held the lock must not inherit it. */
-static void lock_before_fork(void)
+/* Fork hooks (src/fork.c): a child forked while another thread held the
+ * lock must not inherit it. */
+void hcg_thunk_fork_lock(void)
 {
     pthread_mutex_lock(&insert_lock);
 }
 
-static void unlock_after_fork(void)
+void hcg_thunk_fork_unlock(void)
 {
     pthread_mutex_unlock(&insert_lock);
 }
 
-static void install_atfork(void)
+void hcg_thunk_after_fork(void)
 {
-    pthread_atfork(lock_before_fork, unlock_after_fork, unlock_after_fork);
+    pthread_mutex_init(&insert_lock, NULL);
 }
 
 /* Under insert_lock. Index + 1 of the new entry, or 0 if the table is full. */
@@ -505,7 +505,7 @@ void *hcg_thunk_for(const char *name, void *real)
     probe(real, &v);
     if (v)
         return stub_at(v - 1);
-    pthread_once(&atfork_once, install_atfork);
+    hcg_fork_register();
     pthread_mutex_lock(&insert_lock);
     uint32_t slot = probe(real, &v); /* again: another thread may have won */
     if (!v)
@@ -575,6 +575,10 @@ int hcg_thunk_is_export(const void *p)
     (void)p;
     return 0;
 }
+
+void hcg_thunk_fork_lock(void) {}
+void hcg_thunk_fork_unlock(void) {}
+void hcg_thunk_after_fork(void) {}
 #endif
 
 void hcg_thunk_set_handler(hcg_thunk_handler h)

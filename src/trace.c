@@ -22,7 +22,22 @@ static unsigned n_named;
 
 int hcg_trace_open(const char *path, const char *pattern)
 {
-    return hcg_sinkfile_open(&trace_file, "trace", path, pattern, 0);
+    return hcg_sinkfile_open(&trace_file, "trace", path, pattern, 0, HCG_SINK_TRACE);
+}
+
+int hcg_trace_reopen(const char *path, pid_t pid)
+{
+    return hcg_sinkfile_reopen(&trace_file, "trace", path, pid);
+}
+
+void hcg_trace_flush(void)
+{
+    hcg_sinkfile_flush(&trace_file);
+}
+
+char hcg_trace_exec_state(void)
+{
+    return hcg_sinkfile_exec_state(&trace_file);
 }
 
 void hcg_trace_after_fork(void)

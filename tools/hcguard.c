@@ -4,9 +4,13 @@
  *   hcguard run [options] [--] program [args...]
  *
  * turns its options into HCGUARD_* variables, puts libhcguard.so first in
- * LD_PRELOAD and the Python hook first on PYTHONPATH, then execs the program
- * in its own place: the pid, the exit status and the signals stay the
- * program's own, with no parent process in between.
+ * LD_PRELOAD and the Python hook first on PYTHONPATH, then runs the program
+ * as its child and stays its parent, as compute-sanitizer and nsys do: it
+ * forwards the signals sent to it, and returns the program's exit status
+ * or dies of the program's signal. The program records into a flight
+ * recorder (src/flight.c), a file the kernel keeps however the program
+ * dies: afterwards the launcher writes what the program had not written
+ * (the events left in memory, the summary).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -15,7 +19,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "hcg.h"
@@ -51,6 +58,7 @@ typedef enum opt_id {
     OPT_SLOW_MS,
     OPT_HANG_S,
     OPT_RECHECK,
+    OPT_BUFFER,
     OPT_HELP,
     OPT_VERSION,
     OPT_COUNT
@@ -74,6 +82,7 @@ static const opt_def opt_table[] = {
     {"--slow-ms", 1, OPT_SLOW_MS},
     {"--hang-s", 1, OPT_HANG_S},
     {"--recheck", 1, OPT_RECHECK},
+    {"--buffer", 1, OPT_BUFFER},
     {"--help", 0, OPT_HELP},
     {"-h", 0, OPT_HELP},
     {"--version", 0, OPT_VERSION},
@@ -423,6 +432,9 @@ static int check_value(const opt_def *d, const char *v)
         return check_positive(d->name, v);
     if (d->id == OPT_RECHECK)
         return check_recheck(v);
+    size_t size;
+    if (d->id == OPT_BUFFER && hcg_parse_buffer_size(v, &size) != 0)
+        return usage_error("bad value '%s' for --buffer: expected %s", v, HCG_BUFFER_EXPECTED);
     return 0;
 }
 
@@ -516,6 +528,7 @@ static int apply_options(const run_opts *o)
         {OPT_SLOW_MS, "HCGUARD_SLOW_MS", NULL},
         {OPT_HANG_S, "HCGUARD_HANG_S", NULL},
         {OPT_RECHECK, "HCGUARD_RECHECK", NULL},
+        {OPT_BUFFER, "HCGUARD_BUFFER", NULL},
     };
     int rc = 0;
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
@@ -544,7 +557,12 @@ static const char help_text[] =
     "nodes): it checks every host-copy record (destination, source, size)\n"
     "before the driver runs it, reports host-callback misuse, and prints a\n"
     "summary on stderr when the program exits. The program needs no change\n"
-    "or rebuild, and keeps its own pid, exit status and signals.\n"
+    "or rebuild. hcguard runs it as its child and stays its parent: signals\n"
+    "sent to hcguard go on to the program, hcguard's exit status is the\n"
+    "program's, and if the program dies of a signal, hcguard dies of it too.\n"
+    "However the program ends (a crash, SIGKILL, _exit), hcguard then writes\n"
+    "to the log and trace the events the program had not written, and the\n"
+    "summary, from a flight recorder in $TMPDIR (removed at the end).\n"
     "\n"
     "Options of run:\n"
     "  --mode MODE         guard  refuse a bad host copy: the launch returns\n"
@@ -576,6 +594,8 @@ static const char help_text[] =
     "  --recheck WHEN      re-check a copy record when it runs: changed (only\n"
     "                      if it differs from what was checked at enqueue) or\n"
     "                      always (default: changed)\n"
+    "  --buffer SIZE       each thread's event buffer, e.g. 4M; from 64K to\n"
+    "                      1G; K, M, G are KiB, MiB, GiB (default: 4M)\n"
     "  -h, --help          print this help\n"
     "  --                  end of options; needed only if the program's name\n"
     "                      starts with '-'\n"
@@ -595,6 +615,7 @@ static const char help_text[] =
     "  HCGUARD_SLOW_MS         --slow-ms\n"
     "  HCGUARD_HANG_S          --hang-s\n"
     "  HCGUARD_RECHECK         --recheck\n"
+    "  HCGUARD_BUFFER          --buffer\n"
     "  HCGUARD_LIBRARY         the libhcguard.so to preload (default: the\n"
     "                          one installed with this launcher:\n"
     "    %s)\n"
@@ -618,7 +639,8 @@ static int print_help(void)
     else
         snprintf(lib, sizeof lib, "<prefix>%s", LIB_FROM_PREFIX);
     printf(help_text, lib);
-    return fflush(stdout) == 0 ? 0 : EXIT_SETUP;
+    /* Longer than stdio's buffer: a failed write may come before the flush. */
+    return fflush(stdout) == 0 && !ferror(stdout) ? 0 : EXIT_SETUP;
 }
 
 static int print_version(void)
@@ -690,6 +712,140 @@ static int setup_environment(const run_opts *o)
     return 0;
 }
 
+/* ---- the program as a child ---------------------------------------------- */
+/* Signals sent to the launcher go on to the program. One the terminal sent
+ * (Ctrl-C, Ctrl-\\, a window size change) reached the whole foreground
+ * process group, the program included, and is not sent twice. They are
+ * taken with sigwaitinfo, not handlers: the launcher waits for nothing
+ * else, and no handler runs in the middle of anything. */
+static const int forwarded[] = {SIGINT, SIGQUIT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2, SIGALRM,
+                                SIGCONT, SIGWINCH};
+#define N_FORWARDED (sizeof forwarded / sizeof forwarded[0])
+
+static int from_terminal(int sig, const siginfo_t *si)
+{
+    return si->si_code > 0 && (sig == SIGINT || sig == SIGQUIT || sig == SIGWINCH);
+}
+
+/* Forward what comes until the child has ended; its wait status, or -1. */
+static int wait_forwarding(pid_t pid, const sigset_t *set)
+{
+    for (;;) {
+        siginfo_t si;
+        int sig = sigwaitinfo(set, &si);
+        if (sig < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        if (sig != SIGCHLD) {
+            if (!from_terminal(sig, &si))
+                kill(pid, sig);
+            continue;
+        }
+        int st;
+        pid_t r = waitpid(pid, &st, WNOHANG);
+        if (r == pid)
+            return st;
+        if (r < 0 && errno != EINTR)
+            return -1;
+    }
+}
+
+/* The flight recorder's file, named in HCGUARD_FLIGHT; "" if none could be
+ * made (the program then runs without one). */
+static void make_flight_file(char *path, size_t len)
+{
+    const char *dir = getenv("TMPDIR");
+    snprintf(path, len, "%s/hcguard-flight-XXXXXX", dir && dir[0] ? dir : "/tmp");
+    int fd = mkstemp(path);
+    if (fd < 0 || setenv("HCGUARD_FLIGHT", path, 1) != 0) {
+        if (fd >= 0) {
+            close(fd);
+            unlink(path);
+        }
+        path[0] = '\0';
+        unsetenv("HCGUARD_FLIGHT");
+        return;
+    }
+    close(fd);
+}
+
+/* Dies of sig as the program did (without a core of its own), or returns
+ * 128 + sig if it cannot. */
+static int die_of(int sig)
+{
+    struct rlimit none = {0, 0};
+    setrlimit(RLIMIT_CORE, &none);
+    signal(sig, SIG_DFL);
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, sig);
+    sigprocmask(SIG_UNBLOCK, &set, NULL);
+    raise(sig);
+    return 128 + sig;
+}
+
+static const char *plain_env(const char *name)
+{
+    return getenv(name);
+}
+
+/* The library's configuration, as the program got it, without a word: the
+ * program has said what was wrong with it already. */
+static void load_config_quietly(void)
+{
+    hcg_config_parse(&hcg_g_config, plain_env, NULL, 0);
+    atomic_store(&hcg_g_config_ready, 1);
+}
+
+static int run_child(char **argv)
+{
+    char flight[PATH_MAX];
+    load_config_quietly();
+    hcg_clock_init(); /* the tick rate, for the events left in the record */
+    make_flight_file(flight, sizeof flight);
+    sigset_t set, old;
+    sigemptyset(&set);
+    for (size_t i = 0; i < N_FORWARDED; i++)
+        sigaddset(&set, forwarded[i]);
+    sigaddset(&set, SIGCHLD);
+    sigprocmask(SIG_BLOCK, &set, &old);
+    pid_t pid = fork();
+    if (pid == 0) {
+        sigprocmask(SIG_SETMASK, &old, NULL);
+        execvp(argv[0], argv);
+        _exit(exec_failed(argv[0], errno));
+    }
+    if (pid < 0) {
+        msg("cannot start '%s': %s", argv[0], strerror(errno));
+        if (flight[0])
+            unlink(flight);
+        return EXIT_SETUP;
+    }
+    int st = wait_forwarding(pid, &set);
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    char how[128];
+    if (WIFSIGNALED(st))
+        snprintf(how, sizeof how, "signal %d (%s)", WTERMSIG(st), strsignal(WTERMSIG(st)));
+    else
+        snprintf(how, sizeof how, "exiting with status %d without hcguard's exit handler "
+                 "(_exit, or a crash in exit handlers)", WEXITSTATUS(st));
+    uint64_t errors = 0;
+    if (flight[0]) {
+        hcg_flight_recover(flight, pid, how, &errors);
+        unlink(flight);
+    }
+    if (st == -1)
+        return EXIT_SETUP;
+    if (WIFSIGNALED(st))
+        return die_of(WTERMSIG(st));
+    /* The program left without its exit handler: --error-exitcode is
+     * applied here, as the program would have. */
+    int code = hcg_config_get()->error_exitcode;
+    return code && errors ? code : WEXITSTATUS(st);
+}
+
 static int cmd_run(int argc, char **argv)
 {
     run_opts o = {.copy_fns = calloc((size_t)argc + 1, sizeof(char *))};
@@ -706,8 +862,7 @@ static int cmd_run(int argc, char **argv)
         return o.given[OPT_HELP] ? print_help() : print_version();
     if (rc)
         return rc;
-    execvp(argv[prog], argv + prog);
-    return exec_failed(argv[prog], errno);
+    return run_child(argv + prog);
 }
 
 static int top_level_option(const char *arg)

@@ -18,11 +18,11 @@ from launcher_common import (case, clean_env, expect, expect_eq,  # noqa: E402
 
 OPTIONS = ("--mode", "--log", "--trace", "--error-exitcode", "--copy-fn",
            "--no-summary", "--driver", "--debug", "--slow-ms", "--hang-s",
-           "--recheck", "--help")
+           "--recheck", "--buffer", "--help")
 VARIABLES = ("HCGUARD_MODE", "HCGUARD_LOG", "HCGUARD_TRACE", "HCGUARD_ERROR_EXITCODE",
              "HCGUARD_COPY_FN", "HCGUARD_SUMMARY=0", "HCGUARD_DRIVER",
              "HCGUARD_DEBUG=1", "HCGUARD_SLOW_MS", "HCGUARD_HANG_S",
-             "HCGUARD_RECHECK", "HCGUARD_LIBRARY")
+             "HCGUARD_RECHECK", "HCGUARD_BUFFER", "HCGUARD_LIBRARY")
 SEE_RUN_HELP = " (see 'hcguard run --help')\n"
 
 
@@ -170,6 +170,19 @@ def case_bad_thresholds(args, tmp):
 
 
 @case
+def case_bad_buffer(args, tmp):
+    for value in ("0", "63K", "2G", "4MB", "-1", "x", "4M5", "0x100000", "1e6"):
+        want = ("bad value '%s' for --buffer: expected a size from 64K to 1G "
+                "(bytes, or a number with K, M or G)" % value + SEE_RUN_HELP)
+        expect_usage_error(args, ["run", "--buffer", value, "true"], want)
+        expect_usage_error(args, ["run", "--buffer=" + value, "true"], want)
+    for value in ("64K", "4M", "1g", "65536"):
+        p = run([args.hcguard, "run", "--mode", "off", "--buffer", value, "true"],
+                env=dummy_env(args))
+        expect_eq(p.returncode, 0, "--buffer %s" % value, p)
+
+
+@case
 def case_bad_copy_fn(args, tmp):
     def want(value):
         return ("bad value '%s' for --copy-fn: expected function names of 1 "
@@ -305,7 +318,7 @@ def case_child_env(args, tmp):
         "--error-exitcode", "7", "--copy-fn", "my_copy",
         "--copy-fn", "a_copy,b_copy", "--no-summary",
         "--driver", "/opt/driver/libcuda.so.1", "--debug", "--slow-ms", "2.5",
-        "--hang-s", "30", "--recheck", "always"], dummy_env(args))
+        "--hang-s", "30", "--recheck", "always", "--buffer", "8M"], dummy_env(args))
     expect_eq(p.returncode, 0, "exit status", p)
     want = {
         "LD_PRELOAD": os.path.abspath(args.dummy),
@@ -318,6 +331,7 @@ def case_child_env(args, tmp):
         "HCGUARD_SUMMARY": "0",
         "HCGUARD_DRIVER": "/opt/driver/libcuda.so.1",
         "HCGUARD_DEBUG": "1",
+        "HCGUARD_BUFFER": "8M",
         "HCGUARD_SLOW_MS": "2.5",
         "HCGUARD_HANG_S": "30",
         "HCGUARD_RECHECK": "always",
@@ -435,11 +449,28 @@ def case_exit_status_and_signals(args, tmp):
     p = run([args.hcguard, "run", "--mode", "off", "sh", "-c",
              "kill -TERM $$"], env=env)
     expect_eq(p.returncode, -signal.SIGTERM, "death by SIGTERM", p)
+    # hcguard run stays the program's parent.
     proc = subprocess.Popen([args.hcguard, "run", "--mode", "off", "sh",
-                             "-c", "echo $$"], env=env,
+                             "-c", "echo $PPID"], env=env,
                             stdout=subprocess.PIPE, text=True)
     out, _ = proc.communicate(timeout=30)
-    expect_eq(int(out), proc.pid, "the program's pid")
+    expect_eq(int(out), proc.pid, "the program's parent")
+    # Signals sent to hcguard run reach the program, which decides.
+    for sig, code in ((signal.SIGTERM, 7), (signal.SIGINT, 8), (signal.SIGHUP, 9),
+                      (signal.SIGUSR1, 10)):
+        name = signal.Signals(sig).name[3:]
+        p = run([args.hcguard, "run", "--mode", "off", "sh", "-c",
+                 "trap 'exit %d' %s; kill -%s $PPID; sleep 5 & wait" % (code, name, name)],
+                env=env)
+        expect_eq(p.returncode, code, "%s forwarded to the program" % name, p)
+    # Death by a signal hcguard run did not see: it dies of it too.
+    p = run([args.hcguard, "run", "--mode", "off", "sh", "-c", "kill -KILL $$"], env=env)
+    expect_eq(p.returncode, -signal.SIGKILL, "death by SIGKILL", p)
+    left = [f for f in os.listdir(tmp) if f.startswith("hcguard-flight-")]
+    p = run([args.hcguard, "run", "--mode", "off", "true"], env=dict(env, TMPDIR=tmp))
+    expect_eq(p.returncode, 0, "exit status with TMPDIR", p)
+    left = [f for f in os.listdir(tmp) if f.startswith("hcguard-flight-")]
+    expect_eq(left, [], "flight recorder files left in TMPDIR")
 
 
 # ---- where the library is found -----------------------------------------

@@ -126,6 +126,19 @@ static void test_recheck(void)
     check_bad("HCGUARD_RECHECK", "sometimes", "not one of changed, always");
 }
 
+static void test_buffer(void)
+{
+    CHECK(parse1("HCGUARD_BUFFER", "4M") == 0 && g_cfg.buffer_bytes == 4u << 20);
+    CHECK(parse1("HCGUARD_BUFFER", "64k") == 0 && g_cfg.buffer_bytes == 64u << 10);
+    CHECK(parse1("HCGUARD_BUFFER", "1G") == 0 && g_cfg.buffer_bytes == 1u << 30);
+    CHECK(parse1("HCGUARD_BUFFER", "100000") == 0 && g_cfg.buffer_bytes == 100000);
+    CHECK(parse1("HCGUARD_MODE", "audit") == 0 && g_cfg.buffer_bytes == HCG_BUFFER_DEFAULT);
+    const char *bad[] = {"0", "63K", "65535", "2G", "1025M", "-4M", "+4M", "4MB", "4 M", " 4M",
+                         "4M ", "0x100000", "M", "4Q", "1e6", "99999999999999999999999K"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        check_bad("HCGUARD_BUFFER", bad[i], "not a size from 64K to 1G (bytes, or a number with K, M or G)");
+}
+
 static void test_driver(void)
 {
     CHECK(parse1("HCGUARD_DRIVER", "/opt/nvidia/libcuda.so.1") == 0);
@@ -349,6 +362,7 @@ int main(void)
     test_exitcode();
     test_bools();
     test_recheck();
+    test_buffer();
     test_driver();
     test_copy_fn();
     test_log();

@@ -1,0 +1,66 @@
+"""Runs hc_lost die HOW under `hcguard run` with a log and a trace, and
+checks what is left: every one of the 100 host functions in the log (run
+events) and in the trace (slices, the JSON array whole), one summary on
+stderr with the exact counts, and hcguard run's exit status the program's
+own (its exit code, or death by its signal).
+
+  check_die.py HCGUARD HC_LOST DIR HOW EXPECTED_STATUS [EXITCODE]
+EXPECTED_STATUS is a number, or -N for death by signal N. With EXITCODE,
+the program first launches a bad record (rejected: one error), and hcguard
+run is given --error-exitcode EXITCODE. HCG_CHILD_PRELOAD,
+if set, becomes the command's LD_PRELOAD (a sanitizer's runtime, which
+hcguard run keeps ahead of libhcguard.so).
+"""
+import json
+import os
+import subprocess
+import sys
+
+
+def main():
+    hcguard, prog, where, how, want = sys.argv[1:6]
+    exitcode = sys.argv[6] if len(sys.argv) > 6 else None
+    opts = ["--error-exitcode", exitcode] if exitcode else []
+    errors = "1 error" if exitcode else "0 errors"
+    os.makedirs(where, exist_ok=True)
+    tag = how + ("-bad" if exitcode else "")
+    log = os.path.join(where, "die-%s.jsonl" % tag)
+    trace = os.path.join(where, "die-%s.json" % tag)
+    for f in (log, trace):
+        if os.path.exists(f):
+            os.unlink(f)
+    env = dict(os.environ)
+    pre = env.pop("HCG_CHILD_PRELOAD", "").rstrip(":")
+    if pre:
+        env["LD_PRELOAD"] = pre
+    p = subprocess.run([hcguard, "run", "--log", log, "--trace", trace, "--slow-ms", "100000"]
+                       + opts + ["--", prog, "die", how] + (["bad"] if exitcode else []),
+                       capture_output=True, text=True, timeout=120, env=env)
+    sys.stdout.write(p.stdout)
+    sys.stdout.write(p.stderr)
+    bad = []
+    if p.returncode != int(want):
+        bad.append("exit status %d, want %s" % (p.returncode, want))
+    runs = 0
+    with open(log) as f:
+        for line in f:
+            ev = json.loads(line)
+            runs += ev["event"] == "run" and ev["fn_name"] in ("noop", "unknown")
+    if runs != 100:
+        bad.append("the log has %d run events, want 100" % runs)
+    with open(trace) as f:
+        slices = [e for e in json.load(f) if e.get("ph") == "X"]
+    if len(slices) != 100:
+        bad.append("the trace has %d slices, want 100" % len(slices))
+    if p.stderr.count("ERROR SUMMARY: %s" % errors) != 1:
+        bad.append("want one summary saying 'ERROR SUMMARY: %s'" % errors)
+    if "host functions: 100 launched, 100 ran" not in p.stderr:
+        bad.append("the summary lacks 'host functions: 100 launched, 100 ran'")
+    for b in bad:
+        print("check_die: " + b)
+    print("check_die %s: %s" % (tag, "failed" if bad else "passed"))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,430 @@
+/* Nothing lost: exact counts and every event at high rates, an error after
+ * a flood of warnings, thread-exit destructors that launch, fork while
+ * another thread prints, exec, and ways of dying.
+ *
+ *   hc_lost flood N          N host functions from one thread, as fast as it can
+ *   hc_lost copies N         N host copies from one thread
+ *   hc_lost threads T N      T threads on T streams launching N in total
+ *   hc_lost warnings W       W closure warnings, then one bad record
+ *   hc_lost dtor T N         T threads whose key destructors launch N in total
+ *   hc_lost forkprint F busy|quiet  F forks while another thread floods messages
+ *   hc_lost exec N M         N copies, then exec itself doing M copies
+ *   hc_lost forkexec N M     N copies; a fork child execs itself doing M
+ *   hc_lost die HOW [bad]    100 host functions (after a rejected record:
+ *                            bad), then die HOW (segv, bus, abort, term,
+ *                            int, exit, _exit, _Exit, kill)
+ * Each prints "<mode>: passed" when every check held. */
+
+#include <cuda.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "hcguard.h"
+#include "testutil.h"
+
+static test_stats_fn get_stats;
+static CUhostFn copy_fn;
+static CUstream stream;
+static atomic_ulong ran;
+
+static void noop(void *p)
+{
+    (void)p;
+    atomic_fetch_add_explicit(&ran, 1, memory_order_relaxed);
+}
+
+static void setup(void)
+{
+    stream = test_context();
+    copy_fn = (CUhostFn)dlsym(RTLD_DEFAULT, "hcguard_host_copy");
+    get_stats = (test_stats_fn)dlsym(RTLD_DEFAULT, "hcguard_get_stats");
+    if (!copy_fn || !get_stats) {
+        fprintf(stderr, "FAIL: run this under hcguard\n");
+        exit(1);
+    }
+}
+
+/* hcguard's counts after a synchronize equal the program's own, and no
+ * event was dropped. */
+static void check_exact(const char *what, uint64_t launched, uint64_t copies, uint64_t bytes)
+{
+    hcguard_stats s = test_stats(get_stats);
+    CHECK(s.host_fns_launched == launched, "%s: launched %llu, want %llu", what,
+          (unsigned long long)s.host_fns_launched, (unsigned long long)launched);
+    CHECK(s.host_fns_ran == launched, "%s: ran %llu, want %llu", what,
+          (unsigned long long)s.host_fns_ran, (unsigned long long)launched);
+    CHECK(s.copies_launched == copies && s.copies_ran == copies, "%s: copies %llu/%llu, want %llu",
+          what, (unsigned long long)s.copies_launched, (unsigned long long)s.copies_ran,
+          (unsigned long long)copies);
+    CHECK(s.bytes_copied == bytes, "%s: bytes %llu, want %llu", what,
+          (unsigned long long)s.bytes_copied, (unsigned long long)bytes);
+    CHECK(s.events_dropped == 0, "%s: %llu events dropped", what,
+          (unsigned long long)s.events_dropped);
+}
+
+static void flood(unsigned long n)
+{
+    for (unsigned long i = 0; i < n; i++)
+        DRV(cuLaunchHostFunc(stream, noop, NULL));
+    DRV(cuStreamSynchronize(stream));
+    CHECK(atomic_load(&ran) == n, "ran %lu of %lu", atomic_load(&ran), n);
+    check_exact("flood", n, 0, 0);
+}
+
+static void copies(unsigned long n)
+{
+    static char a[64], b[64];
+    hcguard_copy_record rec = {(uintptr_t)a, (uintptr_t)b, 8};
+    for (unsigned long i = 0; i < n; i++)
+        DRV(cuLaunchHostFunc(stream, copy_fn, &rec));
+    DRV(cuStreamSynchronize(stream));
+    check_exact("copies", n, n, 8 * n);
+}
+
+typedef struct worker {
+    pthread_t t;
+    unsigned long n;
+    CUcontext ctx;
+} worker;
+
+static void *launch_on_own_stream(void *arg)
+{
+    worker *w = arg;
+    CUstream s;
+    DRV(cuCtxSetCurrent(w->ctx));
+    DRV(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    for (unsigned long i = 0; i < w->n; i++)
+        DRV(cuLaunchHostFunc(s, noop, NULL));
+    DRV(cuStreamSynchronize(s));
+    return NULL;
+}
+
+static void threads(unsigned t, unsigned long n)
+{
+    worker w[64];
+    CUcontext ctx;
+    DRV(cuCtxGetCurrent(&ctx));
+    if (t > 64)
+        t = 64;
+    for (unsigned i = 0; i < t; i++) {
+        w[i].n = n / t + (i < n % t);
+        w[i].ctx = ctx;
+        pthread_create(&w[i].t, NULL, launch_on_own_stream, &w[i]);
+    }
+    for (unsigned i = 0; i < t; i++)
+        pthread_join(w[i].t, NULL);
+    CHECK(atomic_load(&ran) == n, "ran %lu of %lu", atomic_load(&ran), n);
+    check_exact("threads", n, 0, 0);
+}
+
+/* Code in anonymous memory: a closure warning at every launch. */
+static CUhostFn make_closure(void)
+{
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+    unsigned char *code = mmap(NULL, pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+#if defined(__x86_64__)
+    code[0] = 0xc3; /* ret */
+#elif defined(__aarch64__)
+    static const unsigned char ret[4] = {0xc0, 0x03, 0x5f, 0xd6};
+    memcpy(code, ret, 4);
+#else
+    fprintf(stderr, "SKIP: no closure code for this architecture\n");
+    exit(77);
+#endif
+    mprotect(code, pg, PROT_READ | PROT_EXEC);
+    __builtin___clear_cache((char *)code, (char *)code + 4);
+    return (CUhostFn)(void *)code;
+}
+
+static void warnings(unsigned long w)
+{
+    CUhostFn c = make_closure();
+    for (unsigned long i = 0; i < w; i++)
+        DRV(cuLaunchHostFunc(stream, c, NULL));
+    static char a[64];
+    hcguard_copy_record bad = {(uintptr_t)a, (uintptr_t)(a + 8), 32}; /* overlap */
+    CUresult r = cuLaunchHostFunc(stream, copy_fn, &bad);
+    CHECK(r == CUDA_ERROR_INVALID_VALUE, "the bad record was not rejected: %d", (int)r);
+    DRV(cuStreamSynchronize(stream));
+    hcguard_stats s = test_stats(get_stats);
+    CHECK(s.rejected == 1, "rejected %llu, want 1", (unsigned long long)s.rejected);
+    CHECK(s.host_fns_ran == w, "ran %llu, want %lu", (unsigned long long)s.host_fns_ran, w);
+}
+
+/* ---- thread exit --------------------------------------------------------- */
+typedef struct dtor_rec {
+    uint64_t cookie;    /* what the host function expects to find */
+    atomic_int runs;
+} dtor_rec;
+
+static pthread_key_t dtor_key;
+static unsigned long per_thread;
+static dtor_rec *recs;
+static atomic_ulong next_rec, anomalies;
+static CUcontext dtor_ctx;
+
+static void check_own(void *p)
+{
+    dtor_rec *r = p;
+    uint64_t want = (uint64_t)(r - recs) * 2654435761u + 1;
+    if (r->cookie != want || atomic_fetch_add(&r->runs, 1) != 0)
+        atomic_fetch_add(&anomalies, 1);
+    atomic_fetch_add_explicit(&ran, 1, memory_order_relaxed);
+}
+
+/* Runs as the thread exits, after hcguard's own destructors may have run. */
+static void launch_in_dtor(void *arg)
+{
+    CUstream s = arg;
+    for (unsigned long i = 0; i < per_thread; i++) {
+        unsigned long k = atomic_fetch_add(&next_rec, 1);
+        recs[k].cookie = (uint64_t)k * 2654435761u + 1;
+        DRV(cuLaunchHostFunc(s, check_own, &recs[k]));
+    }
+}
+
+static void *dtor_thread(void *arg)
+{
+    (void)arg;
+    CUstream s;
+    DRV(cuCtxSetCurrent(dtor_ctx));
+    DRV(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    /* A launch first, so that hcguard's pool and ring exist for this
+     * thread (and its destructors are registered before ours runs). */
+    DRV(cuLaunchHostFunc(s, noop, NULL));
+    pthread_setspecific(dtor_key, s);
+    return NULL;
+}
+
+static void dtor(unsigned t, unsigned long n)
+{
+    per_thread = n / t;
+    recs = calloc(per_thread * t, sizeof *recs);
+    DRV(cuCtxGetCurrent(&dtor_ctx));
+    /* A launch first, so that hcguard's thread keys come before this
+     * program's: at thread exit, hcguard's destructors run first, and the
+     * program's then launch with hcguard's pool and ring released. */
+    DRV(cuLaunchHostFunc(stream, noop, NULL));
+    DRV(cuStreamSynchronize(stream));
+    pthread_key_create(&dtor_key, launch_in_dtor);
+    /* Eight at a time, a new one started as the oldest ends: new threads
+     * take over what exiting ones released while those still launch. */
+    pthread_t th[8];
+    for (unsigned i = 0; i < t + 8; i++) {
+        if (i >= 8)
+            pthread_join(th[i % 8], NULL);
+        if (i < t)
+            pthread_create(&th[i % 8], NULL, dtor_thread, NULL);
+    }
+    DRV(cuCtxSynchronize());
+    unsigned long total = per_thread * t;
+    CHECK(atomic_load(&anomalies) == 0, "%lu host functions got another launch's data",
+          atomic_load(&anomalies));
+    for (unsigned long i = 0; i < total; i++)
+        if (atomic_load(&recs[i].runs) != 1) {
+            CHECK(0, "record %lu ran %d times", i, atomic_load(&recs[i].runs));
+            break;
+        }
+    CHECK(atomic_load(&ran) == total + t + 1, "ran %lu, want %lu", atomic_load(&ran), total + t + 1);
+    check_exact("dtor", total + t + 1, 0, 0);
+}
+
+/* ---- fork while another thread prints ------------------------------------ */
+static atomic_int stop_printing;
+static unsigned char *closures; /* a page of "ret": every byte a distinct closure */
+
+/* Past 1024 distinct closures hcguard prints a warning for every one it
+ * meets: the collector prints without pause, holding the message lock
+ * for each line. */
+static void *print_flood(void *arg)
+{
+    (void)arg;
+    DRV(cuCtxSetCurrent(dtor_ctx));
+    CUstream s;
+    DRV(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+    for (size_t i = 0; !atomic_load(&stop_printing); i = (i + 1) % pg) {
+        DRV(cuLaunchHostFunc(s, (CUhostFn)(void *)(closures + i), NULL));
+        if (i % 256 == 255)
+            DRV(cuStreamSynchronize(s));
+    }
+    DRV(cuStreamSynchronize(s));
+    return NULL;
+}
+
+/* A child that is stuck gets SIGKILL after 10 s: reported as hung. */
+static int wait_bounded(pid_t pid)
+{
+    for (int ms = 0; ms < 10000; ms += 2) {
+        int st;
+        pid_t r = waitpid(pid, &st, WNOHANG);
+        if (r == pid)
+            return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        struct timespec ts = {0, 2000000};
+        nanosleep(&ts, NULL);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    return -1;
+}
+
+/* busy: each child launches (a rejected record) and prints its summary;
+ * quiet: it only asks for the counts (drains), for ThreadSanitizer, which
+ * cannot follow a thread the child would start. */
+static void forkprint(unsigned f, int busy)
+{
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+    closures = mmap(NULL, pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+#if defined(__x86_64__)
+    memset(closures, 0xc3, pg); /* ret */
+#else
+    fprintf(stderr, "SKIP: no closure code for this architecture\n");
+    exit(77);
+#endif
+    mprotect(closures, pg, PROT_READ | PROT_EXEC);
+    /* hcguard's flood of warnings goes nowhere; the verdict to stdout. */
+    int devnull = open("/dev/null", O_WRONLY);
+    dup2(devnull, 2);
+    DRV(cuCtxGetCurrent(&dtor_ctx));
+    pthread_t th;
+    pthread_create(&th, NULL, print_flood, NULL);
+    struct timespec warm = {0, 50000000};
+    nanosleep(&warm, NULL);
+    unsigned hung = 0, failed = 0;
+    unsigned forks = 0;
+    fflush(stdout); /* the children's exit would write it again */
+    for (; forks < f && hung < 3; forks++) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            static char a[64];
+            hcguard_copy_record bad = {(uintptr_t)a, (uintptr_t)(a + 8), 32};
+            if (busy)
+                (void)cuLaunchHostFunc(stream, copy_fn, &bad);
+            hcguard_stats s;
+            get_stats(&s, sizeof s);
+            exit(busy && s.rejected != 1 ? 3 : 0);
+        }
+        int rc = wait_bounded(pid);
+        hung += rc == -1;
+        if (rc != 0 && rc != -1 && failed++ == 0)
+            printf("forkprint: child %u exited %d\n", forks, rc), fflush(stdout);
+    }
+    atomic_store(&stop_printing, 1);
+    pthread_join(th, NULL);
+    hcguard_stats s = test_stats(get_stats);
+    printf("forkprint: %u forks, %u hung, %u failed; the parent met %llu closures\n", forks, hung,
+           failed, (unsigned long long)s.host_fns_ran);
+    if (hung || failed || s.host_fns_ran < 2048)
+        failures++;
+}
+
+/* ---- exec ---------------------------------------------------------------- */
+static void do_copies(unsigned long n)
+{
+    static char a[64], b[64];
+    hcguard_copy_record rec = {(uintptr_t)a, (uintptr_t)b, 8};
+    for (unsigned long i = 0; i < n; i++)
+        DRV(cuLaunchHostFunc(stream, copy_fn, &rec));
+    DRV(cuStreamSynchronize(stream));
+}
+
+static void exec_self(const char *m)
+{
+    char self[4096];
+    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (len <= 0)
+        exit(1);
+    self[len] = 0;
+    execl(self, self, "copies-only", m, (char *)NULL);
+    fprintf(stderr, "FAIL: exec: %s\n", strerror(errno));
+    exit(1);
+}
+
+/* ---- dying ---------------------------------------------------------------- */
+static void die(const char *how, int bad)
+{
+    static char a[64];
+    hcguard_copy_record overlap = {(uintptr_t)a, (uintptr_t)(a + 8), 32};
+    if (bad)
+        CHECK(cuLaunchHostFunc(stream, copy_fn, &overlap) == CUDA_ERROR_INVALID_VALUE,
+              "the bad record was not rejected");
+    for (int i = 0; i < 100; i++)
+        DRV(cuLaunchHostFunc(stream, noop, NULL));
+    DRV(cuStreamSynchronize(stream));
+    fprintf(stderr, "die: 100 host functions ran, now %s\n", how);
+    if (!strcmp(how, "segv"))
+        raise(SIGSEGV);
+    else if (!strcmp(how, "bus"))
+        raise(SIGBUS);
+    else if (!strcmp(how, "abort"))
+        abort();
+    else if (!strcmp(how, "term"))
+        raise(SIGTERM);
+    else if (!strcmp(how, "int"))
+        raise(SIGINT);
+    else if (!strcmp(how, "kill"))
+        raise(SIGKILL);
+    else if (!strcmp(how, "_exit"))
+        _exit(3);
+    else if (!strcmp(how, "_Exit"))
+        _Exit(4);
+    else if (!strcmp(how, "exit"))
+        exit(5);
+    fprintf(stderr, "FAIL: unknown way of dying %s\n", how);
+    exit(1);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 3) {
+        fprintf(stderr, "usage: hc_lost MODE ARGS (see the source)\n");
+        return 2;
+    }
+    setup();
+    const char *m = argv[1];
+    unsigned long a = strtoul(argv[2], NULL, 10), b = argc > 3 ? strtoul(argv[3], NULL, 10) : 0;
+    if (!strcmp(m, "flood"))
+        flood(a);
+    else if (!strcmp(m, "copies"))
+        copies(a);
+    else if (!strcmp(m, "threads"))
+        threads((unsigned)a, b);
+    else if (!strcmp(m, "warnings"))
+        warnings(a);
+    else if (!strcmp(m, "dtor"))
+        dtor((unsigned)a, b);
+    else if (!strcmp(m, "forkprint"))
+        forkprint((unsigned)a, argc > 3 && !strcmp(argv[3], "busy"));
+    else if (!strcmp(m, "copies-only"))
+        do_copies(a);
+    else if (!strcmp(m, "exec")) {
+        do_copies(a);
+        exec_self(argv[3]);
+    } else if (!strcmp(m, "forkexec")) {
+        do_copies(a);
+        pid_t pid = fork();
+        if (pid == 0)
+            exec_self(argv[3]);
+        int st;
+        waitpid(pid, &st, 0);
+        CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the child failed: %d", st);
+    } else if (!strcmp(m, "die"))
+        die(argv[2], argc > 3 && !strcmp(argv[3], "bad"));
+    else {
+        fprintf(stderr, "usage: hc_lost MODE ARGS (see the source)\n");
+        return 2;
+    }
+    if (failures)
+        return 1;
+    printf("%s: passed\n", m);
+    return 0;
+}
