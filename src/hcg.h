@@ -45,7 +45,12 @@ typedef struct hcg_config {
     char driver_path[HCG_PATH_MAX]; /* "" = libcuda.so.1 */
     size_t n_copy_fns;
     char copy_fns[HCG_MAX_COPY_FNS][128]; /* HCGUARD_COPY_FN, split on ',' */
+    unsigned file_mode;                   /* HCGUARD_FILE_MODE: created files (0600) */
+    char report_path[HCG_PATH_MAX];       /* HCGUARD_LOG_FILE: messages and summary; "" = stderr */
+    char report_pattern[HCG_PATH_MAX];
+    unsigned print_limit;                 /* HCGUARD_PRINT_LIMIT: findings printed; 0 = all */
 } hcg_config;
+#define HCG_PRINT_LIMIT_DEFAULT 100
 
 typedef const char *(*hcg_getenv_fn)(const char *name);
 
@@ -504,6 +509,15 @@ typedef struct hcg_sinkfile {
     char buf[1 << 16];
 } hcg_sinkfile;
 
+/* Open an output file safely (see sinkfile.c): created new with
+ * HCGUARD_FILE_MODE, or an existing regular file of the effective user
+ * truncated (kept and appended to with HCG_OPEN_APPEND); a symlink, FIFO,
+ * device, directory or another user's file is refused. Returns the fd
+ * (O_APPEND, O_CLOEXEC, blocking), or -1 with the reason in why. */
+#define HCG_OPEN_APPEND 1
+int hcg_open_output_why(const char *path, int flags, char *why, size_t len);
+/* The same, saying why it failed (hcg_problem) for the `what` of path. */
+int hcg_open_output(const char *path, const char *what, int flags);
 /* Open path (expanded from pattern, kept for a fork child's own %p).
  * shared_ok: a fork child without %p appends to the same file; else it
  * writes none. 0, or -1 with a message. */
@@ -545,6 +559,22 @@ void hcg_trace_summary(void);
 /* "==hcguard== " prefixed line on stderr; serialised. */
 void hcg_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void hcg_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Text as it is, where messages go (for paths that cannot format). */
+void hcg_write_raw(const char *text, size_t len);
+/* Misconfiguration: printed now as an ERROR (without --debug) and kept,
+ * to be repeated in the summary (hcg_problems_print). */
+void hcg_problem(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void hcg_problems_print(void);
+/* Kept for the summary only, not printed now. */
+void hcg_problem_keep(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* HCGUARD_COPY_FN names that match nothing: a warning at the first host
+ * function classified; at exit (at_exit), kept as a problem. */
+void hcg_copy_fns_check(int at_exit);
+unsigned hcg_problems_count(void);
+/* 1 if one more finding may be printed under HCGUARD_PRINT_LIMIT; else 0,
+ * counted (the first time, says so). */
+int hcg_print_take(void);
+uint64_t hcg_print_suppressed(void);
 /* Report one enqueue-time finding (printed once per call) and count it. */
 void hcg_report_reject(hcg_api api, CUstream s, void *fn, void *user,
                        hcg_fnkind kind, const hcguard_copy_record *r,

@@ -343,6 +343,12 @@ void hcg_summary_print(int fd)
     uint64_t audit_errors = hcg_audit_errors();
     uint64_t warnings = hcg_audit_findings() - audit_errors;
     errors += audit_errors;
+    hcg_copy_fns_check(1);
+    hcg_problems_print();
+    uint64_t unprinted = hcg_print_suppressed();
+    if (unprinted)
+        hcg_msg("findings not printed (print limit %u): %" PRIu64 "; they are counted above",
+                cfg->print_limit, unprinted);
     if (warnings)
         hcg_msg("ERROR SUMMARY: %" PRIu64 " error%s, %" PRIu64 " warning%s", errors,
                 errors == 1 ? "" : "s", warnings, warnings == 1 ? "" : "s");

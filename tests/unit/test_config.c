@@ -10,6 +10,7 @@
 
 #include "hcg.h"
 #include "check.h"
+#include "../common/stderr_redirect.h"
 
 /* ---- a fake environment ------------------------------------------------- */
 
@@ -314,10 +315,10 @@ static void test_config_get(void)
     if (fd < 0)
         return;
     int saved = dup(2);
-    dup2(fd, 2);
+    hcg_test_redirect_stderr(fd);
     const hcg_config *c = hcg_config_get();
     const hcg_config *again = hcg_config_get();
-    dup2(saved, 2);
+    hcg_test_redirect_stderr(saved);
     close(saved);
     CHECK(c == again);
     CHECK(c->mode == HCG_MODE_AUDIT && c->summary == 1 && c->recheck_always == 0);
