@@ -104,7 +104,7 @@ typedef CUresult (*hcg_pfn_add_callback)(CUstream, CUstreamCallback, void *, uns
     X(cuGraphGetNodes) X(cuGraphNodeGetType) X(cuGraphChildGraphNodeGetGraph)  \
     X(cuUserObjectCreate) X(cuUserObjectRelease) X(cuGraphRetainUserObject)    \
     X(cuGraphReleaseUserObject) X(cuStreamGetCaptureInfo_v2)                   \
-    X(cuStreamGetCaptureInfo_v2_ptsz)
+    X(cuStreamGetCaptureInfo_v2_ptsz) X(cuGraphLaunch) X(cuGraphLaunch_ptsz)
 
 enum {
 #define HCG_X(n) HCG_G_##n,
@@ -223,6 +223,8 @@ CUresult hcg_w_cuGraphInstantiateWithParams_ptsz(CUgraphExec *, CUgraph,
 CUresult hcg_w_cuGraphExecUpdate(CUgraphExec, CUgraph, CUgraphNode *, CUgraphExecUpdateResult *);
 CUresult hcg_w_cuGraphExecUpdate_v2(CUgraphExec, CUgraph, CUgraphExecUpdateResultInfo *);
 CUresult hcg_w_cuGraphExecDestroy(CUgraphExec);
+CUresult hcg_w_cuGraphLaunch(CUgraphExec, CUstream);
+CUresult hcg_w_cuGraphLaunch_ptsz(CUgraphExec, CUstream);
 
 /* ---- oracle.c: what the address space looks like ---------------------- */
 typedef enum hcg_mem {

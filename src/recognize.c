@@ -196,11 +196,12 @@ static int is_user_name(const char *name)
  * a warning: libraries may still be loaded) and at exit (kept for the
  * summary). A name counts as found if a launched host function had it or
  * a loaded object exports it. */
+static atomic_int checked_first;
+
 void hcg_copy_fns_check(int at_exit)
 {
-    static atomic_int checked_first;
     const hcg_config *c = hcg_config_get();
-    if (!c->n_copy_fns || (!at_exit && atomic_exchange(&checked_first, 1)))
+    if ((!at_exit && atomic_exchange(&checked_first, 1)) || !c->n_copy_fns)
         return;
     uint32_t matched = atomic_load(&g_names_matched);
     for (size_t i = 0; i < c->n_copy_fns; i++) {
@@ -240,7 +241,7 @@ static hcg_fnkind classify(void *fn)
     return is_user_name(name) ? HCG_FN_COPY_USER : HCG_FN_ORDINARY;
 }
 
-hcg_fnkind hcg_recognize(void *fn)
+static hcg_fnkind recognize(void *fn)
 {
     if (!fn)
         return HCG_FN_ORDINARY;
@@ -254,8 +255,16 @@ hcg_fnkind hcg_recognize(void *fn)
         return (hcg_fnkind)(cached - 1);
     atomic_fetch_add_explicit(&g_misses, 1, memory_order_relaxed);
     hcg_fnkind kind = classify(fn);
-    hcg_copy_fns_check(0); /* after the first match could be made */
     cache_put(p, kind);
+    return kind;
+}
+
+hcg_fnkind hcg_recognize(void *fn)
+{
+    hcg_fnkind kind = recognize(fn);
+    /* after the first match could be made: one load once checked */
+    if (HCG_UNLIKELY(!atomic_load_explicit(&checked_first, memory_order_relaxed)))
+        hcg_copy_fns_check(0);
     return kind;
 }
 
