@@ -373,11 +373,15 @@ static int complete(cursor *c, const hcg_logrec *r)
             return fail(c, "no \"%s\"", fields[i].key);
     if ((r->have & times) == times && r->duration_ns != r->t_end_ns - r->t_start_ns)
         return fail(c, "\"duration_ns\" is not t_end_ns - t_start_ns");
-    uint32_t pairs[] = {HCG_LR_GRAPH | HCG_LR_NODE, HCG_LR_DST | HCG_LR_SRC | HCG_LR_BYTES};
-    for (size_t i = 0; i < 2; i++)
-        if ((r->have & pairs[i]) && (r->have & pairs[i]) != pairs[i])
-            return fail(c, i ? "\"dst\", \"src\" and \"bytes\" come together"
-                             : "\"graph\" and \"node\" come together");
+    static const struct { uint32_t bits; const char *what; } together[] = {
+        {HCG_LR_GRAPH | HCG_LR_NODE, "\"graph\" and \"node\" come together"},
+        {HCG_LR_DST | HCG_LR_SRC | HCG_LR_BYTES, "\"dst\", \"src\" and \"bytes\" come together"},
+        {HCG_LR_T_START | HCG_LR_T_END | HCG_LR_DURATION,
+         "\"t_start_ns\", \"t_end_ns\" and \"duration_ns\" come together"},
+    };
+    for (size_t i = 0; i < sizeof together / sizeof together[0]; i++)
+        if ((r->have & together[i].bits) && (r->have & together[i].bits) != together[i].bits)
+            return fail(c, "%s", together[i].what);
     if ((r->have & HCG_LR_GBPS) && r->kind != HCG_LOGREC_RUN)
         return fail(c, "\"gbps\" on an event that did not run");
     return 0;

@@ -62,6 +62,8 @@ static void test_bad(void)
     check_bad(HEAD ",\"reason\":\"overlap\",\"seq\":4}", "\"seq\" appears twice");
     check_bad(HEAD ",\"reason\":\"overlap\",\"graph\":\"0x1\"}", "come together");
     check_bad(HEAD ",\"reason\":\"overlap\",\"gbps\":1.0}", "did not run");
+    /* found by fuzz_jsonl: part of the times on an event that has none */
+    check_bad(HEAD ",\"reason\":\"overlap\",\"t_start_ns\":1,\"t_end_ns\":2}", "come together");
     check_bad("{\"event\":\"launch\"}", "is not one of run, skip, reject, finding");
     check_bad("{\"event\":\"run\",\"pid\":0}", "\"pid\"");
     check_bad("{\"event\":\"run\",\"pid\":-3}", "\"pid\"");
