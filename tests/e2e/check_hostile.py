@@ -295,6 +295,27 @@ def print_limit(args, tmp):
     expect("HCGUARD_PRINT_LIMIT='-1' is not an integer from 0" in err, "-1 refused", err)
 
 
+@case
+def many_execs(args, tmp):
+    rc, out, err = run(args, ["many-execs", "5000"], timeout=110)
+    expect(rc == 0 and "many-execs: passed" in out, f"exit status {rc}", out + err[-3000:])
+    # while all live: each exec's current call (the graph's root is one more)
+    m = re.search(r"many-execs: 5000 executable graphs, (\d+) graph calls alive", out)
+    expect(m and int(m.group(1)) == 5001, "one call per executable graph and the root", out)
+
+
+@case
+def closure_print_limit(args, tmp):
+    rc, out, err = run(args, ["closures", "20"], {"HCGUARD_PRINT_LIMIT": "5"})
+    expect(rc == 0, f"exit status {rc}", out + err)
+    expect(err.count("WARNING: closure-host-fn:") == 5, "5 closure findings printed", err)
+    expect(re.search(r"closure-host-fn\s+20\b", err), "20 counted in the summary", err)
+    listed = len(re.findall(r"^==hcguard==         0x[0-9a-f]+ anonymous: 1 time$", err, re.M))
+    expect(listed == 5, f"{listed} closures listed in the summary, want 5", err)
+    expect("(15 more not printed: the print limit is 5)" in err, "the rest counted", err)
+    expect("findings not printed (print limit 5): 15" in err, "the summary's total", err)
+
+
 def rss(out, mode):
     m = re.search(mode + r": (\d+) calls, max RSS (\d+) KiB at 10%, (\d+) KiB at 100%", out)
     expect(m, "no RSS line", out)

@@ -9,6 +9,10 @@
  *                                  makes hcguard report, and checks FILE
  *   hc_hostile flood N             N bad host-copy records, each refused
  *   hc_hostile good                one good host copy (for output files)
+ *   hc_hostile many-execs N        N executable graphs alive at once, each
+ *                                  set and launched, then all destroyed
+ *   hc_hostile closures N          N distinct host functions in anonymous
+ *                                  memory (closure findings)
  *
  * The set-params floods print the maximum resident set size at 10% and at
  * 100% of the calls, and check that every call hcguard made is freed once
@@ -21,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
@@ -166,6 +171,66 @@ static void reuse_fd2(const char *path)
                                                                         : "only the program's");
 }
 
+static void many_execs(long n)
+{
+    uint64_t base = live_now();
+    CUgraph g;
+    CUgraphNode node;
+    CUDA_HOST_NODE_PARAMS p = {copy_fn(), &rec};
+    CUgraphExec *e = calloc((size_t)n, sizeof *e);
+    CHECK(e != NULL, "calloc");
+    if (!e)
+        return;
+    DRV(cuGraphCreate(&g, 0));
+    DRV(cuGraphAddHostNode(&node, g, NULL, 0, &p));
+    for (long i = 0; i < n; i++) {
+        DRV(cuGraphInstantiate(&e[i], g, 0));
+        DRV(cuGraphExecHostNodeSetParams(e[i], node, &p));
+        DRV(cuGraphLaunch(e[i], stream));
+        DRV(cuGraphExecHostNodeSetParams(e[i], node, &p)); /* retired: launched since */
+    }
+    DRV(cuStreamSynchronize(stream));
+    for (long i = 0; i < n; i++)
+        DRV(cuGraphLaunch(e[i], stream)); /* frees what each retired */
+    DRV(cuStreamSynchronize(stream));
+    printf("many-execs: %ld executable graphs, %llu graph calls alive\n", n,
+           (unsigned long long)(stats().graph_calls_live - base));
+    for (long i = 0; i < n; i++)
+        DRV(cuGraphExecDestroy(e[i]));
+    DRV(cuGraphDestroy(g));
+    free(e);
+    uint64_t live = live_now();
+    CHECK(live == base, "%llu graph calls alive after the graphs went (was %llu)",
+          (unsigned long long)live, (unsigned long long)base);
+}
+
+/* n host functions that only return, in anonymous executable memory: what
+ * a ctypes or cffi closure looks like to hcguard. */
+static void closures(long n)
+{
+    size_t len = (size_t)n * 16 + 4096;
+    unsigned char *code = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(code != MAP_FAILED, "mmap");
+    if (code == MAP_FAILED)
+        return;
+    for (long i = 0; i < n; i++) {
+#if defined(__x86_64__)
+        code[i * 16] = 0xc3; /* ret */
+#elif defined(__aarch64__)
+        const uint32_t ret = 0xd65f03c0;
+        memcpy(code + i * 16, &ret, sizeof ret);
+#else
+        fprintf(stderr, "SKIP: no closure stand-in for this architecture\n");
+        exit(77);
+#endif
+    }
+    CHECK(mprotect(code, len, PROT_READ | PROT_EXEC) == 0, "mprotect");
+    __builtin___clear_cache((char *)code, (char *)code + len);
+    for (long i = 0; i < n; i++)
+        DRV(cuLaunchHostFunc(stream, (CUhostFn)(void *)(code + i * 16), NULL));
+    DRV(cuStreamSynchronize(stream));
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -186,6 +251,10 @@ int main(int argc, char **argv)
     else if (strcmp(mode, "flood") == 0)
         for (long i = 0; i < n; i++)
             bad_launch();
+    else if (strcmp(mode, "many-execs") == 0)
+        many_execs(n);
+    else if (strcmp(mode, "closures") == 0)
+        closures(n);
     else if (strcmp(mode, "good") == 0)
         DRV(cuLaunchHostFunc(stream, copy_fn(), &rec));
     else {
