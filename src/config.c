@@ -469,6 +469,7 @@ static void config_load(void)
         if (nl)
             *nl = '\0';
         hcg_msg("%s; the default is used", line);
+        hcg_problem_keep("%s; the default is used", line); /* for the summary */
         line = nl ? nl + 1 : NULL;
     }
 }

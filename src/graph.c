@@ -652,6 +652,7 @@ static int exec_note_set(CUgraphExec e, CUgraphNode n, hcg_call *c, uint64_t bef
 {
     hcg_call *freed = NULL;
     int rc = -1;
+    atomic_store(&host_nodes_seen, 1); /* launches of e are counted from now */
     pthread_mutex_lock(&exec_lock);
     exec_ent *x = exec_get(e, 1);
     size_t i = 0;
@@ -720,8 +721,12 @@ static CUresult graph_launch(pfn_graph_launch real, CUgraphExec e, CUstream s,
     return r;
 }
 
+/* Inside a host function a launch is a finding, as it was through the thunk
+ * every unwrapped entry point gets. */
 CUresult hcg_w_cuGraphLaunch(CUgraphExec e, CUstream s)
 {
+    if (HCG_UNLIKELY(hcg_audit_wrapper_call(HCG_API_GRAPH_LAUNCH)))
+        return CUDA_ERROR_NOT_PERMITTED;
     HCG_DRV_OR_FAIL(d);
     REAL_OR_FAIL(d, cuGraphLaunch, pfn_graph_launch, real);
     return graph_launch(real, e, s, atomic_load(&d->cuLaunchHostFunc),
@@ -730,6 +735,8 @@ CUresult hcg_w_cuGraphLaunch(CUgraphExec e, CUstream s)
 
 CUresult hcg_w_cuGraphLaunch_ptsz(CUgraphExec e, CUstream s)
 {
+    if (HCG_UNLIKELY(hcg_audit_wrapper_call(HCG_API_GRAPH_LAUNCH)))
+        return CUDA_ERROR_NOT_PERMITTED;
     HCG_DRV_OR_FAIL(d);
     REAL_OR_FAIL(d, cuGraphLaunch_ptsz, pfn_graph_launch, real);
     return graph_launch(real, e, s, atomic_load(&d->cuLaunchHostFunc_ptsz),

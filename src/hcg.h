@@ -422,6 +422,7 @@ typedef enum hcg_api {
     HCG_API_GRAPH_EXEC_SET_PARAMS,   /* cuGraphExec(Host)NodeSetParams */
     HCG_API_STREAM_ADD_CALLBACK,     /* cuStreamAddCallback */
     HCG_API_STREAM_ADD_CALLBACK_PTSZ,
+    HCG_API_GRAPH_LAUNCH,            /* cuGraphLaunch(_ptsz): only as a call inside a host fn */
     HCG_API_COUNT
 } hcg_api;
 const char *hcg_api_name(hcg_api a);

@@ -183,7 +183,8 @@ def new_file_modes(args, tmp):
     finally:
         os.umask(old)
     rc, out, err = run(args, ["good"], {"HCGUARD_FILE_MODE": "0755"})
-    expect("HCGUARD_FILE_MODE='0755' is not an octal mode" in err, "0755 refused", err)
+    expect(err.count("HCGUARD_FILE_MODE='0755' is not an octal mode") == 2,
+           "0755 refused, and the summary repeats it", err)
 
 
 @case
@@ -314,6 +315,21 @@ def closure_print_limit(args, tmp):
     expect(listed == 5, f"{listed} closures listed in the summary, want 5", err)
     expect("(15 more not printed: the print limit is 5)" in err, "the rest counted", err)
     expect("findings not printed (print limit 5): 15" in err, "the summary's total", err)
+
+
+@case
+def graph_launch_in_hostfn(args, tmp):
+    """cuGraphLaunch is wrapped (to count launches): inside a host function
+    it is still refused in guard mode and reported, as through a thunk."""
+    rc, out, err = run(args, ["launch-in-hostfn"])
+    expect(rc == 0, f"exit status {rc}", out + err)
+    expect("cuGraphLaunch inside a host function returned 800" in out,
+           "not refused with CUDA_ERROR_NOT_PERMITTED", out + err)
+    expect("ERROR: cuda-call-in-host-fn: cuGraphLaunch called inside host function" in err,
+           "not reported", err)
+    rc, out, err = run(args, ["launch-in-hostfn"], {"HCGUARD_MODE": "audit"})
+    expect("cuGraphLaunch inside a host function returned 0" in out, "audit mode refused it",
+           out + err)
 
 
 def rss(out, mode):

@@ -11,6 +11,7 @@
  *   hc_hostile good                one good host copy (for output files)
  *   hc_hostile many-execs N        N executable graphs alive at once, each
  *                                  set and launched, then all destroyed
+ *   hc_hostile launch-in-hostfn    a host function that launches a graph
  *   hc_hostile closures N          N distinct host functions in anonymous
  *                                  memory (closure findings)
  *
@@ -204,6 +205,32 @@ static void many_execs(long n)
           (unsigned long long)live, (unsigned long long)base);
 }
 
+static CUgraphExec inner_exec;
+static CUresult inner_result = CUDA_SUCCESS;
+
+static void CUDA_CB launches_graph(void *arg)
+{
+    (void)arg;
+    inner_result = cuGraphLaunch(inner_exec, stream);
+}
+
+/* cuGraphLaunch, wrapped by hcguard, is still a call hcguard sees inside a
+ * host function. */
+static void launch_in_hostfn(void)
+{
+    CUgraph g;
+    CUgraphNode node;
+    CUDA_HOST_NODE_PARAMS p = {copy_fn(), &rec};
+    DRV(cuGraphCreate(&g, 0));
+    DRV(cuGraphAddHostNode(&node, g, NULL, 0, &p));
+    DRV(cuGraphInstantiate(&inner_exec, g, 0));
+    DRV(cuLaunchHostFunc(stream, launches_graph, NULL));
+    DRV(cuStreamSynchronize(stream));
+    printf("cuGraphLaunch inside a host function returned %d\n", (int)inner_result);
+    DRV(cuGraphExecDestroy(inner_exec));
+    DRV(cuGraphDestroy(g));
+}
+
 /* n host functions that only return, in anonymous executable memory: what
  * a ctypes or cffi closure looks like to hcguard. */
 static void closures(long n)
@@ -253,6 +280,8 @@ int main(int argc, char **argv)
             bad_launch();
     else if (strcmp(mode, "many-execs") == 0)
         many_execs(n);
+    else if (strcmp(mode, "launch-in-hostfn") == 0)
+        launch_in_hostfn();
     else if (strcmp(mode, "closures") == 0)
         closures(n);
     else if (strcmp(mode, "good") == 0)
