@@ -515,7 +515,7 @@ typedef struct exec_ent {
 static struct {
     exec_ent **bucket;
     size_t n_buckets, n;
-} X;
+} execs;
 static pthread_mutex_t exec_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static size_t exec_hash(CUgraphExec e, size_t n_buckets)
@@ -527,42 +527,42 @@ static size_t exec_hash(CUgraphExec e, size_t n_buckets)
  * chains get longer, nothing is lost). */
 static void exec_grow(void)
 {
-    size_t nb = X.n_buckets ? X.n_buckets * 2 : 256;
+    size_t nb = execs.n_buckets ? execs.n_buckets * 2 : 256;
     exec_ent **b = calloc(nb, sizeof *b);
     if (!b)
         return;
-    for (size_t i = 0; i < X.n_buckets; i++)
-        for (exec_ent *x = X.bucket[i], *next; x; x = next) {
+    for (size_t i = 0; i < execs.n_buckets; i++)
+        for (exec_ent *x = execs.bucket[i], *next; x; x = next) {
             next = x->next;
             size_t h = exec_hash(x->exec, nb);
             x->next = b[h];
             b[h] = x;
         }
-    free(X.bucket);
-    X.bucket = b;
-    X.n_buckets = nb;
+    free(execs.bucket);
+    execs.bucket = b;
+    execs.n_buckets = nb;
 }
 
 /* e's entry (made if create), or NULL. Under exec_lock. */
 static exec_ent *exec_get(CUgraphExec e, int create)
 {
-    if (X.n_buckets) {
-        for (exec_ent *x = X.bucket[exec_hash(e, X.n_buckets)]; x; x = x->next)
+    if (execs.n_buckets) {
+        for (exec_ent *x = execs.bucket[exec_hash(e, execs.n_buckets)]; x; x = x->next)
             if (x->exec == e)
                 return x;
     }
     if (!create)
         return NULL;
-    if (X.n >= X.n_buckets)
+    if (execs.n >= execs.n_buckets)
         exec_grow();
-    exec_ent *x = X.n_buckets ? calloc(1, sizeof *x) : NULL;
+    exec_ent *x = execs.n_buckets ? calloc(1, sizeof *x) : NULL;
     if (!x)
         return NULL;
-    size_t h = exec_hash(e, X.n_buckets);
+    size_t h = exec_hash(e, execs.n_buckets);
     x->exec = e;
-    x->next = X.bucket[h];
-    X.bucket[h] = x;
-    X.n++;
+    x->next = execs.bucket[h];
+    execs.bucket[h] = x;
+    execs.n++;
     return x;
 }
 
@@ -604,13 +604,13 @@ static void exec_put(CUgraphExec e, hcg_call *root)
 static void exec_forget(CUgraphExec e)
 {
     pthread_mutex_lock(&exec_lock);
-    exec_ent **at = X.n_buckets ? &X.bucket[exec_hash(e, X.n_buckets)] : NULL;
+    exec_ent **at = execs.n_buckets ? &execs.bucket[exec_hash(e, execs.n_buckets)] : NULL;
     while (at && *at && (*at)->exec != e)
         at = &(*at)->next;
     exec_ent *x = at ? *at : NULL;
     if (x) {
         *at = x->next;
-        X.n--;
+        execs.n--;
     }
     pthread_mutex_unlock(&exec_lock);
     if (!x)

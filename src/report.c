@@ -110,15 +110,15 @@ void hcg_msg(const char *fmt, ...)
 static struct {
     char line[MAX_PROBLEMS][512];
     unsigned n, more;
-} P;
+} problems;
 
 static void add_problem(const char *line)
 {
     pthread_mutex_lock(&msg_lock);
-    if (P.n < MAX_PROBLEMS)
-        snprintf(P.line[P.n++], sizeof P.line[0], "%s", line);
+    if (problems.n < MAX_PROBLEMS)
+        snprintf(problems.line[problems.n++], sizeof problems.line[0], "%s", line);
     else
-        P.more++;
+        problems.more++;
     pthread_mutex_unlock(&msg_lock);
 }
 
@@ -146,13 +146,13 @@ void hcg_problem_keep(const char *fmt, ...)
 void hcg_problems_print(void)
 {
     pthread_mutex_lock(&msg_lock);
-    unsigned n = P.n, more = P.more;
+    unsigned n = problems.n, more = problems.more;
     pthread_mutex_unlock(&msg_lock);
     if (!n)
         return;
     hcg_msg("configuration problems: %u", n + more);
     for (unsigned i = 0; i < n; i++)
-        hcg_msg("    %s", P.line[i]);
+        hcg_msg("    %s", problems.line[i]);
     if (more)
         hcg_msg("    (%u more not printed)", more);
 }
@@ -160,7 +160,7 @@ void hcg_problems_print(void)
 unsigned hcg_problems_count(void)
 {
     pthread_mutex_lock(&msg_lock);
-    unsigned n = P.n + P.more;
+    unsigned n = problems.n + problems.more;
     pthread_mutex_unlock(&msg_lock);
     return n;
 }
