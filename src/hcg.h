@@ -309,6 +309,9 @@ hcg_fnkind hcg_recognize(void *fn);
  * with the object file in obj; returns 0, or -1 if none ("anonymous"). */
 int hcg_symbolize(const void *fn, char *buf, size_t len, char *obj,
                   size_t objlen);
+/* HCGUARD_COPY_FN names that match nothing: a warning at the first host
+ * function classified; at exit (at_exit), kept as a problem. */
+void hcg_copy_fns_check(int at_exit);
 /* Classifications that missed the cache (tests: a repeat must not miss). */
 uint64_t hcg_recognize_misses(void);
 
@@ -559,7 +562,9 @@ void hcg_trace_after_fork(void);
 void hcg_trace_summary(void);
 
 /* ---- report.c: messages ------------------------------------------------ */
-/* "==hcguard== " prefixed line on stderr; serialised. */
+/* "==hcguard== " prefixed line, serialised, on hcguard's own duplicate of
+ * stderr (taken at load, so a program reusing fd 2 never gets it) or the
+ * HCGUARD_LOG_FILE file. */
 void hcg_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void hcg_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Text as it is, where messages go (for paths that cannot format). */
@@ -570,9 +575,6 @@ void hcg_problem(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void hcg_problems_print(void);
 /* Kept for the summary only, not printed now. */
 void hcg_problem_keep(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* HCGUARD_COPY_FN names that match nothing: a warning at the first host
- * function classified; at exit (at_exit), kept as a problem. */
-void hcg_copy_fns_check(int at_exit);
 unsigned hcg_problems_count(void);
 /* 1 if one more finding may be printed under HCGUARD_PRINT_LIMIT; else 0,
  * counted (the first time, says so). */
