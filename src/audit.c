@@ -264,7 +264,7 @@ void hcg_audit_event(const hcg_event *e)
 {
     pthread_mutex_lock(&A.lock);
     if (e->kind == HCG_EV_FINDING) {
-        if (first_time(e->reason, e->fn, e->bytes))
+        if (first_time(e->reason, e->fn, e->bytes) && hcg_print_take())
             print_finding(e);
     } else if (e->kind == HCG_EV_RUN || e->kind == HCG_EV_SKIP) {
         if (!e->graph)
@@ -304,13 +304,20 @@ void hcg_audit_print(const hcg_counts *c)
     for (int i = 1; i < HCG_FIND_COUNT; i++)
         total += count[i];
     hcg_msg("audit findings: %" PRIu64, total);
+    unsigned limit = hcg_config_get()->print_limit;
     for (int i = 1; i < HCG_FIND_COUNT; i++) {
         if (!count[i])
             continue;
         hcg_msg("    %-26s %8" PRIu64, hcg_finding_name((hcg_finding)i), count[i]);
+        unsigned listed = 0, unlisted = 0;
         for (unsigned k = 0; k < A.n_seen; k++) {
             if (A.seen[k].kind != i || i == HCG_FIND_SLOW)
                 continue;
+            if (limit && listed >= limit) {
+                unlisted++;
+                continue;
+            }
+            listed++;
             char nbuf[80];
             describe(A.seen[k].fn, fbuf, sizeof fbuf);
             if (i == HCG_FIND_CUDA_CALL)
@@ -321,6 +328,8 @@ void hcg_audit_print(const hcg_counts *c)
                 hcg_msg("        %s: %" PRIu64 " time%s", fbuf, A.seen[k].count,
                         A.seen[k].count == 1 ? "" : "s");
         }
+        if (unlisted)
+            hcg_msg("        (%u more not printed: the print limit is %u)", unlisted, limit);
     }
     for (unsigned k = 0; k < A.n_slow; k++) {
         const slow_rec *s = &A.slow[k];

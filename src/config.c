@@ -153,8 +153,13 @@ static int copy_fn_item(hcg_config *c, const char *b, const char *e,
     while (e > b && isspace((unsigned char)e[-1]))
         e--;
     size_t n = (size_t)(e - b);
+    int blank = 0;
+    for (const char *q = b; q < e; q++)
+        blank |= isspace((unsigned char)*q) || iscntrl((unsigned char)*q);
     if (n == 0)
         *why = "an empty name";
+    else if (blank)
+        *why = "a name with a space or control character in it";
     else if (n >= sizeof c->copy_fns[0])
         *why = "a name of 128 bytes or more";
     else if (c->n_copy_fns >= HCG_MAX_COPY_FNS)
@@ -185,7 +190,7 @@ static int parse_copy_fns(hcg_config *c, const char *v, char *err, size_t errlen
     memset(c->copy_fns, 0, sizeof c->copy_fns);
     err_add(err, errlen,
             "HCGUARD_COPY_FN='%.*s%s' has %s; it takes comma-separated symbol "
-            "names, at most 32, each shorter than 128 bytes",
+            "names, at most 32, each shorter than 128 bytes, without spaces",
             show_len(v), v, show_more(v), why);
     return -1;
 }
@@ -198,6 +203,8 @@ static void config_defaults(hcg_config *c)
     c->slow_ms = 1.0;
     c->hang_s = 10.0;
     c->buffer_bytes = HCG_BUFFER_DEFAULT;
+    c->file_mode = 0600;
+    c->print_limit = HCG_PRINT_LIMIT_DEFAULT;
 }
 
 /* A size in bytes, with an optional K, M or G (binary: KiB, MiB, GiB),
@@ -227,6 +234,41 @@ static int parse_buffer(hcg_config *c, const char *v, char *err, size_t errlen)
         return 0;
     err_add(err, errlen, "HCGUARD_BUFFER='%.*s%s' is not %s", show_len(v), v, show_more(v),
             HCG_BUFFER_EXPECTED);
+    return -1;
+}
+
+/* An octal file mode for created files: read and write for the owner,
+ * nothing executable or special ("0600", "0644", "640"). */
+static int parse_file_mode(hcg_config *c, const char *v, char *err, size_t errlen)
+{
+    size_t n = strlen(v);
+    int ok = n >= 3 && n <= 4 && strspn(v, "01234567") == n;
+    unsigned long m = ok ? strtoul(v, NULL, 8) : 0;
+    if (ok && (m & ~0666ul) == 0 && (m & 0600) == 0600) {
+        c->file_mode = (unsigned)m;
+        return 0;
+    }
+    err_add(err, errlen,
+            "HCGUARD_FILE_MODE='%.*s%s' is not an octal mode with read and write for the "
+            "owner and nothing executable, from 0600 to 0666 (e.g. 0600, 0644)",
+            show_len(v), v, show_more(v));
+    return -1;
+}
+
+/* How many findings are printed: 0 (no limit) to 1e9. */
+static int parse_print_limit(hcg_config *c, const char *v, char *err, size_t errlen)
+{
+    size_t n = strlen(v);
+    if (n > 0 && n <= 10 && strspn(v, "0123456789") == n) {
+        unsigned long long l = strtoull(v, NULL, 10);
+        if (l <= 1000000000ull) {
+            c->print_limit = (unsigned)l;
+            return 0;
+        }
+    }
+    err_add(err, errlen,
+            "HCGUARD_PRINT_LIMIT='%.*s%s' is not an integer from 0 (no limit) to 1000000000",
+            show_len(v), v, show_more(v));
     return -1;
 }
 
@@ -280,6 +322,13 @@ int hcg_config_parse(hcg_config *c, hcg_getenv_fn getenv_fn, char *err,
         bad |= parse_positive("HCGUARD_HANG_S", v, &c->hang_s, err, errlen);
     if ((v = env(getenv_fn, "HCGUARD_BUFFER")))
         bad |= parse_buffer(c, v, err, errlen);
+    if ((v = env(getenv_fn, "HCGUARD_FILE_MODE")))
+        bad |= parse_file_mode(c, v, err, errlen);
+    if ((v = env(getenv_fn, "HCGUARD_LOG_FILE")))
+        bad |= parse_output("HCGUARD_LOG_FILE", v, c->report_path, c->report_pattern, getenv_fn,
+                            err, errlen);
+    if ((v = env(getenv_fn, "HCGUARD_PRINT_LIMIT")))
+        bad |= parse_print_limit(c, v, err, errlen);
     return bad ? -1 : 0;
 }
 
@@ -318,6 +367,22 @@ static void out_host(outbuf *o)
     out_put(o, host, strlen(host));
 }
 
+/* A variable's value as one safe file-name component: '/', control
+ * characters and every '.' next to another '.' become '_', so that no
+ * value can leave the directory the name gives, climb with "..", or
+ * forge a line in anything that prints the name. */
+static void out_component(outbuf *o, const char *v)
+{
+    size_t n = strlen(v);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)v[i];
+        int dots = ch == '.' && ((i > 0 && v[i - 1] == '.') || v[i + 1] == '.');
+        char safe = (ch == '/' || ch < 0x20 || ch == 0x7f || dots || (ch == '.' && n == 1))
+                        ? '_' : (char)ch;
+        out_put(o, &safe, 1);
+    }
+}
+
 /* %q{VAR} at *pp (just past "%q"); advances *pp past the '}'. */
 static int out_var(outbuf *o, const char **pp, hcg_getenv_fn getenv_fn,
                    char *err, size_t errlen)
@@ -345,7 +410,7 @@ static int out_var(outbuf *o, const char **pp, hcg_getenv_fn getenv_fn,
         snprintf(err, errlen, "%%q{%s}: %s is not set", name, name);
         return -1;
     }
-    out_put(o, v, strlen(v));
+    out_component(o, v);
     *pp = end + 1;
     return 0;
 }
@@ -437,6 +502,7 @@ static void config_load(void)
         if (nl)
             *nl = '\0';
         hcg_msg("%s; the default is used", line);
+        hcg_problem_keep("%s; the default is used", line); /* for the summary */
         line = nl ? nl + 1 : NULL;
     }
 }

@@ -56,7 +56,7 @@ HCG_EARLY static void resolve_dl(void)
     dlsym_fn ls = (dlsym_fn)libc_symbol("dlsym");
     if (!lv || !ls) {
         static const char msg[] = "==hcguard== cannot find glibc's dlsym; aborting\n";
-        (void)!write(2, msg, sizeof msg - 1);
+        hcg_write_raw(msg, sizeof msg - 1);
         abort();
     }
     dlvsym_fn v = (dlvsym_fn)next_version(lv, "dlvsym");
@@ -132,7 +132,13 @@ static void load_driver(int first)
          * for CUDA through dlsym should hear nothing. */
         snprintf(drv_error, sizeof drv_error, "cannot load the CUDA driver %s: %s", path,
                  err ? err : "unknown error");
-        hcg_debug("%s", drv_error);
+        /* A driver the user named must load: every CUDA call of the
+         * program fails without it, so that is said at once. */
+        if (hcg_config_get()->driver_path[0])
+            hcg_problem("%s (--driver / HCGUARD_DRIVER); every CUDA call will fail with "
+                        "CUDA_ERROR_NOT_INITIALIZED", drv_error);
+        else
+            hcg_debug("%s", drv_error);
         atomic_store(&hcg_g_drv_state, -1);
         return;
     }

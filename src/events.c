@@ -81,7 +81,8 @@ const char *hcg_api_name(hcg_api a)
     static const char *names[HCG_API_COUNT] = {
         "cuLaunchHostFunc", "cuLaunchHostFunc_ptsz", "cuLaunchHostFunc_v2",
         "cuLaunchHostFunc_v2_ptsz", "cuGraphAddHostNode", "cuGraphHostNodeSetParams",
-        "cuGraphExecHostNodeSetParams", "cuStreamAddCallback", "cuStreamAddCallback_ptsz"};
+        "cuGraphExecHostNodeSetParams", "cuStreamAddCallback", "cuStreamAddCallback_ptsz",
+        "cuGraphLaunch"};
     return (unsigned)a < HCG_API_COUNT ? names[a] : "unknown";
 }
 

@@ -8,10 +8,20 @@
  * dies last. The driver tracks exactly that for user objects, so the call
  * a node is created with (its root) is owned by a CUuserObject retained on
  * the graph: clones, child graphs and executable graphs take references to
- * it, and its destructor runs after the last one is gone. Calls set on the
- * node later, on the graph or on an executable graph, are chained onto the
- * root and freed with it: every graph or executable graph that holds the
- * node holds the root. An executable graph updated from another graph
+ * it, and its destructor runs after the last one is gone.
+ *
+ * Set-params must not grow memory with each call (a program may set a node
+ * a million times). A call set on a graph's node gets a user object of its
+ * own, retained on the graph; the next set on that node releases the
+ * graph's reference to the call it replaces, so it lives exactly as long as
+ * the clones and executable graphs made while it was current. A call set on
+ * an executable graph's node belongs to that graph's entry in the exec
+ * table: replaced before any launch of it, it is freed at once; replaced
+ * after one, it is retired, and freed by a host function hcguard enqueues
+ * behind the next launch (launches of one executable graph run in order,
+ * so every launch that could run it has finished by then). The rest (a
+ * node of a clone, whose graph hcguard cannot name) is chained onto the
+ * root and freed with it. An executable graph updated from another graph
  * (cuGraphExecUpdate) takes that graph's calls; they are chained onto a
  * root the executable graph holds, found when it was instantiated.
  * Destructors run on a driver thread: they touch only atomics. */
@@ -132,6 +142,45 @@ static int attach_root(hcg_driver *d, hcg_call *c, CUgraph g)
     }
     atomic_store(&host_nodes_seen, 1);
     return 0;
+}
+
+/* The user object of a call set on a graph's node (not a root). */
+static void CUDA_CB set_call_gone(void *p)
+{
+    call_unref(p);
+}
+
+/* Give c (refs 1) a user object of its own retained on g: 0, or -1 with c
+ * untouched (the caller chains it instead). */
+static int own_on_graph(hcg_driver *d, hcg_call *c, CUgraph g)
+{
+    pfn_uobj_create create = HCG_GREAL(d, cuUserObjectCreate, pfn_uobj_create);
+    pfn_graph_uobj retain = HCG_GREAL(d, cuGraphRetainUserObject, pfn_graph_uobj);
+    pfn_uobj_release release = HCG_GREAL(d, cuUserObjectRelease, pfn_uobj_release);
+    CUuserObject o = NULL;
+    if (!create || !retain || !release || !HCG_GREAL(d, cuGraphReleaseUserObject, void *))
+        return -1;
+    atomic_fetch_add_explicit(&c->refs, 1, memory_order_relaxed); /* survives a failed retain */
+    if (create(&o, c, set_call_gone, 1, CU_USER_OBJECT_NO_DESTRUCTOR_SYNC) != CUDA_SUCCESS) {
+        atomic_fetch_sub_explicit(&c->refs, 1, memory_order_relaxed);
+        return -1;
+    }
+    if (retain(g, o, 1, CU_GRAPH_USER_OBJECT_MOVE) != CUDA_SUCCESS) {
+        release(o, 1); /* drops the extra reference */
+        return -1;
+    }
+    c->uobj = o;
+    call_unref(c); /* the user object's reference is the only one */
+    return 0;
+}
+
+/* g lets go of a set call it no longer runs; whatever copied g meanwhile
+ * keeps its own reference. */
+static void graph_drop(hcg_driver *d, CUgraph g, hcg_call *c)
+{
+    pfn_graph_uobj_release drop = HCG_GREAL(d, cuGraphReleaseUserObject, pfn_graph_uobj_release);
+    if (drop && c && c->uobj)
+        drop(g, c->uobj, 1);
 }
 
 /* The root of node n, if its host function is hcguard's. */
@@ -271,28 +320,70 @@ CUresult hcg_w_cuGraphAddNode_v2(CUgraphNode *ph, CUgraph g, const CUgraphNode *
 }
 
 /* ---- setting parameters ------------------------------------------------- */
-/* A new call for node n (of exec e, or NULL), or NULL to pass through; *r
- * is the refusal. */
-static hcg_call *call_for_set(hcg_driver *d, hcg_api api, CUgraphExec e, CUgraphNode n,
-                              CUhostFn fn, void *user, CUresult *r)
+static int exec_note_set(CUgraphExec e, CUgraphNode n, hcg_call *c, uint64_t before);
+static uint64_t exec_launches(CUgraphExec e);
+
+/* The call node n runs now (hcguard's), or NULL. */
+static hcg_call *node_call(hcg_driver *d, CUgraphNode n)
 {
-    hcg_call *c = NULL;
-    *r = passive() ? CUDA_SUCCESS : prepare(api, fn, user, &c);
-    if (c)
-        attach_to_node(d, c, e, n);
-    return c;
+    pfn_host_get get = HCG_GREAL(d, cuGraphHostNodeGetParams, pfn_host_get);
+    CUDA_HOST_NODE_PARAMS p;
+    if (!get || get(n, &p) != CUDA_SUCCESS || p.fn != hcg_trampoline)
+        return NULL;
+    return p.userData;
+}
+
+/* A set on a graph's node: c, made for it, replaces prev there. */
+typedef struct graph_set {
+    hcg_call *c, *prev;
+    CUgraph g; /* the graph c's user object is retained on, or NULL: chained */
+} graph_set;
+
+static CUresult prepare_graph_set(hcg_driver *d, CUgraphNode n, CUhostFn fn, void *user,
+                                  graph_set *gs)
+{
+    memset(gs, 0, sizeof *gs);
+    CUresult r = passive() ? CUDA_SUCCESS : prepare(HCG_API_GRAPH_SET_PARAMS, fn, user, &gs->c);
+    if (!gs->c)
+        return r;
+    hcg_call *root = node_root(d, n);
+    gs->prev = node_call(d, n);
+    if (root && root->node == (uintptr_t)n && root->graph) {
+        gs->c->root = root;
+        gs->c->graph = root->graph;
+        gs->c->node = (uintptr_t)n;
+        if (own_on_graph(d, gs->c, (CUgraph)root->graph) == 0) {
+            gs->g = (CUgraph)root->graph;
+            return CUDA_SUCCESS;
+        }
+    }
+    attach_to_node(d, gs->c, NULL, n);
+    return CUDA_SUCCESS;
+}
+
+/* After the driver's answer: the replaced call, or the refused new one,
+ * is let go by the graph. */
+static CUresult finish_graph_set(hcg_driver *d, graph_set *gs, CUresult r)
+{
+    if (!gs->g)
+        return r;
+    if (r != CUDA_SUCCESS)
+        graph_drop(d, gs->g, gs->c);
+    else if (gs->prev && gs->prev != gs->c && gs->prev->root && gs->prev->uobj)
+        graph_drop(d, gs->g, gs->prev);
+    return r;
 }
 
 CUresult hcg_w_cuGraphHostNodeSetParams(CUgraphNode n, const CUDA_HOST_NODE_PARAMS *p)
 {
     HCG_DRV_OR_FAIL(d);
     REAL_OR_FAIL(d, cuGraphHostNodeSetParams, pfn_host_set, real);
-    CUresult r;
-    hcg_call *c = p ? call_for_set(d, HCG_API_GRAPH_SET_PARAMS, NULL, n, p->fn, p->userData, &r) : NULL;
-    if (!p || !c)
-        return p && r != CUDA_SUCCESS ? r : real(n, p);
-    CUDA_HOST_NODE_PARAMS q = {hcg_trampoline, c};
-    return real(n, &q);
+    graph_set gs = {0};
+    CUresult r = p ? prepare_graph_set(d, n, p->fn, p->userData, &gs) : CUDA_SUCCESS;
+    if (!p || !gs.c)
+        return r != CUDA_SUCCESS ? r : real(n, p);
+    CUDA_HOST_NODE_PARAMS q = {hcg_trampoline, gs.c};
+    return finish_graph_set(d, &gs, real(n, &q));
 }
 
 CUresult hcg_w_cuGraphNodeSetParams(CUgraphNode n, CUgraphNodeParams *p)
@@ -301,14 +392,38 @@ CUresult hcg_w_cuGraphNodeSetParams(CUgraphNode n, CUgraphNodeParams *p)
     REAL_OR_FAIL(d, cuGraphNodeSetParams, pfn_node_params, real);
     if (!p || p->type != CU_GRAPH_NODE_TYPE_HOST)
         return real(n, p);
-    CUresult r;
-    hcg_call *c = call_for_set(d, HCG_API_GRAPH_SET_PARAMS, NULL, n, p->host.fn, p->host.userData, &r);
-    if (!c)
+    graph_set gs;
+    CUresult r = prepare_graph_set(d, n, p->host.fn, p->host.userData, &gs);
+    if (!gs.c)
         return r != CUDA_SUCCESS ? r : real(n, p);
     CUgraphNodeParams q = *p;
     q.host.fn = hcg_trampoline;
-    q.host.userData = c;
-    return real(n, &q);
+    q.host.userData = gs.c;
+    return finish_graph_set(d, &gs, real(n, &q));
+}
+
+/* A call for node n of exec e, owned by e's entry once the driver took it
+ * (exec_note_set); before: the launch count it was made at. */
+static hcg_call *call_for_exec_set(hcg_api api, CUgraphExec e, CUgraphNode n, CUhostFn fn,
+                                   void *user, CUresult *r, uint64_t *before)
+{
+    hcg_call *c = NULL;
+    *r = passive() ? CUDA_SUCCESS : prepare(api, fn, user, &c);
+    if (c) {
+        c->node = (uintptr_t)n;
+        *before = exec_launches(e);
+    }
+    return c;
+}
+
+static CUresult finish_exec_set(hcg_driver *d, CUgraphExec e, CUgraphNode n, hcg_call *c,
+                                uint64_t before, CUresult r)
+{
+    if (r != CUDA_SUCCESS)
+        call_unref(c); /* the driver never had it */
+    else if (exec_note_set(e, n, c, before) != 0)
+        attach_to_node(d, c, e, n); /* no memory for the entry: kept the old way */
+    return r;
 }
 
 CUresult hcg_w_cuGraphExecHostNodeSetParams(CUgraphExec e, CUgraphNode n,
@@ -316,13 +431,15 @@ CUresult hcg_w_cuGraphExecHostNodeSetParams(CUgraphExec e, CUgraphNode n,
 {
     HCG_DRV_OR_FAIL(d);
     REAL_OR_FAIL(d, cuGraphExecHostNodeSetParams, pfn_exec_host_set, real);
-    CUresult r;
-    hcg_call *c =
-        p ? call_for_set(d, HCG_API_GRAPH_EXEC_SET_PARAMS, e, n, p->fn, p->userData, &r) : NULL;
+    CUresult r = CUDA_SUCCESS;
+    uint64_t before = 0;
+    hcg_call *c = p ? call_for_exec_set(HCG_API_GRAPH_EXEC_SET_PARAMS, e, n, p->fn, p->userData,
+                                        &r, &before)
+                    : NULL;
     if (!p || !c)
         return p && r != CUDA_SUCCESS ? r : real(e, n, p);
     CUDA_HOST_NODE_PARAMS q = {hcg_trampoline, c};
-    return real(e, n, &q);
+    return finish_exec_set(d, e, n, c, before, real(e, n, &q));
 }
 
 CUresult hcg_w_cuGraphExecNodeSetParams(CUgraphExec e, CUgraphNode n, CUgraphNodeParams *p)
@@ -332,14 +449,15 @@ CUresult hcg_w_cuGraphExecNodeSetParams(CUgraphExec e, CUgraphNode n, CUgraphNod
     if (!p || p->type != CU_GRAPH_NODE_TYPE_HOST)
         return real(e, n, p);
     CUresult r;
-    hcg_call *c =
-        call_for_set(d, HCG_API_GRAPH_EXEC_SET_PARAMS, e, n, p->host.fn, p->host.userData, &r);
+    uint64_t before = 0;
+    hcg_call *c = call_for_exec_set(HCG_API_GRAPH_EXEC_SET_PARAMS, e, n, p->host.fn,
+                                    p->host.userData, &r, &before);
     if (!c)
         return r != CUDA_SUCCESS ? r : real(e, n, p);
     CUgraphNodeParams q = *p;
     q.host.fn = hcg_trampoline;
     q.host.userData = c;
-    return real(e, n, &q);
+    return finish_exec_set(d, e, n, c, before, real(e, n, &q));
 }
 
 /* ---- getters: what the user set, never the trampoline -------------------- */
@@ -373,16 +491,31 @@ CUresult hcg_w_cuGraphNodeGetParams(CUgraphNode n, CUgraphNodeParams *p)
 }
 
 /* ---- executable graphs ---------------------------------------------------
- * exec -> a root it holds (any host node's root of the graph it was made
- * from), for cuGraphExecUpdate. Application threads only. */
-#define EXEC_BITS 12
-#define EXEC_SLOTS (1u << EXEC_BITS)
-#define EXEC_GONE ((CUgraphExec)(uintptr_t)1) /* a deleted entry */
+ * One entry per executable graph hcguard saw made or set: a root it holds
+ * (any host node's root of the graph it was made from, for
+ * cuGraphExecUpdate), the calls set on its nodes, those retired and not yet
+ * freed, and how many launches it has had. A hash table that grows, so no
+ * number of executable graphs degrades it. Application threads only. */
+typedef struct exec_set {
+    CUgraphNode node;
+    hcg_call *c;
+    uint64_t before; /* launches when c was made: none since, none ran it */
+} exec_set;
 
-static struct {
+typedef struct exec_ent {
     CUgraphExec exec;
     hcg_call *root;
-} execs[EXEC_SLOTS];
+    uint64_t launches;
+    exec_set *sets;
+    size_t n_sets, cap_sets;
+    hcg_link *retired;
+    struct exec_ent *next;
+} exec_ent;
+
+static struct {
+    exec_ent **bucket;
+    size_t n_buckets, n;
+} execs;
 static pthread_mutex_t exec_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* Fork hooks (src/fork.c): the table is kept in a child, whole. */
@@ -401,45 +534,229 @@ void hcg_graph_after_fork(void)
     pthread_mutex_init(&exec_lock, NULL);
 }
 
-static size_t exec_hash(CUgraphExec e)
+static size_t exec_hash(CUgraphExec e, size_t n_buckets)
 {
-    return (size_t)(((uintptr_t)e >> 4) * 0x9E3779B97F4A7C15ull >> (64 - EXEC_BITS));
+    return (size_t)(((uintptr_t)e >> 4) * 0x9E3779B97F4A7C15ull >> 32) & (n_buckets - 1);
 }
 
-/* The slot of e, or (insert) the first free one on its probe path. */
-static int exec_find(CUgraphExec e, int insert)
+/* Twice the buckets once there are as many entries (without memory: the
+ * chains get longer, nothing is lost). */
+static void exec_grow(void)
 {
-    int gone = -1;
-    for (size_t i = 0, h = exec_hash(e); i < EXEC_SLOTS; i++) {
-        size_t k = (h + i) & (EXEC_SLOTS - 1);
-        if (execs[k].exec == e)
-            return (int)k;
-        if (execs[k].exec == EXEC_GONE && gone < 0)
-            gone = (int)k;
-        if (execs[k].exec == NULL)
-            return insert ? (gone >= 0 ? gone : (int)k) : -1;
+    size_t nb = execs.n_buckets ? execs.n_buckets * 2 : 256;
+    exec_ent **b = calloc(nb, sizeof *b);
+    if (!b)
+        return;
+    for (size_t i = 0; i < execs.n_buckets; i++)
+        for (exec_ent *x = execs.bucket[i], *next; x; x = next) {
+            next = x->next;
+            size_t h = exec_hash(x->exec, nb);
+            x->next = b[h];
+            b[h] = x;
+        }
+    free(execs.bucket);
+    execs.bucket = b;
+    execs.n_buckets = nb;
+}
+
+/* e's entry (made if create), or NULL. Under exec_lock. */
+static exec_ent *exec_get(CUgraphExec e, int create)
+{
+    if (execs.n_buckets) {
+        for (exec_ent *x = execs.bucket[exec_hash(e, execs.n_buckets)]; x; x = x->next)
+            if (x->exec == e)
+                return x;
     }
-    return insert ? gone : -1;
+    if (!create)
+        return NULL;
+    if (execs.n >= execs.n_buckets)
+        exec_grow();
+    exec_ent *x = execs.n_buckets ? calloc(1, sizeof *x) : NULL;
+    if (!x)
+        return NULL;
+    size_t h = exec_hash(e, execs.n_buckets);
+    x->exec = e;
+    x->next = execs.bucket[h];
+    execs.bucket[h] = x;
+    execs.n++;
+    return x;
+}
+
+/* c waits for the launches that may still run it (see graph_launch). */
+static void retire(exec_ent *x, hcg_call *c)
+{
+    hcg_link *l = malloc(sizeof *l);
+    if (!l) {
+        if (x->root) {
+            chain_onto(x->root, c);
+            call_unref(c);
+        }
+        return; /* else kept for ever rather than freed too early */
+    }
+    l->c = c;
+    l->next = x->retired;
+    x->retired = l;
+}
+
+/* Every call e owns, retired: its nodes now run what an update gave them. */
+static void retire_sets(exec_ent *x)
+{
+    for (size_t i = 0; i < x->n_sets; i++)
+        retire(x, x->sets[i].c);
+    x->n_sets = 0;
 }
 
 static void exec_put(CUgraphExec e, hcg_call *root)
 {
     pthread_mutex_lock(&exec_lock);
-    int k = exec_find(e, root != NULL);
-    if (k >= 0) {
-        execs[k].exec = root ? e : EXEC_GONE;
-        execs[k].root = root;
+    exec_ent *x = exec_get(e, 1);
+    if (x)
+        x->root = root;
+    pthread_mutex_unlock(&exec_lock);
+}
+
+/* e is destroyed: what it owns goes with the root it holds, whose user
+ * object the driver releases once e's last launch is done. */
+static void exec_forget(CUgraphExec e)
+{
+    pthread_mutex_lock(&exec_lock);
+    exec_ent **at = execs.n_buckets ? &execs.bucket[exec_hash(e, execs.n_buckets)] : NULL;
+    while (at && *at && (*at)->exec != e)
+        at = &(*at)->next;
+    exec_ent *x = at ? *at : NULL;
+    if (x) {
+        *at = x->next;
+        execs.n--;
     }
     pthread_mutex_unlock(&exec_lock);
+    if (!x)
+        return;
+    retire_sets(x);
+    for (hcg_link *l = x->retired, *next; l; l = next) {
+        next = l->next;
+        if (x->root) {
+            chain_onto(x->root, l->c);
+            call_unref(l->c);
+        } /* else no root to wait on: kept for ever rather than freed early */
+        free(l);
+    }
+    free(x->sets);
+    free(x);
 }
 
 static hcg_call *exec_root(CUgraphExec e)
 {
     pthread_mutex_lock(&exec_lock);
-    int k = exec_find(e, 0);
-    hcg_call *root = k >= 0 ? execs[k].root : NULL;
+    exec_ent *x = exec_get(e, 0);
+    hcg_call *root = x ? x->root : NULL;
     pthread_mutex_unlock(&exec_lock);
     return root;
+}
+
+static uint64_t exec_launches(CUgraphExec e)
+{
+    pthread_mutex_lock(&exec_lock);
+    exec_ent *x = exec_get(e, 0);
+    uint64_t n = x ? x->launches : 0;
+    pthread_mutex_unlock(&exec_lock);
+    return n;
+}
+
+/* c is what node n of e runs now: the call it replaces is freed if no
+ * launch came since it was set, else retired. -1 without memory. */
+static int exec_note_set(CUgraphExec e, CUgraphNode n, hcg_call *c, uint64_t before)
+{
+    hcg_call *freed = NULL;
+    int rc = -1;
+    atomic_store(&host_nodes_seen, 1); /* launches of e are counted from now */
+    pthread_mutex_lock(&exec_lock);
+    exec_ent *x = exec_get(e, 1);
+    size_t i = 0;
+    while (x && i < x->n_sets && x->sets[i].node != n)
+        i++;
+    if (x && i == x->n_sets && x->n_sets == x->cap_sets) {
+        size_t cap = x->cap_sets ? x->cap_sets * 2 : 4;
+        exec_set *grown = realloc(x->sets, cap * sizeof *grown);
+        if (grown) {
+            x->sets = grown;
+            x->cap_sets = cap;
+        }
+    }
+    if (x && i < x->cap_sets) {
+        if (i < x->n_sets) {
+            if (x->sets[i].before == x->launches)
+                freed = x->sets[i].c;
+            else
+                retire(x, x->sets[i].c);
+        } else {
+            x->n_sets++;
+        }
+        x->sets[i] = (exec_set){n, c, before};
+        rc = 0;
+    }
+    pthread_mutex_unlock(&exec_lock);
+    if (freed)
+        call_unref(freed);
+    return rc;
+}
+
+/* Behind a launch (driver thread): the retired calls it carries. */
+static void CUDA_CB reap(void *p)
+{
+    for (hcg_link *l = p, *next; l; l = next) {
+        next = l->next;
+        call_unref(l->c);
+        free(l);
+    }
+}
+
+typedef CUresult (*pfn_graph_launch)(CUgraphExec, CUstream);
+
+/* Launches of e are counted and made under exec_lock, so that their order
+ * is the count's; the calls retired before this launch ride on a host
+ * function behind it, which runs once every launch of e so far is done. */
+static CUresult graph_launch(pfn_graph_launch real, CUgraphExec e, CUstream s,
+                             hcg_pfn_launch after, hcg_pfn_is_capturing capturing)
+{
+    if (!atomic_load(&host_nodes_seen) || passive())
+        return real(e, s);
+    pthread_mutex_lock(&exec_lock);
+    exec_ent *x = exec_get(e, 0);
+    if (x)
+        x->launches++;
+    CUresult r = real(e, s);
+    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_ACTIVE;
+    if (r == CUDA_SUCCESS && x && x->retired && after && capturing &&
+        capturing(s, &st) == CUDA_SUCCESS && st == CU_STREAM_CAPTURE_STATUS_NONE) {
+        hcg_link *carried = x->retired;
+        x->retired = NULL;
+        if (after(s, reap, carried) != CUDA_SUCCESS)
+            x->retired = carried; /* the next launch tries again */
+    }
+    pthread_mutex_unlock(&exec_lock);
+    return r;
+}
+
+/* Inside a host function a launch is a finding, as it was through the thunk
+ * every unwrapped entry point gets. */
+CUresult hcg_w_cuGraphLaunch(CUgraphExec e, CUstream s)
+{
+    if (HCG_UNLIKELY(hcg_audit_wrapper_call(HCG_API_GRAPH_LAUNCH)))
+        return CUDA_ERROR_NOT_PERMITTED;
+    HCG_DRV_OR_FAIL(d);
+    REAL_OR_FAIL(d, cuGraphLaunch, pfn_graph_launch, real);
+    return graph_launch(real, e, s, atomic_load(&d->cuLaunchHostFunc),
+                        atomic_load(&d->cuStreamIsCapturing));
+}
+
+CUresult hcg_w_cuGraphLaunch_ptsz(CUgraphExec e, CUstream s)
+{
+    if (HCG_UNLIKELY(hcg_audit_wrapper_call(HCG_API_GRAPH_LAUNCH)))
+        return CUDA_ERROR_NOT_PERMITTED;
+    HCG_DRV_OR_FAIL(d);
+    REAL_OR_FAIL(d, cuGraphLaunch_ptsz, pfn_graph_launch, real);
+    return graph_launch(real, e, s, atomic_load(&d->cuLaunchHostFunc_ptsz),
+                        atomic_load(&d->cuStreamIsCapturing_ptsz));
 }
 
 /* Visit hcguard's calls among g's host nodes (child graphs too); stop when
@@ -529,6 +846,11 @@ static int chain_to_exec(hcg_call *c, void *arg)
 static void adopt_update(hcg_driver *d, CUgraphExec e, CUgraph g)
 {
     hcg_call *root = exec_root(e), *now = NULL;
+    pthread_mutex_lock(&exec_lock);
+    exec_ent *x = exec_get(e, 0);
+    if (x)
+        retire_sets(x);
+    pthread_mutex_unlock(&exec_lock);
     if (root)
         each_call(d, g, 0, chain_to_exec, root);
     each_call(d, g, 0, take_root, &now);
@@ -564,8 +886,10 @@ CUresult hcg_w_cuGraphExecDestroy(CUgraphExec e)
 {
     HCG_DRV_OR_FAIL(d);
     REAL_OR_FAIL(d, cuGraphExecDestroy, pfn_exec_destroy, real);
+    /* Before the driver lets go of e's user objects: the root they keep
+     * alive is what e's calls are handed to. */
     if (atomic_load(&host_nodes_seen))
-        exec_put(e, NULL);
+        exec_forget(e);
     return real(e);
 }
 
@@ -619,3 +943,5 @@ HCG_EXPORT_ALIAS(cuGraphInstantiateWithParams_ptsz)
 HCG_EXPORT_ALIAS(cuGraphExecUpdate)
 HCG_EXPORT_ALIAS(cuGraphExecUpdate_v2)
 HCG_EXPORT_ALIAS(cuGraphExecDestroy)
+HCG_EXPORT_ALIAS(cuGraphLaunch)
+HCG_EXPORT_ALIAS(cuGraphLaunch_ptsz)

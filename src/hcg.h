@@ -45,8 +45,13 @@ typedef struct hcg_config {
     char driver_path[HCG_PATH_MAX]; /* "" = libcuda.so.1 */
     size_t n_copy_fns;
     char copy_fns[HCG_MAX_COPY_FNS][128]; /* HCGUARD_COPY_FN, split on ',' */
-    size_t buffer_bytes;            /* HCGUARD_BUFFER: each thread's event ring */
+    size_t buffer_bytes;                  /* HCGUARD_BUFFER: each thread's event ring */
+    unsigned file_mode;                   /* HCGUARD_FILE_MODE: created files (0600) */
+    char report_path[HCG_PATH_MAX];       /* HCGUARD_LOG_FILE: messages and summary; "" = stderr */
+    char report_pattern[HCG_PATH_MAX];
+    unsigned print_limit;                 /* HCGUARD_PRINT_LIMIT: findings printed; 0 = all */
 } hcg_config;
+#define HCG_PRINT_LIMIT_DEFAULT 100
 
 #define HCG_BUFFER_DEFAULT (4u << 20)
 #define HCG_BUFFER_MIN (64u << 10)
@@ -107,7 +112,7 @@ typedef CUresult (*hcg_pfn_add_callback)(CUstream, CUstreamCallback, void *, uns
     X(cuGraphGetNodes) X(cuGraphNodeGetType) X(cuGraphChildGraphNodeGetGraph)  \
     X(cuUserObjectCreate) X(cuUserObjectRelease) X(cuGraphRetainUserObject)    \
     X(cuGraphReleaseUserObject) X(cuStreamGetCaptureInfo_v2)                   \
-    X(cuStreamGetCaptureInfo_v2_ptsz)
+    X(cuStreamGetCaptureInfo_v2_ptsz) X(cuGraphLaunch) X(cuGraphLaunch_ptsz)
 
 enum {
 #define HCG_X(n) HCG_G_##n,
@@ -226,6 +231,8 @@ CUresult hcg_w_cuGraphInstantiateWithParams_ptsz(CUgraphExec *, CUgraph,
 CUresult hcg_w_cuGraphExecUpdate(CUgraphExec, CUgraph, CUgraphNode *, CUgraphExecUpdateResult *);
 CUresult hcg_w_cuGraphExecUpdate_v2(CUgraphExec, CUgraph, CUgraphExecUpdateResultInfo *);
 CUresult hcg_w_cuGraphExecDestroy(CUgraphExec);
+CUresult hcg_w_cuGraphLaunch(CUgraphExec, CUstream);
+CUresult hcg_w_cuGraphLaunch_ptsz(CUgraphExec, CUstream);
 
 /* ---- oracle.c: what the address space looks like ---------------------- */
 typedef enum hcg_mem {
@@ -337,6 +344,9 @@ hcg_fnkind hcg_recognize(void *fn);
  * with the object file in obj; returns 0, or -1 if none ("anonymous"). */
 int hcg_symbolize(const void *fn, char *buf, size_t len, char *obj,
                   size_t objlen);
+/* HCGUARD_COPY_FN names that match nothing: a warning at the first host
+ * function classified; at exit (at_exit), kept as a problem. */
+void hcg_copy_fns_check(int at_exit);
 /* Classifications that missed the cache (tests: a repeat must not miss). */
 uint64_t hcg_recognize_misses(void);
 /* The copy functions seen at enqueue whose launches count as kind k (at
@@ -461,6 +471,7 @@ typedef enum hcg_api {
     HCG_API_GRAPH_EXEC_SET_PARAMS,   /* cuGraphExec(Host)NodeSetParams */
     HCG_API_STREAM_ADD_CALLBACK,     /* cuStreamAddCallback */
     HCG_API_STREAM_ADD_CALLBACK_PTSZ,
+    HCG_API_GRAPH_LAUNCH,            /* cuGraphLaunch(_ptsz): only as a call inside a host fn */
     HCG_API_COUNT
 } hcg_api;
 const char *hcg_api_name(hcg_api a);
@@ -641,6 +652,15 @@ typedef struct hcg_sinkfile {
 
 /* Which sink a file is, for HCGUARD_EXEC (see sinkfile.c). */
 enum { HCG_SINK_LOG = 0, HCG_SINK_TRACE = 1 };
+/* Open an output file safely (see sinkfile.c): created new with
+ * HCGUARD_FILE_MODE, or an existing regular file of the effective user
+ * truncated (kept and appended to with HCG_OPEN_APPEND); a symlink, FIFO,
+ * device, directory or another user's file is refused. Returns the fd
+ * (O_APPEND, O_CLOEXEC, blocking), or -1 with the reason in why. */
+#define HCG_OPEN_APPEND 1
+int hcg_open_output_why(const char *path, int flags, char *why, size_t len);
+/* The same, saying why it failed (hcg_problem) for the `what` of path. */
+int hcg_open_output(const char *path, const char *what, int flags);
 /* Open path (expanded from pattern, kept for a fork child's own %p).
  * shared_ok: a fork child without %p appends to the same file; else it
  * writes none. An image started by exec continues the file the image
@@ -692,9 +712,24 @@ void hcg_trace_after_fork(void);
 void hcg_trace_summary(void);
 
 /* ---- report.c: messages ------------------------------------------------ */
-/* "==hcguard== " prefixed line on stderr; serialised. */
+/* "==hcguard== " prefixed line, serialised, on hcguard's own duplicate of
+ * stderr (taken at load, so a program reusing fd 2 never gets it) or the
+ * HCGUARD_LOG_FILE file. */
 void hcg_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void hcg_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Text as it is, where messages go (for paths that cannot format). */
+void hcg_write_raw(const char *text, size_t len);
+/* Misconfiguration: printed now as an ERROR (without --debug) and kept,
+ * to be repeated in the summary (hcg_problems_print). */
+void hcg_problem(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void hcg_problems_print(void);
+/* Kept for the summary only, not printed now. */
+void hcg_problem_keep(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+unsigned hcg_problems_count(void);
+/* 1 if one more finding may be printed under HCGUARD_PRINT_LIMIT; else 0,
+ * counted (the first time, says so). */
+int hcg_print_take(void);
+uint64_t hcg_print_suppressed(void);
 /* Report one enqueue-time finding (printed once per call) and count it. */
 void hcg_report_reject(hcg_api api, CUstream s, void *fn, void *user,
                        hcg_fnkind kind, const hcguard_copy_record *r,

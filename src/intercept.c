@@ -40,6 +40,7 @@ static const hcg_route_entry routes[] = {
     RG(cuGraphInstantiate) RG(cuGraphInstantiate_v2) RG(cuGraphInstantiateWithFlags)
     RG(cuGraphInstantiateWithParams) RG(cuGraphInstantiateWithParams_ptsz)
     RG(cuGraphExecUpdate) RG(cuGraphExecUpdate_v2) RG(cuGraphExecDestroy)
+    RG(cuGraphLaunch) RG(cuGraphLaunch_ptsz)
 #undef RG
 };
 #undef R

@@ -175,14 +175,45 @@ static int is_cuda_core_name(const char *name)
     return strcmp(name, "_host_copy") == 0 || ends_with(name, "__host_copy");
 }
 
+/* Bit i: HCGUARD_COPY_FN's name i has matched a launched host function. */
+static _Atomic uint32_t g_names_matched;
+_Static_assert(HCG_MAX_COPY_FNS <= 32, "one bit per name");
+
 static int is_user_name(const char *name)
 {
     const hcg_config *c = hcg_config_get();
     for (size_t i = 0; i < c->n_copy_fns; i++) {
-        if (strcmp(name, c->copy_fns[i]) == 0)
+        if (strcmp(name, c->copy_fns[i]) == 0) {
+            atomic_fetch_or(&g_names_matched, 1u << i);
             return 1;
+        }
     }
     return 0;
+}
+
+/* A --copy-fn name that matches nothing is a typo the user would never
+ * see otherwise: checked at the first host function classified (said as
+ * a warning: libraries may still be loaded) and at exit (kept for the
+ * summary). A name counts as found if a launched host function had it or
+ * a loaded object exports it. */
+static atomic_int checked_first;
+
+void hcg_copy_fns_check(int at_exit)
+{
+    const hcg_config *c = hcg_config_get();
+    if ((!at_exit && atomic_exchange(&checked_first, 1)) || !c->n_copy_fns)
+        return;
+    uint32_t matched = atomic_load(&g_names_matched);
+    for (size_t i = 0; i < c->n_copy_fns; i++) {
+        if ((matched & (1u << i)) || hcg_real_dlsym(RTLD_DEFAULT, c->copy_fns[i]))
+            continue;
+        if (at_exit)
+            hcg_problem_keep("--copy-fn %s matched no host function, and no loaded library "
+                             "exports it (a misspelt name?)", c->copy_fns[i]);
+        else
+            hcg_msg("WARNING: --copy-fn %s matches nothing loaded so far (no loaded library "
+                    "exports it); checked again at exit", c->copy_fns[i]);
+    }
 }
 
 static hcg_fnkind classify(void *fn)
@@ -219,7 +250,7 @@ static hcg_fnkind with_registration(uintptr_t p, hcg_fnkind kind)
     return kind;
 }
 
-hcg_fnkind hcg_recognize(void *fn)
+static hcg_fnkind recognize(void *fn)
 {
     if (!fn)
         return HCG_FN_ORDINARY;
@@ -273,6 +304,15 @@ const char *hcg_copy_fn_how(uintptr_t fn, hcg_fnkind k)
     default:
         return "not a copy function";
     }
+}
+
+hcg_fnkind hcg_recognize(void *fn)
+{
+    hcg_fnkind kind = recognize(fn);
+    /* after the first match could be made: one load once checked */
+    if (HCG_UNLIKELY(!atomic_load_explicit(&checked_first, memory_order_relaxed)))
+        hcg_copy_fns_check(0);
+    return kind;
 }
 
 /* ---- names -------------------------------------------------------------- */

@@ -8,10 +8,125 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
 
 #include "hcg.h"
+
+/* ---- opening an output file safely ----------------------------------------
+ * hcguard runs inside other people's programs, often as root, with files in
+ * shared directories such as /tmp: an output file is created new (0600
+ * unless HCGUARD_FILE_MODE says otherwise), or an existing one replaced only
+ * if it is a regular file of the effective user. A symbolic link is never
+ * followed, and a FIFO or device at the path is refused without being
+ * opened for writing, so that nothing blocks and nothing else is written. */
+
+static void dir_of(const char *path, char *dir, size_t len)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        snprintf(dir, len, ".");
+    else if (slash == path)
+        snprintf(dir, len, "/");
+    else
+        snprintf(dir, len, "%.*s", (int)(slash - path), path);
+}
+
+static const char *file_type(mode_t m)
+{
+    if (S_ISLNK(m))
+        return "a symbolic link (hcguard never follows one)";
+    if (S_ISFIFO(m))
+        return "a FIFO";
+    if (S_ISDIR(m))
+        return "a directory";
+    if (S_ISCHR(m) || S_ISBLK(m))
+        return "a device";
+    if (S_ISSOCK(m))
+        return "a socket";
+    return "not a regular file";
+}
+
+/* Why creating path failed, as one clause. */
+static void create_error(const char *path, int err, char *why, size_t len)
+{
+    char dir[HCG_PATH_MAX];
+    dir_of(path, dir, sizeof dir);
+    if (err == ENOENT)
+        snprintf(why, len, "the directory %s does not exist", dir);
+    else if (err == EACCES || err == EPERM || err == EROFS)
+        snprintf(why, len, "the directory %s is not writable by this user (%s)", dir,
+                 strerror(err));
+    else if (err == ENOTDIR)
+        snprintf(why, len, "a part of the directory %s is not a directory", dir);
+    else
+        snprintf(why, len, "%s", strerror(err));
+}
+
+/* An existing path: opened only if it is a regular file of this user,
+ * the same one lstat saw; then truncated, or kept with HCG_OPEN_APPEND. */
+static int open_existing(const char *path, int flags, char *why, size_t len)
+{
+    struct stat before, st;
+    if (lstat(path, &before) != 0) {
+        create_error(path, errno, why, len);
+        return errno == ENOENT ? -2 : -1; /* -2: gone meanwhile, create it */
+    }
+    if (!S_ISREG(before.st_mode)) {
+        snprintf(why, len, "it exists and is %s", file_type(before.st_mode));
+        return -1;
+    }
+    int fd = open(path, O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0) {
+        snprintf(why, len, "%s", errno == ELOOP ? file_type(S_IFLNK) : strerror(errno));
+        return -1;
+    }
+    if (fstat(fd, &st) != 0 || st.st_dev != before.st_dev || st.st_ino != before.st_ino ||
+        !S_ISREG(st.st_mode)) {
+        snprintf(why, len, "it was replaced while being opened");
+    } else if (st.st_uid != geteuid()) {
+        snprintf(why, len, "it exists and belongs to another user (uid %u; hcguard "
+                 "replaces only files of the user it runs as)", (unsigned)st.st_uid);
+    } else if (!(flags & HCG_OPEN_APPEND) && ftruncate(fd, 0) != 0) {
+        snprintf(why, len, "cannot truncate it: %s", strerror(errno));
+    } else {
+        return fd;
+    }
+    close(fd);
+    return -1;
+}
+
+int hcg_open_output_why(const char *path, int flags, char *why, size_t len)
+{
+    mode_t mode = (mode_t)hcg_config_get()->file_mode;
+    for (int tries = 0; tries < 3; tries++) {
+        int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC |
+                                O_NONBLOCK | O_NOCTTY, mode);
+        if (fd < 0 && errno == EEXIST)
+            fd = open_existing(path, flags, why, len);
+        else if (fd < 0)
+            create_error(path, errno, why, len);
+        else
+            (void)!fchmod(fd, mode); /* the umask may have taken bits asked for */
+        if (fd == -2)
+            continue;
+        if (fd >= 0)
+            fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+        return fd;
+    }
+    snprintf(why, len, "it keeps appearing and disappearing");
+    return -1;
+}
+
+int hcg_open_output(const char *path, const char *what, int flags)
+{
+    char why[HCG_PATH_MAX + 200];
+    int fd = hcg_open_output_why(path, flags, why, sizeof why);
+    if (fd < 0)
+        hcg_problem("cannot write the %s %s: %s; none will be written", what, path, why);
+    return fd;
+}
 
 static void flush_buf(hcg_sinkfile *f)
 {
@@ -36,12 +151,9 @@ static void flush_buf(hcg_sinkfile *f)
 /* keep: append to what is there (a continuation), else start it anew. */
 static int open_file(hcg_sinkfile *f, const char *path, int keep)
 {
-    f->fd = open(path, O_WRONLY | O_CREAT | (keep ? 0 : O_TRUNC) | O_APPEND | O_CLOEXEC, 0644);
-    if (f->fd < 0) {
-        hcg_msg("cannot open the %s %s: %s; none will be written", f->what, path,
-                strerror(errno));
+    f->fd = hcg_open_output(path, f->what, keep ? HCG_OPEN_APPEND : 0);
+    if (f->fd < 0)
         return -1;
-    }
     snprintf(f->path, sizeof f->path, "%s", path);
     f->pid = getpid();
     /* A continued file already holds events (the trace: its opening '['). */
@@ -185,9 +297,9 @@ void hcg_sinkfile_close(hcg_sinkfile *f, const char *footer)
     /* Said even without a summary: a file that looks whole but is not
      * would mislead whoever reads it. */
     if (f->err)
-        hcg_msg("ERROR: writing the %s %s failed: %s; %" PRIu64 " events written, %" PRIu64
+        hcg_msg("ERROR: writing the %s %s failed: %s; %" PRIu64 " event%s written, %" PRIu64
                 " lost: the %s is incomplete", f->what, f->path, strerror(f->err), f->written,
-                f->lost, f->what);
+                f->written == 1 ? "" : "s", f->lost, f->what);
 }
 
 void hcg_sinkfile_summary(const hcg_sinkfile *f)

@@ -388,13 +388,22 @@ static void print_dropped(const totals *t, size_t buffer_bytes)
                 "is %zu bytes per thread", t->dropped, buffer_bytes);
 }
 
-/* The findings, and the verdict. */
-static void print_errors(const totals *t)
+/* The findings, and the verdict. live: this process's own summary (a
+ * recovered one has no configuration problems or print limit of its own). */
+static void print_errors(const totals *t, int live)
 {
     hcg_audit_print(&t->c);
     uint64_t errors = record_errors(&t->c) + hcg_audit_errors(&t->c);
     uint64_t warnings =
         hcg_counts_sum(&t->c, HCG_CNT_FINDING, HCG_FIND_COUNT) - hcg_audit_errors(&t->c);
+    if (live) {
+        hcg_copy_fns_check(1);
+        hcg_problems_print();
+        uint64_t unprinted = hcg_print_suppressed();
+        if (unprinted)
+            hcg_msg("findings not printed (print limit %u): %" PRIu64 "; they are counted above",
+                    hcg_config_get()->print_limit, unprinted);
+    }
     if (warnings)
         hcg_msg("ERROR SUMMARY: %" PRIu64 " error%s, %" PRIu64 " warning%s", errors,
                 errors == 1 ? "" : "s", warnings, warnings == 1 ? "" : "s");
@@ -421,7 +430,7 @@ void hcg_summary_print(int fd)
     hcg_jsonl_summary();
     hcg_trace_summary();
     pthread_mutex_unlock(&S.lock);
-    print_errors(&t);
+    print_errors(&t, 1);
 }
 
 /* Written by the launcher from a flight record: the counts are exact; the
@@ -446,7 +455,7 @@ void hcg_summary_print_recovered(const hcg_flight *f, const hcg_counts *c, uint6
         hcg_msg("event log: %s (the events left in memory appended)", f->log_path);
     if (f->trace_path[0])
         hcg_msg("trace: %s (the events left in memory appended, and closed)", f->trace_path);
-    print_errors(&t);
+    print_errors(&t, 0);
 }
 
 /* --error-exitcode's count from a flight record's counts. */

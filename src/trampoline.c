@@ -156,7 +156,7 @@ static void CUDA_CB freed_call(void *arg)
 {
     (void)arg;
     static const char msg[] = "==hcguard== internal error: a host node ran after hcguard freed it\n";
-    (void)!write(2, msg, sizeof msg - 1);
+    hcg_write_raw(msg, sizeof msg - 1);
     abort();
 }
 

@@ -22,13 +22,22 @@ sys.exit(not os.path.isfile(os.path.join(sysconfig.get_paths()["include"], "Pyth
 # Sanitizer runtimes come with gcc; libFuzzer with clang's runtime.
 if [ "${HCGUARD_FUZZ:-0}" = 1 ]; then
     command -v clang >/dev/null 2>&1 || need+=(clang)
-    dpkg -s libclang-rt-14-dev >/dev/null 2>&1 || need+=(libclang-rt-14-dev)
 fi
-if [ ${#need[@]} -gt 0 ]; then
-    echo "hcguard: installing ${need[*]}"
+install() {
+    echo "hcguard: installing $*"
     if [ "$(id -u)" != 0 ]; then SUDO=sudo; else SUDO=; fi
     $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}"
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "$@"
+}
+if [ ${#need[@]} -gt 0 ]; then
+    install "${need[@]}"
+fi
+# libFuzzer is in the runtime package of clang's own version.
+if [ "${HCGUARD_FUZZ:-0}" = 1 ] &&
+   ! printf 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n);\nint LLVMFuzzerTestOneInput(const char *d, unsigned long n) { return d && n ? 0 : 0; }\n' |
+     clang -fsanitize=fuzzer -x c - -o /dev/null 2>/dev/null; then
+    major=$(clang -dumpversion | cut -d. -f1)
+    install "libclang-rt-$major-dev"
 fi
 cuda=${HCGUARD_CUDA_ROOT:-/usr/local/cuda}
 if [ ! -f "$cuda/include/cuda.h" ]; then

@@ -12,6 +12,7 @@
  * dies: afterwards the launcher writes what the program had not written
  * (the events left in memory, the summary).
  */
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -59,6 +60,9 @@ typedef enum opt_id {
     OPT_HANG_S,
     OPT_RECHECK,
     OPT_BUFFER,
+    OPT_LOG_FILE,
+    OPT_FILE_MODE,
+    OPT_PRINT_LIMIT,
     OPT_HELP,
     OPT_VERSION,
     OPT_COUNT
@@ -83,6 +87,9 @@ static const opt_def opt_table[] = {
     {"--hang-s", 1, OPT_HANG_S},
     {"--recheck", 1, OPT_RECHECK},
     {"--buffer", 1, OPT_BUFFER},
+    {"--log-file", 1, OPT_LOG_FILE},
+    {"--file-mode", 1, OPT_FILE_MODE},
+    {"--print-limit", 1, OPT_PRINT_LIMIT},
     {"--help", 0, OPT_HELP},
     {"-h", 0, OPT_HELP},
     {"--version", 0, OPT_VERSION},
@@ -369,16 +376,17 @@ static int check_mode(const char *v)
                        "or off", v);
 }
 
+/* As the library: 0 leaves the exit status alone. */
 static int check_exitcode(const char *v)
 {
     size_t n = strspn(v, "0123456789");
     if (n > 0 && n <= 3 && v[n] == '\0') {
         int code = atoi(v);
-        if (code >= 1 && code <= 255)
+        if (code >= 0 && code <= 255)
             return 0;
     }
     return usage_error("bad value '%s' for --error-exitcode: expected a "
-                       "number from 1 to 255", v);
+                       "number from 1 to 255 (0 leaves the exit status alone)", v);
 }
 
 /* The library accepts a positive number below 1e9, in strtod's forms. */
@@ -407,8 +415,16 @@ static int check_copy_fns(const run_opts *o, size_t *total)
         const char *v = o->copy_fns[i];
         do {
             size_t n = strcspn(v, ",");
-            if (n == 0 || n > COPY_FN_NAME_MAX || memchr(v, ' ', n) ||
-                memchr(v, '\t', n))
+            /* as the library: blanks around a name are dropped, not inside */
+            const char *b = v, *e = v + n;
+            while (b < e && isspace((unsigned char)*b))
+                b++;
+            while (e > b && isspace((unsigned char)e[-1]))
+                e--;
+            int inner = 0;
+            for (const char *q = b; q < e; q++)
+                inner |= isspace((unsigned char)*q) || iscntrl((unsigned char)*q);
+            if (e == b || (size_t)(e - b) > COPY_FN_NAME_MAX || inner)
                 return usage_error("bad value '%s' for --copy-fn: expected "
                                    "function names of 1 to %zu characters, "
                                    "separated by commas",
@@ -529,6 +545,9 @@ static int apply_options(const run_opts *o)
         {OPT_HANG_S, "HCGUARD_HANG_S", NULL},
         {OPT_RECHECK, "HCGUARD_RECHECK", NULL},
         {OPT_BUFFER, "HCGUARD_BUFFER", NULL},
+        {OPT_LOG_FILE, "HCGUARD_LOG_FILE", NULL},
+        {OPT_FILE_MODE, "HCGUARD_FILE_MODE", NULL},
+        {OPT_PRINT_LIMIT, "HCGUARD_PRINT_LIMIT", NULL},
     };
     int rc = 0;
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
@@ -579,7 +598,7 @@ static const char help_text[] =
     "                      chrome://tracing; FILE as for --log\n"
     "                      (default: no trace)\n"
     "  --error-exitcode N  exit with N (1-255) if hcguard found errors\n"
-    "                      (default: the program's own exit status)\n"
+    "                      (default, or 0: the program's own exit status)\n"
     "  --copy-fn NAME      treat function NAME as a host copy too; repeat it\n"
     "                      or give names separated by commas (default: none)\n"
     "  --no-summary        print no summary at exit (default: print one)\n"
@@ -596,6 +615,14 @@ static const char help_text[] =
     "                      always (default: changed)\n"
     "  --buffer SIZE       each thread's event buffer, e.g. 4M; from 64K to\n"
     "                      1G; K, M, G are KiB, MiB, GiB (default: 4M)\n"
+    "  --log-file FILE     write hcguard's messages and summary to FILE\n"
+    "                      instead of stderr; FILE as for --log\n"
+    "  --file-mode MODE    the mode of files hcguard creates, octal, from\n"
+    "                      0600 to 0666 (default: 0600); it never follows a\n"
+    "                      symlink, and replaces an existing file only if it\n"
+    "                      is a regular file of the user it runs as\n"
+    "  --print-limit N     print at most N findings, count the rest\n"
+    "                      (default: 100; 0: no limit)\n"
     "  -h, --help          print this help\n"
     "  --                  end of options; needed only if the program's name\n"
     "                      starts with '-'\n"
@@ -616,6 +643,9 @@ static const char help_text[] =
     "  HCGUARD_HANG_S          --hang-s\n"
     "  HCGUARD_RECHECK         --recheck\n"
     "  HCGUARD_BUFFER          --buffer\n"
+    "  HCGUARD_LOG_FILE        --log-file\n"
+    "  HCGUARD_FILE_MODE       --file-mode\n"
+    "  HCGUARD_PRINT_LIMIT     --print-limit\n"
     "  HCGUARD_LIBRARY         the libhcguard.so to preload (default: the\n"
     "                          one installed with this launcher:\n"
     "    %s)\n"
@@ -624,8 +654,9 @@ static const char help_text[] =
     "function, first on PYTHONPATH.\n"
     "\n"
     "Exit status: the program's own, or N of --error-exitcode; 2 for a usage\n"
-    "error, 125 if hcguard itself cannot start (library missing), 126 if the\n"
-    "program cannot be executed, 127 if it is not found.\n"
+    "error (a bad option or HCGUARD_* value, a %%q{VAR} not set, a --driver\n"
+    "path that is not there), 125 if hcguard itself cannot start (library\n"
+    "missing), 126 if the program cannot be executed, 127 if it is not found.\n"
     "\n"
     "Examples:\n"
     "  hcguard run ./my_app --size 1024\n"
@@ -646,7 +677,7 @@ static int print_help(void)
 static int print_version(void)
 {
     puts("hcguard " HCGUARD_VERSION_STRING);
-    return fflush(stdout) == 0 ? 0 : EXIT_SETUP;
+    return fflush(stdout) == 0 && !ferror(stdout) ? 0 : EXIT_SETUP;
 }
 
 /* ---- running --------------------------------------------------------- */
@@ -690,6 +721,46 @@ static int exec_failed(const char *prog, int err)
                                            : EXIT_CANNOT_EXEC;
 }
 
+static const char *plain_getenv(const char *name)
+{
+    return getenv(name);
+}
+
+/* The environment the program will see, as the library will read it (the
+ * same parser, compiled in): a value it would ignore, or a %q{VAR} that
+ * is not set, stops the launch here, where the user is looking. */
+static int check_environment(void)
+{
+    static hcg_config c;
+    char err[4096];
+    if (hcg_config_parse(&c, plain_getenv, err, sizeof err) != 0) {
+        for (char *line = err, *nl; line && *line; line = nl ? nl + 1 : NULL) {
+            nl = strchr(line, '\n');
+            if (nl)
+                *nl = '\0';
+            msg("%s", line);
+        }
+        return usage_error("hcguard's environment has bad values (see above)");
+    }
+    /* A driver named by path must be there; a bare name is searched for
+     * as the program would, and only the library can say. */
+    if (strchr(c.driver_path, '/')) {
+        unsigned char magic[4];
+        int fd = open(c.driver_path, O_RDONLY | O_CLOEXEC);
+        ssize_t n = fd >= 0 ? read(fd, magic, sizeof magic) : -1;
+        int saved = errno;
+        if (fd >= 0)
+            close(fd);
+        if (n < 0)
+            return usage_error("cannot use the driver '%s' (--driver, HCGUARD_DRIVER): %s",
+                               c.driver_path, strerror(saved));
+        if (n != 4 || memcmp(magic, "\177ELF", 4) != 0)
+            return usage_error("cannot use the driver '%s' (--driver, HCGUARD_DRIVER): not an "
+                               "ELF shared library", c.driver_path);
+    }
+    return 0;
+}
+
 static int setup_environment(const run_opts *o)
 {
     locations loc;
@@ -697,6 +768,9 @@ static int setup_environment(const run_opts *o)
         loc.prefix[0] = '\0';
     if (apply_options(o) != 0)
         return EXIT_SETUP;
+    int rc = check_environment();
+    if (rc)
+        return rc;
     if (find_library(&loc) != 0)
         return EXIT_SETUP;
     find_python_dir(&loc);

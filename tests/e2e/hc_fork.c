@@ -24,6 +24,7 @@
 
 #include "hcguard.h"
 #include "testutil.h"
+#include "../common/stderr_redirect.h"
 
 static atomic_int runs;
 static void ordinary(void *p)
@@ -44,7 +45,7 @@ static void child(int status, void (*body)(void), char *out, size_t len)
     fflush(NULL);
     pid_t pid = fork();
     if (pid == 0) {
-        dup2(fd[1], 2);
+        hcg_test_redirect_stderr(fd[1]);
         close(fd[0]);
         if (body)
             body();

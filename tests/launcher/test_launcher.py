@@ -136,13 +136,13 @@ def case_bad_mode(args, tmp):
 
 @case
 def case_bad_exitcode(args, tmp):
-    for value in ("0", "256", "x", "-1", "+5", " 5", "1x", "0x10", "1000",
+    for value in ("256", "x", "-1", "+5", " 5", "1x", "0x10", "1000",
                   "99999999999999999999"):
         want = ("bad value '%s' for --error-exitcode: expected a number from "
-                "1 to 255" % value + SEE_RUN_HELP)
+                "1 to 255 (0 leaves the exit status alone)" % value + SEE_RUN_HELP)
         expect_usage_error(args, ["run", "--error-exitcode", value, "true"],
                            want)
-    for value in ("1", "255", "007"):
+    for value in ("0", "1", "255", "007"):
         p = run([args.hcguard, "run", "--mode", "off", "--error-exitcode",
                  value, "true"], env=dummy_env(args))
         expect_eq(p.returncode, 0, "--error-exitcode %s" % value, p)
@@ -188,7 +188,7 @@ def case_bad_copy_fn(args, tmp):
         return ("bad value '%s' for --copy-fn: expected function names of 1 "
                 "to 127 characters, separated by commas" % value
                 + SEE_RUN_HELP)
-    for value in ("a,,b", ",a", "a,", "my fn", "x" * 128):
+    for value in ("a,,b", ",a", "a,", "my fn", "a\tb", " , ", "x" * 128):
         expect_usage_error(args, ["run", "--copy-fn", value, "true"],
                            want(value))
     names = ",".join("f%d" % i for i in range(33))
@@ -202,6 +202,48 @@ def case_bad_copy_fn(args, tmp):
                                "--copy-fn", "y" * 127], dummy_env(args))
     expect_eq(seen.get("HCGUARD_COPY_FN"), ok + "," + "y" * 127,
               "32 names, one of 127 characters, are not accepted", p)
+
+
+@case
+def case_bad_environment(args, tmp):
+    """An inherited HCGUARD_* value the library would ignore, or a %q{VAR}
+    that is not set, stops the launch with the library's own message."""
+    cases = [
+        ({"HCGUARD_MODE": "fast"}, "HCGUARD_MODE='fast' is not one of guard, audit, off"),
+        ({"HCGUARD_PRINT_LIMIT": "lots"},
+         "HCGUARD_PRINT_LIMIT='lots' is not an integer from 0 (no limit) to 1000000000"),
+        ({"HCGUARD_FILE_MODE": "0777"}, "HCGUARD_FILE_MODE='0777' is not an octal mode"),
+        ({"HCGUARD_LOG": "x.%q{HCG_NO_SUCH_RANK}"},
+         "HCGUARD_LOG='x.%q{HCG_NO_SUCH_RANK}': %q{HCG_NO_SUCH_RANK}: HCG_NO_SUCH_RANK is not set"),
+        ({"HCGUARD_LOG_FILE": "r.%z"}, "HCGUARD_LOG_FILE='r.%z': unknown conversion '%z'"),
+    ]
+    for env, message in cases:
+        p = run([args.hcguard, "run", "true"], env=dummy_env(args, **env))
+        expect_eq(p.returncode, 2, "exit status with %r" % env, p)
+        expect(p.stderr.startswith("hcguard: " + message), "message with %r" % env, p)
+        expect("bad values (see above)" in p.stderr, "the summing-up line", p)
+    p = run([args.hcguard, "run", "--log", "x.%q{HCG_NO_SUCH_RANK}", "true"],
+            env=dummy_env(args))
+    expect_eq(p.returncode, 2, "exit status with an unset %q in --log", p)
+
+
+@case
+def case_bad_driver(args, tmp):
+    missing = os.path.join(tmp, "no-such-libcuda.so.1")
+    expect_usage_error(args, ["run", "--driver", missing, "true"],
+                       "cannot use the driver '%s' (--driver, HCGUARD_DRIVER): No such file "
+                       "or directory" % missing + SEE_RUN_HELP)
+    text = os.path.join(tmp, "libcuda.so.1")
+    with open(text, "w") as f:
+        f.write("not a library\n")
+    expect_usage_error(args, ["run", "--driver=" + text, "true"],
+                       "cannot use the driver '%s' (--driver, HCGUARD_DRIVER): not an ELF shared "
+                       "library" % text + SEE_RUN_HELP)
+    p = run([args.hcguard, "run", "true"], env=dummy_env(args, HCGUARD_DRIVER=missing))
+    expect_eq(p.returncode, 2, "exit status with a missing HCGUARD_DRIVER", p)
+    # a bare name is searched for as the program would: not checked here
+    p = run([args.hcguard, "run", "--driver", "libcuda-none.so.1", "true"], env=dummy_env(args))
+    expect_eq(p.returncode, 0, "a bare driver name", p)
 
 
 @case
@@ -317,8 +359,9 @@ def case_child_env(args, tmp):
         "--trace", "run.%p.json",
         "--error-exitcode", "7", "--copy-fn", "my_copy",
         "--copy-fn", "a_copy,b_copy", "--no-summary",
-        "--driver", "/opt/driver/libcuda.so.1", "--debug", "--slow-ms", "2.5",
-        "--hang-s", "30", "--recheck", "always", "--buffer", "8M"], dummy_env(args))
+        "--driver", args.dummy, "--debug", "--slow-ms", "2.5",
+        "--hang-s", "30", "--recheck", "always", "--buffer", "8M", "--log-file", "report.%p.txt",
+        "--file-mode", "0644", "--print-limit", "5"], dummy_env(args, RANK="3"))
     expect_eq(p.returncode, 0, "exit status", p)
     want = {
         "LD_PRELOAD": os.path.abspath(args.dummy),
@@ -329,7 +372,10 @@ def case_child_env(args, tmp):
         "HCGUARD_ERROR_EXITCODE": "7",
         "HCGUARD_COPY_FN": "my_copy,a_copy,b_copy",
         "HCGUARD_SUMMARY": "0",
-        "HCGUARD_DRIVER": "/opt/driver/libcuda.so.1",
+        "HCGUARD_DRIVER": args.dummy,
+        "HCGUARD_LOG_FILE": "report.%p.txt",
+        "HCGUARD_FILE_MODE": "0644",
+        "HCGUARD_PRINT_LIMIT": "5",
         "HCGUARD_DEBUG": "1",
         "HCGUARD_BUFFER": "8M",
         "HCGUARD_SLOW_MS": "2.5",

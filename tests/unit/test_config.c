@@ -10,6 +10,7 @@
 
 #include "hcg.h"
 #include "check.h"
+#include "../common/stderr_redirect.h"
 
 /* ---- a fake environment ------------------------------------------------- */
 
@@ -327,10 +328,10 @@ static void test_config_get(void)
     if (fd < 0)
         return;
     int saved = dup(2);
-    dup2(fd, 2);
+    hcg_test_redirect_stderr(fd);
     const hcg_config *c = hcg_config_get();
     const hcg_config *again = hcg_config_get();
-    dup2(saved, 2);
+    hcg_test_redirect_stderr(saved);
     close(saved);
     CHECK(c == again);
     CHECK(c->mode == HCG_MODE_AUDIT && c->summary == 1 && c->recheck_always == 0);
@@ -355,8 +356,70 @@ static void test_config_get(void)
     CHECK((size_t)n == total);
 }
 
+/* HCGUARD_FILE_MODE, HCGUARD_LOG_FILE, HCGUARD_PRINT_LIMIT. */
+static void test_hostile_vars(void)
+{
+    env_clear();
+    CHECK(hcg_config_parse(&g_cfg, fake_getenv, g_err, sizeof g_err) == 0);
+    CHECK(g_cfg.file_mode == 0600 && g_cfg.print_limit == 100 && g_cfg.report_path[0] == '\0');
+    CHECK(parse1("HCGUARD_FILE_MODE", "0644") == 0 && g_cfg.file_mode == 0644);
+    CHECK(parse1("HCGUARD_FILE_MODE", "640") == 0 && g_cfg.file_mode == 0640);
+    const char *bad_modes[] = {"0755", "0400", "644x", "7", "06000", "0o644", "-644", "0200"};
+    for (size_t i = 0; i < sizeof bad_modes / sizeof bad_modes[0]; i++) {
+        CHECK(parse1("HCGUARD_FILE_MODE", bad_modes[i]) == -1 && g_cfg.file_mode == 0600);
+        CHECK_HAS(g_err, "is not an octal mode with read and write for the owner");
+    }
+    CHECK(parse1("HCGUARD_PRINT_LIMIT", "0") == 0 && g_cfg.print_limit == 0);
+    CHECK(parse1("HCGUARD_PRINT_LIMIT", "1000000000") == 0 && g_cfg.print_limit == 1000000000u);
+    const char *bad_limits[] = {"-1", "1000000001", "x", "1e3", " 5", "99999999999"};
+    for (size_t i = 0; i < sizeof bad_limits / sizeof bad_limits[0]; i++) {
+        CHECK(parse1("HCGUARD_PRINT_LIMIT", bad_limits[i]) == -1 && g_cfg.print_limit == 100);
+        CHECK_HAS(g_err, "is not an integer from 0 (no limit) to 1000000000");
+    }
+    CHECK(parse1("HCGUARD_LOG_FILE", "/tmp/report.%p") == 0);
+    CHECK(strncmp(g_cfg.report_path, "/tmp/report.", 12) == 0);
+    CHECK_STR(g_cfg.report_pattern, "/tmp/report.%p");
+    CHECK(parse1("HCGUARD_LOG_FILE", "/tmp/%q{HCG_NO_SUCH}") == -1);
+    CHECK_HAS(g_err, "HCG_NO_SUCH is not set");
+    CHECK(g_cfg.report_path[0] == '\0');
+    /* names: blanks around are dropped, inside refused, as the launcher does */
+    CHECK(parse1("HCGUARD_COPY_FN", " a , b ") == 0 && g_cfg.n_copy_fns == 2);
+    CHECK_STR(g_cfg.copy_fns[1], "b");
+    CHECK(parse1("HCGUARD_COPY_FN", "my fn") == -1);
+    CHECK_HAS(g_err, "a name with a space or control character in it");
+    CHECK(parse1("HCGUARD_COPY_FN", "a\nb") == -1);
+}
+
+/* %q{VAR}: one safe file-name component, whatever the value. */
+static void test_expand_sanitised(void)
+{
+    static const struct { const char *value, *want; } cases[] = {
+        {"../../etc/passwd", "log.______etc_passwd"},
+        {"..", "log.__"},
+        {".", "log._"},
+        {"a.b", "log.a.b"},
+        {"a..b", "log.a__b"},
+        {"rank\n==hcguard== forged", "log.rank_==hcguard== forged"},
+        {"tab\there\x7f", "log.tab_here_"},
+        {"/abs", "log._abs"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        env_clear();
+        env_set("R", cases[i].value);
+        CHECK(expand("log.%q{R}") == 0);
+        CHECK_STR(g_out, cases[i].want);
+    }
+    /* the pattern's own '/' and ".." are the user's, kept */
+    env_clear();
+    env_set("R", "3");
+    CHECK(expand("../logs/%q{R}/x") == 0);
+    CHECK_STR(g_out, "../logs/3/x");
+}
+
 int main(void)
 {
+    test_hostile_vars();
+    test_expand_sanitised();
     test_defaults();
     test_mode();
     test_exitcode();

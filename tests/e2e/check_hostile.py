@@ -1,0 +1,396 @@
+"""Hostile inputs to libhcguard, each case one CTest test (e2e_hostile_<case>).
+
+  check_hostile.py --list
+  check_hostile.py --case NAME --prog hc_hostile --preload LIB --fake-dir DIR [--sanitize S]
+
+Each case sets up what a hostile or careless environment gives hcguard (a
+symlink, FIFO, device or directory where its file goes, another user's
+file, a %q value that climbs directories, fd 2 reused by the program, a bad
+driver or copy function, floods), runs hc_hostile under the preloaded
+library on the test driver, and checks what hcguard did and said. README's
+"Hostile inputs" table names these cases.
+"""
+import argparse
+import os
+import re
+import stat
+import subprocess
+import sys
+import tempfile
+
+CASES = {}
+
+
+def case(fn):
+    CASES[fn.__name__] = fn
+    return fn
+
+
+class Failed(Exception):
+    pass
+
+
+def run(args, argv, env=None, timeout=60):
+    e = dict(os.environ)
+    for k in list(e):
+        if k.startswith("HCGUARD_"):
+            del e[k]
+    e["LD_PRELOAD"] = args.preload
+    if not args.gpu:
+        e["LD_LIBRARY_PATH"] = args.fake_dir
+    e["HCGUARD_SLOW_MS"] = "10000"
+    e.update(env or {})
+    p = subprocess.run([args.prog] + argv, env=e, capture_output=True, text=True,
+                       timeout=timeout, errors="replace")
+    return p.returncode, p.stdout, p.stderr
+
+
+def expect(cond, what, out=""):
+    if not cond:
+        raise Failed(f"{what}\n--- output ---\n{out}")
+
+
+def expect_refused(args, tmp, var, path, why, what="event log"):
+    rc, out, err = run(args, ["good"], {var: path})
+    both = out + err
+    expect(rc == 0, f"exit status {rc}, want 0", both)
+    msg = f"cannot write the {what} {path}: {why}"
+    expect(both.count("ERROR: " + msg) == 1 and both.count(msg) == 2,
+           f"'{msg}' said once and repeated in the summary", both)
+    expect("configuration problems: 1" in both, "the summary's problem count", both)
+    return both
+
+
+PRECIOUS = "precious, not hcguard's\n"
+
+
+def precious(tmp, name="target"):
+    path = os.path.join(tmp, name)
+    with open(path, "w") as f:
+        f.write(PRECIOUS)
+    return path
+
+
+@case
+def symlink_log(args, tmp):
+    target = precious(tmp)
+    link = os.path.join(tmp, "log.jsonl")
+    os.symlink(target, link)
+    expect_refused(args, tmp, "HCGUARD_LOG", link, "it exists and is a symbolic link")
+    expect(open(target).read() == PRECIOUS, "the symlink's target was changed")
+
+
+@case
+def symlink_dangling(args, tmp):
+    target = os.path.join(tmp, "not-there")
+    link = os.path.join(tmp, "log.jsonl")
+    os.symlink(target, link)
+    expect_refused(args, tmp, "HCGUARD_LOG", link, "it exists and is a symbolic link")
+    expect(not os.path.exists(target), "the dangling symlink's target was created")
+
+
+@case
+def symlink_trace(args, tmp):
+    target = precious(tmp)
+    link = os.path.join(tmp, "trace.json")
+    os.symlink(target, link)
+    expect_refused(args, tmp, "HCGUARD_TRACE", link, "it exists and is a symbolic link", "trace")
+    expect(open(target).read() == PRECIOUS, "the symlink's target was changed")
+
+
+@case
+def fifo_log(args, tmp):
+    fifo = os.path.join(tmp, "log.jsonl")
+    os.mkfifo(fifo)
+    # no reader: a blocking open would hang the program (the timeout fails it)
+    expect_refused(args, tmp, "HCGUARD_LOG", fifo, "it exists and is a FIFO")
+
+
+@case
+def directory_log(args, tmp):
+    d = os.path.join(tmp, "log.jsonl")
+    os.mkdir(d)
+    expect_refused(args, tmp, "HCGUARD_LOG", d, "it exists and is a directory")
+
+
+@case
+def device_log(args, tmp):
+    expect_refused(args, tmp, "HCGUARD_LOG", "/dev/null", "it exists and is a device")
+
+
+@case
+def missing_directory(args, tmp):
+    path = os.path.join(tmp, "no", "such", "dir", "log.jsonl")
+    expect_refused(args, tmp, "HCGUARD_LOG", path,
+                   f"the directory {os.path.dirname(path)} does not exist")
+
+
+@case
+def unwritable_directory(args, tmp):
+    d = os.path.join(tmp, "ro")
+    os.mkdir(d, 0o500)
+    path = os.path.join(d, "log.jsonl")
+    if os.geteuid() == 0:
+        # root writes anywhere; a file where a directory should be stands in
+        blocker = precious(tmp, "file")
+        path = os.path.join(blocker, "log.jsonl")
+        expect_refused(args, tmp, "HCGUARD_LOG", path, "a part of the directory")
+        return
+    expect_refused(args, tmp, "HCGUARD_LOG", path, f"the directory {d} is not writable")
+
+
+@case
+def other_users_file(args, tmp):
+    path = precious(tmp, "log.jsonl")
+    if os.geteuid() != 0:
+        # a non-root user cannot make a file another's: a foreign one stands in
+        path = "/etc/hostname" if os.path.isfile("/etc/hostname") else "/etc/passwd"
+        if os.stat(path).st_uid == os.geteuid():
+            print("SKIP: no file of another user to try")
+            sys.exit(77)
+        before = open(path).read()
+    else:
+        os.chown(path, 65534, 65534)
+        before = PRECIOUS
+    expect_refused(args, tmp, "HCGUARD_LOG", path, "it exists and belongs to another user")
+    expect(open(path).read() == before, "another user's file was changed")
+
+
+@case
+def own_file_replaced(args, tmp):
+    path = precious(tmp, "log.jsonl")
+    os.chmod(path, 0o640)
+    rc, out, err = run(args, ["good"], {"HCGUARD_LOG": path})
+    expect(rc == 0, f"exit status {rc}", out + err)
+    text = open(path).read()
+    expect(PRECIOUS not in text and text.count("\n") == 1 and '"event":"run"' in text,
+           f"the user's own log was not replaced by one event: {text!r}", out + err)
+    expect(stat.S_IMODE(os.stat(path).st_mode) == 0o640, "an existing file's mode was changed")
+
+
+@case
+def new_file_modes(args, tmp):
+    old = os.umask(0)
+    try:
+        for mode, want in ((None, 0o600), ("0644", 0o644), ("0640", 0o640)):
+            path = os.path.join(tmp, f"log-{mode}.jsonl")
+            env = {"HCGUARD_LOG": path}
+            if mode:
+                env["HCGUARD_FILE_MODE"] = mode
+            rc, out, err = run(args, ["good"], env)
+            expect(rc == 0, f"exit status {rc}", out + err)
+            got = stat.S_IMODE(os.stat(path).st_mode)
+            expect(got == want, f"HCGUARD_FILE_MODE={mode}: mode {got:o}, want {want:o}")
+    finally:
+        os.umask(old)
+    rc, out, err = run(args, ["good"], {"HCGUARD_FILE_MODE": "0755"})
+    expect(err.count("HCGUARD_FILE_MODE='0755' is not an octal mode") == 2,
+           "0755 refused, and the summary repeats it", err)
+
+
+@case
+def q_sanitised(args, tmp):
+    d = os.path.join(tmp, "logs")
+    os.mkdir(d)
+    pattern = os.path.join(d, "log.%q{RANK}.jsonl")
+    rc, out, err = run(args, ["good"], {"HCGUARD_LOG": pattern, "RANK": "../../evil\nline/x"})
+    expect(rc == 0, f"exit status {rc}", out + err)
+    made = os.listdir(d)
+    expect(made == ["log.______evil_line_x.jsonl"], f"files made: {made}", out + err)
+    expect(not any("evil" in f for f in os.listdir(tmp)), "a file was made outside the directory")
+    for dots in (".", ".."):
+        rc, out, err = run(args, ["good"], {"HCGUARD_LOG": os.path.join(d, "%q{RANK}"),
+                                           "RANK": dots})
+        expect(os.path.isfile(os.path.join(d, "_" * len(dots))), f"RANK={dots!r} not made safe",
+               out + err)
+
+
+@case
+def q_unset(args, tmp):
+    pattern = os.path.join(tmp, "log.%q{HCG_NO_SUCH_RANK}.jsonl")
+    rc, out, err = run(args, ["good"], {"HCGUARD_LOG": pattern})
+    expect(rc == 0, f"exit status {rc}", out + err)
+    expect("%q{HCG_NO_SUCH_RANK}: HCG_NO_SUCH_RANK is not set" in err, "the unset variable said",
+           err)
+    expect(os.listdir(tmp) == [], f"files made: {os.listdir(tmp)}")
+
+
+@case
+def reuse_fd2(args, tmp):
+    data = os.path.join(tmp, "data")
+    rc, out, err = run(args, ["reuse-fd2", data])
+    expect(rc == 0 and "data file: 23 bytes, only the program's" in out,
+           f"exit status {rc}; the program's data file got hcguard's lines", out + err)
+    expect("ERROR: bad host-copy record rejected" in err,
+           "hcguard's report did not reach the original stderr", out + err)
+
+
+@case
+def log_file(args, tmp):
+    path = os.path.join(tmp, "report.%p.txt")
+    rc, out, err = run(args, ["flood", "2"], {"HCGUARD_LOG_FILE": path})
+    expect(rc == 0, f"exit status {rc}", out + err)
+    expect("==hcguard==" not in err, "hcguard wrote to stderr despite HCGUARD_LOG_FILE", err)
+    made = os.listdir(tmp)
+    expect(len(made) == 1 and re.fullmatch(r"report\.\d+\.txt", made[0]), f"files: {made}")
+    text = open(os.path.join(tmp, made[0])).read()
+    expect(text.count("ERROR: bad host-copy record rejected") == 2 and "ERROR SUMMARY: 2 errors"
+           in text, "the report file lacks the findings or the summary", text)
+    expect(stat.S_IMODE(os.stat(os.path.join(tmp, made[0])).st_mode) == 0o600, "report mode")
+
+
+@case
+def log_file_refused(args, tmp):
+    target = precious(tmp)
+    link = os.path.join(tmp, "report.txt")
+    os.symlink(target, link)
+    rc, out, err = run(args, ["flood", "1"], {"HCGUARD_LOG_FILE": link})
+    expect(rc == 0, f"exit status {rc}", out + err)
+    expect(f"cannot write the report file (HCGUARD_LOG_FILE) {link}: it exists and is a "
+           "symbolic link" in err and "ERROR SUMMARY: 1 error" in err,
+           "the refusal and the report on stderr", err)
+    expect(open(target).read() == PRECIOUS, "the symlink's target was changed")
+
+
+@case
+def bad_driver(args, tmp):
+    path = os.path.join(tmp, "libcuda.so.1")
+    rc, out, err = run(args, ["good"], {"HCGUARD_DRIVER": path})
+    expect(rc == 77, f"exit status {rc}: the program found a driver", out + err)
+    msg = f"ERROR: cannot load the CUDA driver {path}"
+    expect(err.count(msg) == 1 and "every CUDA call will fail" in err,
+           "a bad driver said once, without --debug", err)
+
+
+@case
+def copy_fn_unmatched(args, tmp):
+    rc, out, err = run(args, ["good"], {"HCGUARD_COPY_FN": "no_such_copy_fn"})
+    expect(rc == 0, f"exit status {rc}", out + err)
+    expect(err.count("WARNING: --copy-fn no_such_copy_fn matches nothing loaded so far") == 1,
+           "the unmatched name said at the first launch", err)
+    expect("--copy-fn no_such_copy_fn matched no host function, and no loaded library exports it"
+           in err and "configuration problems: 1" in err, "the summary repeats it", err)
+    # a name that exists is not reported
+    rc, out, err = run(args, ["good"], {"HCGUARD_COPY_FN": "hcguard_pack_copy"})
+    expect("--copy-fn" not in err, "a name that exists was reported", err)
+
+
+def count_printed(err):
+    return err.count("ERROR: bad host-copy record rejected")
+
+
+@case
+def print_limit(args, tmp):
+    for limit, printed in ((None, 100), ("7", 7), ("0", 300)):
+        env = {"HCGUARD_PRINT_LIMIT": limit} if limit else {}
+        rc, out, err = run(args, ["flood", "300"], env)
+        expect(rc == 0, f"exit status {rc}", out + err)
+        expect(count_printed(err) == printed, f"limit {limit}: {count_printed(err)} printed",
+               err[-3000:])
+        expect("bad records rejected at enqueue: 300" in err, "all counted", err[-3000:])
+        if printed < 300:
+            expect(f"findings not printed (print limit {printed}): {300 - printed}" in err,
+                   "the summary's count of what was not printed", err[-3000:])
+            expect(err.count("the print limit: further ones are counted") == 1,
+                   "the limit said once", err[-3000:])
+    rc, out, err = run(args, ["good"], {"HCGUARD_PRINT_LIMIT": "-1"})
+    expect("HCGUARD_PRINT_LIMIT='-1' is not an integer from 0" in err, "-1 refused", err)
+
+
+@case
+def many_execs(args, tmp):
+    rc, out, err = run(args, ["many-execs", "5000"], timeout=110)
+    expect(rc == 0 and "many-execs: passed" in out, f"exit status {rc}", out + err[-3000:])
+    # while all live: each exec's current call (the graph's root is one more)
+    m = re.search(r"many-execs: 5000 executable graphs, (\d+) graph calls alive", out)
+    expect(m and int(m.group(1)) == 5001, "one call per executable graph and the root", out)
+
+
+@case
+def closure_print_limit(args, tmp):
+    rc, out, err = run(args, ["closures", "20"], {"HCGUARD_PRINT_LIMIT": "5"})
+    expect(rc == 0, f"exit status {rc}", out + err)
+    expect(err.count("WARNING: closure-host-fn:") == 5, "5 closure findings printed", err)
+    expect(re.search(r"closure-host-fn\s+20\b", err), "20 counted in the summary", err)
+    listed = len(re.findall(r"^==hcguard==         0x[0-9a-f]+ anonymous: 1 time$", err, re.M))
+    expect(listed == 5, f"{listed} closures listed in the summary, want 5", err)
+    expect("(15 more not printed: the print limit is 5)" in err, "the rest counted", err)
+    expect("findings not printed (print limit 5): 15" in err, "the summary's total", err)
+
+
+@case
+def graph_launch_in_hostfn(args, tmp):
+    """cuGraphLaunch is wrapped (to count launches): inside a host function
+    it is still refused in guard mode and reported, as through a thunk."""
+    rc, out, err = run(args, ["launch-in-hostfn"])
+    expect(rc == 0, f"exit status {rc}", out + err)
+    expect("cuGraphLaunch inside a host function returned 800" in out,
+           "not refused with CUDA_ERROR_NOT_PERMITTED", out + err)
+    expect("ERROR: cuda-call-in-host-fn: cuGraphLaunch called inside host function" in err,
+           "not reported", err)
+    if args.gpu:
+        return  # the real driver may deadlock on a launch from its own thread
+    rc, out, err = run(args, ["launch-in-hostfn"], {"HCGUARD_MODE": "audit"})
+    expect("the call was passed to the driver (audit mode)" in err,
+           "audit mode did not pass it to the driver", out + err)
+
+
+def rss(out, mode):
+    m = re.search(mode + r": (\d+) calls, max RSS (\d+) KiB at 10%, (\d+) KiB at 100%", out)
+    expect(m, "no RSS line", out)
+    return int(m.group(1)), int(m.group(2)), int(m.group(3))
+
+
+def setparams(args, mode, n):
+    rc, out, err = run(args, [mode, str(n)], timeout=110)
+    expect(rc == 0 and f"{mode}: passed" in out, f"exit status {rc}", out + err[-3000:])
+    calls, at10, at100 = rss(out, mode)
+    print(f"{mode}: {calls} calls, max RSS {at10} KiB at 10%, {at100} KiB at 100%")
+    if args.sanitize:
+        return  # a sanitizer's own bookkeeping grows with the calls
+    if not args.gpu:  # the real driver's own mappings alone are larger
+        expect(at100 < 64 * 1024, f"max RSS {at100} KiB, over 64 MiB")
+    expect(at100 - at10 < 4 * 1024, f"max RSS grew {at100 - at10} KiB from 10% to 100%")
+
+
+@case
+def setparams_graph(args, tmp):
+    setparams(args, "setparams-graph", 200000 if args.sanitize else 1000000)
+
+
+@case
+def setparams_exec(args, tmp):
+    setparams(args, "setparams-exec", 200000 if args.sanitize else 1000000)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--list", action="store_true")
+    ap.add_argument("--case")
+    ap.add_argument("--prog")
+    ap.add_argument("--preload")
+    ap.add_argument("--fake-dir")
+    ap.add_argument("--sanitize", default="")
+    ap.add_argument("--gpu", action="store_true", help="on the real driver (skip without one)")
+    args = ap.parse_args()
+    if args.list:
+        print("\n".join(CASES))
+        return 0
+    if args.gpu and subprocess.run(["sh", "-c", "nvidia-smi -L"], capture_output=True).returncode:
+        print("SKIP: no GPU or no CUDA driver on this machine")
+        return 77
+    with tempfile.TemporaryDirectory(prefix="hcg_hostile_") as tmp:
+        try:
+            CASES[args.case](args, tmp)
+        except Failed as e:
+            print(f"e2e_hostile_{args.case}: FAILED: {e}")
+            return 1
+        except subprocess.TimeoutExpired:
+            print(f"e2e_hostile_{args.case}: FAILED: the program hung")
+            return 1
+    print(f"e2e_hostile_{args.case}: passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

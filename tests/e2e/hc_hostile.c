@@ -1,0 +1,296 @@
+/*
+ * Hostile programs, run under the preloaded libhcguard on the test driver
+ * (and, labelled gpu, on the real one):
+ *
+ *   hc_hostile setparams-graph N   N set-params on one graph's host node
+ *   hc_hostile setparams-exec N    N set-params on one executable graph's
+ *                                  node, a launch after every 7th
+ *   hc_hostile reuse-fd2 FILE      closes fd 2, opens FILE (it gets fd 2),
+ *                                  makes hcguard report, and checks FILE
+ *   hc_hostile flood N             N bad host-copy records, each refused
+ *   hc_hostile good                one good host copy (for output files)
+ *   hc_hostile many-execs N        N executable graphs alive at once, each
+ *                                  set and launched, then all destroyed
+ *   hc_hostile launch-in-hostfn    a host function that launches a graph
+ *   hc_hostile closures N          N distinct host functions in anonymous
+ *                                  memory (closure findings)
+ *
+ * The set-params floods print the maximum resident set size at 10% and at
+ * 100% of the calls, and check that every call hcguard made is freed once
+ * the graphs are gone (hcguard_stats.graph_calls_live back to where it
+ * was). Bounds on memory are asserted by the test that runs them.
+ */
+#include <cuda.h>
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "hcguard.h"
+#include "testutil.h"
+
+static CUstream stream;
+static unsigned char src[256], dst[256];
+static hcguard_copy_record rec = {0, 0, 64};
+
+static hcguard_stats stats(void)
+{
+    return test_stats((test_stats_fn)dlsym(RTLD_DEFAULT, "hcguard_get_stats"));
+}
+
+static CUhostFn copy_fn(void)
+{
+    CUhostFn f = (CUhostFn)dlsym(RTLD_DEFAULT, "hcguard_host_copy");
+    return f ? f : test_local_copy;
+}
+
+static long max_rss_kib(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss;
+}
+
+/* graph calls alive once the driver has run what it holds */
+static uint64_t live_now(void)
+{
+    cuCtxSynchronize();
+    uint64_t live = stats().graph_calls_live;
+    for (int i = 0; i < 400 && live; i++) {
+        struct timespec ts = {0, 5000000};
+        nanosleep(&ts, NULL);
+        live = stats().graph_calls_live;
+    }
+    return live;
+}
+
+/* The driver runs user-object destructors on its own thread, later: let it
+ * catch up now and then, so that its backlog is not taken for hcguard's. */
+static void let_destructors_run(uint64_t want)
+{
+    for (int i = 0; i < 200 && stats().graph_calls_live > want; i++) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+static void report_rss(long n, long i, long *at10)
+{
+    if (i == n / 10)
+        *at10 = max_rss_kib();
+}
+
+static void setparams_graph(long n)
+{
+    uint64_t base = live_now();
+    CUgraph g;
+    CUgraphNode node;
+    CUgraphExec e;
+    CUDA_HOST_NODE_PARAMS p = {copy_fn(), &rec};
+    DRV(cuGraphCreate(&g, 0));
+    DRV(cuGraphAddHostNode(&node, g, NULL, 0, &p));
+    long at10 = 0;
+    for (long i = 0; i < n; i++) {
+        report_rss(n, i, &at10);
+        DRV(cuGraphHostNodeSetParams(node, &p));
+        if (i % 4096 == 0)
+            let_destructors_run(base + 3); /* the root, the exec's, the current */
+        if (i == n / 20) { /* one executable graph keeps the call of its day */
+            DRV(cuGraphInstantiate(&e, g, 0));
+            DRV(cuGraphLaunch(e, stream));
+        }
+    }
+    DRV(cuGraphLaunch(e, stream));
+    DRV(cuStreamSynchronize(stream));
+    printf("setparams-graph: %ld calls, max RSS %ld KiB at 10%%, %ld KiB at 100%%; %llu graph "
+           "calls alive\n", n, at10, max_rss_kib(),
+           (unsigned long long)(stats().graph_calls_live - base));
+    DRV(cuGraphExecDestroy(e));
+    DRV(cuGraphDestroy(g));
+    uint64_t live = live_now();
+    CHECK(live == base, "%llu graph calls alive after the graphs went (was %llu)",
+          (unsigned long long)live, (unsigned long long)base);
+}
+
+static void setparams_exec(long n)
+{
+    uint64_t base = live_now();
+    CUgraph g;
+    CUgraphNode node;
+    CUgraphExec e;
+    CUDA_HOST_NODE_PARAMS p = {copy_fn(), &rec};
+    DRV(cuGraphCreate(&g, 0));
+    DRV(cuGraphAddHostNode(&node, g, NULL, 0, &p));
+    DRV(cuGraphInstantiate(&e, g, 0));
+    long at10 = 0;
+    for (long i = 0; i < n; i++) {
+        report_rss(n, i, &at10);
+        DRV(cuGraphExecHostNodeSetParams(e, node, &p));
+        if (i % 7 == 0)
+            DRV(cuGraphLaunch(e, stream));
+        if (i % 4096 == 0)
+            DRV(cuStreamSynchronize(stream));
+    }
+    DRV(cuStreamSynchronize(stream));
+    printf("setparams-exec: %ld calls, max RSS %ld KiB at 10%%, %ld KiB at 100%%; %llu graph "
+           "calls alive\n", n, at10, max_rss_kib(),
+           (unsigned long long)(stats().graph_calls_live - base));
+    DRV(cuGraphExecDestroy(e));
+    DRV(cuGraphDestroy(g));
+    uint64_t live = live_now();
+    CHECK(live == base, "%llu graph calls alive after the graphs went (was %llu)",
+          (unsigned long long)live, (unsigned long long)base);
+}
+
+static void bad_launch(void)
+{
+    hcguard_copy_record bad = {(uintptr_t)dst, (uintptr_t)dst + 8, 64}; /* overlap */
+    CUresult r = cuLaunchHostFunc(stream, copy_fn(), &bad);
+    CHECK(r == CUDA_ERROR_INVALID_VALUE, "a bad record was not refused (%d)", (int)r);
+}
+
+static void reuse_fd2(const char *path)
+{
+    close(2);
+    int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+    CHECK(fd == 2, "the data file got fd %d, not 2", fd);
+    const char data[] = "the program's own data\n";
+    CHECK(write(fd, data, sizeof data - 1) == (ssize_t)(sizeof data - 1), "write");
+    bad_launch();
+    DRV(cuStreamSynchronize(stream));
+    char text[4096] = "";
+    ssize_t n = pread(fd, text, sizeof text - 1, 0);
+    text[n > 0 ? n : 0] = '\0';
+    CHECK(strcmp(text, data) == 0, "the data file holds more than the program wrote: %s", text);
+    /* fd 1 to report: stderr is the data file now */
+    printf("data file: %zd bytes, %s\n", n, strstr(text, "==hcguard==") ? "hcguard's lines in it"
+                                                                        : "only the program's");
+}
+
+static void many_execs(long n)
+{
+    uint64_t base = live_now();
+    CUgraph g;
+    CUgraphNode node;
+    CUDA_HOST_NODE_PARAMS p = {copy_fn(), &rec};
+    CUgraphExec *e = calloc((size_t)n, sizeof *e);
+    CHECK(e != NULL, "calloc");
+    if (!e)
+        return;
+    DRV(cuGraphCreate(&g, 0));
+    DRV(cuGraphAddHostNode(&node, g, NULL, 0, &p));
+    for (long i = 0; i < n; i++) {
+        DRV(cuGraphInstantiate(&e[i], g, 0));
+        DRV(cuGraphExecHostNodeSetParams(e[i], node, &p));
+        DRV(cuGraphLaunch(e[i], stream));
+        DRV(cuGraphExecHostNodeSetParams(e[i], node, &p)); /* retired: launched since */
+    }
+    DRV(cuStreamSynchronize(stream));
+    for (long i = 0; i < n; i++)
+        DRV(cuGraphLaunch(e[i], stream)); /* frees what each retired */
+    DRV(cuStreamSynchronize(stream));
+    printf("many-execs: %ld executable graphs, %llu graph calls alive\n", n,
+           (unsigned long long)(stats().graph_calls_live - base));
+    for (long i = 0; i < n; i++)
+        DRV(cuGraphExecDestroy(e[i]));
+    DRV(cuGraphDestroy(g));
+    free(e);
+    uint64_t live = live_now();
+    CHECK(live == base, "%llu graph calls alive after the graphs went (was %llu)",
+          (unsigned long long)live, (unsigned long long)base);
+}
+
+static CUgraphExec inner_exec;
+static CUresult inner_result = CUDA_SUCCESS;
+
+static void CUDA_CB launches_graph(void *arg)
+{
+    (void)arg;
+    inner_result = cuGraphLaunch(inner_exec, stream);
+}
+
+/* cuGraphLaunch, wrapped by hcguard, is still a call hcguard sees inside a
+ * host function. */
+static void launch_in_hostfn(void)
+{
+    CUgraph g;
+    CUgraphNode node;
+    CUDA_HOST_NODE_PARAMS p = {copy_fn(), &rec};
+    DRV(cuGraphCreate(&g, 0));
+    DRV(cuGraphAddHostNode(&node, g, NULL, 0, &p));
+    DRV(cuGraphInstantiate(&inner_exec, g, 0));
+    DRV(cuLaunchHostFunc(stream, launches_graph, NULL));
+    DRV(cuStreamSynchronize(stream));
+    printf("cuGraphLaunch inside a host function returned %d\n", (int)inner_result);
+    DRV(cuGraphExecDestroy(inner_exec));
+    DRV(cuGraphDestroy(g));
+}
+
+/* n host functions that only return, in anonymous executable memory: what
+ * a ctypes or cffi closure looks like to hcguard. */
+static void closures(long n)
+{
+    size_t len = (size_t)n * 16 + 4096;
+    unsigned char *code = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(code != MAP_FAILED, "mmap");
+    if (code == MAP_FAILED)
+        return;
+    for (long i = 0; i < n; i++) {
+#if defined(__x86_64__)
+        code[i * 16] = 0xc3; /* ret */
+#elif defined(__aarch64__)
+        const uint32_t ret = 0xd65f03c0;
+        memcpy(code + i * 16, &ret, sizeof ret);
+#else
+        fprintf(stderr, "SKIP: no closure stand-in for this architecture\n");
+        exit(77);
+#endif
+    }
+    CHECK(mprotect(code, len, PROT_READ | PROT_EXEC) == 0, "mprotect");
+    __builtin___clear_cache((char *)code, (char *)code + len);
+    for (long i = 0; i < n; i++)
+        DRV(cuLaunchHostFunc(stream, (CUhostFn)(void *)(code + i * 16), NULL));
+    DRV(cuStreamSynchronize(stream));
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: hc_hostile MODE [ARG]\n");
+        return 2;
+    }
+    const char *mode = argv[1];
+    long n = argc > 2 ? atol(argv[2]) : 0;
+    stream = test_context();
+    rec.dst = (uintptr_t)dst;
+    rec.src = (uintptr_t)src;
+    if (strcmp(mode, "setparams-graph") == 0)
+        setparams_graph(n);
+    else if (strcmp(mode, "setparams-exec") == 0)
+        setparams_exec(n);
+    else if (strcmp(mode, "reuse-fd2") == 0 && argc > 2)
+        reuse_fd2(argv[2]);
+    else if (strcmp(mode, "flood") == 0)
+        for (long i = 0; i < n; i++)
+            bad_launch();
+    else if (strcmp(mode, "many-execs") == 0)
+        many_execs(n);
+    else if (strcmp(mode, "launch-in-hostfn") == 0)
+        launch_in_hostfn();
+    else if (strcmp(mode, "closures") == 0)
+        closures(n);
+    else if (strcmp(mode, "good") == 0)
+        DRV(cuLaunchHostFunc(stream, copy_fn(), &rec));
+    else {
+        fprintf(stderr, "hc_hostile: unknown mode %s\n", mode);
+        return 2;
+    }
+    DRV(cuStreamSynchronize(stream));
+    printf("%s: %s\n", mode, failures ? "FAILED" : "passed");
+    return failures ? 1 : 0;
+}

@@ -1,0 +1,108 @@
+/*
+ * Fuzz target for the event log's reader (src/jsonl_read.c). Any line
+ * must be accepted or refused with a reason, never read past its end;
+ * a line accepted must carry what its event needs, and written back out
+ * in the log's own form it must read back to the same record.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "jsonl_read.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static size_t put_str(char *out, size_t n, const char *key, const char *s)
+{
+    n += (size_t)sprintf(out + n, ",\"%s\":\"", key);
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\')
+            n += (size_t)sprintf(out + n, "\\%c", ch);
+        else if (ch < 0x20)
+            n += (size_t)sprintf(out + n, "\\u%04x", ch);
+        else
+            out[n++] = (char)ch;
+    }
+    out[n++] = '"';
+    return n;
+}
+
+static const char *kind_name(hcg_logrec_kind k)
+{
+    static const char *const names[] = {"run", "skip", "reject", "finding"};
+    return names[k - HCG_LOGREC_RUN];
+}
+
+/* The record as the writer would put it (every field it holds). */
+static size_t write_back(const hcg_logrec *r, char *out)
+{
+    size_t n = (size_t)sprintf(out, "{\"event\":\"%s\",\"pid\":%" PRId64 ",\"seq\":%" PRIu64,
+                               kind_name(r->kind), r->pid, r->seq);
+    n = put_str(out, n, "api", r->api);
+    n = put_str(out, n, "fn_kind", r->fn_kind);
+    n += (size_t)sprintf(out + n, ",\"fn\":\"0x%" PRIx64 "\",\"user_data\":\"0x%" PRIx64
+                         "\",\"stream\":\"0x%" PRIx64 "\",\"tid\":%" PRIu64
+                         ",\"t_enqueue_ns\":%" PRIu64,
+                         r->fn, r->user_data, r->stream, r->tid, r->t_enqueue_ns);
+    if (r->have & HCG_LR_FN_NAME)
+        n = put_str(out, n, "fn_name", r->fn_name);
+    if (r->have & HCG_LR_GRAPH)
+        n += (size_t)sprintf(out + n, ",\"graph\":\"0x%" PRIx64 "\",\"node\":\"0x%" PRIx64 "\"",
+                             r->graph, r->node);
+    if (r->have & HCG_LR_T_START)
+        n += (size_t)sprintf(out + n, ",\"t_start_ns\":%" PRIu64 ",\"t_end_ns\":%" PRIu64
+                             ",\"duration_ns\":%" PRIu64, r->t_start_ns, r->t_end_ns,
+                             r->duration_ns);
+    if (r->have & HCG_LR_DST)
+        n += (size_t)sprintf(out + n, ",\"dst\":\"0x%" PRIx64 "\",\"src\":\"0x%" PRIx64
+                             "\",\"bytes\":%" PRIu64, r->dst, r->src, r->bytes);
+    if (r->have & HCG_LR_GBPS)
+        n += (size_t)sprintf(out + n, ",\"gbps\":%.17g", r->gbps);
+    if (r->have & HCG_LR_REASON)
+        n = put_str(out, n, "reason", r->reason);
+    if (r->have & HCG_LR_FINDING)
+        n = put_str(out, n, "finding", r->finding);
+    if (r->have & HCG_LR_CALLED)
+        n = put_str(out, n, "called", r->called);
+    out[n++] = '}';
+    return n;
+}
+
+static int same(const hcg_logrec *a, const hcg_logrec *b)
+{
+    return a->kind == b->kind && a->have == b->have && a->pid == b->pid && a->seq == b->seq &&
+           a->tid == b->tid && a->fn == b->fn && a->user_data == b->user_data &&
+           a->stream == b->stream && a->graph == b->graph && a->node == b->node &&
+           a->dst == b->dst && a->src == b->src && a->bytes == b->bytes &&
+           a->t_enqueue_ns == b->t_enqueue_ns && a->t_start_ns == b->t_start_ns &&
+           a->t_end_ns == b->t_end_ns && a->duration_ns == b->duration_ns &&
+           (a->gbps == b->gbps) && !strcmp(a->api, b->api) && !strcmp(a->fn_name, b->fn_name) &&
+           !strcmp(a->fn_kind, b->fn_kind) && !strcmp(a->reason, b->reason) &&
+           !strcmp(a->finding, b->finding) && !strcmp(a->called, b->called);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    /* an exact-size copy, so that any read past the line is caught */
+    char *line = malloc(size ? size : 1);
+    if (!line)
+        return 0;
+    memcpy(line, data, size);
+    hcg_logrec r, back;
+    char err[256];
+    int rc = hcg_logrec_parse(line, size, &r, err, sizeof err);
+    if ((rc != 0 && rc != -1) || (rc == -1 && !err[0]))
+        abort();
+    if (rc == 0) {
+        if (r.kind < HCG_LOGREC_RUN || r.kind > HCG_LOGREC_FINDING || r.pid <= 0)
+            abort();
+        static char out[8 * HCG_LOGREC_LINE_MAX];
+        size_t n = write_back(&r, out);
+        if (hcg_logrec_parse(out, n, &back, err, sizeof err) != 0 || !same(&r, &back))
+            abort();
+    }
+    free(line);
+    return 0;
+}

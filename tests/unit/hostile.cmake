@@ -1,0 +1,5 @@
+# The event log's reader; the safe file opening and output routing.
+add_executable(test_jsonl_read ${CMAKE_CURRENT_LIST_DIR}/test_jsonl_read.c)
+target_link_libraries(test_jsonl_read PRIVATE hcg_core)
+add_test(NAME test_jsonl_read COMMAND test_jsonl_read)
+set_tests_properties(test_jsonl_read PROPERTIES LABELS unit TIMEOUT 60)

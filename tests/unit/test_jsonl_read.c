@@ -1,0 +1,203 @@
+/*
+ * The event log's reader (src/jsonl_read.c): what the writer (src/jsonl.c)
+ * writes for every kind of event reads back field for field; each way a
+ * line can be wrong is refused with its reason; a file is read line by
+ * line, and one cut short or holding a bad line names the line.
+ */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "hcg.h"
+#include "jsonl_read.h"
+#include "check.h"
+
+#define HEAD "{\"event\":\"reject\",\"pid\":12,\"seq\":3,\"api\":\"cuLaunchHostFunc\"," \
+             "\"fn\":\"0x0\",\"fn_kind\":\"ordinary\",\"user_data\":\"0x10\",\"stream\":\"0x0\"," \
+             "\"tid\":7,\"t_enqueue_ns\":99"
+
+static hcg_logrec g_rec;
+static char g_err[256];
+
+static int parse(const char *line)
+{
+    return hcg_logrec_parse(line, strlen(line), &g_rec, g_err, sizeof g_err);
+}
+
+static void check_bad(const char *line, const char *why)
+{
+    CHECK_EQ(parse(line), -1);
+    CHECK_HAS(g_err, why);
+}
+
+static void test_good(void)
+{
+    CHECK_EQ(parse(HEAD ",\"reason\":\"overlap\"}"), 0);
+    CHECK_EQ(g_rec.kind, HCG_LOGREC_REJECT);
+    CHECK_EQ(g_rec.pid, 12);
+    CHECK_EQ(g_rec.user_data, 0x10);
+    CHECK_STR(g_rec.reason, "overlap");
+    CHECK_STR(g_err, "");
+    /* a newer writer's extra scalar field is skipped */
+    CHECK_EQ(parse(HEAD ",\"reason\":\"overlap\",\"new\":[1]}"), -1);
+    CHECK_EQ(parse(HEAD ",\"reason\":\"overlap\",\"new\":-1.5e3,\"x\":null}"), 0);
+    CHECK_EQ(parse("{\"event\":\"finding\",\"pid\":1,\"seq\":0,\"api\":\"a\",\"fn\":\"0xAbC\","
+                   "\"fn_name\":\"q\\\"\\\\\\u0001\\u00e9\",\"fn_kind\":\"k\",\"user_data\":\"0x0\","
+                   "\"stream\":\"0x0\",\"tid\":0,\"t_enqueue_ns\":0,\"finding\":\"slow-host-fn\"}"),
+             0);
+    CHECK_EQ(g_rec.fn, 0xabc);
+    CHECK_STR(g_rec.fn_name, "q\"\\\001\xc3\xa9");
+}
+
+static void test_bad(void)
+{
+    check_bad("", "not a JSON object");
+    check_bad("[]", "not a JSON object");
+    check_bad("{}", "an empty object");
+    check_bad(HEAD "}", "no \"reason\"");
+    check_bad(HEAD ",\"reason\":\"overlap\"", "expected ',' or '}'");
+    check_bad(HEAD ",\"reason\":\"overlap\"} x", "text after the object");
+    check_bad(HEAD ",\"reason\":\"overlap\",\"seq\":4}", "\"seq\" appears twice");
+    check_bad(HEAD ",\"reason\":\"overlap\",\"graph\":\"0x1\"}", "come together");
+    check_bad(HEAD ",\"reason\":\"overlap\",\"gbps\":1.0}", "did not run");
+    /* found by fuzz_jsonl: part of the times on an event that has none */
+    check_bad(HEAD ",\"reason\":\"overlap\",\"t_start_ns\":1,\"t_end_ns\":2}", "come together");
+    check_bad("{\"event\":\"launch\"}", "is not one of run, skip, reject, finding");
+    check_bad("{\"event\":\"run\",\"pid\":0}", "\"pid\"");
+    check_bad("{\"event\":\"run\",\"pid\":-3}", "\"pid\"");
+    check_bad("{\"event\":\"run\",\"seq\":01}", "leading zero");
+    check_bad("{\"event\":\"run\",\"seq\":1.5}", "not a non-negative integer");
+    check_bad("{\"event\":\"run\",\"seq\":18446744073709551616}", "too large");
+    check_bad("{\"event\":\"run\",\"fn\":\"12\"}", "not an address");
+    check_bad("{\"event\":\"run\",\"fn\":\"0x\"}", "not an address");
+    check_bad("{\"event\":\"run\",\"fn\":\"0x00000000000000001\"}", "not an address");
+    check_bad("{\"event\":\"run\",\"fn\":\"0xg\"}", "not an address");
+    check_bad("{\"event\":\"run\",\"api\":\"a\tb\"}", "control character");
+    check_bad("{\"event\":\"run\",\"api\":\"\\u0000\"}", "bad escape");
+    check_bad("{\"event\":\"run\",\"api\":\"\\x\"}", "bad escape");
+    check_bad("{\"event\":\"run\",\"api\":\"abc", "unterminated");
+    check_bad("{\"event\":\"run\",\"gbps\":1e999}", "out of range");
+    /* the times of an event that ran must agree */
+    check_bad("{\"event\":\"run\",\"pid\":1,\"seq\":0,\"api\":\"a\",\"fn\":\"0x1\",\"fn_kind\":\"k\","
+              "\"user_data\":\"0x0\",\"stream\":\"0x0\",\"tid\":0,\"t_enqueue_ns\":0,"
+              "\"t_start_ns\":5,\"t_end_ns\":9,\"duration_ns\":3}",
+              "duration_ns");
+    char nul[] = "{\"event\":\"run\"}";
+    nul[3] = '\0';
+    CHECK_EQ(hcg_logrec_parse(nul, sizeof nul - 1, &g_rec, g_err, sizeof g_err), -1);
+    CHECK_HAS(g_err, "NUL or newline");
+}
+
+/* Everything the writer writes, read back. */
+static void write_events(const char *path)
+{
+    CHECK_EQ(hcg_jsonl_open(path, path), 0);
+    hcg_event e = {0};
+    e.tid = 5;
+    e.fn = (uintptr_t)hcguard_host_copy;
+    e.fnkind = HCG_FN_COPY_HCGUARD;
+    e.user = 0x1234;
+    e.stream = 0x99;
+    e.dst = 0x1000;
+    e.src = 0x2000;
+    e.bytes = 4096;
+    e.t_enqueue = 10;
+    e.t_start = 20;
+    e.t_end = 30;
+    uint8_t kinds[] = {HCG_EV_RUN, HCG_EV_SKIP, HCG_EV_REJECT, HCG_EV_FINDING};
+    for (int i = 0; i < 4; i++) {
+        e.kind = kinds[i];
+        e.seq = (uint64_t)i;
+        e.reason = kinds[i] == HCG_EV_FINDING ? HCG_FIND_SLOW : HCGUARD_ERR_OVERLAP;
+        e.graph = i == 1 ? 0xab : 0;
+        e.node = i == 1 ? 0xcd : 0;
+        hcg_jsonl_event(&e);
+    }
+    hcg_jsonl_close();
+}
+
+typedef struct seen {
+    int n;
+    hcg_logrec rec[8];
+} seen;
+
+static int collect(const hcg_logrec *r, void *ctx)
+{
+    seen *s = ctx;
+    if (s->n < 8)
+        s->rec[s->n] = *r;
+    s->n++;
+    return 0;
+}
+
+static void test_writer_read_back(void)
+{
+    char path[] = "/tmp/hcg_jsonl_readXXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    close(fd);
+    write_events(path);
+    fd = open(path, O_RDONLY);
+    seen s = {0};
+    char err[300];
+    CHECK_EQ(hcg_logrec_read_fd(fd, collect, &s, err, sizeof err), 4);
+    close(fd);
+    CHECK_EQ(s.n, 4);
+    CHECK_EQ(s.rec[0].kind, HCG_LOGREC_RUN);
+    CHECK_EQ(s.rec[0].bytes, 4096);
+    CHECK_EQ(s.rec[0].pid, getpid());
+    CHECK(s.rec[0].have & HCG_LR_GBPS);
+    CHECK_STR(s.rec[0].fn_name, "hcguard_host_copy");
+    CHECK_EQ(s.rec[1].kind, HCG_LOGREC_SKIP);
+    CHECK_EQ(s.rec[1].graph, 0xab);
+    CHECK_STR(s.rec[1].reason, "overlap");
+    CHECK_EQ(s.rec[2].kind, HCG_LOGREC_REJECT);
+    CHECK_EQ(s.rec[3].kind, HCG_LOGREC_FINDING);
+    CHECK_STR(s.rec[3].finding, "slow-host-fn");
+    unlink(path);
+}
+
+static long read_text(const char *text, char *err, size_t errlen)
+{
+    char path[] = "/tmp/hcg_jsonl_readXXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    CHECK_EQ(write(fd, text, strlen(text)), (long)strlen(text));
+    lseek(fd, 0, SEEK_SET);
+    long n = hcg_logrec_read_fd(fd, NULL, NULL, err, errlen);
+    close(fd);
+    unlink(path);
+    return n;
+}
+
+static void test_files(void)
+{
+    char err[300];
+    const char *good = HEAD ",\"reason\":\"overlap\"}\n";
+    char text[4096];
+    snprintf(text, sizeof text, "%s%s", good, good);
+    CHECK_EQ(read_text(text, err, sizeof err), 2);
+    CHECK_EQ(read_text("", err, sizeof err), 0);
+    snprintf(text, sizeof text, "%s%.*s", good, (int)strlen(good) - 1, good);
+    CHECK_EQ(read_text(text, err, sizeof err), -1);
+    CHECK_HAS(err, "line 2: no newline at its end");
+    snprintf(text, sizeof text, "%s{\"event\":\"run\"}\n", good);
+    CHECK_EQ(read_text(text, err, sizeof err), -1);
+    CHECK_HAS(err, "line 2: no \"pid\"");
+    static char big[HCG_LOGREC_LINE_MAX * 3];
+    memset(big, 'x', sizeof big - 2);
+    big[sizeof big - 2] = '\n';
+    CHECK_EQ(read_text(big, err, sizeof err), -1);
+    CHECK_HAS(err, "line 1: longer than the limit");
+}
+
+int main(void)
+{
+    test_good();
+    test_bad();
+    test_writer_read_back();
+    test_files();
+    return check_done("test_jsonl_read");
+}
