@@ -377,16 +377,35 @@ void hcg_events_flush_files(void)
     pthread_mutex_unlock(&drain_lock);
 }
 
+/* The process is dying of a signal: its events to the log and the trace
+ * only. The summary and the audit take locks the interrupted code may
+ * hold, and will not be printed; functions not named yet are not looked
+ * up (the loader's and malloc's locks). */
+static void drain_to_files(ring *r, const hcg_clock_ref_t *ref)
+{
+    uint64_t t = atomic_load_explicit(&r->tail, memory_order_relaxed);
+    uint64_t h = atomic_load_explicit(&r->head, memory_order_acquire);
+    for (; t != h; t++) {
+        hcg_event e = r->ev[t & (r->cap - 1)];
+        to_ns(&e, ref);
+        hcg_jsonl_event(&e);
+        hcg_trace_event(&e);
+    }
+    hcg_jsonl_flush();
+    hcg_trace_flush();
+    atomic_store_explicit(&r->tail, t, memory_order_release);
+}
+
 void hcg_events_flush_from_signal(void)
 {
     if (pthread_mutex_trylock(&drain_lock) != 0)
         return; /* this thread, or another, is draining: it cannot be waited for */
     hcg_clock_ref_t ref;
     hcg_clock_ref(&ref);
+    hcg_fn_names_cached_only(1);
     for (ring *r = atomic_load(&rings); r; r = r->next)
-        drain(r, &ref);
-    hcg_jsonl_flush();
-    hcg_trace_flush();
+        drain_to_files(r, &ref);
+    hcg_fn_names_cached_only(0);
     pthread_mutex_unlock(&drain_lock);
 }
 

@@ -29,6 +29,17 @@
  * and sysv_signal, bsd_signal, sigset and __sigaction (which do not go
  * through the exported sigaction), replace hcguard's handler; its copies
  * are then no longer contained, and the program's faults are its own.
+ *
+ * Deaths by signal (hcg_fault_watch_deaths): a process that dies of a
+ * signal's default action runs no exit code, so the events hcguard holds
+ * in memory would die with it. While the program leaves SIGABRT, SIGTERM,
+ * SIGINT, SIGHUP or SIGQUIT at the default, hcguard's handler stands in
+ * for it: it calls the death hook (the events to the log and the trace),
+ * puts the default back and raises the signal again, so the process dies
+ * of it as it would have (core, exit status). Any other action the program
+ * sets goes to the kernel as it is: its handlers are its own business, and
+ * SIG_IGN must survive exec (nohup relies on it). A default-action death by
+ * SIGSEGV or SIGBUS calls the hook too, before the fault is let happen.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -219,7 +230,10 @@ const char *hcg_fault_code_name(int sig, int code)
  * then publishes it, so that the handler, which cannot take a lock, reads a
  * whole one. Writers are serialised by a spin lock taken with every signal
  * blocked (sigaction may be called from a signal handler). */
-enum { SLOT_SEGV, SLOT_BUS, N_SLOTS };
+enum { SLOT_SEGV, SLOT_BUS, N_FAULT_SLOTS, N_SLOTS = N_FAULT_SLOTS + 5 };
+/* The death signals, slots N_FAULT_SLOTS on. */
+static const int death_sigs[N_SLOTS - N_FAULT_SLOTS] = {SIGABRT, SIGTERM, SIGINT, SIGHUP,
+                                                        SIGQUIT};
 
 typedef struct chained {
     struct sigaction act[2];
@@ -228,11 +242,19 @@ typedef struct chained {
 
 static chained g_chain[N_SLOTS];
 static atomic_int g_installed;
+static atomic_int g_deaths;               /* hcg_fault_watch_deaths was called */
+static atomic_int g_ours[N_SLOTS];        /* a death slot: hcguard's handler is in */
+static _Atomic(void (*)(void)) g_death_hook;
 static atomic_flag g_lock = ATOMIC_FLAG_INIT;
 
 HCG_UNINSTRUMENTED static int slot_of(int sig)
 {
-    return sig == SIGSEGV ? SLOT_SEGV : sig == SIGBUS ? SLOT_BUS : -1;
+    if (sig == SIGSEGV || sig == SIGBUS)
+        return sig == SIGSEGV ? SLOT_SEGV : SLOT_BUS;
+    for (int i = 0; i < N_SLOTS - N_FAULT_SLOTS; i++)
+        if (death_sigs[i] == sig)
+            return N_FAULT_SLOTS + i;
+    return -1;
 }
 
 typedef int (*sigaction_fn)(int, const struct sigaction *, struct sigaction *);
@@ -316,6 +338,18 @@ static void chain_write(int slot, const struct sigaction *act)
     atomic_store_explicit(&g_chain[slot].cur, i, memory_order_release);
 }
 
+/* The process is about to die of a default action: the hook first. It
+ * must not wait for anything the interrupted code may hold. */
+static void before_death(void)
+{
+    void (*hook)(void) = atomic_load_explicit(&g_death_hook, memory_order_acquire);
+    if (hook) {
+        int err = errno;
+        hook();
+        errno = err;
+    }
+}
+
 /* The fault is not hcguard's: what the kernel would have done without it. */
 static void chain(int sig, siginfo_t *si, void *uc)
 {
@@ -326,6 +360,7 @@ static void chain(int sig, siginfo_t *si, void *uc)
     if (a.sa_handler == SIG_IGN && !sync)
         return; /* an ignored kill() */
     if (a.sa_handler == SIG_DFL || a.sa_handler == SIG_IGN) {
+        before_death();
         /* Default action: reset, then let the fault happen again on return
          * (or the signal be delivered again), so that the process dies of
          * it, with its core, exactly as it would have. */
@@ -424,10 +459,10 @@ int hcg_fault_install(void)
     if (!atomic_load(&g_installed)) {
         struct sigaction ours;
         our_action(&ours);
-        static const int sigs[N_SLOTS] = {SIGSEGV, SIGBUS};
+        static const int sigs[N_FAULT_SLOTS] = {SIGSEGV, SIGBUS};
         /* The program's action is recorded before hcguard's takes its
          * place, so that a fault on another thread meanwhile finds it. */
-        for (int i = 0; i < N_SLOTS && rc == 0; i++) {
+        for (int i = 0; i < N_FAULT_SLOTS && rc == 0; i++) {
             struct sigaction old;
             rc = kernel_sigaction(sigs[i], NULL, &old);
             if (rc == 0) {
@@ -460,6 +495,98 @@ static void reinstall(int sig)
         kernel_sigaction(sig, &ours, NULL);
     }
     unlock_all(&saved);
+}
+
+/* ---- deaths by signal (see the top of the file) -------------------------- */
+
+static void on_death(int sig, siginfo_t *si, void *uc)
+{
+    (void)si;
+    (void)uc;
+    int err = errno;
+    before_death();
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    kernel_sigaction(sig, &dfl, NULL);
+    int slot = slot_of(sig);
+    if (slot >= 0)
+        atomic_store(&g_ours[slot], 0);
+    raise(sig); /* blocked in this handler: delivered, by default, on return */
+    errno = err;
+}
+
+static void death_action(struct sigaction *a)
+{
+    memset(a, 0, sizeof *a);
+    a->sa_sigaction = on_death;
+    a->sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
+    sigemptyset(&a->sa_mask);
+}
+
+/* The program sets a (its copy) for death slot `slot`: hcguard's handler in
+ * place of the default once watching, else a as it is. Under the lock. */
+HCG_UNINSTRUMENTED static int set_death_action(int sig, int slot, const struct sigaction *a)
+{
+    int rc;
+    if (atomic_load(&g_deaths) && a->sa_handler == SIG_DFL) {
+        struct sigaction ours;
+        death_action(&ours);
+        chain_write(slot, a);
+        rc = kernel_sigaction(sig, &ours, NULL);
+        if (rc == 0)
+            atomic_store(&g_ours[slot], 1);
+        return rc;
+    }
+    rc = real_sigaction(sig, a, NULL);
+    if (rc == 0)
+        atomic_store(&g_ours[slot], 0);
+    return rc;
+}
+
+/* sigaction for a death signal: oldact is what the program set (the
+ * default while hcguard's handler stands in for it). */
+HCG_UNINSTRUMENTED static int death_sigaction(int sig, int slot, const struct sigaction *act,
+                                              struct sigaction *oldact)
+{
+    struct sigaction next, view;
+    if (act && hcg_fault_copy(&next, act, sizeof next, NULL) != 0) {
+        errno = EFAULT;
+        return -1;
+    }
+    sigset_t saved;
+    lock_all(&saved);
+    int rc = 0;
+    if (atomic_load(&g_ours[slot]))
+        chain_read(slot, &view);
+    else
+        rc = real_sigaction(sig, NULL, &view);
+    if (rc == 0 && act)
+        rc = set_death_action(sig, slot, &next);
+    int err = errno;
+    unlock_all(&saved);
+    if (rc == 0 && oldact && hcg_fault_copy(oldact, &view, sizeof view, NULL) != 0) {
+        errno = EFAULT; /* the new action is in place, as with the kernel */
+        return -1;
+    }
+    errno = err;
+    return rc;
+}
+
+void hcg_fault_watch_deaths(void (*hook)(void))
+{
+    atomic_store_explicit(&g_death_hook, hook, memory_order_release);
+    if (atomic_exchange(&g_deaths, 1))
+        return;
+    for (int slot = N_FAULT_SLOTS; slot < N_SLOTS; slot++) {
+        int sig = death_sigs[slot - N_FAULT_SLOTS];
+        sigset_t saved;
+        struct sigaction now;
+        lock_all(&saved);
+        if (real_sigaction(sig, NULL, &now) == 0 && now.sa_handler == SIG_DFL)
+            set_death_action(sig, slot, &now);
+        unlock_all(&saved);
+    }
 }
 
 /* ---- the interposers ----------------------------------------------------- */
@@ -510,6 +637,15 @@ HCG_UNINSTRUMENTED HCG_EXPORT int sigaction(int sig, const struct sigaction *act
     int slot = slot_of(sig);
     if (slot < 0 || in_lookup)
         return real_sigaction(sig, act, oldact);
+    if (slot >= N_FAULT_SLOTS) {
+        if (atomic_load(&g_deaths))
+            return death_sigaction(sig, slot, act, oldact);
+        int rc = real_sigaction(sig, act, oldact), err = errno;
+        if (rc == 0 && act && atomic_load(&g_deaths))
+            death_sigaction(sig, slot, act, NULL); /* watching began meanwhile: act wins */
+        errno = err;
+        return rc;
+    }
     if (!atomic_load(&g_installed))
         return passed_through(sig, act, oldact);
     return chained_sigaction(slot, act, oldact);
@@ -519,7 +655,7 @@ HCG_UNINSTRUMENTED HCG_EXPORT int sigaction(int sig, const struct sigaction *act
 HCG_UNINSTRUMENTED HCG_EXPORT void (*signal(int sig, void (*handler)(int)))(int)
 {
     int slot = slot_of(sig);
-    if (slot < 0 || !atomic_load(&g_installed)) {
+    if (slot < 0 || !atomic_load(slot < N_FAULT_SLOTS ? &g_installed : &g_deaths)) {
         static _Atomic(void *) real;
         signal_fn f = (signal_fn)next_fn(&real, "signal");
         if (!f) {

@@ -297,6 +297,11 @@ int hcg_fault_copy(void *dst, const void *src, size_t n, hcg_fault_info *out);
 /* Install hcguard's SIGSEGV and SIGBUS handlers, chained to those already
  * there (idempotent); 0, or -1. hcg_fault_ready: installed. */
 int hcg_fault_install(void);
+/* While the program leaves SIGABRT, SIGTERM, SIGINT, SIGHUP or SIGQUIT at
+ * the default action, hook runs before the process dies of it (and before
+ * a default-action death by SIGSEGV or SIGBUS); it runs in a signal
+ * handler, so it must wait for nothing. See src/fault.c. */
+void hcg_fault_watch_deaths(void (*hook)(void));
 int hcg_fault_ready(void);
 /* "SEGV_MAPERR", "BUS_ADRERR", ...; "other" when unknown. */
 const char *hcg_fault_code_name(int sig, int code);
@@ -683,6 +688,9 @@ void hcg_sinkfile_summary(const hcg_sinkfile *f); /* the summary's line */
 /* From now on every function is "unknown" (the launcher, writing events of
  * a program that ended). */
 void hcg_fn_names_gone(void);
+/* on: hcg_fn_name answers from its cache alone ("unknown" else): a signal
+ * handler is writing. */
+void hcg_fn_names_cached_only(int on);
 /* fn's symbol (or "anonymous"), looked up once per function (collector). */
 const char *hcg_fn_name(uintptr_t fn);
 /* s as the body of a JSON string into out; returns the length (< room). */

@@ -39,6 +39,10 @@ static void start(void)
      * hcguard neither reads nor copies). */
     if (c->mode != HCG_MODE_OFF && hcg_fault_install() != 0)
         hcg_msg("cannot install the SIGSEGV/SIGBUS handlers: copies are not fault-contained");
+    /* Preloaded by hand there is no flight recorder: a death by signal
+     * would take the events still in memory with it. */
+    if (c->mode != HCG_MODE_OFF && !hcg_g_flight && (c->log_path[0] || c->trace_path[0]))
+        hcg_fault_watch_deaths(hcg_lifecycle_flush_from_signal);
     hcg_collector_start();
     atomic_store(&hcg_g_started, 1);
 }

@@ -327,6 +327,15 @@ void hcg_fn_names_gone(void)
     names_gone = 1;
 }
 
+/* Set while the events are written from a signal handler (under the
+ * drain lock): no lookup, which may take locks or allocate. */
+static int names_cached_only;
+
+void hcg_fn_names_cached_only(int on)
+{
+    names_cached_only = on;
+}
+
 const char *hcg_fn_name(uintptr_t fn)
 {
     if (!fn)
@@ -335,6 +344,8 @@ const char *hcg_fn_name(uintptr_t fn)
         return "unknown";
     unsigned h = (unsigned)((fn * 0x9e3779b97f4a7c15ull) >> 55) % NAME_SLOTS;
     if (names[h].fn != fn) {
+        if (names_cached_only)
+            return "unknown";
         char obj[8];
         names[h].fn = fn;
         if (hcg_symbolize((const void *)fn, names[h].name, sizeof names[h].name, obj,

@@ -12,7 +12,12 @@
  *   hc_lost forkexec N M     N copies; a fork child execs itself doing M
  *   hc_lost die HOW [bad]    100 host functions (after a rejected record:
  *                            bad), then die HOW (segv, bus, abort, term,
- *                            int, exit, _exit, _Exit, kill)
+ *                            int, exit, _exit, _Exit, kill; fault: a real
+ *                            SIGSEGV; hup, quit; wait: pause until killed;
+ *                            handler: its own SIGTERM handler _exits 7;
+ *                            ignored: SIGTERM is ignored, also after exec)
+ *   hc_lost sigview SIG dfl|ign   after a host function, the program's view
+ *                            of SIG's action is the default, or ignored
  * Each prints "<mode>: passed" when every check held. */
 
 #include <cuda.h>
@@ -350,6 +355,50 @@ static void exec_self(const char *m)
 }
 
 /* ---- dying ---------------------------------------------------------------- */
+/* No mapping is at page 0: a real SIGSEGV, raised by the kernel. */
+static volatile int *volatile fault_at = (volatile int *)8;
+
+static void own_term(int sig)
+{
+    (void)sig;
+    static const char m[] = "die: own SIGTERM handler ran\n";
+    (void)!write(2, m, sizeof m - 1);
+    _exit(7);
+}
+
+/* The program's view of sig's action: hcguard's stand-in never shows. */
+static int sig_is(int sig, const char *want)
+{
+    struct sigaction now;
+    if (sigaction(sig, NULL, &now) != 0)
+        return 0;
+    if (!strcmp(want, "dfl"))
+        return now.sa_handler == SIG_DFL && !(now.sa_flags & SA_SIGINFO);
+    return now.sa_handler == SIG_IGN;
+}
+
+static void sigview(int sig, const char *want)
+{
+    DRV(cuLaunchHostFunc(stream, noop, NULL));
+    DRV(cuStreamSynchronize(stream));
+    CHECK(sig_is(sig, want), "signal %d: the program's view is not %s", sig, want);
+}
+
+/* SIGTERM ignored (inherited): still ignored, and across exec too. */
+static void ignored(void)
+{
+    raise(SIGTERM);
+    fprintf(stderr, "die: SIGTERM ignored\n");
+    char self[4096];
+    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (len <= 0)
+        exit(1);
+    self[len] = 0;
+    execl(self, self, "sigview", "15", "ign", (char *)NULL);
+    fprintf(stderr, "FAIL: exec: %s\n", strerror(errno));
+    exit(1);
+}
+
 static void die(const char *how, int bad)
 {
     static char a[64];
@@ -373,6 +422,23 @@ static void die(const char *how, int bad)
         raise(SIGINT);
     else if (!strcmp(how, "kill"))
         raise(SIGKILL);
+    else if (!strcmp(how, "fault"))
+        *fault_at = 1;
+    else if (!strcmp(how, "hup"))
+        raise(SIGHUP);
+    else if (!strcmp(how, "quit"))
+        raise(SIGQUIT);
+    else if (!strcmp(how, "wait"))
+        for (;;)
+            pause();
+    else if (!strcmp(how, "handler")) {
+        struct sigaction act;
+        memset(&act, 0, sizeof act);
+        act.sa_handler = own_term;
+        sigaction(SIGTERM, &act, NULL);
+        raise(SIGTERM);
+    } else if (!strcmp(how, "ignored"))
+        ignored();
     else if (!strcmp(how, "_exit"))
         _exit(3);
     else if (!strcmp(how, "_Exit"))
@@ -419,6 +485,8 @@ int main(int argc, char **argv)
         CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the child failed: %d", st);
     } else if (!strcmp(m, "die"))
         die(argv[2], argc > 3 && !strcmp(argv[3], "bad"));
+    else if (!strcmp(m, "sigview") && argc > 3)
+        sigview((int)a, argv[3]);
     else {
         fprintf(stderr, "usage: hc_lost MODE ARGS (see the source)\n");
         return 2;
