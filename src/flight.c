@@ -58,6 +58,7 @@ static void set_up(hcg_flight *f, size_t bytes, size_t ring_bytes, const hcg_con
     f->mode = (int32_t)c->mode;
     memcpy(f->log_path, c->log_path, sizeof f->log_path);
     memcpy(f->trace_path, c->trace_path, sizeof f->trace_path);
+    memcpy(f->report_path, c->report_path, sizeof f->report_path);
     atomic_store(&f->pid, (int32_t)getpid());
     f->magic = HCG_FLIGHT_MAGIC;
 }
@@ -153,6 +154,8 @@ int hcg_flight_recover(const char *path, pid_t pid, const char *how, uint64_t *e
         f->rings_off + HCG_FLIGHT_MAX_RINGS * f->ring_bytes > f->bytes)
         rc = -1; /* the program never recorded (no hcguard in it, mode off) */
     else if (atomic_load(&f->pid) == (int32_t)pid && !atomic_load(&f->finished)) {
+        if (f->report_path[0])
+            hcg_report_continue(f->report_path);
         if (f->log_path[0])
             hcg_jsonl_reopen(f->log_path, pid);
         if (f->trace_path[0])

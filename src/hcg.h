@@ -605,6 +605,7 @@ typedef struct hcg_flight {
     _Atomic uint64_t nodes_made;
     _Atomic uint64_t coll_cnt[HCG_CNT_N]; /* the collector's own counts */
     char log_path[HCG_PATH_MAX], trace_path[HCG_PATH_MAX];
+    char report_path[HCG_PATH_MAX];  /* HCGUARD_LOG_FILE, expanded */
 } hcg_flight;
 
 extern hcg_flight *hcg_g_flight; /* NULL: not recording */
@@ -656,7 +657,11 @@ typedef struct hcg_sinkfile {
 } hcg_sinkfile;
 
 /* Which sink a file is, for HCGUARD_EXEC (see sinkfile.c). */
-enum { HCG_SINK_LOG = 0, HCG_SINK_TRACE = 1 };
+enum { HCG_SINK_LOG = 0, HCG_SINK_TRACE = 1, HCG_SINK_REPORT = 2 };
+/* How the image before this one left the file of sink slot (HCGUARD_EXEC):
+ * 'c' continue it, 'n' write none, '-' start it anew. pattern: the file's
+ * name before expansion (one with %p is a process's own). */
+char hcg_exec_inherited(int slot, const char *pattern, int shared_ok);
 /* Open an output file safely (see sinkfile.c): created new with
  * HCGUARD_FILE_MODE, or an existing regular file of the effective user
  * truncated (kept and appended to with HCG_OPEN_APPEND); a symlink, FIFO,
@@ -727,6 +732,10 @@ void hcg_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void hcg_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Text as it is, where messages go (for paths that cannot format). */
 void hcg_write_raw(const char *text, size_t len);
+/* 'c' if the report file is open (the next image continues it), else '-'. */
+char hcg_report_exec_state(void);
+/* The launcher, for a program that died: its report file, appended to. */
+void hcg_report_continue(const char *path);
 /* Misconfiguration: printed now as an ERROR (without --debug) and kept,
  * to be repeated in the summary (hcg_problems_print). */
 void hcg_problem(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

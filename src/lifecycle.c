@@ -67,8 +67,8 @@ static char exec_var[64];
 /* What this process hands its next image (or a spawned child). */
 static const char *make_exec_var(void)
 {
-    snprintf(exec_var, sizeof exec_var, "HCGUARD_EXEC=%d:%c%c", (int)getpid(),
-             hcg_jsonl_exec_state(), hcg_trace_exec_state());
+    snprintf(exec_var, sizeof exec_var, "HCGUARD_EXEC=%d:%c%c%c", (int)getpid(),
+             hcg_jsonl_exec_state(), hcg_trace_exec_state(), hcg_report_exec_state());
     return exec_var;
 }
 

@@ -53,15 +53,11 @@ static void write_all(int fd, const char *p, size_t n)
 
 static void add_problem(const char *line);
 
-/* HCGUARD_LOG_FILE, opened at the first message after the configuration
- * is read (a message about the configuration itself goes to stderr). */
-static void open_report(void)
+/* path opened as the report file; flags: HCG_OPEN_APPEND to continue it. */
+static void open_report_file(const char *path, int flags)
 {
-    const char *path = hcg_g_config.report_path;
     char why[HCG_PATH_MAX + 200], line[2 * HCG_PATH_MAX + 300];
-    if (!path[0])
-        return;
-    int fd = hcg_open_output_why(path, 0, why, sizeof why);
+    int fd = hcg_open_output_why(path, flags, why, sizeof why);
     if (fd >= 0) {
         report_fd = fd;
         return;
@@ -73,6 +69,37 @@ static void open_report(void)
     char out[sizeof line + 16];
     n = snprintf(out, sizeof out, HCG_PREFIX "%s\n", line);
     write_all(stderr_fd, out, (size_t)n < sizeof out ? (size_t)n : sizeof out - 1);
+}
+
+/* HCGUARD_LOG_FILE, opened at the first message after the configuration
+ * is read (a message about the configuration itself goes to stderr). An
+ * image started by exec continues the file the image before it wrote, as
+ * does a process started by one with the same file (src/sinkfile.c). */
+static void open_report(void)
+{
+    const hcg_config *c = &hcg_g_config;
+    if (!c->report_path[0])
+        return;
+    char st = hcg_exec_inherited(HCG_SINK_REPORT, c->report_pattern, 1);
+    open_report_file(c->report_path, st == 'c' ? HCG_OPEN_APPEND : 0);
+}
+
+char hcg_report_exec_state(void)
+{
+    return report_fd >= 0 ? 'c' : '-';
+}
+
+static void no_report(void)
+{
+}
+
+void hcg_report_continue(const char *path)
+{
+    pthread_once(&report_once, no_report); /* not the launcher's own */
+    if (report_fd >= 0)
+        close(report_fd);
+    report_fd = -1;
+    open_report_file(path, HCG_OPEN_APPEND);
 }
 
 static int out_fd(void)

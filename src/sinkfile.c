@@ -169,7 +169,8 @@ static const char *secure_env(const char *name)
 /* ---- exec ------------------------------------------------------------------
  * An image started by exec finds HCGUARD_EXEC=PID:STATES, set by the exec
  * wrappers of the image before it (src/lifecycle.c): one state per sink
- * (HCG_SINK_LOG, HCG_SINK_TRACE): 'c' the file was open, continue it; 'n'
+ * (HCG_SINK_LOG, HCG_SINK_TRACE, HCG_SINK_REPORT): 'c' the file was open,
+ * continue it; 'n'
  * that process wrote none (a fork child without %p); '-' none was open.
  * The same pid is the same process after exec. Another pid is a descendant
  * that inherited the variable (a child started by posix_spawn, or by
@@ -185,8 +186,7 @@ char hcg_sinkfile_exec_state(const hcg_sinkfile *f)
     return f->unshared ? 'n' : '-';
 }
 
-/* 'c', 'n' or '-' for slot, as the image before this one left it. */
-static char inherited_state(const hcg_sinkfile *f, int slot)
+char hcg_exec_inherited(int slot, const char *pattern, int shared_ok)
 {
     const char *v = secure_getenv("HCGUARD_EXEC");
     char *end = NULL;
@@ -195,9 +195,9 @@ static char inherited_state(const hcg_sinkfile *f, int slot)
         return '-';
     if (pid == (long)getpid())
         return end[1 + slot];
-    if (strstr(f->pattern, "%p"))
+    if (strstr(pattern, "%p"))
         return '-'; /* a file of its own */
-    return f->shared_ok ? 'c' : 'n';
+    return shared_ok ? 'c' : 'n';
 }
 
 int hcg_sinkfile_open(hcg_sinkfile *f, const char *what, const char *path, const char *pattern,
@@ -206,7 +206,7 @@ int hcg_sinkfile_open(hcg_sinkfile *f, const char *what, const char *path, const
     f->what = what;
     f->shared_ok = shared_ok;
     snprintf(f->pattern, sizeof f->pattern, "%s", pattern ? pattern : "");
-    char st = inherited_state(f, slot);
+    char st = hcg_exec_inherited(slot, f->pattern, shared_ok);
     if (st == 'n') {
         f->unshared = 1;
         snprintf(f->path, sizeof f->path, "%s", path);

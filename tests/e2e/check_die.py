@@ -18,6 +18,10 @@ import sys
 
 
 def main():
+    if os.environ.get("HCG_REQUIRE_GPU") and subprocess.run(
+            ["sh", "-c", "nvidia-smi -L"], capture_output=True).returncode:
+        print("SKIP: no GPU or no CUDA driver on this machine")
+        return 77
     hcguard, prog, where, how, want = sys.argv[1:6]
     exitcode = sys.argv[6] if len(sys.argv) > 6 else None
     opts = ["--error-exitcode", exitcode] if exitcode else []

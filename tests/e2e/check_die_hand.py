@@ -51,6 +51,10 @@ def run(env, argv, ignore_term=False, kill_when=None):
 
 
 def main():
+    if os.environ.get("HCG_REQUIRE_GPU") and subprocess.run(
+            ["sh", "-c", "nvidia-smi -L"], capture_output=True).returncode:
+        print("SKIP: no GPU or no CUDA driver on this machine")
+        return 77
     lib, prog, where, case = sys.argv[1:5]
     os.makedirs(where, exist_ok=True)
     log = os.path.join(where, "hand-%s.jsonl" % case)
