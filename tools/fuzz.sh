@@ -11,7 +11,7 @@ cuda=${HCGUARD_CUDA_ROOT:-/usr/local/cuda}
 dir="$root/build-fuzz"
 limit=(-max_total_time="${1:-25}")
 if [ "${1:-}" = --runs ]; then limit=(-runs="$2"); fi
-targets=(fuzz_validate fuzz_elfsym fuzz_config fuzz_jsonl)
+targets=(fuzz_validate fuzz_elfsym fuzz_config fuzz_jsonl fuzz_oracle)
 CC=clang cmake -S "$root" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DHCGUARD_CUDA_ROOT="$cuda" >/dev/null
 cmake --build "$dir" -j "$(nproc 2>/dev/null || echo 2)" --target "${targets[@]}"
