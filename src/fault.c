@@ -544,35 +544,6 @@ HCG_UNINSTRUMENTED static int set_death_action(int sig, int slot, const struct s
     return rc;
 }
 
-/* sigaction for a death signal: oldact is what the program set (the
- * default while hcguard's handler stands in for it). */
-HCG_UNINSTRUMENTED static int death_sigaction(int sig, int slot, const struct sigaction *act,
-                                              struct sigaction *oldact)
-{
-    struct sigaction next, view;
-    if (act && hcg_fault_copy(&next, act, sizeof next, NULL) != 0) {
-        errno = EFAULT;
-        return -1;
-    }
-    sigset_t saved;
-    lock_all(&saved);
-    int rc = 0;
-    if (atomic_load(&g_ours[slot]))
-        chain_read(slot, &view);
-    else
-        rc = real_sigaction(sig, NULL, &view);
-    if (rc == 0 && act)
-        rc = set_death_action(sig, slot, &next);
-    int err = errno;
-    unlock_all(&saved);
-    if (rc == 0 && oldact && hcg_fault_copy(oldact, &view, sizeof view, NULL) != 0) {
-        errno = EFAULT; /* the new action is in place, as with the kernel */
-        return -1;
-    }
-    errno = err;
-    return rc;
-}
-
 void hcg_fault_watch_deaths(void (*hook)(void))
 {
     atomic_store_explicit(&g_death_hook, hook, memory_order_release);
@@ -607,28 +578,40 @@ HCG_UNINSTRUMENTED static int passed_through(int sig, const struct sigaction *ac
     return rc;
 }
 
-/* For a signal hcguard handles, once its handlers are installed: the
- * program's action is read and its old one written through fault-contained
- * copies, outside the lock (a fault with the signal blocked would kill), so
- * that a bad pointer gives EFAULT as the kernel would. */
-static int chained_sigaction(int slot, const struct sigaction *act, struct sigaction *oldact)
+/* For a signal hcguard handles, once its handlers are installed (or it
+ * watches deaths): the program's action is read and its old one written
+ * through fault-contained copies, outside the lock (a fault with the
+ * signal blocked would kill), so that a bad pointer gives EFAULT as the
+ * kernel would. oldact is what the program set: for a fault signal the
+ * chained action, for a death signal the default while hcguard's handler
+ * stands in for it. */
+HCG_UNINSTRUMENTED static int program_sigaction(int sig, int slot, const struct sigaction *act,
+                                                struct sigaction *oldact)
 {
-    struct sigaction next, now;
+    struct sigaction next, view;
     if (act && hcg_fault_copy(&next, act, sizeof next, NULL) != 0) {
         errno = EFAULT;
         return -1;
     }
     sigset_t saved;
     lock_all(&saved);
-    chain_read(slot, &now);
-    if (act)
+    int rc = 0, death = slot >= N_FAULT_SLOTS;
+    if (!death || atomic_load(&g_ours[slot]))
+        chain_read(slot, &view);
+    else
+        rc = real_sigaction(sig, NULL, &view);
+    if (rc == 0 && act && death)
+        rc = set_death_action(sig, slot, &next);
+    else if (act)
         chain_write(slot, &next);
+    int err = errno;
     unlock_all(&saved);
-    if (oldact && hcg_fault_copy(oldact, &now, sizeof now, NULL) != 0) {
+    if (rc == 0 && oldact && hcg_fault_copy(oldact, &view, sizeof view, NULL) != 0) {
         errno = EFAULT; /* the new action is in place, as with the kernel */
         return -1;
     }
-    return 0;
+    errno = err;
+    return rc;
 }
 
 HCG_UNINSTRUMENTED HCG_EXPORT int sigaction(int sig, const struct sigaction *act,
@@ -639,16 +622,16 @@ HCG_UNINSTRUMENTED HCG_EXPORT int sigaction(int sig, const struct sigaction *act
         return real_sigaction(sig, act, oldact);
     if (slot >= N_FAULT_SLOTS) {
         if (atomic_load(&g_deaths))
-            return death_sigaction(sig, slot, act, oldact);
+            return program_sigaction(sig, slot, act, oldact);
         int rc = real_sigaction(sig, act, oldact), err = errno;
         if (rc == 0 && act && atomic_load(&g_deaths))
-            death_sigaction(sig, slot, act, NULL); /* watching began meanwhile: act wins */
+            program_sigaction(sig, slot, act, NULL); /* watching began meanwhile: act wins */
         errno = err;
         return rc;
     }
     if (!atomic_load(&g_installed))
         return passed_through(sig, act, oldact);
-    return chained_sigaction(slot, act, oldact);
+    return program_sigaction(sig, slot, act, oldact);
 }
 
 /* glibc's signal() calls its internal sigaction, not the exported one. */

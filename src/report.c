@@ -158,25 +158,29 @@ static void add_problem(const char *line)
     pthread_mutex_unlock(&msg_lock);
 }
 
-void hcg_problem(const char *fmt, ...)
+static void vproblem(int say, const char *fmt, va_list ap)
 {
     char line[1024];
+    vsnprintf(line, sizeof line, fmt, ap);
+    add_problem(line);
+    if (say)
+        hcg_msg("ERROR: %s", line);
+}
+
+void hcg_problem(const char *fmt, ...)
+{
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
+    vproblem(1, fmt, ap);
     va_end(ap);
-    add_problem(line);
-    hcg_msg("ERROR: %s", line);
 }
 
 void hcg_problem_keep(const char *fmt, ...)
 {
-    char line[1024];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
+    vproblem(0, fmt, ap);
     va_end(ap);
-    add_problem(line);
 }
 
 void hcg_problems_print(void)
