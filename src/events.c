@@ -64,6 +64,7 @@ static pthread_key_t ring_key;
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 
 static pthread_mutex_t drain_lock = PTHREAD_MUTEX_INITIALIZER;
+static atomic_uint drain_owner; /* the thread holding drain_lock, 0 if none */
 static pthread_mutex_t coll_lock = PTHREAD_MUTEX_INITIALIZER;
 static int coll_running;
 static atomic_int coll_stop;
@@ -91,6 +92,20 @@ uint32_t hcg_gettid(void)
     if (HCG_UNLIKELY(tid_cache == 0))
         tid_cache = (uint32_t)syscall(SYS_gettid);
     return tid_cache;
+}
+
+/* drain_lock, with its holder known (the signal path must not wait for
+ * the thread it interrupted). */
+static void drain_enter(void)
+{
+    pthread_mutex_lock(&drain_lock);
+    atomic_store_explicit(&drain_owner, hcg_gettid(), memory_order_relaxed);
+}
+
+static void drain_leave(void)
+{
+    atomic_store_explicit(&drain_owner, 0, memory_order_relaxed);
+    pthread_mutex_unlock(&drain_lock);
 }
 
 /* At thread exit: the ring is another thread's to take from now on, and
@@ -355,14 +370,14 @@ void hcg_events_recover(const hcg_flight *f, hcg_counts *counts, uint64_t *dropp
 void hcg_events_flush(void)
 {
     hcg_clock_ref_t ref;
-    pthread_mutex_lock(&drain_lock);
+    drain_enter();
     hcg_clock_ref(&ref);
     for (ring *r = atomic_load(&rings); r; r = r->next)
         drain(r, &ref);
     /* Written continuously, not only at exit. */
     hcg_jsonl_flush();
     hcg_trace_flush();
-    pthread_mutex_unlock(&drain_lock);
+    drain_leave();
     atomic_fetch_add_explicit(&drain_gen, 1, memory_order_release);
     if (atomic_load_explicit(&drain_waiters, memory_order_seq_cst))
         syscall(SYS_futex, &drain_gen, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
@@ -371,10 +386,10 @@ void hcg_events_flush(void)
 void hcg_events_flush_files(void)
 {
     hcg_events_flush();
-    pthread_mutex_lock(&drain_lock);
+    drain_enter();
     hcg_jsonl_flush();
     hcg_trace_flush();
-    pthread_mutex_unlock(&drain_lock);
+    drain_leave();
 }
 
 /* The process is dying of a signal: its events to the log and the trace
@@ -398,15 +413,23 @@ static void drain_to_files(ring *r, const hcg_clock_ref_t *ref)
 
 void hcg_events_flush_from_signal(void)
 {
-    if (pthread_mutex_trylock(&drain_lock) != 0)
-        return; /* this thread, or another, is draining: it cannot be waited for */
+    /* Another thread draining (the collector) goes on running: waited
+     * for, briefly. This one, interrupted while draining, cannot be. */
+    uint32_t me = hcg_gettid();
+    for (int ms = 0; pthread_mutex_trylock(&drain_lock) != 0; ms++) {
+        if (atomic_load_explicit(&drain_owner, memory_order_relaxed) == me || ms >= 500)
+            return;
+        struct timespec one = {0, 1000000};
+        nanosleep(&one, NULL);
+    }
+    atomic_store_explicit(&drain_owner, me, memory_order_relaxed);
     hcg_clock_ref_t ref;
     hcg_clock_ref(&ref);
     hcg_fn_names_cached_only(1);
     for (ring *r = atomic_load(&rings); r; r = r->next)
         drain_to_files(r, &ref);
     hcg_fn_names_cached_only(0);
-    pthread_mutex_unlock(&drain_lock);
+    drain_leave();
 }
 
 uint64_t hcg_events_flow_room(void)
@@ -494,9 +517,9 @@ static void *collector(void *arg)
     while (!atomic_load(&coll_stop)) {
         uint32_t seen = atomic_load_explicit(&wake_word, memory_order_acquire);
         hcg_events_flush();
-        pthread_mutex_lock(&drain_lock);
+        drain_enter();
         hcg_events_watch((uint64_t)(hcg_config_get()->hang_s * 1e9));
-        pthread_mutex_unlock(&drain_lock);
+        drain_leave();
         collector_sleep(seen);
     }
     return NULL;
@@ -538,6 +561,7 @@ void hcg_collector_stop(void)
 void hcg_events_after_fork(void)
 {
     pthread_mutex_init(&drain_lock, NULL);
+    atomic_store(&drain_owner, 0);
     pthread_mutex_init(&coll_lock, NULL);
     coll_running = 0;
     atomic_store(&coll_live, 0);
