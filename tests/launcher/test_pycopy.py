@@ -226,9 +226,13 @@ def user_site(tmp, line):
     """A user site-packages whose .pth file runs line, as site.py does
     before it imports sitecustomize; PYTHONUSERBASE points Python at it."""
     base = os.path.join(tmp, "userbase")
-    find = run([sys.executable, "-c", "import site; print(site.getusersitepackages())"],
-               env=clean_env(PYTHONUSERBASE=base))
-    site_dir = find.stdout.strip()
+    find = run([sys.executable, "-c", "import site; print(site.ENABLE_USER_SITE, "
+                "site.getusersitepackages())"], env=clean_env(PYTHONUSERBASE=base))
+    enabled, _, site_dir = find.stdout.strip().partition(" ")
+    if enabled != "True":
+        # A virtual environment (or -s, PYTHONNOUSERSITE) reads no user
+        # site-packages: nothing runs before sitecustomize here.
+        raise Skip("this Python reads no user site-packages (ENABLE_USER_SITE %s)" % enabled)
     expect(site_dir.startswith(base), "user site-packages: %r" % site_dir, find)
     os.makedirs(site_dir)
     with open(os.path.join(site_dir, "early.pth"), "w") as f:
