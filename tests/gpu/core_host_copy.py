@@ -365,7 +365,7 @@ def main():
         sys.stdout.flush()
         # A 4 MiB chunk, cuda.core's own recommendation, runs about 1 ms on
         # the GPU machine's host: not what this test is about.
-        argv = [args.hcguard, "run", "--mode", args.mode, "--slow-ms", "1000",
+        argv = [args.hcguard, "run", "--mode", args.mode, "--slow-ms", "100000",
                 "--", sys.executable,
                 os.path.abspath(__file__), "--workload", "--pkg", top,
                 "--variant", args.variant, "--mode", args.mode, "--driver", args.driver]
