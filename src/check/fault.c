@@ -118,47 +118,11 @@ copy_bytes(void *dst, const void *src, size_t n)
 
 #if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
 #define HCG_FAULT_FIXUP 1
-/* void *hcg_fault_memcpy(void *dst, const void *src, size_t n, uint64_t *save):
- * memcpy(dst, src, n), with the callee-saved registers and the stack
- * pointer (pointing at the return address) in save[0..6]; hcg_fault_words
- * the same around hcg_copy_words.
- * hcg_fault_fixup, entered with rdi = save in place of the faulting
- * instruction, restores them and returns (void *)-1 from the copy. */
+/* In fault_x86_64.S: the copy with the registers saved, and the way back
+ * from a fault (see there). */
 void *hcg_fault_memcpy(void *dst, const void *src, size_t n, uint64_t *save);
 void *hcg_fault_words(void *dst, const void *src, size_t n, uint64_t *save);
 void hcg_fault_fixup(void);
-#define HCG_SAVE_AND_JUMP(name, target)                                        \
-    ".globl " name "\n"                                                        \
-    ".hidden " name "\n"                                                       \
-    ".type " name ",@function\n" name ":\n"                                    \
-    ".cfi_startproc\n"                                                        \
-    "    movq %rbx, 0(%rcx)\n"                                                \
-    "    movq %rbp, 8(%rcx)\n"                                                \
-    "    movq %r12, 16(%rcx)\n"                                               \
-    "    movq %r13, 24(%rcx)\n"                                               \
-    "    movq %r14, 32(%rcx)\n"                                               \
-    "    movq %r15, 40(%rcx)\n"                                               \
-    "    movq %rsp, 48(%rcx)\n"                                               \
-    "    jmp " target "\n"                                                     \
-    ".cfi_endproc\n"                                                          \
-    ".size " name ", .-" name "\n"
-__asm__(".text\n"
-        HCG_SAVE_AND_JUMP("hcg_fault_memcpy", "memcpy@PLT")
-        HCG_SAVE_AND_JUMP("hcg_fault_words", "hcg_copy_words")
-        ".globl hcg_fault_fixup\n"
-        ".hidden hcg_fault_fixup\n"
-        ".type hcg_fault_fixup,@function\n"
-        "hcg_fault_fixup:\n"
-        "    movq 0(%rdi), %rbx\n"
-        "    movq 8(%rdi), %rbp\n"
-        "    movq 16(%rdi), %r12\n"
-        "    movq 24(%rdi), %r13\n"
-        "    movq 32(%rdi), %r14\n"
-        "    movq 40(%rdi), %r15\n"
-        "    movq 48(%rdi), %rsp\n"
-        "    movq $-1, %rax\n"
-        "    ret\n"
-        ".size hcg_fault_fixup, .-hcg_fault_fixup\n");
 #else
 #define HCG_FAULT_FIXUP 0
 #endif

@@ -141,7 +141,7 @@ void *hcg_route(const char *name, void *p, cuuint64_t flags)
 }
 
 /* ---- dlsym / dlvsym ----------------------------------------------------
- * The exported entry points are small assembly stubs: they ask
+ * The exported entry points are small assembly stubs (dl_<arch>.S): they ask
  * hcg_dlsym_target where to go and jump there with the caller's own return
  * address, because glibc resolves RTLD_NEXT and a dlopen'd caller's local
  * scope from it. Only names hcguard wraps, on real handles, go through C. */
@@ -205,46 +205,8 @@ HCG_EARLY void *hcg_dlvsym_target(void *handle, const char *name, const char *ve
     return wants(handle, name) ? (void *)dlvsym_routed : hcg_real_dlvsym_ptr();
 }
 
-#if defined(__x86_64__)
-#if defined(__CET__)
-#define HCG_LANDING "endbr64\n"
-#else
-#define HCG_LANDING ""
-#endif
-/* Saves the arguments, asks the target, restores them, jumps. */
-#define HCG_DL_STUB(sym, target, save, restore)                               \
-    __asm__(".text\n.globl " #sym "\n.type " #sym ",@function\n.p2align 4\n"   \
-            #sym ":\n.cfi_startproc\n" HCG_LANDING save                       \
-            "call " #target "\n" restore "jmp *%rax\n.cfi_endproc\n"          \
-            ".size " #sym ",.-" #sym "\n");
-HCG_DL_STUB(dlsym, hcg_dlsym_target,
-            "pushq %rdi\n.cfi_adjust_cfa_offset 8\npushq %rsi\n.cfi_adjust_cfa_offset 8\n"
-            "subq $8,%rsp\n.cfi_adjust_cfa_offset 8\n",
-            "addq $8,%rsp\n.cfi_adjust_cfa_offset -8\npopq %rsi\n.cfi_adjust_cfa_offset -8\n"
-            "popq %rdi\n.cfi_adjust_cfa_offset -8\n")
-HCG_DL_STUB(dlvsym, hcg_dlvsym_target,
-            "pushq %rdi\n.cfi_adjust_cfa_offset 8\npushq %rsi\n.cfi_adjust_cfa_offset 8\n"
-            "pushq %rdx\n.cfi_adjust_cfa_offset 8\n",
-            "popq %rdx\n.cfi_adjust_cfa_offset -8\npopq %rsi\n.cfi_adjust_cfa_offset -8\n"
-            "popq %rdi\n.cfi_adjust_cfa_offset -8\n")
-#elif defined(__aarch64__)
-#if defined(__ARM_FEATURE_BTI_DEFAULT)
-#define HCG_LANDING "bti c\n"
-#else
-#define HCG_LANDING ""
-#endif
-#define HCG_DL_STUB(sym, target)                                               \
-    __asm__(".text\n.globl " #sym "\n.type " #sym ",%function\n.p2align 2\n"   \
-            #sym ":\n.cfi_startproc\n" HCG_LANDING                             \
-            "stp x29, x30, [sp, #-48]!\n.cfi_def_cfa_offset 48\n"              \
-            ".cfi_offset 29, -48\n.cfi_offset 30, -40\nmov x29, sp\n"          \
-            "stp x0, x1, [sp, #16]\nstr x2, [sp, #32]\nbl " #target "\n"       \
-            "mov x16, x0\nldp x0, x1, [sp, #16]\nldr x2, [sp, #32]\n"          \
-            "ldp x29, x30, [sp], #48\n.cfi_def_cfa_offset 0\n.cfi_restore 29\n" \
-            ".cfi_restore 30\nbr x16\n.cfi_endproc\n.size " #sym ",.-" #sym "\n");
-HCG_DL_STUB(dlsym, hcg_dlsym_target)
-HCG_DL_STUB(dlvsym, hcg_dlvsym_target)
-#else
+/* The stubs: dl_x86_64.S, dl_aarch64.S. */
+#if !defined(__x86_64__) && !defined(__aarch64__)
 /* Portable fallback: RTLD_NEXT is resolved relative to hcguard itself. */
 HCG_EXPORT void *dlsym(void *handle, const char *name)
 {

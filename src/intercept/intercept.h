@@ -20,7 +20,7 @@ extern _Thread_local unsigned char hcg_in_host_fn
     __attribute__((tls_model("initial-exec"), visibility("hidden")));
 
 
-#define HCG_THUNK_MAX 4096
+#include "intercept/thunk_layout.h" /* HCG_THUNK_MAX */
 /* A handler's answer that lets the call through to the real function. */
 #define HCG_THUNK_PASS ((CUresult)-1)
 /* Called when a thunk is entered inside a host function: HCG_THUNK_PASS
