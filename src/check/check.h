@@ -52,7 +52,7 @@ void hcg_oracle_set_cache(int on);
  * Reads are fault-contained copies either way. */
 void hcg_oracle_force_fallback(int on);
 /* Ask f instead of the driver's cuPointerGetAttributes; NULL: the driver's. */
-void hcg_oracle_set_ptr_attrs(hcg_pfn_ptr_attrs f);
+void hcg_oracle_set_ptr_attrs(hcg_pfn_cuPointerGetAttributes f);
 /* How ranges are classified now: "procmap-query" or "maps". */
 const char *hcg_oracle_method(void);
 void hcg_oracle_fork_lock(void); /* fork hooks (src/lifecycle/fork.c) */

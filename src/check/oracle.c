@@ -72,7 +72,7 @@ static atomic_int g_pq_fd = -1;     /* our fd of /proc/self/maps, or -1 */
 static atomic_int g_pq_state;       /* PQ_*: does the ioctl work here? */
 static atomic_int g_vm_readv_ok = 1; /* 0 once seccomp or the kernel refused */
 static atomic_int g_force_fallback;
-static _Atomic(hcg_pfn_ptr_attrs) g_ptr_attrs_override;
+static _Atomic(hcg_pfn_cuPointerGetAttributes) g_ptr_attrs_override;
 
 /* Guards opening the fd and its identity; never taken on the fast path. */
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -463,9 +463,9 @@ static void maps_classify(vma_walk *w)
 
 /* ---- device memory ------------------------------------------------------ */
 
-static hcg_pfn_ptr_attrs ptr_attrs_fn(void)
+static hcg_pfn_cuPointerGetAttributes ptr_attrs_fn(void)
 {
-    hcg_pfn_ptr_attrs f = atomic_load(&g_ptr_attrs_override);
+    hcg_pfn_cuPointerGetAttributes f = atomic_load(&g_ptr_attrs_override);
     hcg_driver *d;
     if (f)
         return f;
@@ -482,7 +482,7 @@ static int driver_kind(uintptr_t addr)
                                     CU_POINTER_ATTRIBUTE_IS_MANAGED};
     uint64_t type = 0, managed = 0;
     void *data[2] = {&type, &managed};
-    hcg_pfn_ptr_attrs f;
+    hcg_pfn_cuPointerGetAttributes f;
     if (hcg_current_call() != NULL)
         return DK_UNKNOWN; /* no CUDA call may be made inside a host function */
     f = ptr_attrs_fn();
@@ -580,7 +580,7 @@ void hcg_oracle_force_fallback(int on)
     atomic_store(&g_force_fallback, on != 0);
 }
 
-void hcg_oracle_set_ptr_attrs(hcg_pfn_ptr_attrs f)
+void hcg_oracle_set_ptr_attrs(hcg_pfn_cuPointerGetAttributes f)
 {
     atomic_store(&g_ptr_attrs_override, f);
 }

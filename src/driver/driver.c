@@ -144,26 +144,9 @@ static void load_driver(int first)
         atomic_store(&hcg_g_drv_state, -1);
         return;
     }
-    FILL(cuGetProcAddress);
-    FILL(cuGetProcAddress_v2);
-    FILL(cuLaunchHostFunc);
-    FILL(cuLaunchHostFunc_ptsz);
-    FILL(cuLaunchHostFunc_v2);
-    FILL(cuLaunchHostFunc_v2_ptsz);
-    FILL(cuPointerGetAttributes);
-    FILL(cuStreamBeginCapture);
-    FILL(cuStreamBeginCapture_ptsz);
-    FILL(cuStreamBeginCapture_v2);
-    FILL(cuStreamBeginCapture_v2_ptsz);
-    FILL(cuStreamBeginCaptureToGraph);
-    FILL(cuStreamBeginCaptureToGraph_ptsz);
-    FILL(cuStreamIsCapturing);
-    FILL(cuStreamIsCapturing_ptsz);
-    FILL(cuStreamAddCallback);
-    FILL(cuStreamAddCallback_ptsz);
-#define HCG_X(n) atomic_store(&hcg_g_drv.g[HCG_G_##n], hcg_real_dlsym(hcg_g_drv.handle, #n));
-    HCG_GRAPH_REAL(HCG_X)
-#undef HCG_X
+#define HCG_ENTRY(where, name, params) FILL(name);
+#include "driver/entries.def"
+#undef HCG_ENTRY
     loading = 0;
     if (hcg_driver_loaded_hook)
         hcg_driver_loaded_hook(); /* before any thunk can be handed out */

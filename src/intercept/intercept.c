@@ -16,34 +16,16 @@ typedef struct hcg_route_entry {
     void *wrapper;
 } hcg_route_entry;
 
-#define R(n) { #n, offsetof(hcg_driver, n), (void *)hcg_w_##n }
+/* Every wrapped entry of driver/entries.def, in its order. */
+#define ROUTE_gpa(n) {#n, offsetof(hcg_driver, n), (void *)hcg_w_##n},
+#define ROUTE_stream(n) ROUTE_gpa(n)
+#define ROUTE_graph(n) ROUTE_gpa(n)
+#define ROUTE_called(n)
 static const hcg_route_entry routes[] = {
-    R(cuGetProcAddress),
-    R(cuGetProcAddress_v2),
-    R(cuLaunchHostFunc),
-    R(cuLaunchHostFunc_ptsz),
-    R(cuLaunchHostFunc_v2),
-    R(cuLaunchHostFunc_v2_ptsz),
-    R(cuStreamAddCallback),
-    R(cuStreamAddCallback_ptsz),
-    R(cuStreamBeginCapture),
-    R(cuStreamBeginCapture_ptsz),
-    R(cuStreamBeginCapture_v2),
-    R(cuStreamBeginCapture_v2_ptsz),
-    R(cuStreamBeginCaptureToGraph),
-    R(cuStreamBeginCaptureToGraph_ptsz),
-#define RG(n) { #n, offsetof(hcg_driver, g[HCG_G_##n]), (void *)hcg_w_##n },
-    RG(cuGraphAddHostNode) RG(cuGraphAddNode) RG(cuGraphAddNode_v2)
-    RG(cuGraphHostNodeSetParams) RG(cuGraphHostNodeGetParams)
-    RG(cuGraphNodeSetParams) RG(cuGraphNodeGetParams)
-    RG(cuGraphExecHostNodeSetParams) RG(cuGraphExecNodeSetParams)
-    RG(cuGraphInstantiate) RG(cuGraphInstantiate_v2) RG(cuGraphInstantiateWithFlags)
-    RG(cuGraphInstantiateWithParams) RG(cuGraphInstantiateWithParams_ptsz)
-    RG(cuGraphExecUpdate) RG(cuGraphExecUpdate_v2) RG(cuGraphExecDestroy)
-    RG(cuGraphLaunch) RG(cuGraphLaunch_ptsz)
-#undef RG
+#define HCG_ENTRY(where, name, params) ROUTE_##where(name)
+#include "driver/entries.def"
+#undef HCG_ENTRY
 };
-#undef R
 #define N_ROUTES (sizeof routes / sizeof routes[0])
 
 static _Atomic(void *) *slot_of(hcg_driver *d, const hcg_route_entry *e)
@@ -224,13 +206,13 @@ CUresult hcg_w_cuGetProcAddress_v2(const char *symbol, void **pfn, int version,
                                    cuuint64_t flags, CUdriverProcAddressQueryResult *status)
 {
     hcg_driver *d = hcg_driver_get();
-    hcg_pfn_gpa_v2 v2 = d ? atomic_load(&d->cuGetProcAddress_v2) : NULL;
+    hcg_pfn_cuGetProcAddress_v2 v2 = d ? atomic_load(&d->cuGetProcAddress_v2) : NULL;
     CUresult r;
     if (v2) {
         r = v2(symbol, pfn, version, flags, status);
     } else {
         /* A driver older than 12.0 has only the 4-argument form. */
-        hcg_pfn_gpa_v1 v1 = d ? atomic_load(&d->cuGetProcAddress) : NULL;
+        hcg_pfn_cuGetProcAddress v1 = d ? atomic_load(&d->cuGetProcAddress) : NULL;
         if (!v1)
             return CUDA_ERROR_NOT_INITIALIZED;
         r = v1(symbol, pfn, version, flags);
@@ -247,7 +229,7 @@ CUresult hcg_w_cuGetProcAddress(const char *symbol, void **pfn, int version,
                                 cuuint64_t flags)
 {
     hcg_driver *d = hcg_driver_get();
-    hcg_pfn_gpa_v1 v1 = d ? atomic_load(&d->cuGetProcAddress) : NULL;
+    hcg_pfn_cuGetProcAddress v1 = d ? atomic_load(&d->cuGetProcAddress) : NULL;
     if (!v1)
         return CUDA_ERROR_NOT_INITIALIZED;
     CUresult r = v1(symbol, pfn, version, flags);
@@ -256,5 +238,10 @@ CUresult hcg_w_cuGetProcAddress(const char *symbol, void **pfn, int version,
     return r;
 }
 
-HCG_EXPORT_ALIAS(cuGetProcAddress)
-HCG_EXPORT_ALIAS(cuGetProcAddress_v2)
+#define ALIAS_gpa(name) HCG_EXPORT_ALIAS(name)
+#define ALIAS_stream(name)
+#define ALIAS_graph(name)
+#define ALIAS_called(name)
+#define HCG_ENTRY(where, name, params) ALIAS_##where(name)
+#include "driver/entries.def"
+#undef HCG_ENTRY

@@ -55,52 +55,15 @@ int hcg_thunk_is_export(const void *p);
 #define HCG_EXPORT_ALIAS(name)                                                 \
     extern __typeof(hcg_w_##name) name                                         \
         __attribute__((alias("hcg_w_" #name), visibility("default")));
-/* The wrappers (src/wrap), hidden; exported under the driver's names. */
-CUresult hcg_w_cuGetProcAddress(const char *, void **, int, cuuint64_t);
-CUresult hcg_w_cuGetProcAddress_v2(const char *, void **, int, cuuint64_t,
-                                   CUdriverProcAddressQueryResult *);
-CUresult hcg_w_cuLaunchHostFunc(CUstream, CUhostFn, void *);
-CUresult hcg_w_cuLaunchHostFunc_ptsz(CUstream, CUhostFn, void *);
-CUresult hcg_w_cuLaunchHostFunc_v2(CUstream, CUhostFn, void *, unsigned int);
-CUresult hcg_w_cuLaunchHostFunc_v2_ptsz(CUstream, CUhostFn, void *, unsigned int);
-CUresult hcg_w_cuStreamAddCallback(CUstream, CUstreamCallback, void *, unsigned int);
-CUresult hcg_w_cuStreamAddCallback_ptsz(CUstream, CUstreamCallback, void *, unsigned int);
-CUresult hcg_w_cuStreamBeginCapture(CUstream);
-CUresult hcg_w_cuStreamBeginCapture_ptsz(CUstream);
-CUresult hcg_w_cuStreamBeginCapture_v2(CUstream, CUstreamCaptureMode);
-CUresult hcg_w_cuStreamBeginCapture_v2_ptsz(CUstream, CUstreamCaptureMode);
-CUresult hcg_w_cuStreamBeginCaptureToGraph(CUstream, CUgraph, const CUgraphNode *,
-                                           const CUgraphEdgeData *, size_t,
-                                           CUstreamCaptureMode);
-CUresult hcg_w_cuStreamBeginCaptureToGraph_ptsz(CUstream, CUgraph, const CUgraphNode *,
-                                                const CUgraphEdgeData *, size_t,
-                                                CUstreamCaptureMode);
-
-CUresult hcg_w_cuGraphAddHostNode(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
-                                  const CUDA_HOST_NODE_PARAMS *);
-CUresult hcg_w_cuGraphAddNode(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
-                              CUgraphNodeParams *);
-CUresult hcg_w_cuGraphAddNode_v2(CUgraphNode *, CUgraph, const CUgraphNode *,
-                                 const CUgraphEdgeData *, size_t, CUgraphNodeParams *);
-CUresult hcg_w_cuGraphHostNodeSetParams(CUgraphNode, const CUDA_HOST_NODE_PARAMS *);
-CUresult hcg_w_cuGraphHostNodeGetParams(CUgraphNode, CUDA_HOST_NODE_PARAMS *);
-CUresult hcg_w_cuGraphNodeSetParams(CUgraphNode, CUgraphNodeParams *);
-CUresult hcg_w_cuGraphNodeGetParams(CUgraphNode, CUgraphNodeParams *);
-CUresult hcg_w_cuGraphExecHostNodeSetParams(CUgraphExec, CUgraphNode,
-                                            const CUDA_HOST_NODE_PARAMS *);
-CUresult hcg_w_cuGraphExecNodeSetParams(CUgraphExec, CUgraphNode, CUgraphNodeParams *);
-CUresult hcg_w_cuGraphInstantiate(CUgraphExec *, CUgraph, CUgraphNode *, char *, size_t);
-CUresult hcg_w_cuGraphInstantiate_v2(CUgraphExec *, CUgraph, CUgraphNode *, char *, size_t);
-CUresult hcg_w_cuGraphInstantiateWithFlags(CUgraphExec *, CUgraph, unsigned long long);
-CUresult hcg_w_cuGraphInstantiateWithParams(CUgraphExec *, CUgraph,
-                                            CUDA_GRAPH_INSTANTIATE_PARAMS *);
-CUresult hcg_w_cuGraphInstantiateWithParams_ptsz(CUgraphExec *, CUgraph,
-                                                 CUDA_GRAPH_INSTANTIATE_PARAMS *);
-CUresult hcg_w_cuGraphExecUpdate(CUgraphExec, CUgraph, CUgraphNode *, CUgraphExecUpdateResult *);
-CUresult hcg_w_cuGraphExecUpdate_v2(CUgraphExec, CUgraph, CUgraphExecUpdateResultInfo *);
-CUresult hcg_w_cuGraphExecDestroy(CUgraphExec);
-CUresult hcg_w_cuGraphLaunch(CUgraphExec, CUstream);
-CUresult hcg_w_cuGraphLaunch_ptsz(CUgraphExec, CUstream);
-
+/* The wrappers (src/wrap, and cuGetProcAddress's here), hidden; exported
+ * under the driver's names: hcg_w_<name> for every entry of
+ * driver/entries.def not marked `called`. */
+#define HCG_W_PROTO_gpa(name, params) CUresult hcg_w_##name params;
+#define HCG_W_PROTO_stream(name, params) CUresult hcg_w_##name params;
+#define HCG_W_PROTO_graph(name, params) CUresult hcg_w_##name params;
+#define HCG_W_PROTO_called(name, params)
+#define HCG_ENTRY(where, name, params) HCG_W_PROTO_##where(name, params)
+#include "driver/entries.def"
+#undef HCG_ENTRY
 
 #endif /* HCG_INTERCEPT_H */

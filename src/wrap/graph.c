@@ -31,35 +31,8 @@
 
 #include "wrap/wrap.h"
 
-typedef CUresult (*pfn_add_host)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
-                                 const CUDA_HOST_NODE_PARAMS *);
-typedef CUresult (*pfn_add_node)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
-                                 CUgraphNodeParams *);
-typedef CUresult (*pfn_add_node_v2)(CUgraphNode *, CUgraph, const CUgraphNode *,
-                                    const CUgraphEdgeData *, size_t, CUgraphNodeParams *);
-typedef CUresult (*pfn_host_set)(CUgraphNode, const CUDA_HOST_NODE_PARAMS *);
-typedef CUresult (*pfn_host_get)(CUgraphNode, CUDA_HOST_NODE_PARAMS *);
-typedef CUresult (*pfn_node_params)(CUgraphNode, CUgraphNodeParams *);
-typedef CUresult (*pfn_exec_host_set)(CUgraphExec, CUgraphNode, const CUDA_HOST_NODE_PARAMS *);
-typedef CUresult (*pfn_exec_node_set)(CUgraphExec, CUgraphNode, CUgraphNodeParams *);
-typedef CUresult (*pfn_inst_old)(CUgraphExec *, CUgraph, CUgraphNode *, char *, size_t);
-typedef CUresult (*pfn_inst_flags)(CUgraphExec *, CUgraph, unsigned long long);
-typedef CUresult (*pfn_inst_params)(CUgraphExec *, CUgraph, CUDA_GRAPH_INSTANTIATE_PARAMS *);
-typedef CUresult (*pfn_update_v1)(CUgraphExec, CUgraph, CUgraphNode *, CUgraphExecUpdateResult *);
-typedef CUresult (*pfn_update_v2)(CUgraphExec, CUgraph, CUgraphExecUpdateResultInfo *);
-typedef CUresult (*pfn_exec_destroy)(CUgraphExec);
-typedef CUresult (*pfn_get_nodes)(CUgraph, CUgraphNode *, size_t *);
-typedef CUresult (*pfn_node_type)(CUgraphNode, CUgraphNodeType *);
-typedef CUresult (*pfn_child_graph)(CUgraphNode, CUgraph *);
-typedef CUresult (*pfn_uobj_create)(CUuserObject *, void *, CUhostFn, unsigned int, unsigned int);
-typedef CUresult (*pfn_uobj_release)(CUuserObject, unsigned int);
-typedef CUresult (*pfn_graph_uobj)(CUgraph, CUuserObject, unsigned int, unsigned int);
-typedef CUresult (*pfn_graph_uobj_release)(CUgraph, CUuserObject, unsigned int);
-typedef CUresult (*pfn_capture_info)(CUstream, CUstreamCaptureStatus *, cuuint64_t *, CUgraph *,
-                                     const CUgraphNode **, size_t *);
-
-#define REAL_OR_FAIL(d, name, T, f)                                            \
-    T f = HCG_GREAL(d, name, T);                                               \
+#define REAL_OR_FAIL(d, name, f)                                               \
+    hcg_pfn_##name f = atomic_load(&(d)->name);                                \
     if (!f)                                                                    \
         return CUDA_ERROR_NOT_FOUND
 
@@ -124,9 +97,9 @@ static void chain_onto(hcg_call *root, hcg_call *c)
  * On failure c is gone (freed now or by the destructor). */
 static int attach_root(hcg_driver *d, hcg_call *c, CUgraph g)
 {
-    pfn_uobj_create create = HCG_GREAL(d, cuUserObjectCreate, pfn_uobj_create);
-    pfn_graph_uobj retain = HCG_GREAL(d, cuGraphRetainUserObject, pfn_graph_uobj);
-    pfn_uobj_release release = HCG_GREAL(d, cuUserObjectRelease, pfn_uobj_release);
+    hcg_pfn_cuUserObjectCreate create = atomic_load(&d->cuUserObjectCreate);
+    hcg_pfn_cuGraphRetainUserObject retain = atomic_load(&d->cuGraphRetainUserObject);
+    hcg_pfn_cuUserObjectRelease release = atomic_load(&d->cuUserObjectRelease);
     CUuserObject o = NULL;
     c->root = NULL;
     c->graph = (uintptr_t)g;
@@ -154,11 +127,11 @@ static void CUDA_CB set_call_gone(void *p)
  * untouched (the caller chains it instead). */
 static int own_on_graph(hcg_driver *d, hcg_call *c, CUgraph g)
 {
-    pfn_uobj_create create = HCG_GREAL(d, cuUserObjectCreate, pfn_uobj_create);
-    pfn_graph_uobj retain = HCG_GREAL(d, cuGraphRetainUserObject, pfn_graph_uobj);
-    pfn_uobj_release release = HCG_GREAL(d, cuUserObjectRelease, pfn_uobj_release);
+    hcg_pfn_cuUserObjectCreate create = atomic_load(&d->cuUserObjectCreate);
+    hcg_pfn_cuGraphRetainUserObject retain = atomic_load(&d->cuGraphRetainUserObject);
+    hcg_pfn_cuUserObjectRelease release = atomic_load(&d->cuUserObjectRelease);
     CUuserObject o = NULL;
-    if (!create || !retain || !release || !HCG_GREAL(d, cuGraphReleaseUserObject, void *))
+    if (!create || !retain || !release || !atomic_load(&d->cuGraphReleaseUserObject))
         return -1;
     atomic_fetch_add_explicit(&c->refs, 1, memory_order_relaxed); /* survives a failed retain */
     if (create(&o, c, set_call_gone, 1, CU_USER_OBJECT_NO_DESTRUCTOR_SYNC) != CUDA_SUCCESS) {
@@ -178,7 +151,7 @@ static int own_on_graph(hcg_driver *d, hcg_call *c, CUgraph g)
  * keeps its own reference. */
 static void graph_drop(hcg_driver *d, CUgraph g, hcg_call *c)
 {
-    pfn_graph_uobj_release drop = HCG_GREAL(d, cuGraphReleaseUserObject, pfn_graph_uobj_release);
+    hcg_pfn_cuGraphReleaseUserObject drop = atomic_load(&d->cuGraphReleaseUserObject);
     if (drop && c && c->uobj)
         drop(g, c->uobj, 1);
 }
@@ -186,7 +159,7 @@ static void graph_drop(hcg_driver *d, CUgraph g, hcg_call *c)
 /* The root of node n, if its host function is hcguard's. */
 static hcg_call *node_root(hcg_driver *d, CUgraphNode n)
 {
-    pfn_host_get get = HCG_GREAL(d, cuGraphHostNodeGetParams, pfn_host_get);
+    hcg_pfn_cuGraphHostNodeGetParams get = atomic_load(&d->cuGraphHostNodeGetParams);
     CUDA_HOST_NODE_PARAMS p;
     if (!get || get(n, &p) != CUDA_SUCCESS || p.fn != hcg_trampoline || !p.userData)
         return NULL;
@@ -253,7 +226,7 @@ CUresult hcg_w_cuGraphAddHostNode(CUgraphNode *ph, CUgraph g, const CUgraphNode 
                                   const CUDA_HOST_NODE_PARAMS *p)
 {
     HCG_DRV_OR_FAIL(d);
-    REAL_OR_FAIL(d, cuGraphAddHostNode, pfn_add_host, real);
+    REAL_OR_FAIL(d, cuGraphAddHostNode, real);
     hcg_call *c = NULL;
     if (!p || passive())
         return real(ph, g, deps, n, p);
@@ -291,7 +264,7 @@ CUresult hcg_w_cuGraphAddNode(CUgraphNode *ph, CUgraph g, const CUgraphNode *dep
                               CUgraphNodeParams *p)
 {
     HCG_DRV_OR_FAIL(d);
-    REAL_OR_FAIL(d, cuGraphAddNode, pfn_add_node, real);
+    REAL_OR_FAIL(d, cuGraphAddNode, real);
     CUgraphNodeParams q;
     hcg_call *c;
     CUresult r = add_node(d, g, p, &q, &c);
@@ -307,7 +280,7 @@ CUresult hcg_w_cuGraphAddNode_v2(CUgraphNode *ph, CUgraph g, const CUgraphNode *
                                  const CUgraphEdgeData *edges, size_t n, CUgraphNodeParams *p)
 {
     HCG_DRV_OR_FAIL(d);
-    REAL_OR_FAIL(d, cuGraphAddNode_v2, pfn_add_node_v2, real);
+    REAL_OR_FAIL(d, cuGraphAddNode_v2, real);
     CUgraphNodeParams q;
     hcg_call *c;
     CUresult r = add_node(d, g, p, &q, &c);
@@ -326,7 +299,7 @@ static uint64_t exec_launches(CUgraphExec e);
 /* The call node n runs now (hcguard's), or NULL. */
 static hcg_call *node_call(hcg_driver *d, CUgraphNode n)
 {
-    pfn_host_get get = HCG_GREAL(d, cuGraphHostNodeGetParams, pfn_host_get);
+    hcg_pfn_cuGraphHostNodeGetParams get = atomic_load(&d->cuGraphHostNodeGetParams);
     CUDA_HOST_NODE_PARAMS p;
     if (!get || get(n, &p) != CUDA_SUCCESS || p.fn != hcg_trampoline)
         return NULL;
@@ -377,7 +350,7 @@ static CUresult finish_graph_set(hcg_driver *d, graph_set *gs, CUresult r)
 CUresult hcg_w_cuGraphHostNodeSetParams(CUgraphNode n, const CUDA_HOST_NODE_PARAMS *p)
 {
     HCG_DRV_OR_FAIL(d);
-    REAL_OR_FAIL(d, cuGraphHostNodeSetParams, pfn_host_set, real);
+    REAL_OR_FAIL(d, cuGraphHostNodeSetParams, real);
     graph_set gs = {0};
     CUresult r = p ? prepare_graph_set(d, n, p->fn, p->userData, &gs) : CUDA_SUCCESS;
     if (!p || !gs.c)
@@ -389,7 +362,7 @@ CUresult hcg_w_cuGraphHostNodeSetParams(CUgraphNode n, const CUDA_HOST_NODE_PARA
 CUresult hcg_w_cuGraphNodeSetParams(CUgraphNode n, CUgraphNodeParams *p)
 {
     HCG_DRV_OR_FAIL(d);
-    REAL_OR_FAIL(d, cuGraphNodeSetParams, pfn_node_params, real);
+    REAL_OR_FAIL(d, cuGraphNodeSetParams, real);
     if (!p || p->type != CU_GRAPH_NODE_TYPE_HOST)
         return real(n, p);
     graph_set gs;
@@ -430,7 +403,7 @@ CUresult hcg_w_cuGraphExecHostNodeSetParams(CUgraphExec e, CUgraphNode n,
                                             const CUDA_HOST_NODE_PARAMS *p)
 {
     HCG_DRV_OR_FAIL(d);
-    REAL_OR_FAIL(d, cuGraphExecHostNodeSetParams, pfn_exec_host_set, real);
+    REAL_OR_FAIL(d, cuGraphExecHostNodeSetParams, real);
     CUresult r = CUDA_SUCCESS;
     uint64_t before = 0;
     hcg_call *c = p ? call_for_exec_set(HCG_API_GRAPH_EXEC_SET_PARAMS, e, n, p->fn, p->userData,
@@ -445,7 +418,7 @@ CUresult hcg_w_cuGraphExecHostNodeSetParams(CUgraphExec e, CUgraphNode n,
 CUresult hcg_w_cuGraphExecNodeSetParams(CUgraphExec e, CUgraphNode n, CUgraphNodeParams *p)
 {
     HCG_DRV_OR_FAIL(d);
-    REAL_OR_FAIL(d, cuGraphExecNodeSetParams, pfn_exec_node_set, real);
+    REAL_OR_FAIL(d, cuGraphExecNodeSetParams, real);
     if (!p || p->type != CU_GRAPH_NODE_TYPE_HOST)
         return real(e, n, p);
     CUresult r;
@@ -473,7 +446,7 @@ static void unwrap(CUhostFn *fn, void **user)
 CUresult hcg_w_cuGraphHostNodeGetParams(CUgraphNode n, CUDA_HOST_NODE_PARAMS *p)
 {
     HCG_DRV_OR_FAIL(d);
-    REAL_OR_FAIL(d, cuGraphHostNodeGetParams, pfn_host_get, real);
+    REAL_OR_FAIL(d, cuGraphHostNodeGetParams, real);
     CUresult r = real(n, p);
     if (r == CUDA_SUCCESS && p)
         unwrap(&p->fn, &p->userData);
@@ -483,7 +456,7 @@ CUresult hcg_w_cuGraphHostNodeGetParams(CUgraphNode n, CUDA_HOST_NODE_PARAMS *p)
 CUresult hcg_w_cuGraphNodeGetParams(CUgraphNode n, CUgraphNodeParams *p)
 {
     HCG_DRV_OR_FAIL(d);
-    REAL_OR_FAIL(d, cuGraphNodeGetParams, pfn_node_params, real);
+    REAL_OR_FAIL(d, cuGraphNodeGetParams, real);
     CUresult r = real(n, p);
     if (r == CUDA_SUCCESS && p && p->type == CU_GRAPH_NODE_TYPE_HOST)
         unwrap(&p->host.fn, &p->host.userData);
@@ -710,13 +683,13 @@ static void CUDA_CB reap(void *p)
     }
 }
 
-typedef CUresult (*pfn_graph_launch)(CUgraphExec, CUstream);
 
 /* Launches of e are counted and made under exec_lock, so that their order
  * is the count's; the calls retired before this launch ride on a host
  * function behind it, which runs once every launch of e so far is done. */
-static CUresult graph_launch(pfn_graph_launch real, CUgraphExec e, CUstream s,
-                             hcg_pfn_launch after, hcg_pfn_is_capturing capturing)
+static CUresult graph_launch(hcg_pfn_cuGraphLaunch real, CUgraphExec e, CUstream s,
+                             hcg_pfn_cuLaunchHostFunc after,
+                             hcg_pfn_cuStreamIsCapturing capturing)
 {
     if (!atomic_load(&host_nodes_seen) || passive())
         return real(e, s);
@@ -744,7 +717,7 @@ CUresult hcg_w_cuGraphLaunch(CUgraphExec e, CUstream s)
     if (HCG_UNLIKELY(hcg_audit_wrapper_call(HCG_API_GRAPH_LAUNCH)))
         return CUDA_ERROR_NOT_PERMITTED;
     HCG_DRV_OR_FAIL(d);
-    REAL_OR_FAIL(d, cuGraphLaunch, pfn_graph_launch, real);
+    REAL_OR_FAIL(d, cuGraphLaunch, real);
     return graph_launch(real, e, s, atomic_load(&d->cuLaunchHostFunc),
                         atomic_load(&d->cuStreamIsCapturing));
 }
@@ -754,7 +727,7 @@ CUresult hcg_w_cuGraphLaunch_ptsz(CUgraphExec e, CUstream s)
     if (HCG_UNLIKELY(hcg_audit_wrapper_call(HCG_API_GRAPH_LAUNCH)))
         return CUDA_ERROR_NOT_PERMITTED;
     HCG_DRV_OR_FAIL(d);
-    REAL_OR_FAIL(d, cuGraphLaunch_ptsz, pfn_graph_launch, real);
+    REAL_OR_FAIL(d, cuGraphLaunch_ptsz, real);
     return graph_launch(real, e, s, atomic_load(&d->cuLaunchHostFunc_ptsz),
                         atomic_load(&d->cuStreamIsCapturing_ptsz));
 }
@@ -764,10 +737,10 @@ CUresult hcg_w_cuGraphLaunch_ptsz(CUgraphExec e, CUstream s)
 static int each_call(hcg_driver *d, CUgraph g, int depth, int (*visit)(hcg_call *, void *),
                      void *arg)
 {
-    pfn_get_nodes get_nodes = HCG_GREAL(d, cuGraphGetNodes, pfn_get_nodes);
-    pfn_node_type node_type = HCG_GREAL(d, cuGraphNodeGetType, pfn_node_type);
-    pfn_host_get get = HCG_GREAL(d, cuGraphHostNodeGetParams, pfn_host_get);
-    pfn_child_graph child = HCG_GREAL(d, cuGraphChildGraphNodeGetGraph, pfn_child_graph);
+    hcg_pfn_cuGraphGetNodes get_nodes = atomic_load(&d->cuGraphGetNodes);
+    hcg_pfn_cuGraphNodeGetType node_type = atomic_load(&d->cuGraphNodeGetType);
+    hcg_pfn_cuGraphHostNodeGetParams get = atomic_load(&d->cuGraphHostNodeGetParams);
+    hcg_pfn_cuGraphChildGraphNodeGetGraph child = atomic_load(&d->cuGraphChildGraphNodeGetGraph);
     size_t n = 0;
     if (depth > 8 || !get_nodes || !node_type || !get || get_nodes(g, NULL, &n) != CUDA_SUCCESS ||
         n == 0)
@@ -808,27 +781,27 @@ static void note_exec(hcg_driver *d, CUresult r, CUgraphExec *pe, CUgraph g)
 }
 
 /* Every instantiate variant: the real one, then the exec holds g's calls. */
-#define INSTANTIATE_WRAPPER(name, T, params, args)                             \
+#define INSTANTIATE_WRAPPER(name, params, args)                                \
     CUresult hcg_w_##name params                                               \
     {                                                                          \
         HCG_DRV_OR_FAIL(d);                                                    \
-        REAL_OR_FAIL(d, name, T, real);                                        \
+        REAL_OR_FAIL(d, name, real);                                           \
         CUresult r = real args;                                                \
         note_exec(d, r, pe, g);                                                \
         return r;                                                              \
     }
 
-INSTANTIATE_WRAPPER(cuGraphInstantiate, pfn_inst_old,
+INSTANTIATE_WRAPPER(cuGraphInstantiate,
                     (CUgraphExec *pe, CUgraph g, CUgraphNode *err, char *log, size_t len),
                     (pe, g, err, log, len))
-INSTANTIATE_WRAPPER(cuGraphInstantiate_v2, pfn_inst_old,
+INSTANTIATE_WRAPPER(cuGraphInstantiate_v2,
                     (CUgraphExec *pe, CUgraph g, CUgraphNode *err, char *log, size_t len),
                     (pe, g, err, log, len))
-INSTANTIATE_WRAPPER(cuGraphInstantiateWithFlags, pfn_inst_flags,
+INSTANTIATE_WRAPPER(cuGraphInstantiateWithFlags,
                     (CUgraphExec *pe, CUgraph g, unsigned long long flags), (pe, g, flags))
-INSTANTIATE_WRAPPER(cuGraphInstantiateWithParams, pfn_inst_params,
+INSTANTIATE_WRAPPER(cuGraphInstantiateWithParams,
                     (CUgraphExec *pe, CUgraph g, CUDA_GRAPH_INSTANTIATE_PARAMS *ip), (pe, g, ip))
-INSTANTIATE_WRAPPER(cuGraphInstantiateWithParams_ptsz, pfn_inst_params,
+INSTANTIATE_WRAPPER(cuGraphInstantiateWithParams_ptsz,
                     (CUgraphExec *pe, CUgraph g, CUDA_GRAPH_INSTANTIATE_PARAMS *ip), (pe, g, ip))
 
 static int chain_to_exec(hcg_call *c, void *arg)
@@ -865,7 +838,7 @@ CUresult hcg_w_cuGraphExecUpdate(CUgraphExec e, CUgraph g, CUgraphNode *err,
                                  CUgraphExecUpdateResult *res)
 {
     HCG_DRV_OR_FAIL(d);
-    REAL_OR_FAIL(d, cuGraphExecUpdate, pfn_update_v1, real);
+    REAL_OR_FAIL(d, cuGraphExecUpdate, real);
     CUresult r = real(e, g, err, res);
     if (r == CUDA_SUCCESS && !passive())
         adopt_update(d, e, g);
@@ -875,7 +848,7 @@ CUresult hcg_w_cuGraphExecUpdate(CUgraphExec e, CUgraph g, CUgraphNode *err,
 CUresult hcg_w_cuGraphExecUpdate_v2(CUgraphExec e, CUgraph g, CUgraphExecUpdateResultInfo *res)
 {
     HCG_DRV_OR_FAIL(d);
-    REAL_OR_FAIL(d, cuGraphExecUpdate_v2, pfn_update_v2, real);
+    REAL_OR_FAIL(d, cuGraphExecUpdate_v2, real);
     CUresult r = real(e, g, res);
     if (r == CUDA_SUCCESS && !passive())
         adopt_update(d, e, g);
@@ -885,7 +858,7 @@ CUresult hcg_w_cuGraphExecUpdate_v2(CUgraphExec e, CUgraph g, CUgraphExecUpdateR
 CUresult hcg_w_cuGraphExecDestroy(CUgraphExec e)
 {
     HCG_DRV_OR_FAIL(d);
-    REAL_OR_FAIL(d, cuGraphExecDestroy, pfn_exec_destroy, real);
+    REAL_OR_FAIL(d, cuGraphExecDestroy, real);
     /* Before the driver lets go of e's user objects: the root they keep
      * alive is what e's calls are handed to. */
     if (atomic_load(&host_nodes_seen))
@@ -897,8 +870,8 @@ CUresult hcg_w_cuGraphExecDestroy(CUgraphExec e)
 int hcg_graph_adopt_capture(hcg_call *c, CUstream s, int ptsz)
 {
     hcg_driver *d = hcg_driver_get();
-    pfn_capture_info info = ptsz ? HCG_GREAL(d, cuStreamGetCaptureInfo_v2_ptsz, pfn_capture_info)
-                                 : HCG_GREAL(d, cuStreamGetCaptureInfo_v2, pfn_capture_info);
+    hcg_pfn_cuStreamGetCaptureInfo_v2 info =
+        ptsz ? atomic_load(&d->cuStreamGetCaptureInfo_v2_ptsz) : atomic_load(&d->cuStreamGetCaptureInfo_v2);
     CUstreamCaptureStatus st;
     CUgraph g = NULL;
     if (!info || info(s, &st, NULL, &g, NULL, NULL) != CUDA_SUCCESS || !g) {
@@ -917,8 +890,8 @@ int hcg_graph_adopt_capture(hcg_call *c, CUstream s, int ptsz)
 void hcg_graph_note_captured(hcg_call *c, CUstream s, int ptsz)
 {
     hcg_driver *d = hcg_driver_get();
-    pfn_capture_info info = ptsz ? HCG_GREAL(d, cuStreamGetCaptureInfo_v2_ptsz, pfn_capture_info)
-                                 : HCG_GREAL(d, cuStreamGetCaptureInfo_v2, pfn_capture_info);
+    hcg_pfn_cuStreamGetCaptureInfo_v2 info =
+        ptsz ? atomic_load(&d->cuStreamGetCaptureInfo_v2_ptsz) : atomic_load(&d->cuStreamGetCaptureInfo_v2);
     CUstreamCaptureStatus st;
     const CUgraphNode *deps = NULL;
     size_t n = 0;
@@ -926,22 +899,12 @@ void hcg_graph_note_captured(hcg_call *c, CUstream s, int ptsz)
         c->node = (uintptr_t)deps[0];
 }
 
-HCG_EXPORT_ALIAS(cuGraphAddHostNode)
-HCG_EXPORT_ALIAS(cuGraphAddNode)
-HCG_EXPORT_ALIAS(cuGraphAddNode_v2)
-HCG_EXPORT_ALIAS(cuGraphHostNodeSetParams)
-HCG_EXPORT_ALIAS(cuGraphHostNodeGetParams)
-HCG_EXPORT_ALIAS(cuGraphNodeSetParams)
-HCG_EXPORT_ALIAS(cuGraphNodeGetParams)
-HCG_EXPORT_ALIAS(cuGraphExecHostNodeSetParams)
-HCG_EXPORT_ALIAS(cuGraphExecNodeSetParams)
-HCG_EXPORT_ALIAS(cuGraphInstantiate)
-HCG_EXPORT_ALIAS(cuGraphInstantiate_v2)
-HCG_EXPORT_ALIAS(cuGraphInstantiateWithFlags)
-HCG_EXPORT_ALIAS(cuGraphInstantiateWithParams)
-HCG_EXPORT_ALIAS(cuGraphInstantiateWithParams_ptsz)
-HCG_EXPORT_ALIAS(cuGraphExecUpdate)
-HCG_EXPORT_ALIAS(cuGraphExecUpdate_v2)
-HCG_EXPORT_ALIAS(cuGraphExecDestroy)
-HCG_EXPORT_ALIAS(cuGraphLaunch)
-HCG_EXPORT_ALIAS(cuGraphLaunch_ptsz)
+/* Exported under the driver's names: the entries of driver/entries.def
+ * wrapped here. */
+#define ALIAS_graph(name) HCG_EXPORT_ALIAS(name)
+#define ALIAS_gpa(name)
+#define ALIAS_stream(name)
+#define ALIAS_called(name)
+#define HCG_ENTRY(where, name, params) ALIAS_##where(name)
+#include "driver/entries.def"
+#undef HCG_ENTRY

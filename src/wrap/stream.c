@@ -56,7 +56,7 @@ static int launch_is_captured(hcg_driver *d, const launch_args *a)
 {
     if (!atomic_load_explicit(&capture_seen, memory_order_relaxed))
         return 0;
-    hcg_pfn_is_capturing q = is_ptsz(a->api) ? atomic_load(&d->cuStreamIsCapturing_ptsz)
+    hcg_pfn_cuStreamIsCapturing q = is_ptsz(a->api) ? atomic_load(&d->cuStreamIsCapturing_ptsz)
                                              : atomic_load(&d->cuStreamIsCapturing);
     CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
     if (!q || q(a->stream, &st) != CUDA_SUCCESS)
@@ -173,7 +173,7 @@ static CUresult add_callback(hcg_api api, CUstream s, CUstreamCallback cb, void 
         no_driver();
         return CUDA_ERROR_NOT_INITIALIZED;
     }
-    hcg_pfn_add_callback real = api == HCG_API_STREAM_ADD_CALLBACK_PTSZ
+    hcg_pfn_cuStreamAddCallback real = api == HCG_API_STREAM_ADD_CALLBACK_PTSZ
                                     ? atomic_load(&d->cuStreamAddCallback_ptsz)
                                     : atomic_load(&d->cuStreamAddCallback);
     if (!real)
@@ -236,40 +236,35 @@ static void note_capture(CUresult r)
 }
 
 /* Every begin-capture variant: the real one, and a success noted. */
-#define CAPTURE_WRAPPER(name, T, params, args)                                 \
+#define CAPTURE_WRAPPER(name, params, args)                                    \
     CUresult hcg_w_##name params                                               \
     {                                                                          \
         HCG_DRV_OR_FAIL(d);                                                    \
-        T f = atomic_load(&d->name);                                           \
+        hcg_pfn_##name f = atomic_load(&d->name);                              \
         CUresult r = f ? f args : CUDA_ERROR_NOT_SUPPORTED;                    \
         note_capture(r);                                                       \
         return r;                                                              \
     }
 
-CAPTURE_WRAPPER(cuStreamBeginCapture, hcg_pfn_begin_capture_v1, (CUstream s), (s))
-CAPTURE_WRAPPER(cuStreamBeginCapture_ptsz, hcg_pfn_begin_capture_v1, (CUstream s), (s))
-CAPTURE_WRAPPER(cuStreamBeginCapture_v2, hcg_pfn_begin_capture,
-                (CUstream s, CUstreamCaptureMode m), (s, m))
-CAPTURE_WRAPPER(cuStreamBeginCapture_v2_ptsz, hcg_pfn_begin_capture,
-                (CUstream s, CUstreamCaptureMode m), (s, m))
-CAPTURE_WRAPPER(cuStreamBeginCaptureToGraph, hcg_pfn_begin_capture_to_graph,
+CAPTURE_WRAPPER(cuStreamBeginCapture, (CUstream s), (s))
+CAPTURE_WRAPPER(cuStreamBeginCapture_ptsz, (CUstream s), (s))
+CAPTURE_WRAPPER(cuStreamBeginCapture_v2, (CUstream s, CUstreamCaptureMode m), (s, m))
+CAPTURE_WRAPPER(cuStreamBeginCapture_v2_ptsz, (CUstream s, CUstreamCaptureMode m), (s, m))
+CAPTURE_WRAPPER(cuStreamBeginCaptureToGraph,
                 (CUstream s, CUgraph g, const CUgraphNode *deps, const CUgraphEdgeData *edges,
                  size_t n, CUstreamCaptureMode m),
                 (s, g, deps, edges, n, m))
-CAPTURE_WRAPPER(cuStreamBeginCaptureToGraph_ptsz, hcg_pfn_begin_capture_to_graph,
+CAPTURE_WRAPPER(cuStreamBeginCaptureToGraph_ptsz,
                 (CUstream s, CUgraph g, const CUgraphNode *deps, const CUgraphEdgeData *edges,
                  size_t n, CUstreamCaptureMode m),
                 (s, g, deps, edges, n, m))
 
-HCG_EXPORT_ALIAS(cuLaunchHostFunc)
-HCG_EXPORT_ALIAS(cuLaunchHostFunc_ptsz)
-HCG_EXPORT_ALIAS(cuLaunchHostFunc_v2)
-HCG_EXPORT_ALIAS(cuLaunchHostFunc_v2_ptsz)
-HCG_EXPORT_ALIAS(cuStreamAddCallback)
-HCG_EXPORT_ALIAS(cuStreamAddCallback_ptsz)
-HCG_EXPORT_ALIAS(cuStreamBeginCapture)
-HCG_EXPORT_ALIAS(cuStreamBeginCapture_ptsz)
-HCG_EXPORT_ALIAS(cuStreamBeginCapture_v2)
-HCG_EXPORT_ALIAS(cuStreamBeginCapture_v2_ptsz)
-HCG_EXPORT_ALIAS(cuStreamBeginCaptureToGraph)
-HCG_EXPORT_ALIAS(cuStreamBeginCaptureToGraph_ptsz)
+/* Exported under the driver's names: the entries of driver/entries.def
+ * wrapped here. */
+#define ALIAS_stream(name) HCG_EXPORT_ALIAS(name)
+#define ALIAS_gpa(name)
+#define ALIAS_graph(name)
+#define ALIAS_called(name)
+#define HCG_ENTRY(where, name, params) ALIAS_##where(name)
+#include "driver/entries.def"
+#undef HCG_ENTRY
