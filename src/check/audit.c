@@ -18,11 +18,7 @@
 /* ---- CUDA calls inside host functions ----------------------------------- */
 static void push_cuda_call(uint64_t what)
 {
-    hcg_event e = {0};
-    e.kind = HCG_EV_FINDING;
-    e.reason = HCG_FIND_CUDA_CALL;
-    e.tid = hcg_gettid();
-    e.t_start = e.t_end = e.t_enqueue = hcg_ticks();
+    hcg_event e = hcg_event_make(HCG_EV_FINDING, HCG_FIND_CUDA_CALL, 0, 0, 0, 0);
     e.bytes = what;
     hcg_current_call_describe(&e);
     hcg_event_push(&e);
@@ -85,14 +81,7 @@ const char *hcg_audit_libc_name(const void *fn)
 /* Report a function found wrong at enqueue (application thread). */
 void hcg_audit_report_fn(hcg_finding f, hcg_api api, CUstream s, void *fn, void *user)
 {
-    hcg_event e = {0};
-    e.kind = HCG_EV_FINDING;
-    e.reason = (uint8_t)f;
-    e.api = (uint8_t)api;
-    e.tid = hcg_gettid();
-    e.t_start = e.t_end = e.t_enqueue = hcg_ticks();
-    e.fn = (uintptr_t)fn;
-    e.user = (uintptr_t)user;
-    e.stream = (uintptr_t)s;
+    hcg_event e = hcg_event_make(HCG_EV_FINDING, f, api, (uintptr_t)s, (uintptr_t)fn,
+                                 (uintptr_t)user);
     hcg_event_push(&e);
 }

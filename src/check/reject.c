@@ -31,17 +31,9 @@ void hcg_report_reject(hcg_api api, CUstream s, void *fn, void *user,
                        hcg_fnkind kind, const hcguard_copy_record *r,
                        hcguard_status why, int refused)
 {
-    hcg_event e = {0};
-    e.kind = HCG_EV_REJECT;
+    hcg_event e = hcg_event_make(HCG_EV_REJECT, why, api, (uintptr_t)s, (uintptr_t)fn,
+                                 (uintptr_t)user);
     e.fnkind = (uint8_t)kind;
-    e.reason = (uint8_t)why;
-    e.api = (uint8_t)api;
-    e.tid = hcg_gettid();
-    e.seq = hcg_next_seq();
-    e.t_enqueue = hcg_ticks();
-    e.fn = (uintptr_t)fn;
-    e.user = (uintptr_t)user;
-    e.stream = (uintptr_t)s;
     if (r) {
         e.dst = r->dst;
         e.src = r->src;

@@ -238,6 +238,25 @@ static void passed_mark(ring *r, uint64_t h)
     }
 }
 
+hcg_event hcg_event_make(hcg_evkind kind, unsigned reason, hcg_api api, uintptr_t stream,
+                         uintptr_t fn, uintptr_t user)
+{
+    hcg_event e = {0};
+    e.kind = (uint8_t)kind;
+    e.reason = (uint8_t)reason;
+    e.api = (uint8_t)api;
+    e.tid = hcg_gettid();
+    if (kind == HCG_EV_REJECT)
+        e.seq = hcg_next_seq();
+    e.t_enqueue = hcg_ticks();
+    if (kind == HCG_EV_FINDING)
+        e.t_start = e.t_end = e.t_enqueue;
+    e.stream = stream;
+    e.fn = fn;
+    e.user = user;
+    return e;
+}
+
 void hcg_event_push(const hcg_event *e)
 {
     ring *r = mine;
@@ -457,10 +476,7 @@ void hcg_events_watch(uint64_t hang_ns)
         if (t1 <= t0 || t1 - t0 < hang_ns)
             continue;
         r->reported_since = since;
-        hcg_event e = {0};
-        e.kind = HCG_EV_FINDING;
-        e.reason = HCG_FIND_HANG;
-        e.fn = fn;
+        hcg_event e = hcg_event_make(HCG_EV_FINDING, HCG_FIND_HANG, 0, 0, fn, 0);
         e.t_start = t0;
         e.t_end = t1;
         e.t_enqueue = t0;

@@ -54,6 +54,13 @@ void hcg_count_collector(hcg_finding f);
 /* Sum of n counters from first. */
 uint64_t hcg_counts_sum(const hcg_counts *c, unsigned first, unsigned n);
 
+/* The one constructor of the events made outside the trampoline (whose
+ * run and skip events are filled in place, on the hot path): kind and
+ * reason, the entry point, stream, function and data, the calling thread,
+ * t_enqueue now, and for a finding t_start and t_end too; a rejection also
+ * takes the next sequence number. The caller adds the rest. */
+hcg_event hcg_event_make(hcg_evkind kind, unsigned reason, hcg_api api, uintptr_t stream,
+                         uintptr_t fn, uintptr_t user);
 /* Copy *e into the calling thread's ring: no lock, no allocation (after a
  * thread's first event), no system call in the common path (the collector
  * is woken when the ring passes half full). Counts it first; drops and

@@ -74,7 +74,7 @@ HCG_EXPORT int hcguard_get_stats(hcguard_stats *out, size_t size)
 void hcg_lifecycle_exec_summary(void)
 {
     if (hcg_config_get()->summary && hcg_summary_active())
-        hcg_summary_print(STDERR_FILENO);
+        hcg_summary_print();
 }
 
 __attribute__((destructor)) static void finish(void)
@@ -88,7 +88,7 @@ __attribute__((destructor)) static void finish(void)
     if (forked && !hcg_summary_active())
         return;
     if (c->summary)
-        hcg_summary_print(STDERR_FILENO);
+        hcg_summary_print();
     hcg_flight_finished(1); /* the launcher has nothing left to do */
     if (c->error_exitcode && hcg_summary_errors() > 0) {
         fflush(NULL); /* _exit skips stdio's flush at exit */

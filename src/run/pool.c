@@ -164,10 +164,29 @@ static void CUDA_CB freed_call(void *arg)
 /* Per pool, so that a launch costs no atomic read-modify-write: sequence
  * numbers carry the pool in their top bits (unique, ordered per thread);
  * counts are summed when read. */
-uint64_t hcg_pool_seq(hcg_call *c)
+static uint64_t pool_seq(hcg_call *c)
 {
     hcg_pool *p = c->owner;
     return (uint64_t)(p->index + 1) << 44 | ++p->seq;
+}
+
+hcg_call *hcg_call_new(hcg_api api, CUstream s, CUhostFn fn, void *user, hcg_fnkind kind,
+                       hcguard_status why, int wrapped)
+{
+    hcg_call *c = hcg_call_alloc();
+    if (HCG_UNLIKELY(!c))
+        return NULL;
+    c->fn = fn;
+    c->user = user;
+    c->wrapped = (uint8_t)wrapped;
+    c->stream = (uintptr_t)s;
+    c->kind = (uint8_t)kind;
+    c->api = (uint8_t)api;
+    c->enqueue_status = (uint8_t)why;
+    c->oneshot = 1;
+    c->seq = pool_seq(c);
+    c->t_enqueue = hcg_ticks();
+    return c;
 }
 
 void hcg_pool_count(hcg_pool *p, hcg_fnkind kind)

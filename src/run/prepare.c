@@ -82,25 +82,15 @@ CUresult hcg_prepare_call(hcg_api api, CUstream s, CUhostFn fn, void *user, hcg_
     uint64_t gen = 0;
     if (hcg_fnkind_is_copy(kind) && check_copy(api, s, inner, rec, kind, &snap, &why, &gen))
         return CUDA_ERROR_INVALID_VALUE;
-    hcg_call *c = hcg_call_alloc();
+    hcg_call *c = hcg_call_new(api, s, fn, user, kind, why, inner != fn);
     if (HCG_UNLIKELY(!c))
         return CUDA_SUCCESS; /* out of memory: pass through, unmeasured */
-    c->fn = fn;
-    c->user = user;
-    c->wrapped = inner != fn;
-    c->stream = (uintptr_t)s;
-    c->kind = (uint8_t)kind;
-    c->api = (uint8_t)api;
-    c->enqueue_status = (uint8_t)why;
-    c->oneshot = 1;
     if (hcg_fnkind_is_copy(kind) || c->wrapped) { /* the second line: rarely */
         c->rec = rec;
         c->snap = snap;
         c->inner = inner;
         c->gen = gen;
     }
-    c->seq = hcg_pool_seq(c);
-    c->t_enqueue = hcg_ticks();
     *out = c;
     return CUDA_SUCCESS;
 }

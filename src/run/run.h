@@ -42,15 +42,19 @@ typedef struct hcg_call {
 
 /* Calls come from a pool of the allocating thread; NULL if out of memory. */
 hcg_call *hcg_call_alloc(void);
+/* The one initialiser: a call from this thread's pool for a one-shot
+ * launch of fn(user) through api on s, its first line set, its sequence
+ * number and enqueue time taken now (a graph node's caller then changes
+ * what differs); NULL if out of memory. */
+hcg_call *hcg_call_new(hcg_api api, CUstream s, CUhostFn fn, void *user, hcg_fnkind kind,
+                       hcguard_status why, int wrapped);
 /* Back to the pool at once: the allocating thread, for a call the driver
  * never saw. */
 void hcg_call_free_local(hcg_call *c);
 /* Back to its pool from any thread (the callback thread after a stream
  * launch ran, a graph's last holder). */
 void hcg_call_release(hcg_call *c);
-/* c's sequence number, and counting a launch: in the pool, on the thread
- * that allocated it. */
-uint64_t hcg_pool_seq(hcg_call *c);
+/* Counting a launch: in the pool, on the thread that allocated it. */
 void hcg_pool_count(struct hcg_pool *p, hcg_fnkind kind);
 uint64_t hcg_pool_launched(hcg_fnkind kind);
 /* Flow control: a one-shot launch made from p (after the driver took it),

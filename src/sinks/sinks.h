@@ -10,7 +10,7 @@
 /* ---- summary.c: aggregation and the exit summary ----------------------- */
 void hcg_summary_event(const hcg_event *e); /* collector thread only */
 void hcg_summary_stats(hcguard_stats *out);
-void hcg_summary_print(int fd);
+void hcg_summary_print(void); /* where messages go */
 uint64_t hcg_summary_errors(void);
 /* In a fork child: counters start from nothing (the child reports its own). */
 void hcg_summary_after_fork(void);

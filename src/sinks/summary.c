@@ -377,9 +377,8 @@ static void print_errors(const totals *t, int live)
         hcg_msg("ERROR SUMMARY: %" PRIu64 " error%s", errors, errors == 1 ? "" : "s");
 }
 
-void hcg_summary_print(int fd)
+void hcg_summary_print(void)
 {
-    (void)fd;
     const hcg_config *cfg = hcg_config_get();
     totals t;
     totals_live(&t);

@@ -194,19 +194,9 @@ static CUresult add_callback(hcg_api api, CUstream s, CUstreamCallback cb, void 
         if (kind == HCG_FN_LIBC && hcg_config_get()->mode == HCG_MODE_GUARD)
             return CUDA_ERROR_INVALID_VALUE;
     }
-    hcg_call *c = hcg_call_alloc();
+    hcg_call *c = hcg_call_new(api, s, (CUhostFn)(void *)cb, user, HCG_FN_ORDINARY, HCGUARD_OK, 0);
     if (!c)
         return real(s, cb, user, flags);
-    c->fn = (CUhostFn)(void *)cb;
-    c->user = user;
-    c->wrapped = 0;
-    c->stream = (uintptr_t)s;
-    c->kind = HCG_FN_ORDINARY;
-    c->api = (uint8_t)api;
-    c->enqueue_status = HCGUARD_OK;
-    c->oneshot = 1;
-    c->seq = hcg_pool_seq(c);
-    c->t_enqueue = hcg_ticks();
     struct hcg_pool *pool = c->owner;
     CUresult r = real(s, hcg_stream_cb_trampoline, c, flags);
     if (r == CUDA_SUCCESS) {
