@@ -127,7 +127,7 @@ int hcg_open_output(const char *path, const char *what, int flags)
 
 /* ---- exec ------------------------------------------------------------------
  * An image started by exec finds HCGUARD_EXEC=PID:STATES, set by the exec
- * wrappers of the image before it (src/lifecycle.c): one state per sink
+ * wrappers of the image before it (src/lifecycle/lifecycle.c): one state per sink
  * (HCG_SINK_LOG, HCG_SINK_TRACE, HCG_SINK_REPORT): 'c' the file was open,
  * continue it; 'n'
  * that process wrote none (a fork child without %p); '-' none was open.

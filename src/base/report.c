@@ -30,7 +30,7 @@ __attribute__((constructor)) static void take_stderr(void)
         stderr_fd = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3);
 }
 
-/* Fork hook (src/fork.c): a child forked while another thread printed
+/* Fork hook (src/lifecycle/fork.c): a child forked while another thread printed
  * must not inherit the lock held. Not taken before the fork: a write to a
  * full pipe could hold the fork up for ever. */
 void hcg_report_after_fork(void)
@@ -74,7 +74,7 @@ static void open_report_file(const char *path, int flags)
 /* HCGUARD_LOG_FILE, opened at the first message after the configuration
  * is read (a message about the configuration itself goes to stderr). An
  * image started by exec continues the file the image before it wrote, as
- * does a process started by one with the same file (src/sinkfile.c). */
+ * does a process started by one with the same file (src/base/outfile.c). */
 static void open_report(void)
 {
     const hcg_config *c = &hcg_g_config;

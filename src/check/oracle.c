@@ -228,7 +228,7 @@ void hcg_oracle_remember(const void *rec, const hcguard_copy_record *r, uint64_t
 
 /* ---- PROCMAP_QUERY ------------------------------------------------------ */
 
-/* Fork hooks (src/fork.c). The fd was inherited from the parent and
+/* Fork hooks (src/lifecycle/fork.c). The fd was inherited from the parent and
  * describes the parent's memory. */
 void hcg_oracle_fork_lock(void) { pthread_mutex_lock(&g_lock); }
 void hcg_oracle_fork_unlock(void) { pthread_mutex_unlock(&g_lock); }

@@ -152,7 +152,7 @@ static uint32_t probe(const void *real, uint32_t *idx)
     }
 }
 
-/* Fork hooks (src/fork.c): a child forked while another thread held the
+/* Fork hooks (src/lifecycle/fork.c): a child forked while another thread held the
  * lock must not inherit it. */
 void hcg_thunk_fork_lock(void)
 {

@@ -16,7 +16,7 @@ void (*hcg_driver_loaded_hook)(void) = hcg_audit_init;
  * itself, and says nothing if it did nothing. */
 static int forked;
 
-/* The last of the fork child hooks (src/fork.c). No thread is started
+/* The last of the fork child hooks (src/lifecycle/fork.c). No thread is started
  * here (POSIX allows a fork child little before exec): the child starts its
  * collector at its first launch, so one that launches nothing has none, and
  * exits without a summary. */
@@ -68,7 +68,7 @@ HCG_EXPORT int hcguard_get_stats(hcguard_stats *out, size_t size)
     return 0;
 }
 
-/* Before exec (src/lifecycle.c), the collector stopped and the files
+/* Before exec (src/lifecycle/lifecycle.c), the collector stopped and the files
  * written: this image's summary, if it did anything (the next one prints
  * its own at exit). */
 void hcg_lifecycle_exec_summary(void)

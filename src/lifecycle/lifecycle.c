@@ -4,14 +4,14 @@
  * exec: the exec family is interposed. Before the real call, the collector
  * is stopped (draining every ring), the log and the trace are written out,
  * and the summary of this image is printed if it did anything; the new
- * image gets HCGUARD_EXEC (see src/sinkfile.c) in its environment, so that
+ * image gets HCGUARD_EXEC (see src/base/outfile.c) in its environment, so that
  * it appends to the same log and continues the same trace instead of
  * starting them anew. If exec fails, the collector starts again and the
  * program goes on as before. posix_spawn and posix_spawnp pass the variable
  * too: the new process, another pid, shares the files like a fork child.
  *
  * Fatal signals: hcg_lifecycle_flush_from_signal() is the hook for the
- * chained signal handlers (src/fault.c) to call. */
+ * chained signal handlers (src/check/fault.c) to call. */
 #include <errno.h>
 #include <spawn.h>
 #include <stdarg.h>
@@ -239,7 +239,7 @@ HCG_EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file
     return do_spawn("posix_spawnp", pid, file, fa, attr, argv, envp);
 }
 
-/* The hook for the chained handlers of fatal signals (src/fault.c): the
+/* The hook for the chained handlers of fatal signals (src/check/fault.c): the
  * events still in the rings go to the log and the trace, unless a drain is
  * under way (it is never waited for). Takes no lock it would wait on and
  * allocates nothing; the sinks format with snprintf, which glibc does not

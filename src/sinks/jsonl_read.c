@@ -1,5 +1,5 @@
 /*
- * A strict reader of the event log's lines (the writer is src/jsonl.c).
+ * A strict reader of the event log's lines (the writer is src/sinks/jsonl.c).
  *
  * Strict where a mistake would mislead a reader of the log: numbers are
  * JSON's grammar and must fit, addresses are "0x" hex strings, a key may

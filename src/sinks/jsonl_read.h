@@ -1,4 +1,4 @@
-/* A strict reader of hcguard's own event log (HCGUARD_LOG, src/jsonl.c):
+/* A strict reader of hcguard's own event log (HCGUARD_LOG, src/sinks/jsonl.c):
  * one flat JSON object per line, the fields README's log section names.
  * For tools that read a log back (`hcguard report`) and for tests. */
 #ifndef HCG_JSONL_READ_H

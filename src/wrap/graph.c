@@ -491,7 +491,7 @@ static struct {
 } execs;
 static pthread_mutex_t exec_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* Fork hooks (src/fork.c): the table is kept in a child, whole. */
+/* Fork hooks (src/lifecycle/fork.c): the table is kept in a child, whole. */
 void hcg_graph_fork_lock(void)
 {
     pthread_mutex_lock(&exec_lock);
