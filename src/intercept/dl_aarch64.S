@@ -3,11 +3,7 @@
  * them and branch there, so that the caller's own return address is what
  * glibc sees (RTLD_NEXT and a dlopen'd caller's local scope depend on it). */
 #if defined(__aarch64__)
-#if defined(__ARM_FEATURE_BTI_DEFAULT)
-#define LANDING bti c
-#else
-#define LANDING
-#endif
+#include "intercept/thunk_layout.h" /* HCG_LANDING */
 
 #define DL_STUB(sym, target)                                                   \
     .text;                                                                     \
@@ -16,7 +12,7 @@
     .p2align 2;                                                                \
 sym:                                                                           \
     .cfi_startproc;                                                            \
-    LANDING;                                                                   \
+    HCG_LANDING;                                                               \
     stp x29, x30, [sp, #-48]!;                                                 \
     .cfi_def_cfa_offset 48;                                                    \
     .cfi_offset 29, -48;                                                       \

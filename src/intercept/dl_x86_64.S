@@ -3,14 +3,7 @@
  * them and jump there, so that the caller's own return address is what
  * glibc sees (RTLD_NEXT and a dlopen'd caller's local scope depend on it). */
 #if defined(__x86_64__)
-#if defined(__CET__)
-#include <cet.h> /* the note that marks the object IBT/SHSTK-compatible */
-#endif
-#if defined(__CET__) && (__CET__ & 1) /* indirect branch tracking */
-#define LANDING endbr64
-#else
-#define LANDING
-#endif
+#include "intercept/thunk_layout.h" /* HCG_LANDING */
 
     .text
     .globl dlsym
@@ -18,7 +11,7 @@
     .p2align 4
 dlsym:
     .cfi_startproc
-    LANDING
+    HCG_LANDING
     pushq %rdi
     .cfi_adjust_cfa_offset 8
     pushq %rsi
@@ -42,7 +35,7 @@ dlsym:
     .p2align 4
 dlvsym:
     .cfi_startproc
-    LANDING
+    HCG_LANDING
     pushq %rdi
     .cfi_adjust_cfa_offset 8
     pushq %rsi

@@ -11,20 +11,61 @@
 #include "hcg_driver_exports.h" /* HCG_DRIVER_EXPORTS: generated at configure time */
 #define HCG_N_EXPORTS HCG_N_DRIVER_EXPORTS
 
-#if defined(__CET__)
-#include <cet.h> /* the note that marks the object IBT/SHSTK-compatible */
-#endif
-#if defined(__CET__) && (__CET__ & 1) /* indirect branch tracking */
-#define LANDING endbr64
-#else
-#define LANDING
-#endif
-
 /* The frame of the slow path and the resolver: rbp, then 9 integer
  * registers (rdi rsi rdx rcx r8 r9, rax for the vector count of varargs,
  * r10 the static chain, r11 the index) and xmm0-7, 16-byte aligned for
  * movaps. The upper halves of ymm/zmm are not kept: no driver entry point
  * takes a __m256 or __m512. */
+.macro SAVE_ARGS
+    pushq %rbp
+    .cfi_adjust_cfa_offset 8
+    .cfi_rel_offset %rbp, 0
+    movq %rsp, %rbp
+    .cfi_def_cfa_register %rbp
+    subq $208, %rsp
+    movq %rdi, 0(%rsp)
+    movq %rsi, 8(%rsp)
+    movq %rdx, 16(%rsp)
+    movq %rcx, 24(%rsp)
+    movq %r8, 32(%rsp)
+    movq %r9, 40(%rsp)
+    movq %rax, 48(%rsp)
+    movq %r10, 56(%rsp)
+    movq %r11, 64(%rsp)
+    movaps %xmm0, 80(%rsp)
+    movaps %xmm1, 96(%rsp)
+    movaps %xmm2, 112(%rsp)
+    movaps %xmm3, 128(%rsp)
+    movaps %xmm4, 144(%rsp)
+    movaps %xmm5, 160(%rsp)
+    movaps %xmm6, 176(%rsp)
+    movaps %xmm7, 192(%rsp)
+.endm
+
+/* Everything but the index register, then the frame is left: jump
+ * through it next. */
+.macro RESTORE_ARGS_AND_LEAVE
+    movq 0(%rsp), %rdi
+    movq 8(%rsp), %rsi
+    movq 16(%rsp), %rdx
+    movq 24(%rsp), %rcx
+    movq 32(%rsp), %r8
+    movq 40(%rsp), %r9
+    movq 48(%rsp), %rax
+    movq 56(%rsp), %r10
+    movaps 80(%rsp), %xmm0
+    movaps 96(%rsp), %xmm1
+    movaps 112(%rsp), %xmm2
+    movaps 128(%rsp), %xmm3
+    movaps 144(%rsp), %xmm4
+    movaps 160(%rsp), %xmm5
+    movaps 176(%rsp), %xmm6
+    movaps 192(%rsp), %xmm7
+    leave
+    .cfi_def_cfa %rsp, 8
+    .cfi_restore %rbp
+.endm
+
 .pushsection .text
 .p2align 5
 .globl hcg_thunk_stubs
@@ -35,7 +76,7 @@ hcg_thunk_stubs:
     .set hcg_thunk_i, 0
     .rept (HCG_THUNK_MAX + HCG_N_EXPORTS)
     .org hcg_thunk_stubs + hcg_thunk_i * HCG_THUNK_STRIDE, 0xcc
-    LANDING
+    HCG_LANDING
     movq hcg_in_host_fn@gottpoff(%rip), %r11
     cmpb $0, %fs:(%r11)
     jne hcg_thunk_cold + hcg_thunk_i * 16
@@ -69,7 +110,7 @@ hcg_thunk_resolvers:
     .set hcg_thunk_i, 0
     .rept HCG_N_EXPORTS
     .org hcg_thunk_resolvers + hcg_thunk_i * HCG_THUNK_RESOLVER_STRIDE, 0xcc
-    LANDING
+    HCG_LANDING
     movl $HCG_THUNK_MAX + hcg_thunk_i, %r11d
     jmp hcg_thunk_resolve_common
     .set hcg_thunk_i, hcg_thunk_i + 1
@@ -81,29 +122,7 @@ hcg_thunk_resolvers:
 .type hcg_thunk_slow_common,@function
 hcg_thunk_slow_common:
     .cfi_startproc
-    pushq %rbp
-    .cfi_adjust_cfa_offset 8
-    .cfi_rel_offset %rbp, 0
-    movq %rsp, %rbp
-    .cfi_def_cfa_register %rbp
-    subq $208, %rsp
-    movq %rdi, 0(%rsp)
-    movq %rsi, 8(%rsp)
-    movq %rdx, 16(%rsp)
-    movq %rcx, 24(%rsp)
-    movq %r8, 32(%rsp)
-    movq %r9, 40(%rsp)
-    movq %rax, 48(%rsp)
-    movq %r10, 56(%rsp)
-    movq %r11, 64(%rsp)
-    movaps %xmm0, 80(%rsp)
-    movaps %xmm1, 96(%rsp)
-    movaps %xmm2, 112(%rsp)
-    movaps %xmm3, 128(%rsp)
-    movaps %xmm4, 144(%rsp)
-    movaps %xmm5, 160(%rsp)
-    movaps %xmm6, 176(%rsp)
-    movaps %xmm7, 192(%rsp)
+    SAVE_ARGS
     movl %r11d, %edi
     call hcg_thunk_slow
     cmpl $-1, %eax
@@ -112,25 +131,7 @@ hcg_thunk_slow_common:
     movq 64(%rsp), %r11
     leaq hcg_thunk_real(%rip), %rax
     movq (%rax,%r11,8), %r11
-    movq 0(%rsp), %rdi
-    movq 8(%rsp), %rsi
-    movq 16(%rsp), %rdx
-    movq 24(%rsp), %rcx
-    movq 32(%rsp), %r8
-    movq 40(%rsp), %r9
-    movq 48(%rsp), %rax
-    movq 56(%rsp), %r10
-    movaps 80(%rsp), %xmm0
-    movaps 96(%rsp), %xmm1
-    movaps 112(%rsp), %xmm2
-    movaps 128(%rsp), %xmm3
-    movaps 144(%rsp), %xmm4
-    movaps 160(%rsp), %xmm5
-    movaps 176(%rsp), %xmm6
-    movaps 192(%rsp), %xmm7
-    leave
-    .cfi_def_cfa %rsp, 8
-    .cfi_restore %rbp
+    RESTORE_ARGS_AND_LEAVE
     jmp *%r11
     .cfi_restore_state
 1:
@@ -145,65 +146,17 @@ hcg_thunk_slow_common:
 .type hcg_thunk_resolve_common,@function
 hcg_thunk_resolve_common:
     .cfi_startproc
-    pushq %rbp
-    .cfi_adjust_cfa_offset 8
-    .cfi_rel_offset %rbp, 0
-    movq %rsp, %rbp
-    .cfi_def_cfa_register %rbp
-    subq $208, %rsp
-    movq %rdi, 0(%rsp)
-    movq %rsi, 8(%rsp)
-    movq %rdx, 16(%rsp)
-    movq %rcx, 24(%rsp)
-    movq %r8, 32(%rsp)
-    movq %r9, 40(%rsp)
-    movq %rax, 48(%rsp)
-    movq %r10, 56(%rsp)
-    movq %r11, 64(%rsp)
-    movaps %xmm0, 80(%rsp)
-    movaps %xmm1, 96(%rsp)
-    movaps %xmm2, 112(%rsp)
-    movaps %xmm3, 128(%rsp)
-    movaps %xmm4, 144(%rsp)
-    movaps %xmm5, 160(%rsp)
-    movaps %xmm6, 176(%rsp)
-    movaps %xmm7, 192(%rsp)
+    SAVE_ARGS
     movl %r11d, %edi
     call hcg_thunk_resolve
     movq %rax, %r11
-    movq 0(%rsp), %rdi
-    movq 8(%rsp), %rsi
-    movq 16(%rsp), %rdx
-    movq 24(%rsp), %rcx
-    movq 32(%rsp), %r8
-    movq 40(%rsp), %r9
-    movq 48(%rsp), %rax
-    movq 56(%rsp), %r10
-    movaps 80(%rsp), %xmm0
-    movaps 96(%rsp), %xmm1
-    movaps 112(%rsp), %xmm2
-    movaps 128(%rsp), %xmm3
-    movaps 144(%rsp), %xmm4
-    movaps 160(%rsp), %xmm5
-    movaps 176(%rsp), %xmm6
-    movaps 192(%rsp), %xmm7
-    leave
-    .cfi_def_cfa %rsp, 8
-    .cfi_restore %rbp
+    RESTORE_ARGS_AND_LEAVE
     jmp *%r11
     .cfi_endproc
 .size hcg_thunk_resolve_common, .-hcg_thunk_resolve_common
 .popsection
-/* The exports' names. Only in libhcguard (see CMakeLists.txt): weak, so
- * that a wrapper of the same name, a strong definition, is what the
- * library exports instead. */
 #if defined(HCG_DEFINE_DRIVER_SYMBOLS)
-#define EXPORT_SYMBOL(i, name)                                                 \
-    .weak name;                                                                \
-    .type name, %function;                                                     \
-    .set name, hcg_thunk_stubs + (HCG_THUNK_MAX + i) * HCG_THUNK_STRIDE;       \
-    .size name, HCG_THUNK_STRIDE;
-HCG_DRIVER_EXPORTS(EXPORT_SYMBOL)
+HCG_DRIVER_EXPORTS(HCG_THUNK_EXPORT_SYMBOL)
 #endif
 #endif
 
