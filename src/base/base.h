@@ -93,7 +93,6 @@ void hcg_problem(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void hcg_problems_print(void);
 /* Kept for the summary only, not printed now. */
 void hcg_problem_keep(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-unsigned hcg_problems_count(void);
 /* 1 if one more finding may be printed under HCGUARD_PRINT_LIMIT; else 0,
  * counted (the first time, says so). */
 int hcg_print_take(void);

@@ -193,14 +193,6 @@ void hcg_problems_print(void)
         hcg_msg("    (%u more not printed)", more);
 }
 
-unsigned hcg_problems_count(void)
-{
-    pthread_mutex_lock(&msg_lock);
-    unsigned n = problems.n + problems.more;
-    pthread_mutex_unlock(&msg_lock);
-    return n;
-}
-
 /* ---- the print limit (HCGUARD_PRINT_LIMIT), shared by every finding ------- */
 static atomic_ulong printed, not_printed;
 

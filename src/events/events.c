@@ -71,7 +71,8 @@ static pthread_t coll_thread;
 
 static atomic_uint_fast64_t seq;
 
-uint64_t hcg_next_seq(void)
+/* The next rejection's sequence number. */
+static uint64_t next_seq(void)
 {
     return atomic_fetch_add_explicit(&seq, 1, memory_order_relaxed) + 1;
 }
@@ -247,7 +248,7 @@ hcg_event hcg_event_make(hcg_evkind kind, unsigned reason, hcg_api api, uintptr_
     e.api = (uint8_t)api;
     e.tid = hcg_gettid();
     if (kind == HCG_EV_REJECT)
-        e.seq = hcg_next_seq();
+        e.seq = next_seq();
     e.t_enqueue = hcg_ticks();
     if (kind == HCG_EV_FINDING)
         e.t_start = e.t_end = e.t_enqueue;
@@ -462,7 +463,8 @@ void hcg_event_running(uintptr_t fn, uint64_t since)
     atomic_store_explicit(&r->run_since, since, memory_order_release);
 }
 
-void hcg_events_watch(uint64_t hang_ns)
+/* Report host functions running longer than hang_ns (collector). */
+static void watch_hangs(uint64_t hang_ns)
 {
     hcg_clock_ref_t ref;
     hcg_clock_ref(&ref);
@@ -512,7 +514,7 @@ static void *collector(void *arg)
         uint32_t seen = atomic_load_explicit(&wake_word, memory_order_acquire);
         hcg_events_flush();
         pthread_mutex_lock(&drain_lock);
-        hcg_events_watch((uint64_t)(hcg_config_get()->hang_s * 1e9));
+        watch_hangs((uint64_t)(hcg_config_get()->hang_s * 1e9));
         pthread_mutex_unlock(&drain_lock);
         collector_sleep(seen);
     }

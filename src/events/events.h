@@ -68,8 +68,6 @@ hcg_event hcg_event_make(hcg_evkind kind, unsigned reason, hcg_api api, uintptr_
 void hcg_event_push(const hcg_event *e);
 /* Around a host function: what the thread runs, for the watchdog. */
 void hcg_event_running(uintptr_t fn, uint64_t since);
-/* Report host functions running longer than hang_ns (collector). */
-void hcg_events_watch(uint64_t hang_ns);
 /* Drain every ring into the sinks now (any thread; serialised). */
 void hcg_events_flush(void);
 /* Start the collector thread (idempotent; after fork, restarts). */
@@ -92,8 +90,6 @@ void hcg_events_flush_files(void);
 void hcg_events_flush_from_signal(void);
 uint32_t hcg_gettid(void); /* cached per thread */
 
-/* The next launch's sequence number. */
-uint64_t hcg_next_seq(void);
 /* Called by the collector with the sequence number of each stream launch
  * whose event has been drained (flow control, src/run); set once. */
 void hcg_events_on_drained(void (*hook)(uint64_t seq));

@@ -90,7 +90,10 @@ static void *guarded(hcg_driver *d, const char *name, void *p)
     return hcg_thunk_for(name ? name : "?", p);
 }
 
-void *hcg_route(const char *name, void *p, cuuint64_t flags)
+/* If p is the real address of an entry point hcguard wraps, return the
+ * wrapper; else p. name is the symbol the caller asked for (may be NULL),
+ * used to adopt pointers for variants the driver does not export. */
+static void *route(const char *name, void *p, cuuint64_t flags)
 {
     if (!p)
         return p;
@@ -155,7 +158,7 @@ static void *dlsym_routed(void *handle, const char *name)
     void *p = hcg_real_dlsym(handle, name);
     if (HCG_UNLIKELY(hcg_thunk_is_export(p)) && !driver_loaded())
         p = hcg_real_dlsym(RTLD_NEXT, name);
-    return hcg_route(name, p, 0);
+    return route(name, p, 0);
 }
 
 static void *dlvsym_routed(void *handle, const char *name, const char *version)
@@ -163,7 +166,7 @@ static void *dlvsym_routed(void *handle, const char *name, const char *version)
     void *p = hcg_real_dlvsym(handle, name, version);
     if (HCG_UNLIKELY(hcg_thunk_is_export(p)) && !driver_loaded())
         p = hcg_real_dlvsym(RTLD_NEXT, name, version);
-    return hcg_route(name, p, 0);
+    return route(name, p, 0);
 }
 
 /* A sanitizer runtime preloaded ahead of hcguard resolves its interceptors
@@ -221,7 +224,7 @@ CUresult hcg_w_cuGetProcAddress_v2(const char *symbol, void **pfn, int version,
                                         : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
     }
     if (r == CUDA_SUCCESS && pfn)
-        *pfn = hcg_route(symbol, *pfn, flags);
+        *pfn = route(symbol, *pfn, flags);
     return r;
 }
 
@@ -234,7 +237,7 @@ CUresult hcg_w_cuGetProcAddress(const char *symbol, void **pfn, int version,
         return CUDA_ERROR_NOT_INITIALIZED;
     CUresult r = v1(symbol, pfn, version, flags);
     if (r == CUDA_SUCCESS && pfn)
-        *pfn = hcg_route(symbol, *pfn, flags);
+        *pfn = route(symbol, *pfn, flags);
     return r;
 }
 

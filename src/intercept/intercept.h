@@ -7,12 +7,6 @@
 
 #include "driver/driver.h"
 
-/* ---- intercept.c: routing of dlsym, dlvsym, cuGetProcAddress ---------- */
-/* If p is the real address of an entry point hcguard wraps, return the
- * wrapper; else p. name is the symbol the caller asked for (may be NULL),
- * used to adopt pointers for variants the driver does not export. */
-void *hcg_route(const char *name, void *p, cuuint64_t flags);
-
 /* ---- thunk.c: entry points handed out for any driver function ---------- */
 /* Set by the trampoline while the thread runs a host function. Initial-exec
  * TLS, so the thunks read it with one load from the thread pointer. */

@@ -60,10 +60,12 @@ static void pool_exit(void *p)
     atomic_store_explicit(&((hcg_pool *)p)->owned, 0, memory_order_release);
 }
 
+static void pool_drained(uint64_t seq);
+
 static void make_pool_key(void)
 {
     pthread_key_create(&pool_key, pool_exit);
-    hcg_events_on_drained(hcg_pool_drained); /* before any call exists */
+    hcg_events_on_drained(pool_drained); /* before any call exists */
 }
 
 static hcg_pool *acquire_pool(void)
@@ -132,7 +134,8 @@ static int refill(hcg_pool *p)
     return 1;
 }
 
-hcg_call *hcg_call_alloc(void)
+/* Calls come from a pool of the allocating thread; NULL if out of memory. */
+static hcg_call *call_alloc(void)
 {
     hcg_pool *p = my_pool;
     if (HCG_UNLIKELY(!p) && !(p = my_pool = acquire_pool()))
@@ -173,7 +176,7 @@ static uint64_t pool_seq(hcg_call *c)
 hcg_call *hcg_call_new(hcg_api api, CUstream s, CUhostFn fn, void *user, hcg_fnkind kind,
                        hcguard_status why, int wrapped)
 {
-    hcg_call *c = hcg_call_alloc();
+    hcg_call *c = call_alloc();
     if (HCG_UNLIKELY(!c))
         return NULL;
     c->fn = fn;
@@ -189,7 +192,8 @@ hcg_call *hcg_call_new(hcg_api api, CUstream s, CUhostFn fn, void *user, hcg_fnk
     return c;
 }
 
-void hcg_pool_count(hcg_pool *p, hcg_fnkind kind)
+/* Counting a launch: in the pool, on the thread that allocated it. */
+static void pool_count(hcg_pool *p, hcg_fnkind kind)
 {
     _Atomic uint64_t *n = &p->launched[kind];
     atomic_store_explicit(n, atomic_load_explicit(n, memory_order_relaxed) + 1,
@@ -279,7 +283,8 @@ void hcg_pool_flow(hcg_pool *p)
         flow_wait(p);
 }
 
-void hcg_pool_drained(uint64_t seq)
+/* The collector drained the event of the launch numbered seq. */
+static void pool_drained(uint64_t seq)
 {
     uint64_t i = seq >> 44;
     if (i == 0 || i > MAX_POOLS)
@@ -289,7 +294,7 @@ void hcg_pool_drained(uint64_t seq)
                           memory_order_relaxed);
 }
 
-uint64_t hcg_pool_launched(hcg_fnkind kind)
+static uint64_t pool_launched(hcg_fnkind kind)
 {
     uint64_t t = 0;
     for (hcg_pool *p = atomic_load(&pools); p; p = p->next)
@@ -339,7 +344,7 @@ static _Atomic uint64_t *nodes_made(void)
 
 void hcg_count_launch(struct hcg_pool *p, hcg_fnkind kind)
 {
-    hcg_pool_count(p, kind);
+    pool_count(p, kind);
 }
 
 uint64_t hcg_nodes_made(void)
@@ -351,7 +356,7 @@ uint64_t hcg_nodes_made(void)
 uint64_t hcg_launched_of(hcg_fnkind k)
 {
     return atomic_load_explicit(&nodes_launched()[k], memory_order_relaxed) +
-           hcg_pool_launched(k);
+           pool_launched(k);
 }
 
 void hcg_count_node(hcg_fnkind kind)

@@ -40,8 +40,6 @@ typedef struct hcg_call {
     uint64_t gen;             /* copies: hcg_oracle_gen() when the check began */
 } __attribute__((aligned(64))) hcg_call;
 
-/* Calls come from a pool of the allocating thread; NULL if out of memory. */
-hcg_call *hcg_call_alloc(void);
 /* The one initialiser: a call from this thread's pool for a one-shot
  * launch of fn(user) through api on s, its first line set, its sequence
  * number and enqueue time taken now (a graph node's caller then changes
@@ -54,14 +52,9 @@ void hcg_call_free_local(hcg_call *c);
 /* Back to its pool from any thread (the callback thread after a stream
  * launch ran, a graph's last holder). */
 void hcg_call_release(hcg_call *c);
-/* Counting a launch: in the pool, on the thread that allocated it. */
-void hcg_pool_count(struct hcg_pool *p, hcg_fnkind kind);
-uint64_t hcg_pool_launched(hcg_fnkind kind);
 /* Flow control: a one-shot launch made from p (after the driver took it),
- * which may wait for the collector (see trampoline.c); and, collector, the
- * event of the launch numbered seq drained. */
+ * which may wait for the collector (see pool.c). */
 void hcg_pool_flow(struct hcg_pool *p);
-void hcg_pool_drained(uint64_t seq);
 /* Make c stop loudly if it ever runs again (graph calls, before release). */
 void hcg_call_poison(hcg_call *c);
 void hcg_pool_after_fork(void);
