@@ -41,7 +41,7 @@
 
 #include "hcguard.h"
 
-/* src/dynsym.c, built into the benchmark (hcg.h would rename the driver's
+/* src/base/dynsym.c, built into the benchmark (hcg.h would rename the driver's
  * entry points to their legacy versions). */
 void *hcg_dynsym(const char *object, const char *name, const char *version);
 

@@ -44,7 +44,7 @@ echo "(drv: the driver's own cuLaunchHostFunc; hcg: the program's, through hcgua
 echo " preloaded; ns per call, MB/s for copy_mbps, tenths of a ns for ctx_get_ns10;"
 echo " ratio hcg/drv; medians of $rounds rounds)"
 # The fault-contained copy hcguard makes against a plain memcpy, in one
-# process (src/fault.c; ratio 1.000: no difference).
+# process (src/check/fault.c; ratio 1.000: no difference).
 if [ -x "$build/bench/bench_copy" ]; then
     echo
     echo "copy bandwidth: hcguard's fault-contained copy against plain memcpy"

@@ -1,4 +1,4 @@
-# The driver's entry points, which libhcguard exports (src/thunk.c) so that
+# The driver's entry points, which libhcguard exports (src/intercept/thunk.c) so that
 # a program linked with -lcuda reaches a thunk whatever it calls. The list
 # is every function the CUDA toolkit's stub libcuda.so defines, read with nm
 # at configure time into ${HCG_GENERATED_DIR}/hcg_driver_exports.h.

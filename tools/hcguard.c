@@ -8,7 +8,7 @@
  * as its child and stays its parent, as compute-sanitizer and nsys do: it
  * forwards the signals sent to it, and returns the program's exit status
  * or dies of the program's signal. The program records into a flight
- * recorder (src/flight.c), a file the kernel keeps however the program
+ * recorder (src/events/flight.c), a file the kernel keeps however the program
  * dies: afterwards the launcher writes what the program had not written
  * (the events left in memory, the summary).
  */

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "jsonl_read.h"
+#include "sinks/jsonl_read.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "hcg.h"
-#include "jsonl_read.h"
+#include "sinks/jsonl_read.h"
 #include "check.h"
 
 #define HEAD "{\"event\":\"reject\",\"pid\":12,\"seq\":3,\"api\":\"cuLaunchHostFunc\"," \

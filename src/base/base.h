@@ -1,0 +1,175 @@
+/* The base layer (src/base): the configuration, messages, the clock, ELF
+ * and dynamic symbols, and the names of hcguard's enumerations. It calls
+ * nothing above it and needs no <cuda.h>. */
+#ifndef HCG_BASE_H
+#define HCG_BASE_H
+
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "hcguard.h"
+
+#define HCG_EXPORT __attribute__((visibility("default")))
+#define HCG_LIKELY(x) __builtin_expect(!!(x), 1)
+#define HCG_UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+/* ---- config.c: HCGUARD_* environment, read once ---------------------- */
+typedef enum hcg_mode { HCG_MODE_GUARD, HCG_MODE_AUDIT, HCG_MODE_OFF } hcg_mode;
+
+#define HCG_MAX_COPY_FNS 32
+#define HCG_PATH_MAX 4096
+
+typedef struct hcg_config {
+    hcg_mode mode;
+    char log_path[HCG_PATH_MAX];    /* JSON Lines event log, expanded; "" = none */
+    char log_pattern[HCG_PATH_MAX]; /* as given, for a fork child's own %p */
+    char trace_path[HCG_PATH_MAX];  /* Chrome trace (HCGUARD_TRACE), expanded; "" = none */
+    char trace_pattern[HCG_PATH_MAX];
+    int error_exitcode;             /* 0 = exit status untouched */
+    int summary;                    /* print the exit summary (default 1) */
+    int debug;                      /* HCGUARD_DEBUG: routing decisions on stderr */
+    int recheck_always;             /* re-check unchanged records at run time too */
+    double slow_ms;                 /* HCGUARD_SLOW_MS: a host function this long is reported */
+    double hang_s;                  /* HCGUARD_HANG_S: still running this long: reported */
+    char driver_path[HCG_PATH_MAX]; /* "" = libcuda.so.1 */
+    size_t n_copy_fns;
+    char copy_fns[HCG_MAX_COPY_FNS][128]; /* HCGUARD_COPY_FN, split on ',' */
+    size_t buffer_bytes;                  /* HCGUARD_BUFFER: each thread's event ring */
+    unsigned file_mode;                   /* HCGUARD_FILE_MODE: created files (0600) */
+    char report_path[HCG_PATH_MAX];       /* HCGUARD_LOG_FILE: messages and summary; "" = stderr */
+    char report_pattern[HCG_PATH_MAX];
+    unsigned print_limit;                 /* HCGUARD_PRINT_LIMIT: findings printed; 0 = all */
+} hcg_config;
+#define HCG_PRINT_LIMIT_DEFAULT 100
+
+#define HCG_BUFFER_DEFAULT (4u << 20)
+#define HCG_BUFFER_MIN (64u << 10)
+#define HCG_BUFFER_MAX (1u << 30)
+#define HCG_BUFFER_EXPECTED "a size from 64K to 1G (bytes, or a number with K, M or G)"
+/* HCGUARD_BUFFER's value into *out: 0, or -1 if it is not HCG_BUFFER_EXPECTED. */
+int hcg_parse_buffer_size(const char *v, size_t *out);
+
+typedef const char *(*hcg_getenv_fn)(const char *name);
+
+/* The process configuration; parsed on first use. Never NULL. Inline,
+ * as it is asked on every launch: once loaded, one load. */
+extern hcg_config hcg_g_config;
+extern atomic_int hcg_g_config_ready;
+const hcg_config *hcg_config_load(void);
+static inline const hcg_config *hcg_config_get(void)
+{
+    if (HCG_LIKELY(atomic_load_explicit(&hcg_g_config_ready, memory_order_acquire)))
+        return &hcg_g_config;
+    return hcg_config_load();
+}
+/* Parse from getenv_fn into *c. Returns 0, or -1 with one line in err for
+ * each bad value, separated by '\n' (each such field keeps its default). */
+int hcg_config_parse(hcg_config *c, hcg_getenv_fn getenv_fn, char *err,
+                     size_t errlen);
+/* Expand %p (pid), %h (host), %q{VAR}, %% in pattern. Returns 0, or -1
+ * with a message in err (unknown %x, unset VAR, unterminated %q{, too long). */
+int hcg_expand_path(const char *pattern, char *out, size_t outlen,
+                    hcg_getenv_fn getenv_fn, char *err, size_t errlen);
+
+
+/* ---- report.c: messages ------------------------------------------------ */
+/* "==hcguard== " prefixed line, serialised, on hcguard's own duplicate of
+ * stderr (taken at load, so a program reusing fd 2 never gets it) or the
+ * HCGUARD_LOG_FILE file. */
+void hcg_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void hcg_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Text as it is, where messages go (for paths that cannot format). */
+void hcg_write_raw(const char *text, size_t len);
+/* 'c' if the report file is open (the next image continues it), else '-'. */
+char hcg_report_exec_state(void);
+/* The launcher, for a program that died: its report file, appended to. */
+void hcg_report_continue(const char *path);
+/* Misconfiguration: printed now as an ERROR (without --debug) and kept,
+ * to be repeated in the summary (hcg_problems_print). */
+void hcg_problem(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void hcg_problems_print(void);
+/* Kept for the summary only, not printed now. */
+void hcg_problem_keep(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* 1 if one more finding may be printed under HCGUARD_PRINT_LIMIT; else 0,
+ * counted (the first time, says so). */
+int hcg_print_take(void);
+uint64_t hcg_print_suppressed(void);
+void hcg_report_after_fork(void); /* fork hook: msg_lock made anew */
+
+/* ---- src/lifecycle/fork.c -------------------------------------------------
+ * One pthread_atfork registration for every module's hooks. Idempotent;
+ * called by the modules that hold locks, before they take one. */
+void hcg_fork_register(void);
+
+/* ---- dynsym.c: dynamic symbols of loaded objects ----------------------- */
+/* name (at version, or any if NULL) in the dynamic symbol table of the
+ * loaded object whose file name begins with object ("libc.so."); NULL if
+ * either is not found. Uses no dlsym and no instrumented libc function. */
+void *hcg_dynsym(const char *object, const char *name, const char *version);
+
+/* ---- elfsym.c: static symbol tables ------------------------------------ */
+/* Find the symbol of the ELF file at path whose [value, value + size)
+ * holds the file-relative address off. Returns 0 and the name, -1 if the
+ * file has no .symtab, no such symbol, or is not a readable ELF file. */
+int hcg_elf_symbol_at(const char *path, uintptr_t off, char *name, size_t len);
+/* The same, with the symbol's st_value in *start (may be NULL). off is in
+ * st_value space: run-time address minus link_map l_addr (dladdr1
+ * RTLD_DL_LINKMAP), i.e. base-relative for ET_DYN, absolute for ET_EXEC. */
+int hcg_elf_symbol_find(const char *path, uintptr_t off, char *name,
+                        size_t len, uintptr_t *start);
+/* The same over an ELF image of size bytes already in memory (fuzzing). */
+int hcg_elf_symbol_image(const void *img, size_t size, uintptr_t off,
+                         char *name, size_t len, uintptr_t *start);
+
+/* ---- clock ------------------------------------------------------------- */
+uint64_t hcg_now_ns(void); /* CLOCK_MONOTONIC */
+/* Event time stamps: a raw counter, cheap on any thread. */
+void hcg_clock_init(void);
+/* 1 once the raw counter is known to be invariant and in use; inline, as
+ * every launch and every host function reads the clock. */
+extern atomic_int hcg_g_clock_counter;
+uint64_t hcg_ticks_slow(void);
+static inline uint64_t hcg_ticks(void)
+{
+#if defined(__x86_64__)
+    if (HCG_LIKELY(atomic_load_explicit(&hcg_g_clock_counter, memory_order_relaxed)))
+        return __builtin_ia32_rdtsc();
+#elif defined(__aarch64__)
+    if (HCG_LIKELY(atomic_load_explicit(&hcg_g_clock_counter, memory_order_relaxed))) {
+        uint64_t v;
+        __asm__ __volatile__("mrs %0, cntvct_el0" : "=r"(v));
+        return v;
+    }
+#endif
+    return hcg_ticks_slow();
+}
+/* A reference point (counter and clock read together, and the rate) to
+ * turn ticks into CLOCK_MONOTONIC nanoseconds. */
+typedef struct hcg_clock_ref_t {
+    uint64_t tick, ns;
+    double ns_per_tick;
+} hcg_clock_ref_t;
+void hcg_clock_ref(hcg_clock_ref_t *r);
+uint64_t hcg_ticks_to_ns(const hcg_clock_ref_t *r, uint64_t t);
+
+/* ---- outfile.c: output files ------------------------------------------- */
+/* Which sink a file is, for HCGUARD_EXEC (see outfile.c). */
+enum { HCG_SINK_LOG = 0, HCG_SINK_TRACE = 1, HCG_SINK_REPORT = 2 };
+/* How the image before this one left the file of sink slot (HCGUARD_EXEC):
+ * 'c' continue it, 'n' write none, '-' start it anew. pattern: the file's
+ * name before expansion (one with %p is a process's own). */
+char hcg_exec_inherited(int slot, const char *pattern, int shared_ok);
+/* Open an output file safely (see outfile.c): created new with
+ * HCGUARD_FILE_MODE, or an existing regular file of the effective user
+ * truncated (kept and appended to with HCG_OPEN_APPEND); a symlink, FIFO,
+ * device, directory or another user's file is refused. Returns the fd
+ * (O_APPEND, O_CLOEXEC, blocking), or -1 with the reason in why. */
+#define HCG_OPEN_APPEND 1
+int hcg_open_output_why(const char *path, int flags, char *why, size_t len);
+/* The same, saying why it failed (hcg_problem) for the `what` of path. */
+int hcg_open_output(const char *path, const char *what, int flags);
+
+#endif /* HCG_BASE_H */

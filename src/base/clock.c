@@ -1,0 +1,99 @@
+/* Clocks. Events are stamped with a raw counter (the TSC on x86-64,
+ * CNTVCT_EL0 on aarch64): reading it is a single instruction, where
+ * clock_gettime may be a system call in a virtual machine whose clock
+ * source the vDSO cannot read. Counts become CLOCK_MONOTONIC nanoseconds
+ * when the collector drains the events, from two reference points taken
+ * with clock_gettime, so no calibration delay is ever paid. Without an
+ * invariant counter, ticks are clock_gettime nanoseconds. */
+#include <pthread.h>
+#include <time.h>
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#include <x86intrin.h>
+#endif
+
+#include "base/base.h"
+
+uint64_t hcg_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int use_counter;
+static atomic_int ready;
+static uint64_t base_tick, base_ns;
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+static int counter_is_invariant(void)
+{
+#if defined(__x86_64__)
+    unsigned a, b, c, d;
+    if (!__get_cpuid(0x80000000u, &a, &b, &c, &d) || a < 0x80000007u)
+        return 0;
+    __get_cpuid(0x80000007u, &a, &b, &c, &d);
+    return (d >> 8) & 1; /* invariant TSC */
+#elif defined(__aarch64__)
+    return 1; /* the generic timer's virtual count is architecturally constant */
+#else
+    return 0;
+#endif
+}
+
+static uint64_t raw_counter(void)
+{
+#if defined(__x86_64__)
+    return __rdtsc();
+#elif defined(__aarch64__)
+    uint64_t v;
+    __asm__ __volatile__("mrs %0, cntvct_el0" : "=r"(v));
+    return v;
+#else
+    return hcg_now_ns();
+#endif
+}
+
+atomic_int hcg_g_clock_counter;
+
+static void setup(void)
+{
+    use_counter = counter_is_invariant();
+    base_tick = use_counter ? raw_counter() : 0;
+    base_ns = hcg_now_ns();
+    atomic_store_explicit(&ready, 1, memory_order_release);
+    atomic_store_explicit(&hcg_g_clock_counter, use_counter, memory_order_release);
+}
+
+void hcg_clock_init(void)
+{
+    pthread_once(&once, setup);
+}
+
+uint64_t hcg_ticks_slow(void)
+{
+    if (HCG_UNLIKELY(!atomic_load_explicit(&ready, memory_order_acquire)))
+        hcg_clock_init();
+    return use_counter ? raw_counter() : hcg_now_ns();
+}
+
+/* The rate is measured over everything since start-up, so it only gets
+ * better; before 100 us have passed it is taken as 1 tick per ns. */
+void hcg_clock_ref(hcg_clock_ref_t *r)
+{
+    hcg_clock_init();
+    r->tick = use_counter ? raw_counter() : 0;
+    r->ns = hcg_now_ns();
+    r->ns_per_tick = 1.0;
+    if (use_counter && r->tick > base_tick && r->ns - base_ns > 100000)
+        r->ns_per_tick = (double)(r->ns - base_ns) / (double)(r->tick - base_tick);
+}
+
+uint64_t hcg_ticks_to_ns(const hcg_clock_ref_t *r, uint64_t t)
+{
+    if (!use_counter)
+        return t;
+    double d = ((double)t - (double)r->tick) * r->ns_per_tick;
+    return (uint64_t)((double)r->ns + d);
+}

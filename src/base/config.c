@@ -1,0 +1,523 @@
+/*
+ * HCGUARD_* configuration. Read once, with secure_getenv so that a set-id
+ * program never takes its log path or driver from the environment.
+ *
+ * An empty variable counts as unset. A bad value keeps that field at its
+ * default and adds one line to the error text; every variable is parsed
+ * even after an error, so a user sees all the mistakes at once.
+ */
+#include <ctype.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/base.h"
+
+/* Long values are cut in messages so that one line stays readable. */
+#define SHOW_MAX 160
+
+static void err_add(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void err_add(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (!err || errlen == 0)
+        return;
+    size_t used = strnlen(err, errlen);
+    if (used + 1 >= errlen)
+        return;
+    if (used > 0) {
+        err[used++] = '\n';
+        err[used] = '\0';
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err + used, errlen - used, fmt, ap);
+    va_end(ap);
+}
+
+/* The value as shown in a message: at most SHOW_MAX bytes. */
+static int show_len(const char *v)
+{
+    size_t n = strlen(v);
+    return n > SHOW_MAX ? SHOW_MAX : (int)n;
+}
+
+static const char *show_more(const char *v)
+{
+    return strlen(v) > SHOW_MAX ? "..." : "";
+}
+
+static const char *env(hcg_getenv_fn getenv_fn, const char *name)
+{
+    const char *v = getenv_fn(name);
+    return v && v[0] ? v : NULL;
+}
+
+static int parse_mode(hcg_config *c, const char *v, char *err, size_t errlen)
+{
+    static const struct { const char *name; hcg_mode mode; } modes[] = {
+        {"guard", HCG_MODE_GUARD}, {"audit", HCG_MODE_AUDIT}, {"off", HCG_MODE_OFF},
+    };
+    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
+        if (strcmp(v, modes[i].name) == 0) {
+            c->mode = modes[i].mode;
+            return 0;
+        }
+    }
+    err_add(err, errlen, "HCGUARD_MODE='%.*s%s' is not one of guard, audit, off",
+            show_len(v), v, show_more(v));
+    return -1;
+}
+
+/* "0" or "1" into *out. */
+static int parse_bool(const char *var, const char *v, int *out, char *err,
+                      size_t errlen)
+{
+    if ((v[0] == '0' || v[0] == '1') && v[1] == '\0') {
+        *out = v[0] - '0';
+        return 0;
+    }
+    err_add(err, errlen, "%s='%.*s%s' is not one of 0, 1", var, show_len(v), v,
+            show_more(v));
+    return -1;
+}
+
+static int parse_exitcode(hcg_config *c, const char *v, char *err, size_t errlen)
+{
+    size_t n = strlen(v);
+    int ok = n > 0 && n <= 3;
+    for (size_t i = 0; ok && i < n; i++)
+        ok = isdigit((unsigned char)v[i]);
+    long code = ok ? strtol(v, NULL, 10) : -1;
+    if (code >= 0 && code <= 255) {
+        c->error_exitcode = (int)code;
+        return 0;
+    }
+    err_add(err, errlen,
+            "HCGUARD_ERROR_EXITCODE='%.*s%s' is not an integer from 1 to 255 "
+            "(0 leaves the exit status alone)",
+            show_len(v), v, show_more(v));
+    return -1;
+}
+
+static int parse_recheck(hcg_config *c, const char *v, char *err, size_t errlen)
+{
+    if (strcmp(v, "changed") == 0 || strcmp(v, "always") == 0) {
+        c->recheck_always = strcmp(v, "always") == 0;
+        return 0;
+    }
+    err_add(err, errlen, "HCGUARD_RECHECK='%.*s%s' is not one of changed, always",
+            show_len(v), v, show_more(v));
+    return -1;
+}
+
+/* An output file's name (HCGUARD_LOG, HCGUARD_TRACE): expanded into path,
+ * and kept as given in pattern for a fork child's own %p. */
+static int parse_output(const char *var, const char *v, char *path, char *pattern,
+                        hcg_getenv_fn getenv_fn, char *err, size_t errlen)
+{
+    char why[600];
+    if (hcg_expand_path(v, path, HCG_PATH_MAX, getenv_fn, why, sizeof why) == 0) {
+        /* One too long to keep is only used as expanded, by every process. */
+        if (strlen(v) < HCG_PATH_MAX)
+            memcpy(pattern, v, strlen(v) + 1);
+        return 0;
+    }
+    path[0] = '\0';
+    err_add(err, errlen, "%s='%.*s%s': %s", var, show_len(v), v, show_more(v), why);
+    return -1;
+}
+
+static int parse_driver(hcg_config *c, const char *v, char *err, size_t errlen)
+{
+    size_t n = strlen(v);
+    if (n < sizeof c->driver_path) {
+        memcpy(c->driver_path, v, n + 1);
+        return 0;
+    }
+    err_add(err, errlen, "HCGUARD_DRIVER='%.*s%s' is not a path shorter than %zu bytes",
+            show_len(v), v, show_more(v), sizeof c->driver_path);
+    return -1;
+}
+
+/* One comma-separated item, [b, e), trimmed into the next slot. */
+static int copy_fn_item(hcg_config *c, const char *b, const char *e,
+                        const char **why)
+{
+    while (b < e && isspace((unsigned char)*b))
+        b++;
+    while (e > b && isspace((unsigned char)e[-1]))
+        e--;
+    size_t n = (size_t)(e - b);
+    int blank = 0;
+    for (const char *q = b; q < e; q++)
+        blank |= isspace((unsigned char)*q) || iscntrl((unsigned char)*q);
+    if (n == 0)
+        *why = "an empty name";
+    else if (blank)
+        *why = "a name with a space or control character in it";
+    else if (n >= sizeof c->copy_fns[0])
+        *why = "a name of 128 bytes or more";
+    else if (c->n_copy_fns >= HCG_MAX_COPY_FNS)
+        *why = "more than 32 names";
+    else {
+        memcpy(c->copy_fns[c->n_copy_fns], b, n);
+        c->copy_fns[c->n_copy_fns++][n] = '\0';
+        return 0;
+    }
+    return -1;
+}
+
+static int parse_copy_fns(hcg_config *c, const char *v, char *err, size_t errlen)
+{
+    _Static_assert(HCG_MAX_COPY_FNS == 32, "message below says 32");
+    const char *why = NULL;
+    for (const char *b = v;;) {
+        const char *e = strchr(b, ',');
+        if (!e)
+            e = b + strlen(b);
+        if (copy_fn_item(c, b, e, &why) != 0)
+            break;
+        if (*e == '\0')
+            return 0;
+        b = e + 1;
+    }
+    c->n_copy_fns = 0;
+    memset(c->copy_fns, 0, sizeof c->copy_fns);
+    err_add(err, errlen,
+            "HCGUARD_COPY_FN='%.*s%s' has %s; it takes comma-separated symbol "
+            "names, at most 32, each shorter than 128 bytes, without spaces",
+            show_len(v), v, show_more(v), why);
+    return -1;
+}
+
+static void config_defaults(hcg_config *c)
+{
+    memset(c, 0, sizeof *c);
+    c->mode = HCG_MODE_GUARD;
+    c->summary = 1;
+    c->slow_ms = 1.0;
+    c->hang_s = 10.0;
+    c->buffer_bytes = HCG_BUFFER_DEFAULT;
+    c->file_mode = 0600;
+    c->print_limit = HCG_PRINT_LIMIT_DEFAULT;
+}
+
+/* A size in bytes, with an optional K, M or G (binary: KiB, MiB, GiB),
+ * from HCG_BUFFER_MIN to HCG_BUFFER_MAX. */
+int hcg_parse_buffer_size(const char *v, size_t *out)
+{
+    char *end = NULL;
+    errno = 0;
+    unsigned long long n = isdigit((unsigned char)v[0]) ? strtoull(v, &end, 10) : 0;
+    unsigned shift = 0;
+    if (end && end != v && *end && !end[1]) {
+        const char *units = "KMG";
+        const char *u = strchr(units, toupper((unsigned char)*end));
+        shift = u && *end ? 10u * (unsigned)(u - units + 1) : 64;
+        end++;
+    }
+    if (errno != 0 || !end || end == v || *end != '\0' || shift >= 64 ||
+        n > (HCG_BUFFER_MAX >> shift) || (n << shift) < HCG_BUFFER_MIN)
+        return -1;
+    *out = (size_t)(n << shift);
+    return 0;
+}
+
+static int parse_buffer(hcg_config *c, const char *v, char *err, size_t errlen)
+{
+    if (hcg_parse_buffer_size(v, &c->buffer_bytes) == 0)
+        return 0;
+    err_add(err, errlen, "HCGUARD_BUFFER='%.*s%s' is not %s", show_len(v), v, show_more(v),
+            HCG_BUFFER_EXPECTED);
+    return -1;
+}
+
+/* An octal file mode for created files: read and write for the owner,
+ * nothing executable or special ("0600", "0644", "640"). */
+static int parse_file_mode(hcg_config *c, const char *v, char *err, size_t errlen)
+{
+    size_t n = strlen(v);
+    int ok = n >= 3 && n <= 4 && strspn(v, "01234567") == n;
+    unsigned long m = ok ? strtoul(v, NULL, 8) : 0;
+    if (ok && (m & ~0666ul) == 0 && (m & 0600) == 0600) {
+        c->file_mode = (unsigned)m;
+        return 0;
+    }
+    err_add(err, errlen,
+            "HCGUARD_FILE_MODE='%.*s%s' is not an octal mode with read and write for the "
+            "owner and nothing executable, from 0600 to 0666 (e.g. 0600, 0644)",
+            show_len(v), v, show_more(v));
+    return -1;
+}
+
+/* How many findings are printed: 0 (no limit) to 1e9. */
+static int parse_print_limit(hcg_config *c, const char *v, char *err, size_t errlen)
+{
+    size_t n = strlen(v);
+    if (n > 0 && n <= 10 && strspn(v, "0123456789") == n) {
+        unsigned long long l = strtoull(v, NULL, 10);
+        if (l <= 1000000000ull) {
+            c->print_limit = (unsigned)l;
+            return 0;
+        }
+    }
+    err_add(err, errlen,
+            "HCGUARD_PRINT_LIMIT='%.*s%s' is not an integer from 0 (no limit) to 1000000000",
+            show_len(v), v, show_more(v));
+    return -1;
+}
+
+/* A positive number (milliseconds or seconds), e.g. "1", "0.5", "50". */
+static int parse_positive(const char *name, const char *v, double *out, char *err,
+                          size_t errlen)
+{
+    char *end = NULL;
+    errno = 0;
+    double d = strtod(v, &end);
+    if (errno == 0 && end && end != v && *end == '\0' && d > 0 && d < 1e9) {
+        *out = d;
+        return 0;
+    }
+    err_add(err, errlen, "%s='%.*s%s' is not a positive number", name, show_len(v), v,
+            show_more(v));
+    return -1;
+}
+
+int hcg_config_parse(hcg_config *c, hcg_getenv_fn getenv_fn, char *err,
+                     size_t errlen)
+{
+    int bad = 0;
+    const char *v;
+    if (err && errlen)
+        err[0] = '\0';
+    config_defaults(c);
+    if ((v = env(getenv_fn, "HCGUARD_MODE")))
+        bad |= parse_mode(c, v, err, errlen);
+    if ((v = env(getenv_fn, "HCGUARD_LOG")))
+        bad |= parse_output("HCGUARD_LOG", v, c->log_path, c->log_pattern, getenv_fn, err,
+                            errlen);
+    if ((v = env(getenv_fn, "HCGUARD_TRACE")))
+        bad |= parse_output("HCGUARD_TRACE", v, c->trace_path, c->trace_pattern, getenv_fn, err,
+                            errlen);
+    if ((v = env(getenv_fn, "HCGUARD_ERROR_EXITCODE")))
+        bad |= parse_exitcode(c, v, err, errlen);
+    if ((v = env(getenv_fn, "HCGUARD_SUMMARY")))
+        bad |= parse_bool("HCGUARD_SUMMARY", v, &c->summary, err, errlen);
+    if ((v = env(getenv_fn, "HCGUARD_DEBUG")))
+        bad |= parse_bool("HCGUARD_DEBUG", v, &c->debug, err, errlen);
+    if ((v = env(getenv_fn, "HCGUARD_RECHECK")))
+        bad |= parse_recheck(c, v, err, errlen);
+    if ((v = env(getenv_fn, "HCGUARD_DRIVER")))
+        bad |= parse_driver(c, v, err, errlen);
+    if ((v = env(getenv_fn, "HCGUARD_COPY_FN")))
+        bad |= parse_copy_fns(c, v, err, errlen);
+    if ((v = env(getenv_fn, "HCGUARD_SLOW_MS")))
+        bad |= parse_positive("HCGUARD_SLOW_MS", v, &c->slow_ms, err, errlen);
+    if ((v = env(getenv_fn, "HCGUARD_HANG_S")))
+        bad |= parse_positive("HCGUARD_HANG_S", v, &c->hang_s, err, errlen);
+    if ((v = env(getenv_fn, "HCGUARD_BUFFER")))
+        bad |= parse_buffer(c, v, err, errlen);
+    if ((v = env(getenv_fn, "HCGUARD_FILE_MODE")))
+        bad |= parse_file_mode(c, v, err, errlen);
+    if ((v = env(getenv_fn, "HCGUARD_LOG_FILE")))
+        bad |= parse_output("HCGUARD_LOG_FILE", v, c->report_path, c->report_pattern, getenv_fn,
+                            err, errlen);
+    if ((v = env(getenv_fn, "HCGUARD_PRINT_LIMIT")))
+        bad |= parse_print_limit(c, v, err, errlen);
+    return bad ? -1 : 0;
+}
+
+/* ---- %-expansion of file names ----------------------------------------- */
+
+typedef struct outbuf {
+    char *p;
+    size_t len, cap;
+    int overflow;
+} outbuf;
+
+static void out_put(outbuf *o, const char *s, size_t n)
+{
+    if (n >= o->cap - o->len) {
+        o->overflow = 1;
+        return;
+    }
+    memcpy(o->p + o->len, s, n);
+    o->len += n;
+    o->p[o->len] = '\0';
+}
+
+static void out_putnum(outbuf *o, long v)
+{
+    char num[24];
+    int n = snprintf(num, sizeof num, "%ld", v);
+    out_put(o, num, (size_t)n);
+}
+
+static void out_host(outbuf *o)
+{
+    char host[256];
+    if (gethostname(host, sizeof host) != 0)
+        snprintf(host, sizeof host, "unknown-host");
+    host[sizeof host - 1] = '\0';
+    out_put(o, host, strlen(host));
+}
+
+/* A variable's value as one safe file-name component: '/', control
+ * characters and every '.' next to another '.' become '_', so that no
+ * value can leave the directory the name gives, climb with "..", or
+ * forge a line in anything that prints the name. */
+static void out_component(outbuf *o, const char *v)
+{
+    size_t n = strlen(v);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)v[i];
+        int dots = ch == '.' && ((i > 0 && v[i - 1] == '.') || v[i + 1] == '.');
+        char safe = (ch == '/' || ch < 0x20 || ch == 0x7f || dots || (ch == '.' && n == 1))
+                        ? '_' : (char)ch;
+        out_put(o, &safe, 1);
+    }
+}
+
+/* %q{VAR} at *pp (just past "%q"); advances *pp past the '}'. */
+static int out_var(outbuf *o, const char **pp, hcg_getenv_fn getenv_fn,
+                   char *err, size_t errlen)
+{
+    const char *p = *pp;
+    if (*p != '{') {
+        snprintf(err, errlen, "%%q must be followed by {VAR}");
+        return -1;
+    }
+    const char *end = strchr(p, '}');
+    if (!end) {
+        snprintf(err, errlen, "unterminated %%q{ (no closing '}')");
+        return -1;
+    }
+    char name[256];
+    size_t n = (size_t)(end - p - 1);
+    if (n == 0 || n >= sizeof name) {
+        snprintf(err, errlen, "%%q{} needs a variable name of 1 to 255 bytes");
+        return -1;
+    }
+    memcpy(name, p + 1, n);
+    name[n] = '\0';
+    const char *v = getenv_fn ? getenv_fn(name) : NULL;
+    if (!v) {
+        snprintf(err, errlen, "%%q{%s}: %s is not set", name, name);
+        return -1;
+    }
+    out_component(o, v);
+    *pp = end + 1;
+    return 0;
+}
+
+static void bad_conversion(char c, char *err, size_t errlen)
+{
+    char shown[8];
+    if (c == '\0')
+        snprintf(shown, sizeof shown, "%%");
+    else if (isprint((unsigned char)c))
+        snprintf(shown, sizeof shown, "%%%c", c);
+    else
+        snprintf(shown, sizeof shown, "%%\\x%02x", (unsigned char)c);
+    snprintf(err, errlen,
+             "unknown conversion '%s'; accepted are %%p (pid), %%h (host name), "
+             "%%q{VAR} (environment variable), %%%%",
+             shown);
+}
+
+/* One conversion at *pp (just past the '%'). */
+static int out_conv(outbuf *o, const char **pp, hcg_getenv_fn getenv_fn,
+                    char *err, size_t errlen)
+{
+    char c = **pp;
+    if (c != '\0')
+        (*pp)++;
+    switch (c) {
+    case 'p': out_putnum(o, (long)getpid()); return 0;
+    case 'h': out_host(o); return 0;
+    case '%': out_put(o, "%", 1); return 0;
+    case 'q': return out_var(o, pp, getenv_fn, err, errlen);
+    default: bad_conversion(c, err, errlen); return -1;
+    }
+}
+
+int hcg_expand_path(const char *pattern, char *out, size_t outlen,
+                    hcg_getenv_fn getenv_fn, char *err, size_t errlen)
+{
+    char scratch[1];
+    if (!err || errlen == 0) {
+        err = scratch;
+        errlen = sizeof scratch;
+    }
+    err[0] = '\0';
+    if (!out || outlen == 0) {
+        snprintf(err, errlen, "no room for the expanded name");
+        return -1;
+    }
+    outbuf o = {out, 0, outlen, 0};
+    out[0] = '\0';
+    for (const char *p = pattern; *p && !o.overflow;) {
+        const char *pct = strchr(p, '%');
+        size_t lit = pct ? (size_t)(pct - p) : strlen(p);
+        out_put(&o, p, lit);
+        p += lit;
+        if (!pct)
+            break;
+        p++;
+        if (out_conv(&o, &p, getenv_fn, err, errlen) != 0) {
+            out[0] = '\0';
+            return -1;
+        }
+    }
+    if (o.overflow) {
+        out[0] = '\0';
+        snprintf(err, errlen, "expands to more than %zu bytes", outlen - 1);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- the process configuration ----------------------------------------- */
+
+hcg_config hcg_g_config;
+static pthread_once_t g_config_once = PTHREAD_ONCE_INIT;
+
+static const char *secure_env(const char *name)
+{
+    return secure_getenv(name);
+}
+
+static void config_load(void)
+{
+    char err[4096];
+    if (hcg_config_parse(&hcg_g_config, secure_env, err, sizeof err) == 0)
+        return;
+    for (char *line = err; line && *line;) {
+        char *nl = strchr(line, '\n');
+        if (nl)
+            *nl = '\0';
+        hcg_msg("%s; the default is used", line);
+        hcg_problem_keep("%s; the default is used", line); /* for the summary */
+        line = nl ? nl + 1 : NULL;
+    }
+}
+
+atomic_int hcg_g_config_ready;
+
+static void config_load_once(void)
+{
+    hcg_fork_register();
+    config_load();
+    atomic_store_explicit(&hcg_g_config_ready, 1, memory_order_release);
+}
+
+const hcg_config *hcg_config_load(void)
+{
+    pthread_once(&g_config_once, config_load_once);
+    return &hcg_g_config;
+}

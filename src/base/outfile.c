@@ -1,0 +1,151 @@
+/* Output files: opened safely, and which of them an image started by exec
+ * continues. For the report file here, and the sinks' files (src/sinks). */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include "base/base.h"
+
+/* ---- opening an output file safely ----------------------------------------
+ * hcguard runs inside other people's programs, often as root, with files in
+ * shared directories such as /tmp: an output file is created new (0600
+ * unless HCGUARD_FILE_MODE says otherwise), or an existing one replaced only
+ * if it is a regular file of the effective user. A symbolic link is never
+ * followed, and a FIFO or device at the path is refused without being
+ * opened for writing, so that nothing blocks and nothing else is written. */
+
+static void dir_of(const char *path, char *dir, size_t len)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        snprintf(dir, len, ".");
+    else if (slash == path)
+        snprintf(dir, len, "/");
+    else
+        snprintf(dir, len, "%.*s", (int)(slash - path), path);
+}
+
+static const char *file_type(mode_t m)
+{
+    if (S_ISLNK(m))
+        return "a symbolic link (hcguard never follows one)";
+    if (S_ISFIFO(m))
+        return "a FIFO";
+    if (S_ISDIR(m))
+        return "a directory";
+    if (S_ISCHR(m) || S_ISBLK(m))
+        return "a device";
+    if (S_ISSOCK(m))
+        return "a socket";
+    return "not a regular file";
+}
+
+/* Why creating path failed, as one clause. */
+static void create_error(const char *path, int err, char *why, size_t len)
+{
+    char dir[HCG_PATH_MAX];
+    dir_of(path, dir, sizeof dir);
+    if (err == ENOENT)
+        snprintf(why, len, "the directory %s does not exist", dir);
+    else if (err == EACCES || err == EPERM || err == EROFS)
+        snprintf(why, len, "the directory %s is not writable by this user (%s)", dir,
+                 strerror(err));
+    else if (err == ENOTDIR)
+        snprintf(why, len, "a part of the directory %s is not a directory", dir);
+    else
+        snprintf(why, len, "%s", strerror(err));
+}
+
+/* An existing path: opened only if it is a regular file of this user,
+ * the same one lstat saw; then truncated, or kept with HCG_OPEN_APPEND. */
+static int open_existing(const char *path, int flags, char *why, size_t len)
+{
+    struct stat before, st;
+    if (lstat(path, &before) != 0) {
+        create_error(path, errno, why, len);
+        return errno == ENOENT ? -2 : -1; /* -2: gone meanwhile, create it */
+    }
+    if (!S_ISREG(before.st_mode)) {
+        snprintf(why, len, "it exists and is %s", file_type(before.st_mode));
+        return -1;
+    }
+    int fd = open(path, O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0) {
+        snprintf(why, len, "%s", errno == ELOOP ? file_type(S_IFLNK) : strerror(errno));
+        return -1;
+    }
+    if (fstat(fd, &st) != 0 || st.st_dev != before.st_dev || st.st_ino != before.st_ino ||
+        !S_ISREG(st.st_mode)) {
+        snprintf(why, len, "it was replaced while being opened");
+    } else if (st.st_uid != geteuid()) {
+        snprintf(why, len, "it exists and belongs to another user (uid %u; hcguard "
+                 "replaces only files of the user it runs as)", (unsigned)st.st_uid);
+    } else if (!(flags & HCG_OPEN_APPEND) && ftruncate(fd, 0) != 0) {
+        snprintf(why, len, "cannot truncate it: %s", strerror(errno));
+    } else {
+        return fd;
+    }
+    close(fd);
+    return -1;
+}
+
+int hcg_open_output_why(const char *path, int flags, char *why, size_t len)
+{
+    mode_t mode = (mode_t)hcg_config_get()->file_mode;
+    for (int tries = 0; tries < 3; tries++) {
+        int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC |
+                                O_NONBLOCK | O_NOCTTY, mode);
+        if (fd < 0 && errno == EEXIST)
+            fd = open_existing(path, flags, why, len);
+        else if (fd < 0)
+            create_error(path, errno, why, len);
+        else
+            (void)!fchmod(fd, mode); /* the umask may have taken bits asked for */
+        if (fd == -2)
+            continue;
+        if (fd >= 0)
+            fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+        return fd;
+    }
+    snprintf(why, len, "it keeps appearing and disappearing");
+    return -1;
+}
+
+int hcg_open_output(const char *path, const char *what, int flags)
+{
+    char why[HCG_PATH_MAX + 200];
+    int fd = hcg_open_output_why(path, flags, why, sizeof why);
+    if (fd < 0)
+        hcg_problem("cannot write the %s %s: %s; none will be written", what, path, why);
+    return fd;
+}
+
+/* ---- exec ------------------------------------------------------------------
+ * An image started by exec finds HCGUARD_EXEC=PID:STATES, set by the exec
+ * wrappers of the image before it (src/lifecycle/lifecycle.c): one state per sink
+ * (HCG_SINK_LOG, HCG_SINK_TRACE, HCG_SINK_REPORT): 'c' the file was open,
+ * continue it; 'n'
+ * that process wrote none (a fork child without %p); '-' none was open.
+ * The same pid is the same process after exec. Another pid is a descendant
+ * that inherited the variable (a child started by posix_spawn, or by
+ * system()): it shares the files of the process before it like a fork
+ * child does, and never truncates them. Without the variable a file is
+ * started anew. */
+char hcg_exec_inherited(int slot, const char *pattern, int shared_ok)
+{
+    const char *v = secure_getenv("HCGUARD_EXEC");
+    char *end = NULL;
+    long pid = v ? strtol(v, &end, 10) : 0;
+    if (!v || end == v || *end != ':' || strlen(end + 1) <= (size_t)slot)
+        return '-';
+    if (pid == (long)getpid())
+        return end[1 + slot];
+    if (strstr(pattern, "%p"))
+        return '-'; /* a file of its own */
+    return shared_ok ? 'c' : 'n';
+}

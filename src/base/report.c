@@ -1,0 +1,229 @@
+/* Messages: on hcguard's own stderr or the HCGUARD_LOG_FILE file, the
+ * configuration problems kept for the summary, and the print limit. */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/base.h"
+
+#define HCG_PREFIX "==hcguard== "
+
+static pthread_mutex_t msg_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* ---- where messages go -----------------------------------------------------
+ * A private duplicate of stderr, taken when the library is loaded: a
+ * program that closes fd 2 and opens its data file there must never find
+ * hcguard's lines in its data. Above fd 10 where possible, out of the way
+ * of programs that expect the low numbers free; close-on-exec, as the exec'd
+ * image takes its own. With HCGUARD_LOG_FILE, a file instead. */
+static int stderr_fd = -1;
+static int report_fd = -1;
+static pthread_once_t report_once = PTHREAD_ONCE_INIT;
+
+__attribute__((constructor)) static void take_stderr(void)
+{
+    stderr_fd = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 10);
+    if (stderr_fd < 0)
+        stderr_fd = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3);
+}
+
+/* Fork hook (src/lifecycle/fork.c): a child forked while another thread printed
+ * must not inherit the lock held. Not taken before the fork: a write to a
+ * full pipe could hold the fork up for ever. */
+void hcg_report_after_fork(void)
+{
+    pthread_mutex_init(&msg_lock, NULL);
+}
+
+static void write_all(int fd, const char *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return;
+        p += w;
+        n -= (size_t)w;
+    }
+}
+
+static void add_problem(const char *line);
+
+/* path opened as the report file; flags: HCG_OPEN_APPEND to continue it. */
+static void open_report_file(const char *path, int flags)
+{
+    char why[HCG_PATH_MAX + 200], line[2 * HCG_PATH_MAX + 300];
+    int fd = hcg_open_output_why(path, flags, why, sizeof why);
+    if (fd >= 0) {
+        report_fd = fd;
+        return;
+    }
+    int n = snprintf(line, sizeof line,
+                     "ERROR: cannot write the report file (HCGUARD_LOG_FILE) %s: %s; "
+                     "messages go to stderr", path, why);
+    add_problem(line);
+    char out[sizeof line + 16];
+    n = snprintf(out, sizeof out, HCG_PREFIX "%s\n", line);
+    write_all(stderr_fd, out, (size_t)n < sizeof out ? (size_t)n : sizeof out - 1);
+}
+
+/* HCGUARD_LOG_FILE, opened at the first message after the configuration
+ * is read (a message about the configuration itself goes to stderr). An
+ * image started by exec continues the file the image before it wrote, as
+ * does a process started by one with the same file (src/base/outfile.c). */
+static void open_report(void)
+{
+    const hcg_config *c = &hcg_g_config;
+    if (!c->report_path[0])
+        return;
+    char st = hcg_exec_inherited(HCG_SINK_REPORT, c->report_pattern, 1);
+    open_report_file(c->report_path, st == 'c' ? HCG_OPEN_APPEND : 0);
+}
+
+char hcg_report_exec_state(void)
+{
+    return report_fd >= 0 ? 'c' : '-';
+}
+
+static void no_report(void)
+{
+}
+
+void hcg_report_continue(const char *path)
+{
+    pthread_once(&report_once, no_report); /* not the launcher's own */
+    if (report_fd >= 0)
+        close(report_fd);
+    report_fd = -1;
+    open_report_file(path, HCG_OPEN_APPEND);
+}
+
+static int out_fd(void)
+{
+    if (atomic_load_explicit(&hcg_g_config_ready, memory_order_acquire))
+        pthread_once(&report_once, open_report);
+    return report_fd >= 0 ? report_fd : stderr_fd;
+}
+
+void hcg_write_raw(const char *text, size_t len)
+{
+    int fd = report_fd >= 0 ? report_fd : stderr_fd;
+    write_all(fd >= 0 ? fd : STDERR_FILENO, text, len);
+}
+
+static void vmsg(const char *fmt, va_list ap)
+{
+    char buf[1024];
+    size_t pre = strlen(HCG_PREFIX);
+    memcpy(buf, HCG_PREFIX, pre);
+    int n = vsnprintf(buf + pre, sizeof buf - pre - 1, fmt, ap);
+    if (n < 0)
+        return;
+    size_t len = pre + ((size_t)n < sizeof buf - pre - 1 ? (size_t)n : sizeof buf - pre - 2);
+    buf[len++] = '\n';
+    int fd = out_fd();
+    if (fd < 0)
+        return;
+    pthread_mutex_lock(&msg_lock);
+    write_all(fd, buf, len);
+    pthread_mutex_unlock(&msg_lock);
+}
+
+void hcg_msg(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vmsg(fmt, ap);
+    va_end(ap);
+}
+
+/* ---- problems: misconfiguration, said when known and again at exit ------- */
+#define MAX_PROBLEMS 16
+static struct {
+    char line[MAX_PROBLEMS][512];
+    unsigned n, more;
+} problems;
+
+static void add_problem(const char *line)
+{
+    pthread_mutex_lock(&msg_lock);
+    if (problems.n < MAX_PROBLEMS)
+        snprintf(problems.line[problems.n++], sizeof problems.line[0], "%s", line);
+    else
+        problems.more++;
+    pthread_mutex_unlock(&msg_lock);
+}
+
+static void vproblem(int say, const char *fmt, va_list ap)
+{
+    char line[1024];
+    vsnprintf(line, sizeof line, fmt, ap);
+    add_problem(line);
+    if (say)
+        hcg_msg("ERROR: %s", line);
+}
+
+void hcg_problem(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vproblem(1, fmt, ap);
+    va_end(ap);
+}
+
+void hcg_problem_keep(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vproblem(0, fmt, ap);
+    va_end(ap);
+}
+
+void hcg_problems_print(void)
+{
+    pthread_mutex_lock(&msg_lock);
+    unsigned n = problems.n, more = problems.more;
+    pthread_mutex_unlock(&msg_lock);
+    if (!n)
+        return;
+    hcg_msg("configuration problems: %u", n + more);
+    for (unsigned i = 0; i < n; i++)
+        hcg_msg("    %s", problems.line[i]);
+    if (more)
+        hcg_msg("    (%u more not printed)", more);
+}
+
+/* ---- the print limit (HCGUARD_PRINT_LIMIT), shared by every finding ------- */
+static atomic_ulong printed, not_printed;
+
+int hcg_print_take(void)
+{
+    unsigned limit = hcg_config_get()->print_limit;
+    unsigned long n = atomic_fetch_add(&printed, 1);
+    if (!limit || n < limit)
+        return 1;
+    if (n == limit)
+        hcg_msg("(%u findings printed, the print limit: further ones are counted, not printed; "
+                "--print-limit N or HCGUARD_PRINT_LIMIT=N changes it, 0 prints all)", limit);
+    atomic_fetch_add(&not_printed, 1);
+    return 0;
+}
+
+uint64_t hcg_print_suppressed(void)
+{
+    return atomic_load(&not_printed);
+}
+
+void hcg_debug(const char *fmt, ...)
+{
+    if (!hcg_config_get()->debug)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vmsg(fmt, ap);
+    va_end(ap);
+}

@@ -1,0 +1,627 @@
+/*
+ * Fault containment: a copy hcguard makes never kills the process.
+ *
+ * How: a recovery point on the copying thread's stack, found through one
+ * initial-exec thread-local pointer, armed around a plain glibc memcpy.
+ * SIGSEGV and SIGBUS go first to hcguard's handler, which recovers (makes
+ * hcg_fault_copy return -1 with the address and reason) only when the
+ * faulting thread is inside such a copy and the fault address lies in one
+ * of its two ranges; any other fault goes on to the program's own handler,
+ * or to the default action, as without hcguard.
+ *
+ * The bulk copy must be glibc's memcpy (whose bandwidth no hand loop
+ * matches), and memcpy's code is not hcguard's to fix up, so the recovery
+ * point saves the registers memcpy must preserve, and the handler resumes
+ * there. On x86-64 a few instructions do it: save the callee-saved
+ * registers and the stack pointer, tail-jump to memcpy; on a fault the
+ * handler points the interrupted context at a fix-up that restores them
+ * and returns -1 from the copy, and the kernel's sigreturn restores the
+ * signal mask (about 2 ns per copy; measured by bench/bench_copy). Other
+ * architectures and sanitizer builds use sigsetjmp(env, 0) (no mask save:
+ * no system call; a few ns more) and siglongjmp, the mask put right on the
+ * recovery path alone. Either way: no system call and no lock when nothing
+ * faults.
+ *
+ * The program's handlers: sigaction and signal are interposed, so that a
+ * handler installed for SIGSEGV or SIGBUS after hcguard's is recorded as the
+ * chained one while hcguard's stays with the kernel; the program sees its
+ * own previous handler as oldact. Limits: a raw rt_sigaction system call,
+ * and sysv_signal, bsd_signal, sigset and __sigaction (which do not go
+ * through the exported sigaction), replace hcguard's handler; its copies
+ * are then no longer contained, and the program's faults are its own.
+ *
+ * Deaths by signal (hcg_fault_watch_deaths): a process that dies of a
+ * signal's default action runs no exit code, so the events hcguard holds
+ * in memory would die with it. While the program leaves SIGABRT, SIGTERM,
+ * SIGINT, SIGHUP or SIGQUIT at the default, hcguard's handler stands in
+ * for it: it calls the death hook (the events to the log and the trace),
+ * puts the default back and raises the signal again, so the process dies
+ * of it as it would have (core, exit status). Any other action the program
+ * sets goes to the kernel as it is: its handlers are its own business, and
+ * SIG_IGN must survive exec (nohup relies on it). A default-action death by
+ * SIGSEGV or SIGBUS calls the hook too, before the fault is let happen.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <string.h>
+#include <ucontext.h>
+
+#include "check/check.h"
+
+/* The interposers run whenever anything calls sigaction, signal included a
+ * sanitizer runtime initialising itself before it can run instrumented
+ * code: they and what they call on that path are not instrumented. */
+#define HCG_UNINSTRUMENTED __attribute__((no_sanitize("address", "thread", "undefined")))
+
+typedef struct recovery {
+    uint64_t regs[8];           /* x86-64 fast path: rbx rbp r12-r15 rsp */
+    sigjmp_buf env;             /* elsewhere */
+    uintptr_t at[2];            /* dst and src: the ranges a fault may hit */
+    size_t n;
+    struct recovery *prev;      /* an outer copy (a signal handler's launch) */
+    hcg_fault_info info;
+} recovery;
+
+/* Initial-exec in libhcguard: one load from the thread pointer, and safe
+ * to read in a signal handler. */
+static _Thread_local recovery *armed;
+
+#define PAGE_FLOOR(a) ((a) & ~(uintptr_t)4095)
+
+/* a in the pages of [at, at + n), n > 0 (signal handler). */
+static int in_range(uintptr_t a, uintptr_t at, size_t n)
+{
+    uintptr_t last = n - 1 > UINTPTR_MAX - at ? UINTPTR_MAX : PAGE_FLOOR(at + (n - 1)) + 4095;
+    return a >= PAGE_FLOOR(at) && a <= last;
+}
+
+/* A record another thread may be rewriting is read a whole aligned word
+ * per field, so that each field is one value the program wrote, old or
+ * new, never a mix of the two (which could be any address). Small aligned
+ * copies (records, a cuda.bindings wrapper's data) go word by word. */
+static int by_words(const void *dst, const void *src, size_t n)
+{
+    return n <= 64 && (((uintptr_t)dst | (uintptr_t)src | n) & 7) == 0;
+}
+
+__attribute__((no_sanitize("address", "thread"), noinline)) void *
+hcg_copy_words(void *dst, const void *src, size_t n);
+__attribute__((no_sanitize("address", "thread"), noinline)) void *
+hcg_copy_words(void *dst, const void *src, size_t n)
+{
+    volatile uint64_t *d = dst;
+    const volatile uint64_t *s = src;
+    for (size_t i = 0; i < n / 8; i++)
+        d[i] = s[i];
+    return dst;
+}
+
+/* Sanitizer builds: hcguard reads and writes user memory that may be
+ * freed, unmapped or written by another thread on purpose (that is what it
+ * guards against), so its copies are not instrumented; races and misuse of
+ * hcguard's own data are still reported. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+__attribute__((no_sanitize("address", "thread"), noinline)) static void
+copy_bytes(void *dst, const void *src, size_t n)
+{
+    volatile unsigned char *d = dst;
+    const volatile unsigned char *s = src;
+    while (n--)
+        *d++ = *s++;
+}
+#else
+#define copy_bytes memcpy
+#endif
+
+#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#define HCG_FAULT_FIXUP 1
+/* In fault_x86_64.S: the copy with the registers saved, and the way back
+ * from a fault (see there). */
+void *hcg_fault_memcpy(void *dst, const void *src, size_t n, uint64_t *save);
+void *hcg_fault_words(void *dst, const void *src, size_t n, uint64_t *save);
+void hcg_fault_fixup(void);
+#else
+#define HCG_FAULT_FIXUP 0
+#endif
+
+int hcg_fault_copy(void *dst, const void *src, size_t n, hcg_fault_info *out)
+{
+    recovery r;
+    if (n == 0)
+        return 0;
+    r.at[0] = (uintptr_t)dst;
+    r.at[1] = (uintptr_t)src;
+    r.n = n;
+    r.prev = armed;
+#if HCG_FAULT_FIXUP
+    armed = &r;
+    atomic_signal_fence(memory_order_seq_cst);
+    void *done = by_words(dst, src, n) ? hcg_fault_words(dst, src, n, r.regs)
+                                       : hcg_fault_memcpy(dst, src, n, r.regs);
+    atomic_signal_fence(memory_order_seq_cst);
+    armed = r.prev;
+    if (HCG_LIKELY(done != (void *)-1))
+        return 0;
+    if (out)
+        *out = r.info;
+    return -1;
+#else
+    if (sigsetjmp(r.env, 0) != 0) {
+        armed = r.prev;
+        if (out)
+            *out = r.info;
+        return -1;
+    }
+    armed = &r;
+    atomic_signal_fence(memory_order_seq_cst);
+    if (by_words(dst, src, n))
+        hcg_copy_words(dst, src, n);
+    else
+        copy_bytes(dst, src, n);
+    atomic_signal_fence(memory_order_seq_cst);
+    armed = r.prev;
+    return 0;
+#endif
+}
+
+const char *hcg_fault_code_name(int sig, int code)
+{
+    if (sig == SIGSEGV) {
+        switch (code) {
+        case SEGV_MAPERR: return "SEGV_MAPERR";
+        case SEGV_ACCERR: return "SEGV_ACCERR";
+#ifdef SEGV_PKUERR
+        case SEGV_PKUERR: return "SEGV_PKUERR";
+#endif
+        default: break;
+        }
+    } else if (sig == SIGBUS) {
+        switch (code) {
+        case BUS_ADRALN: return "BUS_ADRALN";
+        case BUS_ADRERR: return "BUS_ADRERR";
+        case BUS_OBJERR: return "BUS_OBJERR";
+        default: break;
+        }
+    }
+    return code == SI_KERNEL ? "SI_KERNEL" : "other";
+}
+
+/* ---- the program's handlers ---------------------------------------------
+ * Two copies of each chained action; a writer fills the one not in use and
+ * then publishes it, so that the handler, which cannot take a lock, reads a
+ * whole one. Writers are serialised by a spin lock taken with every signal
+ * blocked (sigaction may be called from a signal handler). */
+enum { SLOT_SEGV, SLOT_BUS, N_FAULT_SLOTS, N_SLOTS = N_FAULT_SLOTS + 5 };
+/* The death signals, slots N_FAULT_SLOTS on. */
+static const int death_sigs[N_SLOTS - N_FAULT_SLOTS] = {SIGABRT, SIGTERM, SIGINT, SIGHUP,
+                                                        SIGQUIT};
+
+typedef struct chained {
+    struct sigaction act[2];
+    atomic_uint cur;
+} chained;
+
+static chained g_chain[N_SLOTS];
+static atomic_int g_installed;
+static atomic_int g_deaths;               /* hcg_fault_watch_deaths was called */
+static atomic_int g_ours[N_SLOTS];        /* a death slot: hcguard's handler is in */
+static _Atomic(void (*)(void)) g_death_hook;
+static atomic_flag g_lock = ATOMIC_FLAG_INIT;
+
+HCG_UNINSTRUMENTED static int slot_of(int sig)
+{
+    if (sig == SIGSEGV || sig == SIGBUS)
+        return sig == SIGSEGV ? SLOT_SEGV : SLOT_BUS;
+    for (int i = 0; i < N_SLOTS - N_FAULT_SLOTS; i++)
+        if (death_sigs[i] == sig)
+            return N_FAULT_SLOTS + i;
+    return -1;
+}
+
+typedef int (*sigaction_fn)(int, const struct sigaction *, struct sigaction *);
+typedef void (*(*signal_fn)(int, void (*)(int)))(int);
+
+static _Thread_local int in_lookup;
+
+/* The next definition in the search order (a sanitizer's or libc's); libc's
+ * own while that is being looked up (dlsym may itself ask for it). */
+HCG_UNINSTRUMENTED static void *next_fn(_Atomic(void *) *slot, const char *name)
+{
+    void *p = atomic_load_explicit(slot, memory_order_acquire);
+    if (HCG_LIKELY(p))
+        return p;
+    if (in_lookup)
+        return hcg_dynsym("libc.so.", name, NULL);
+    in_lookup = 1;
+    p = hcg_real_dlsym(RTLD_NEXT, name);
+    in_lookup = 0;
+    if (!p)
+        p = hcg_dynsym("libc.so.", name, NULL);
+    atomic_store_explicit(slot, p, memory_order_release);
+    return p;
+}
+
+HCG_UNINSTRUMENTED static int real_sigaction(int sig, const struct sigaction *act,
+                                             struct sigaction *old)
+{
+    static _Atomic(void *) real;
+    sigaction_fn f = (sigaction_fn)next_fn(&real, "sigaction");
+    if (!f) {
+        errno = ENOSYS;
+        return -1;
+    }
+    return f(sig, act, old);
+}
+
+/* hcguard's own actions go to libc's sigaction, past any interposer (a
+ * sanitizer's would wrap hcguard's handler in its own): what the kernel
+ * runs on a fault is hcguard's handler itself. */
+HCG_UNINSTRUMENTED static int kernel_sigaction(int sig, const struct sigaction *act,
+                                               struct sigaction *old)
+{
+    static _Atomic(void *) libc;
+    sigaction_fn f = (sigaction_fn)atomic_load_explicit(&libc, memory_order_acquire);
+    if (!f) {
+        f = (sigaction_fn)hcg_dynsym("libc.so.", "sigaction", NULL);
+        if (!f)
+            return real_sigaction(sig, act, old);
+        atomic_store_explicit(&libc, (void *)f, memory_order_release);
+    }
+    return f(sig, act, old);
+}
+
+static void lock_all(sigset_t *saved)
+{
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, saved);
+    while (atomic_flag_test_and_set_explicit(&g_lock, memory_order_acquire))
+        ;
+}
+
+static void unlock_all(const sigset_t *saved)
+{
+    atomic_flag_clear_explicit(&g_lock, memory_order_release);
+    pthread_sigmask(SIG_SETMASK, saved, NULL);
+}
+
+static void chain_read(int slot, struct sigaction *out)
+{
+    unsigned i = atomic_load_explicit(&g_chain[slot].cur, memory_order_acquire);
+    *out = g_chain[slot].act[i & 1];
+}
+
+/* Under the lock. */
+static void chain_write(int slot, const struct sigaction *act)
+{
+    unsigned i = atomic_load_explicit(&g_chain[slot].cur, memory_order_relaxed) ^ 1;
+    g_chain[slot].act[i & 1] = *act;
+    atomic_store_explicit(&g_chain[slot].cur, i, memory_order_release);
+}
+
+/* The process is about to die of a default action: the hook first. It
+ * must not wait for anything the interrupted code may hold. */
+static void before_death(void)
+{
+    void (*hook)(void) = atomic_load_explicit(&g_death_hook, memory_order_acquire);
+    if (hook) {
+        int err = errno;
+        hook();
+        errno = err;
+    }
+}
+
+/* The fault is not hcguard's: what the kernel would have done without it. */
+static void chain(int sig, siginfo_t *si, void *uc)
+{
+    struct sigaction a;
+    int slot = slot_of(sig);
+    chain_read(slot, &a);
+    int sync = si->si_code > 0; /* raised by the kernel for this instruction */
+    if (a.sa_handler == SIG_IGN && !sync)
+        return; /* an ignored kill() */
+    if (a.sa_handler == SIG_DFL || a.sa_handler == SIG_IGN) {
+        before_death();
+        /* Default action: reset, then let the fault happen again on return
+         * (or the signal be delivered again), so that the process dies of
+         * it, with its core, exactly as it would have. */
+        struct sigaction dfl;
+        memset(&dfl, 0, sizeof dfl);
+        dfl.sa_handler = SIG_DFL;
+        kernel_sigaction(sig, &dfl, NULL);
+        if (!sync)
+            raise(sig); /* blocked here: delivered when the handler returns */
+        return;
+    }
+    if (a.sa_flags & SA_RESETHAND) {
+        struct sigaction dfl;
+        memset(&dfl, 0, sizeof dfl);
+        dfl.sa_handler = SIG_DFL;
+        sigset_t saved;
+        lock_all(&saved);
+        chain_write(slot, &dfl);
+        unlock_all(&saved);
+    }
+    /* The mask the kernel would have set for the program's handler: its
+     * sa_mask, and the signal itself unless SA_NODEFER. */
+    sigset_t old, unblock;
+    pthread_sigmask(SIG_BLOCK, &a.sa_mask, &old);
+    if (a.sa_flags & SA_NODEFER) {
+        sigemptyset(&unblock);
+        sigaddset(&unblock, sig);
+        pthread_sigmask(SIG_UNBLOCK, &unblock, NULL);
+    }
+    if (a.sa_flags & SA_SIGINFO)
+        a.sa_sigaction(sig, si, uc);
+    else
+        a.sa_handler(sig);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+static int in_recovery(const recovery *r, uintptr_t a)
+{
+    return in_range(a, r->at[0], r->n) || in_range(a, r->at[1], r->n);
+}
+
+/* Whether a fault on a thread inside a contained copy is the copy's: a
+ * kernel-raised fault at an address of its ranges, or one whose address
+ * the kernel does not give (SI_KERNEL: a non-canonical address, such as a
+ * record pointer no mapping can have). */
+static int copy_fault(const recovery *r, const siginfo_t *si)
+{
+    if (si->si_code == SI_KERNEL)
+        return 1;
+    return si->si_code > 0 && in_recovery(r, (uintptr_t)si->si_addr);
+}
+
+static void on_fault(int sig, siginfo_t *si, void *uc)
+{
+    recovery *r = armed;
+    if (r && copy_fault(r, si)) {
+        sigset_t s;
+        r->info.addr = (uintptr_t)si->si_addr;
+        r->info.sig = sig;
+        r->info.code = si->si_code;
+#if HCG_FAULT_FIXUP
+        /* Resume at the fix-up; sigreturn restores the mask. */
+        ucontext_t *u = uc;
+        u->uc_mcontext.gregs[REG_RIP] = (greg_t)(uintptr_t)hcg_fault_fixup;
+        u->uc_mcontext.gregs[REG_RDI] = (greg_t)(uintptr_t)r->regs;
+        return;
+#endif
+        sigemptyset(&s);
+        sigaddset(&s, sig);
+        pthread_sigmask(SIG_UNBLOCK, &s, NULL); /* siglongjmp(.., 0 saved) keeps the mask */
+        siglongjmp(r->env, 1);
+    }
+    chain(sig, si, uc);
+}
+
+static void our_action(struct sigaction *a)
+{
+    memset(a, 0, sizeof *a);
+    a->sa_sigaction = on_fault;
+    a->sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
+    sigemptyset(&a->sa_mask);
+}
+
+int hcg_fault_ready(void)
+{
+    return atomic_load_explicit(&g_installed, memory_order_acquire);
+}
+
+int hcg_fault_install(void)
+{
+    if (hcg_fault_ready())
+        return 0;
+    sigset_t saved;
+    int rc = 0;
+    lock_all(&saved);
+    if (!atomic_load(&g_installed)) {
+        struct sigaction ours;
+        our_action(&ours);
+        static const int sigs[N_FAULT_SLOTS] = {SIGSEGV, SIGBUS};
+        /* The program's action is recorded before hcguard's takes its
+         * place, so that a fault on another thread meanwhile finds it. */
+        for (int i = 0; i < N_FAULT_SLOTS && rc == 0; i++) {
+            struct sigaction old;
+            rc = kernel_sigaction(sigs[i], NULL, &old);
+            if (rc == 0) {
+                chain_write(i, &old);
+                rc = kernel_sigaction(sigs[i], &ours, NULL);
+            }
+        }
+        if (rc == 0)
+            atomic_store_explicit(&g_installed, 1, memory_order_release);
+    }
+    unlock_all(&saved);
+    return rc;
+}
+
+/* sig's action in the kernel is not hcguard's (the program replaced it
+ * while hcguard installed its own): keep it as the chained one, and put
+ * hcguard's back. */
+static void reinstall(int sig)
+{
+    int slot = slot_of(sig);
+    sigset_t saved;
+    struct sigaction now;
+    if (slot < 0)
+        return;
+    lock_all(&saved);
+    if (kernel_sigaction(sig, NULL, &now) == 0 && now.sa_sigaction != on_fault) {
+        struct sigaction ours;
+        our_action(&ours);
+        chain_write(slot, &now);
+        kernel_sigaction(sig, &ours, NULL);
+    }
+    unlock_all(&saved);
+}
+
+/* ---- deaths by signal (see the top of the file) -------------------------- */
+
+static void on_death(int sig, siginfo_t *si, void *uc)
+{
+    (void)si;
+    (void)uc;
+    int err = errno;
+    before_death();
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    kernel_sigaction(sig, &dfl, NULL);
+    int slot = slot_of(sig);
+    if (slot >= 0)
+        atomic_store(&g_ours[slot], 0);
+    raise(sig); /* blocked in this handler: delivered, by default, on return */
+    errno = err;
+}
+
+static void death_action(struct sigaction *a)
+{
+    memset(a, 0, sizeof *a);
+    a->sa_sigaction = on_death;
+    a->sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
+    sigemptyset(&a->sa_mask);
+}
+
+/* The program sets a (its copy) for death slot `slot`: hcguard's handler in
+ * place of the default once watching, else a as it is. Under the lock. */
+HCG_UNINSTRUMENTED static int set_death_action(int sig, int slot, const struct sigaction *a)
+{
+    int rc;
+    if (atomic_load(&g_deaths) && a->sa_handler == SIG_DFL) {
+        struct sigaction ours;
+        death_action(&ours);
+        chain_write(slot, a);
+        rc = kernel_sigaction(sig, &ours, NULL);
+        if (rc == 0)
+            atomic_store(&g_ours[slot], 1);
+        return rc;
+    }
+    rc = real_sigaction(sig, a, NULL);
+    if (rc == 0)
+        atomic_store(&g_ours[slot], 0);
+    return rc;
+}
+
+void hcg_fault_watch_deaths(void (*hook)(void))
+{
+    atomic_store_explicit(&g_death_hook, hook, memory_order_release);
+    if (atomic_exchange(&g_deaths, 1))
+        return;
+    for (int slot = N_FAULT_SLOTS; slot < N_SLOTS; slot++) {
+        int sig = death_sigs[slot - N_FAULT_SLOTS];
+        sigset_t saved;
+        struct sigaction now;
+        lock_all(&saved);
+        if (real_sigaction(sig, NULL, &now) == 0 && now.sa_handler == SIG_DFL)
+            set_death_action(sig, slot, &now);
+        unlock_all(&saved);
+    }
+}
+
+/* ---- the interposers ----------------------------------------------------- */
+
+/* Before hcguard's handlers are installed the call goes straight through;
+ * should they be installed during it, the program's action may have
+ * replaced hcguard's: it is then taken as the chained one, and hcguard's
+ * put back. */
+HCG_UNINSTRUMENTED static int passed_through(int sig, const struct sigaction *act,
+                                             struct sigaction *oldact)
+{
+    int rc = real_sigaction(sig, act, oldact);
+    if (rc != 0 || !act || !atomic_load(&g_installed))
+        return rc;
+    int err = errno;
+    reinstall(sig);
+    errno = err;
+    return rc;
+}
+
+/* For a signal hcguard handles, once its handlers are installed (or it
+ * watches deaths): the program's action is read and its old one written
+ * through fault-contained copies, outside the lock (a fault with the
+ * signal blocked would kill), so that a bad pointer gives EFAULT as the
+ * kernel would. oldact is what the program set: for a fault signal the
+ * chained action, for a death signal the default while hcguard's handler
+ * stands in for it. */
+HCG_UNINSTRUMENTED static int program_sigaction(int sig, int slot, const struct sigaction *act,
+                                                struct sigaction *oldact)
+{
+    struct sigaction next, view;
+    if (act && hcg_fault_copy(&next, act, sizeof next, NULL) != 0) {
+        errno = EFAULT;
+        return -1;
+    }
+    sigset_t saved;
+    lock_all(&saved);
+    int rc = 0, death = slot >= N_FAULT_SLOTS;
+    if (!death || atomic_load(&g_ours[slot]))
+        chain_read(slot, &view);
+    else
+        rc = real_sigaction(sig, NULL, &view);
+    if (rc == 0 && act && death)
+        rc = set_death_action(sig, slot, &next);
+    else if (act)
+        chain_write(slot, &next);
+    int err = errno;
+    unlock_all(&saved);
+    if (rc == 0 && oldact && hcg_fault_copy(oldact, &view, sizeof view, NULL) != 0) {
+        errno = EFAULT; /* the new action is in place, as with the kernel */
+        return -1;
+    }
+    errno = err;
+    return rc;
+}
+
+HCG_UNINSTRUMENTED HCG_EXPORT int sigaction(int sig, const struct sigaction *act,
+                                            struct sigaction *oldact)
+{
+    int slot = slot_of(sig);
+    if (slot < 0 || in_lookup)
+        return real_sigaction(sig, act, oldact);
+    if (slot >= N_FAULT_SLOTS) {
+        if (atomic_load(&g_deaths))
+            return program_sigaction(sig, slot, act, oldact);
+        int rc = real_sigaction(sig, act, oldact), err = errno;
+        if (rc == 0 && act && atomic_load(&g_deaths))
+            program_sigaction(sig, slot, act, NULL); /* watching began meanwhile: act wins */
+        errno = err;
+        return rc;
+    }
+    if (!atomic_load(&g_installed))
+        return passed_through(sig, act, oldact);
+    return program_sigaction(sig, slot, act, oldact);
+}
+
+/* glibc's signal() calls its internal sigaction, not the exported one. */
+HCG_UNINSTRUMENTED HCG_EXPORT void (*signal(int sig, void (*handler)(int)))(int)
+{
+    int slot = slot_of(sig);
+    if (slot < 0 || !atomic_load(slot < N_FAULT_SLOTS ? &g_installed : &g_deaths)) {
+        static _Atomic(void *) real;
+        signal_fn f = (signal_fn)next_fn(&real, "signal");
+        if (!f) {
+            errno = ENOSYS;
+            return SIG_ERR;
+        }
+        return f(sig, handler);
+    }
+    if (handler == SIG_ERR) {
+        errno = EINVAL;
+        return SIG_ERR;
+    }
+    struct sigaction act, old;
+    memset(&act, 0, sizeof act);
+    act.sa_handler = handler;
+    act.sa_flags = SA_RESTART; /* BSD semantics, as glibc's signal() */
+    sigemptyset(&act.sa_mask);
+    sigaddset(&act.sa_mask, sig);
+    if (sigaction(sig, &act, &old) != 0)
+        return SIG_ERR;
+    return old.sa_handler;
+}

@@ -1,0 +1,348 @@
+/*
+ * Which host functions are host copies. Runs on application threads at
+ * enqueue: the answer for a pointer is cached in a lock-free table, so a
+ * repeated pointer costs a hash probe; a miss may read an ELF file.
+ *
+ * Registration is looked up after the cache, so registering a pointer
+ * already cached as ordinary takes effect at once. The cache is
+ * never invalidated otherwise: a library unloaded and replaced at the same
+ * address would keep its old answer (Python never unloads extension
+ * modules, and hcguard_host_copy lives as long as hcguard).
+ */
+#include <dlfcn.h>
+#include <link.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "check/check.h"
+
+/* ---- hcguard_register_copy_fn ----------------------------------------- */
+
+#define MAX_REGISTERED 64
+
+static _Atomic uintptr_t g_registered[MAX_REGISTERED];
+static _Atomic size_t g_nregistered;
+
+static int is_registered(uintptr_t fn)
+{
+    size_t n = atomic_load_explicit(&g_nregistered, memory_order_acquire);
+    for (size_t i = 0; i < n; i++) {
+        if (atomic_load_explicit(&g_registered[i], memory_order_acquire) == fn)
+            return 1;
+    }
+    return 0;
+}
+
+HCG_EXPORT int hcguard_register_copy_fn(void *fn)
+{
+    uintptr_t p = (uintptr_t)fn;
+    if (!p)
+        return -1;
+    size_t n = atomic_load(&g_nregistered);
+    for (;;) {
+        if (is_registered(p))
+            return 0;
+        if (n >= MAX_REGISTERED)
+            return -1;
+        if (atomic_compare_exchange_weak(&g_nregistered, &n, n + 1))
+            break;
+    }
+    /* Until this store a reader may see the new count and an empty slot:
+     * the function simply is not registered yet. */
+    atomic_store_explicit(&g_registered[n], p, memory_order_release);
+    return 0;
+}
+
+/* ---- the cache ---------------------------------------------------------- */
+
+#define CACHE_BITS 12
+#define CACHE_SIZE (1u << CACHE_BITS)
+#define CACHE_PROBES 32 /* past this many taken slots, the answer is not cached */
+
+typedef struct slot {
+    _Atomic uintptr_t key;  /* 0 = free; once set, never changes */
+    _Atomic uint8_t value;  /* hcg_fnkind + 1; 0 = being filled in */
+} slot;
+
+static slot g_cache[CACHE_SIZE];
+static _Atomic uint64_t g_misses;
+
+static size_t cache_hash(uintptr_t p)
+{
+    return (size_t)(((uint64_t)p * 0x9E3779B97F4A7C15ull) >> (64 - CACHE_BITS));
+}
+
+/* The cached kind + 1, or 0. */
+static int cache_find(uintptr_t p)
+{
+    size_t h = cache_hash(p);
+    for (size_t i = 0; i < CACHE_PROBES; i++) {
+        slot *s = &g_cache[(h + i) & (CACHE_SIZE - 1)];
+        uintptr_t k = atomic_load_explicit(&s->key, memory_order_acquire);
+        if (k == 0)
+            return 0;
+        if (k == p)
+            return atomic_load_explicit(&s->value, memory_order_acquire);
+    }
+    return 0;
+}
+
+static void cache_put(uintptr_t p, hcg_fnkind kind)
+{
+    size_t h = cache_hash(p);
+    for (size_t i = 0; i < CACHE_PROBES; i++) {
+        slot *s = &g_cache[(h + i) & (CACHE_SIZE - 1)];
+        uintptr_t k = 0;
+        if (atomic_compare_exchange_strong(&s->key, &k, p) || k == p) {
+            atomic_store_explicit(&s->value, (uint8_t)(kind + 1),
+                                  memory_order_release);
+            return;
+        }
+    }
+}
+
+uint64_t hcg_recognize_misses(void)
+{
+    return atomic_load_explicit(&g_misses, memory_order_relaxed);
+}
+
+/* ---- the slow path ------------------------------------------------------ */
+
+/* What dladdr knows about fn, and the file to read the .symtab from. */
+typedef struct objinfo {
+    Dl_info dl;
+    struct link_map *map;
+    const char *file;
+} objinfo;
+
+static int obj_lookup(const void *fn, objinfo *o)
+{
+    memset(o, 0, sizeof *o);
+    if (!dladdr1(fn, &o->dl, (void **)&o->map, RTLD_DL_LINKMAP) || !o->map)
+        return -1;
+    /* The main program's link map has an empty name; dli_fname is then
+     * argv[0], which need not be a path. */
+    o->file = o->map->l_name[0] ? o->map->l_name : "/proc/self/exe";
+    return 0;
+}
+
+/* Name of the function that starts exactly at fn, or -1. */
+static int exact_name(const void *fn, const objinfo *o, char *buf, size_t len)
+{
+    if (o->dl.dli_sname && o->dl.dli_saddr == fn) {
+        snprintf(buf, len, "%s", o->dl.dli_sname);
+        return 0;
+    }
+    uintptr_t off = (uintptr_t)fn - o->map->l_addr, start = 0;
+    if (hcg_elf_symbol_find(o->file, off, buf, len, &start) == 0 && start == off)
+        return 0;
+    return -1;
+}
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && memcmp(s + n - m, suffix, m) == 0;
+}
+
+/* .../cuda/core/[any/dirs/]_host_callback*.so (or a relative cuda/core/...). */
+static int is_cuda_core_module(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    if (strncmp(base, "_host_callback", 14) != 0 || !ends_with(base, ".so"))
+        return 0;
+    static const char dir[] = "cuda/core/";
+    for (const char *p = path; (p = strstr(p, dir)) && p + sizeof dir - 1 <= base;
+         p++) {
+        if (p == path || p[-1] == '/')
+            return 1;
+    }
+    return 0;
+}
+
+/* .../cuda/bindings/driver*.so: cuda.bindings' Python driver module. */
+static int is_bindings_module(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    return strncmp(base, "driver", 6) == 0 && ends_with(base, ".so") &&
+           strstr(path, "cuda/bindings/") != NULL;
+}
+
+static int is_cuda_core_name(const char *name)
+{
+    return strcmp(name, "_host_copy") == 0 || ends_with(name, "__host_copy");
+}
+
+/* Bit i: HCGUARD_COPY_FN's name i has matched a launched host function. */
+static _Atomic uint32_t g_names_matched;
+_Static_assert(HCG_MAX_COPY_FNS <= 32, "one bit per name");
+
+static int is_user_name(const char *name)
+{
+    const hcg_config *c = hcg_config_get();
+    for (size_t i = 0; i < c->n_copy_fns; i++) {
+        if (strcmp(name, c->copy_fns[i]) == 0) {
+            atomic_fetch_or(&g_names_matched, 1u << i);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* A --copy-fn name that matches nothing is a typo the user would never
+ * see otherwise: checked at the first host function classified (said as
+ * a warning: libraries may still be loaded) and at exit (kept for the
+ * summary). A name counts as found if a launched host function had it or
+ * a loaded object exports it. */
+static atomic_int checked_first;
+
+void hcg_copy_fns_check(int at_exit)
+{
+    const hcg_config *c = hcg_config_get();
+    if ((!at_exit && atomic_exchange(&checked_first, 1)) || !c->n_copy_fns)
+        return;
+    uint32_t matched = atomic_load(&g_names_matched);
+    for (size_t i = 0; i < c->n_copy_fns; i++) {
+        if ((matched & (1u << i)) || hcg_real_dlsym(RTLD_DEFAULT, c->copy_fns[i]))
+            continue;
+        if (at_exit)
+            hcg_problem_keep("--copy-fn %s matched no host function, and no loaded library "
+                             "exports it (a misspelt name?)", c->copy_fns[i]);
+        else
+            hcg_msg("WARNING: --copy-fn %s matches nothing loaded so far (no loaded library "
+                    "exports it); checked again at exit", c->copy_fns[i]);
+    }
+}
+
+static hcg_fnkind classify(void *fn)
+{
+    objinfo o;
+    if (obj_lookup(fn, &o) != 0)
+        return HCG_FN_CLOSURE; /* not in any object: a ctypes/cffi closure, JIT code */
+    if (hcg_audit_libc_name(fn))
+        return HCG_FN_LIBC;
+    int core_path = is_cuda_core_module(o.file);
+    /* Wheels strip .symtab, so the wrapper is known by its module alone:
+     * cuda.bindings hands the driver no other host function; what its data
+     * holds is checked before anything is read through it. */
+    if (!core_path && is_bindings_module(o.file))
+        return HCG_FN_WRAP_BINDINGS;
+    if (!core_path && hcg_config_get()->n_copy_fns == 0)
+        return HCG_FN_ORDINARY; /* nothing a name could match: no file I/O */
+    /* Longer than any name matched here; a name that fills it is cut. */
+    char name[1024];
+    if (exact_name(fn, &o, name, sizeof name) != 0 ||
+        strlen(name) == sizeof name - 1)
+        return HCG_FN_ORDINARY;
+    if (core_path && is_cuda_core_name(name))
+        return HCG_FN_COPY_CUDA_CORE;
+    return is_user_name(name) ? HCG_FN_COPY_USER : HCG_FN_ORDINARY;
+}
+
+/* A registered function counts as registered unless its module's symbol
+ * table, or a name, already made it a copy (then the summary says both). */
+static hcg_fnkind with_registration(uintptr_t p, hcg_fnkind kind)
+{
+    if ((kind == HCG_FN_ORDINARY || kind == HCG_FN_CLOSURE) && is_registered(p))
+        return HCG_FN_COPY_REGISTERED;
+    return kind;
+}
+
+static hcg_fnkind recognize(void *fn)
+{
+    if (!fn)
+        return HCG_FN_ORDINARY;
+    if (fn == (void *)hcguard_host_copy)
+        return HCG_FN_COPY_HCGUARD;
+    uintptr_t p = (uintptr_t)fn;
+    int cached = cache_find(p);
+    if (HCG_LIKELY(cached))
+        return with_registration(p, (hcg_fnkind)(cached - 1));
+    atomic_fetch_add_explicit(&g_misses, 1, memory_order_relaxed);
+    hcg_fnkind kind = classify(fn);
+    cache_put(p, kind);
+    return with_registration(p, kind);
+}
+
+/* ---- which copy functions, and how (the summary) ------------------------- */
+
+size_t hcg_copy_fns_of(hcg_fnkind k, uintptr_t *out, size_t max)
+{
+    size_t n = 0;
+    if (k == HCG_FN_COPY_HCGUARD) {
+        if (max)
+            out[0] = (uintptr_t)hcguard_host_copy;
+        return 1;
+    }
+    for (size_t i = 0; i < CACHE_SIZE; i++) {
+        uintptr_t p = atomic_load_explicit(&g_cache[i].key, memory_order_acquire);
+        int v = p ? atomic_load_explicit(&g_cache[i].value, memory_order_acquire) : 0;
+        if (!v || with_registration(p, (hcg_fnkind)(v - 1)) != k)
+            continue;
+        if (n < max)
+            out[n] = p;
+        n++;
+    }
+    return n;
+}
+
+const char *hcg_copy_fn_how(uintptr_t fn, hcg_fnkind k)
+{
+    int reg = is_registered(fn);
+    switch (k) {
+    case HCG_FN_COPY_HCGUARD:
+        return "hcguard's own";
+    case HCG_FN_COPY_CUDA_CORE:
+        return reg ? "recognised by symbol table (registered too)" : "recognised by symbol table";
+    case HCG_FN_COPY_USER:
+        return reg ? "recognised by name (--copy-fn; registered too)"
+                   : "recognised by name (--copy-fn)";
+    case HCG_FN_COPY_REGISTERED:
+        return "registered (Python hook or hcguard_register_copy_fn)";
+    default:
+        return "not a copy function";
+    }
+}
+
+hcg_fnkind hcg_recognize(void *fn)
+{
+    hcg_fnkind kind = recognize(fn);
+    /* after the first match could be made: one load once checked */
+    if (HCG_UNLIKELY(!atomic_load_explicit(&checked_first, memory_order_relaxed)))
+        hcg_copy_fns_check(0);
+    return kind;
+}
+
+/* ---- names -------------------------------------------------------------- */
+
+int hcg_symbolize(const void *fn, char *buf, size_t len, char *obj,
+                  size_t objlen)
+{
+    objinfo o;
+    int found = fn ? obj_lookup(fn, &o) : -1;
+    if (obj && objlen)
+        snprintf(obj, objlen, "%s", found == 0 && o.dl.dli_fname ? o.dl.dli_fname : "");
+    if (found != 0 || !buf || len == 0)
+        return -1;
+    if (o.dl.dli_sname && o.dl.dli_saddr == fn) {
+        snprintf(buf, len, "%s", o.dl.dli_sname);
+        return 0;
+    }
+    uintptr_t off = (uintptr_t)fn - o.map->l_addr, start = 0;
+    char name[512];
+    if (hcg_elf_symbol_find(o.file, off, name, sizeof name, &start) == 0) {
+        if (start == off)
+            snprintf(buf, len, "%s", name);
+        else
+            snprintf(buf, len, "%s+0x%zx", name, (size_t)(off - start));
+        return 0;
+    }
+    if (o.dl.dli_sname && o.dl.dli_saddr) {
+        snprintf(buf, len, "%s+0x%zx", o.dl.dli_sname,
+                 (size_t)((uintptr_t)fn - (uintptr_t)o.dl.dli_saddr));
+        return 0;
+    }
+    return -1;
+}

@@ -1,0 +1,608 @@
+/* Per-thread event rings and the collector that drains them.
+ *
+ * Each thread that produces events (the driver's callback threads, and
+ * application threads that report findings) owns one single-producer,
+ * single-consumer ring. The collector thread is the only consumer; a ring
+ * that is full drops the event and counts it: the driver's thread never
+ * waits for hcguard. */
+#include <pthread.h>
+#include <signal.h>
+#include <linux/futex.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "events/events.h"
+
+#define COLLECT_INTERVAL_NS 20000000L
+
+/* Producer and consumer indices on lines of their own, and the producer
+ * reads the consumer's only when the ring looks half full: in the common
+ * case a push touches no line the collector writes. */
+typedef struct ring {
+    _Alignas(64) _Atomic uint64_t head; /* next slot the producer writes */
+    uint64_t tail_seen;                 /* the producer's copy of tail */
+    uint64_t check_at;                  /* producer: head at which to look at tail again */
+    uint64_t cap;                       /* events; a power of two */
+    _Atomic uint64_t dropped;
+    _Alignas(64) _Atomic uint64_t cnt[HCG_CNT_N]; /* the owner's exact counts */
+    _Alignas(64) _Atomic uint64_t tail; /* next slot the consumer reads */
+    /* What the owner runs now (fn, since when in ticks; 0: nothing), read
+     * by the watchdog. */
+    _Atomic uintptr_t run_fn;
+    _Atomic uint64_t run_since;
+    _Atomic uint32_t run_tid;
+    uint64_t reported_since;            /* collector: run_since already reported */
+    _Alignas(64) atomic_int owned;      /* a live thread produces into it */
+    struct ring *next;                  /* list of all rings; only grows */
+    size_t map_bytes;
+    hcg_event ev[];
+} ring;
+
+/* Counts the collector makes itself (slow and hung host functions). */
+static _Atomic uint64_t coll_cnt_own[HCG_CNT_N];
+
+/* In the flight recorder when recording (they outlive the process). */
+static _Atomic uint64_t *coll_cnt_of(void)
+{
+    return hcg_g_flight ? hcg_g_flight->coll_cnt : coll_cnt_own;
+}
+/* Bumped to wake the collector (a futex word). */
+static _Atomic uint32_t wake_word;
+static atomic_int coll_asleep;
+/* Bumped after every drain pass (a futex word for launches waiting). */
+static _Atomic uint32_t drain_gen;
+static atomic_int drain_waiters;
+static atomic_int coll_live; /* a collector thread runs */
+
+static _Atomic(ring *) rings;
+static _Thread_local ring *mine;
+static _Thread_local uint32_t tid_cache;
+static pthread_key_t ring_key;
+static pthread_once_t key_once = PTHREAD_ONCE_INIT;
+
+static pthread_mutex_t drain_lock = PTHREAD_MUTEX_INITIALIZER;
+static atomic_uint drain_owner; /* the thread holding drain_lock, 0 if none */
+static pthread_mutex_t coll_lock = PTHREAD_MUTEX_INITIALIZER;
+static int coll_running;
+static atomic_int coll_stop;
+static pthread_t coll_thread;
+
+static atomic_uint_fast64_t seq;
+
+/* The next rejection's sequence number. */
+static uint64_t next_seq(void)
+{
+    return atomic_fetch_add_explicit(&seq, 1, memory_order_relaxed) + 1;
+}
+
+uint32_t hcg_gettid(void)
+{
+    if (HCG_UNLIKELY(tid_cache == 0))
+        tid_cache = (uint32_t)syscall(SYS_gettid);
+    return tid_cache;
+}
+
+/* drain_lock, with its holder known (the signal path must not wait for
+ * the thread it interrupted). */
+static void drain_enter(void)
+{
+    pthread_mutex_lock(&drain_lock);
+    atomic_store_explicit(&drain_owner, hcg_gettid(), memory_order_relaxed);
+}
+
+static void drain_leave(void)
+{
+    atomic_store_explicit(&drain_owner, 0, memory_order_relaxed);
+    pthread_mutex_unlock(&drain_lock);
+}
+
+/* At thread exit: the ring is another thread's to take from now on, and
+ * this thread's own pointer is cleared at once, so that a later
+ * destructor that launches takes a ring of its own rather than sharing
+ * one with the thread that took this over. */
+static void release_ring(void *p)
+{
+    if (mine == p)
+        mine = NULL;
+    atomic_store_explicit(&((ring *)p)->owned, 0, memory_order_release);
+}
+
+static void make_key(void)
+{
+    pthread_key_create(&ring_key, release_ring);
+}
+
+/* Events per ring: the largest power of two that HCGUARD_BUFFER holds. */
+static uint64_t ring_cap(void)
+{
+    size_t bytes = hcg_config_get()->buffer_bytes;
+    uint64_t cap = 1;
+    while (cap * 2 * sizeof(hcg_event) + sizeof(ring) <= bytes)
+        cap *= 2;
+    return cap < 64 ? 64 : cap;
+}
+
+size_t hcg_events_ring_bytes(void)
+{
+    return sizeof(ring) + ring_cap() * sizeof(hcg_event);
+}
+
+/* In the flight recorder when recording (its events outlive the process),
+ * else the process's own memory. */
+static ring *new_ring(void)
+{
+    uint64_t cap = ring_cap();
+    size_t bytes = sizeof(ring) + cap * sizeof(hcg_event);
+    ring *r = hcg_flight_ring();
+    if (r)
+        memset(r, 0, sizeof *r); /* a record's ring may have served an image before exec */
+    else
+        r = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (r == MAP_FAILED)
+        return NULL;
+    r->cap = cap;
+    r->check_at = cap / 2;
+    r->map_bytes = bytes;
+    return r;
+}
+
+/* A ring for this thread: one left by a thread that exited, or a new one.
+ * Taking over a ring keeps its unread events and its counts: there is
+ * still one producer, and one writer of each count. */
+static ring *acquire_ring(void)
+{
+    pthread_once(&key_once, make_key);
+    ring *r;
+    for (r = atomic_load(&rings); r; r = r->next) {
+        int free_ = 0;
+        if (atomic_compare_exchange_strong(&r->owned, &free_, 1))
+            break;
+    }
+    if (!r) {
+        if (!(r = new_ring()))
+            return NULL;
+        atomic_store(&r->owned, 1);
+        ring *head = atomic_load(&rings);
+        do
+            r->next = head;
+        while (!atomic_compare_exchange_weak(&rings, &head, r));
+    }
+    pthread_setspecific(ring_key, r);
+    return r;
+}
+
+/* One writer per counter: a load and a store, no locked instruction. */
+static inline void bump(_Atomic uint64_t *c, uint64_t n)
+{
+    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n,
+                          memory_order_relaxed);
+}
+
+static void count_event(_Atomic uint64_t *cnt, const hcg_event *e)
+{
+    switch (e->kind) {
+    case HCG_EV_RUN:
+        bump(&cnt[HCG_CNT_RAN + (e->fnkind < HCG_FN_KIND_COUNT ? e->fnkind : 0)], 1);
+        if (hcg_fnkind_is_copy((hcg_fnkind)e->fnkind))
+            bump(&cnt[HCG_CNT_BYTES], e->bytes);
+        if (e->graph)
+            bump(&cnt[HCG_CNT_GRAPH_RUNS], 1);
+        break;
+    case HCG_EV_SKIP:
+        bump(&cnt[HCG_CNT_SKIPPED + (e->reason < HCGUARD_STATUS_COUNT ? e->reason : 0)], 1);
+        if (e->flags & HCG_EVF_REPORTED)
+            bump(&cnt[HCG_CNT_SKIPPED_REPORTED], 1);
+        if (e->graph)
+            bump(&cnt[HCG_CNT_GRAPH_RUNS], 1);
+        break;
+    case HCG_EV_REJECT:
+        bump(&cnt[HCG_CNT_REJECTED + (e->reason < HCGUARD_STATUS_COUNT ? e->reason : 0)], 1);
+        break;
+    case HCG_EV_FINDING:
+        bump(&cnt[HCG_CNT_FINDING + (e->reason < HCG_FIND_COUNT ? e->reason : 0)], 1);
+        break;
+    default:
+        break;
+    }
+}
+
+void hcg_count_collector(hcg_finding f)
+{
+    bump(&coll_cnt_of()[HCG_CNT_FINDING + ((unsigned)f < HCG_FIND_COUNT ? f : 0)], 1);
+}
+
+void hcg_counts_get(hcg_counts *out)
+{
+    for (unsigned i = 0; i < HCG_CNT_N; i++)
+        out->v[i] = atomic_load_explicit(&coll_cnt_of()[i], memory_order_relaxed);
+    for (ring *r = atomic_load(&rings); r; r = r->next)
+        for (unsigned i = 0; i < HCG_CNT_N; i++)
+            out->v[i] += atomic_load_explicit(&r->cnt[i], memory_order_relaxed);
+}
+
+uint64_t hcg_counts_sum(const hcg_counts *c, unsigned first, unsigned n)
+{
+    uint64_t t = 0;
+    for (unsigned i = first; i < first + n && i < HCG_CNT_N; i++)
+        t += c->v[i];
+    return t;
+}
+
+static void wake_collector(void)
+{
+    atomic_fetch_add_explicit(&wake_word, 1, memory_order_seq_cst);
+    if (atomic_load_explicit(&coll_asleep, memory_order_seq_cst))
+        syscall(SYS_futex, &wake_word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+/* The ring has passed the mark at which the producer looks at the
+ * consumer's index again (rare: about twice per ring's worth of events):
+ * half full or more means the collector is woken now rather than at its
+ * next interval. */
+static void passed_mark(ring *r, uint64_t h)
+{
+    r->tail_seen = atomic_load_explicit(&r->tail, memory_order_acquire);
+    uint64_t half = r->cap / 2;
+    if (h - r->tail_seen >= half) {
+        wake_collector();
+        r->check_at = h + r->cap / 8; /* and again if it is still not drained */
+    } else {
+        r->check_at = r->tail_seen + half;
+    }
+}
+
+hcg_event hcg_event_make(hcg_evkind kind, unsigned reason, hcg_api api, uintptr_t stream,
+                         uintptr_t fn, uintptr_t user)
+{
+    hcg_event e = {0};
+    e.kind = (uint8_t)kind;
+    e.reason = (uint8_t)reason;
+    e.api = (uint8_t)api;
+    e.tid = hcg_gettid();
+    if (kind == HCG_EV_REJECT)
+        e.seq = next_seq();
+    e.t_enqueue = hcg_ticks();
+    if (kind == HCG_EV_FINDING)
+        e.t_start = e.t_end = e.t_enqueue;
+    e.stream = stream;
+    e.fn = fn;
+    e.user = user;
+    return e;
+}
+
+void hcg_event_push(const hcg_event *e)
+{
+    ring *r = mine;
+    if (HCG_UNLIKELY(!r)) {
+        r = mine = acquire_ring();
+        if (!r)
+            return;
+    }
+    count_event(r->cnt, e);
+    uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
+    if (HCG_UNLIKELY(h - r->tail_seen >= r->cap)) {
+        r->tail_seen = atomic_load_explicit(&r->tail, memory_order_acquire);
+        if (h - r->tail_seen >= r->cap) {
+            bump(&r->dropped, 1);
+            return;
+        }
+    }
+    r->ev[h & (r->cap - 1)] = *e;
+    atomic_store_explicit(&r->head, h + 1, memory_order_release);
+    if (HCG_UNLIKELY(h + 1 >= r->check_at))
+        passed_mark(r, h + 1);
+}
+
+/* ---- the sinks (src/sinks/sinks.c) ---------------------------------------- */
+/* Every sink, or (files_only) only those that write files. */
+static void to_sinks(const hcg_event *e, int files_only)
+{
+    for (const hcg_sink *const *k = hcg_sinks; *k; k++)
+        if (!files_only || (*k)->flush)
+            (*k)->event(e);
+}
+
+static void flush_files(void)
+{
+    for (const hcg_sink *const *k = hcg_sinks; *k; k++)
+        if ((*k)->flush)
+            (*k)->flush();
+}
+
+static void to_ns(hcg_event *e, const hcg_clock_ref_t *ref)
+{
+    e->t_enqueue = hcg_ticks_to_ns(ref, e->t_enqueue);
+    if (e->kind != HCG_EV_REJECT) {
+        e->t_start = hcg_ticks_to_ns(ref, e->t_start);
+        e->t_end = hcg_ticks_to_ns(ref, e->t_end);
+    }
+}
+
+#define BATCH 64
+
+static _Atomic(void (*)(uint64_t)) drained_hook;
+
+void hcg_events_on_drained(void (*hook)(uint64_t seq))
+{
+    atomic_store_explicit(&drained_hook, hook, memory_order_release);
+}
+
+/* Events leave a ring in batches: each batch goes to the sinks (and, when
+ * recording, is written to the files) before its slots are given back, so
+ * that an event is always in the ring or in the files, whenever the process
+ * dies. Only then are their launches counted as drained: a launch waiting
+ * for room (flow control) then finds it. */
+static void drain(ring *r, const hcg_clock_ref_t *ref)
+{
+    uint64_t t = atomic_load_explicit(&r->tail, memory_order_relaxed);
+    uint64_t h = atomic_load_explicit(&r->head, memory_order_acquire);
+    while (t != h) {
+        uint64_t seqs[BATCH];
+        unsigned n = 0, k = 0;
+        for (; t != h && k < BATCH; t++, k++) {
+            hcg_event e = r->ev[t & (r->cap - 1)];
+            to_ns(&e, ref);
+            to_sinks(&e, 0);
+            if (!e.graph && (e.kind == HCG_EV_RUN || e.kind == HCG_EV_SKIP))
+                seqs[n++] = e.seq;
+        }
+        if (hcg_g_flight)
+            flush_files();
+        atomic_store_explicit(&r->tail, t, memory_order_release);
+        void (*on_drained)(uint64_t) = atomic_load_explicit(&drained_hook, memory_order_acquire);
+        for (unsigned i = 0; on_drained && i < n; i++)
+            on_drained(seqs[i]);
+    }
+}
+
+/* ---- the flight recorder's rings, read by the launcher ------------------ */
+static const ring *record_ring(const hcg_flight *f, uint32_t i)
+{
+    const ring *r = (const ring *)((const char *)f + f->rings_off + (size_t)i * f->ring_bytes);
+    uint64_t cap = r->cap;
+    if (cap == 0 || (cap & (cap - 1)) || sizeof(ring) + cap * sizeof(hcg_event) > f->ring_bytes)
+        return NULL; /* never set up, or not a ring */
+    return r;
+}
+
+void hcg_events_recover(const hcg_flight *f, hcg_counts *counts, uint64_t *dropped)
+{
+    hcg_clock_ref_t ref;
+    hcg_clock_ref(&ref);
+    memset(counts, 0, sizeof *counts);
+    *dropped = 0;
+    for (unsigned i = 0; i < HCG_CNT_N; i++)
+        counts->v[i] = atomic_load(&f->coll_cnt[i]);
+    uint32_t n = atomic_load(&f->n_rings);
+    for (uint32_t i = 0; i < n && i < HCG_FLIGHT_MAX_RINGS; i++) {
+        const ring *r = record_ring(f, i);
+        if (!r)
+            continue;
+        for (unsigned k = 0; k < HCG_CNT_N; k++)
+            counts->v[k] += atomic_load(&r->cnt[k]);
+        *dropped += atomic_load(&r->dropped);
+        uint64_t h = atomic_load(&r->head), t = atomic_load(&r->tail);
+        if (h - t > r->cap)
+            t = h - r->cap;
+        for (; t != h; t++) {
+            hcg_event e = r->ev[t & (r->cap - 1)];
+            to_ns(&e, &ref);
+            to_sinks(&e, 1);
+        }
+    }
+}
+
+void hcg_events_flush(void)
+{
+    hcg_clock_ref_t ref;
+    drain_enter();
+    hcg_clock_ref(&ref);
+    for (ring *r = atomic_load(&rings); r; r = r->next)
+        drain(r, &ref);
+    /* Written continuously, not only at exit. */
+    flush_files();
+    drain_leave();
+    atomic_fetch_add_explicit(&drain_gen, 1, memory_order_release);
+    if (atomic_load_explicit(&drain_waiters, memory_order_seq_cst))
+        syscall(SYS_futex, &drain_gen, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
+}
+
+void hcg_events_flush_files(void)
+{
+    hcg_events_flush();
+    drain_enter();
+    flush_files();
+    drain_leave();
+}
+
+/* The process is dying of a signal: its events to the log and the trace
+ * only. The summary and the audit take locks the interrupted code may
+ * hold, and will not be printed; functions not named yet are not looked
+ * up (the loader's and malloc's locks). */
+static void drain_to_files(ring *r, const hcg_clock_ref_t *ref)
+{
+    uint64_t t = atomic_load_explicit(&r->tail, memory_order_relaxed);
+    uint64_t h = atomic_load_explicit(&r->head, memory_order_acquire);
+    for (; t != h; t++) {
+        hcg_event e = r->ev[t & (r->cap - 1)];
+        to_ns(&e, ref);
+        to_sinks(&e, 1);
+    }
+    flush_files();
+    atomic_store_explicit(&r->tail, t, memory_order_release);
+}
+
+void hcg_events_flush_from_signal(void)
+{
+    /* Another thread draining (the collector) goes on running: waited
+     * for, briefly. This one, interrupted while draining, cannot be. */
+    uint32_t me = hcg_gettid();
+    for (int ms = 0; pthread_mutex_trylock(&drain_lock) != 0; ms++) {
+        if (atomic_load_explicit(&drain_owner, memory_order_relaxed) == me || ms >= 500)
+            return;
+        struct timespec one = {0, 1000000};
+        nanosleep(&one, NULL);
+    }
+    atomic_store_explicit(&drain_owner, me, memory_order_relaxed);
+    hcg_clock_ref_t ref;
+    hcg_clock_ref(&ref);
+    hcg_sinks_signal_mode(1);
+    for (ring *r = atomic_load(&rings); r; r = r->next)
+        drain_to_files(r, &ref);
+    hcg_sinks_signal_mode(0);
+    drain_leave();
+}
+
+uint64_t hcg_events_flow_room(void)
+{
+    return atomic_load_explicit(&coll_live, memory_order_relaxed) ? ring_cap() / 2 : 0;
+}
+
+uint32_t hcg_events_drain_gen(void)
+{
+    return atomic_load_explicit(&drain_gen, memory_order_acquire);
+}
+
+void hcg_events_wait_drain(uint32_t gen, unsigned ms)
+{
+    struct timespec ts = {0, (long)ms * 1000000L};
+    atomic_fetch_add_explicit(&drain_waiters, 1, memory_order_seq_cst);
+    wake_collector();
+    if (atomic_load_explicit(&drain_gen, memory_order_seq_cst) == gen)
+        syscall(SYS_futex, &drain_gen, FUTEX_WAIT_PRIVATE, gen, &ts, NULL, 0);
+    atomic_fetch_sub_explicit(&drain_waiters, 1, memory_order_relaxed);
+}
+
+void hcg_event_running(uintptr_t fn, uint64_t since)
+{
+    ring *r = mine;
+    if (HCG_UNLIKELY(!r) && !(r = mine = acquire_ring()))
+        return;
+    atomic_store_explicit(&r->run_fn, fn, memory_order_relaxed);
+    atomic_store_explicit(&r->run_tid, hcg_gettid(), memory_order_relaxed);
+    atomic_store_explicit(&r->run_since, since, memory_order_release);
+}
+
+/* Report host functions running longer than hang_ns (collector). */
+static void watch_hangs(uint64_t hang_ns)
+{
+    hcg_clock_ref_t ref;
+    hcg_clock_ref(&ref);
+    uint64_t now = hcg_ticks();
+    for (ring *r = atomic_load(&rings); r; r = r->next) {
+        uint64_t since = atomic_load_explicit(&r->run_since, memory_order_acquire);
+        uintptr_t fn = atomic_load_explicit(&r->run_fn, memory_order_relaxed);
+        if (!since || since == r->reported_since)
+            continue;
+        uint64_t t0 = hcg_ticks_to_ns(&ref, since), t1 = hcg_ticks_to_ns(&ref, now);
+        if (t1 <= t0 || t1 - t0 < hang_ns)
+            continue;
+        r->reported_since = since;
+        hcg_event e = hcg_event_make(HCG_EV_FINDING, HCG_FIND_HANG, 0, 0, fn, 0);
+        e.t_start = t0;
+        e.t_end = t1;
+        e.t_enqueue = t0;
+        e.tid = atomic_load_explicit(&r->run_tid, memory_order_relaxed);
+        hcg_count_collector(HCG_FIND_HANG);
+        to_sinks(&e, 0);
+    }
+}
+
+uint64_t hcg_events_dropped(void)
+{
+    uint64_t n = 0;
+    for (ring *r = atomic_load(&rings); r; r = r->next)
+        n += atomic_load_explicit(&r->dropped, memory_order_relaxed);
+    return n;
+}
+
+/* Sleep until woken (a ring passed half full, or stop) or the interval
+ * is over, unless woken since seen was read. */
+static void collector_sleep(uint32_t seen)
+{
+    struct timespec ts = {0, COLLECT_INTERVAL_NS};
+    atomic_store_explicit(&coll_asleep, 1, memory_order_seq_cst);
+    if (atomic_load_explicit(&wake_word, memory_order_seq_cst) == seen)
+        syscall(SYS_futex, &wake_word, FUTEX_WAIT_PRIVATE, seen, &ts, NULL, 0);
+    atomic_store_explicit(&coll_asleep, 0, memory_order_relaxed);
+}
+
+static void *collector(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&coll_stop)) {
+        uint32_t seen = atomic_load_explicit(&wake_word, memory_order_acquire);
+        hcg_events_flush();
+        drain_enter();
+        watch_hangs((uint64_t)(hcg_config_get()->hang_s * 1e9));
+        drain_leave();
+        collector_sleep(seen);
+    }
+    return NULL;
+}
+
+void hcg_collector_start(void)
+{
+    pthread_mutex_lock(&coll_lock);
+    if (!coll_running) {
+        atomic_store(&coll_stop, 0);
+        /* Keep application signals off the collector. */
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        if (pthread_create(&coll_thread, NULL, collector, NULL) == 0)
+            coll_running = 1;
+        atomic_store(&coll_live, coll_running);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+    }
+    pthread_mutex_unlock(&coll_lock);
+}
+
+void hcg_collector_stop(void)
+{
+    pthread_mutex_lock(&coll_lock);
+    int was = coll_running;
+    atomic_store(&coll_stop, 1);
+    coll_running = 0;
+    atomic_store(&coll_live, 0);
+    wake_collector();
+    pthread_mutex_unlock(&coll_lock);
+    if (was)
+        pthread_join(coll_thread, NULL);
+    hcg_events_flush();
+}
+
+/* In a fork child only the forking thread exists: the collector is gone,
+ * and the rings of other threads have no producer any more. */
+void hcg_events_after_fork(void)
+{
+    pthread_mutex_init(&drain_lock, NULL);
+    atomic_store(&drain_owner, 0);
+    pthread_mutex_init(&coll_lock, NULL);
+    coll_running = 0;
+    atomic_store(&coll_live, 0);
+    atomic_store(&coll_stop, 0);
+    atomic_store(&coll_asleep, 0);
+    atomic_store(&drain_waiters, 0);
+    for (unsigned i = 0; i < HCG_CNT_N; i++)
+        atomic_store(&coll_cnt_own[i], 0);
+    tid_cache = 0;
+    /* The parent's events, and the host functions its threads were running
+     * (the watchdog would call them hung), are the parent's. */
+    for (ring *r = atomic_load(&rings); r; r = r->next) {
+        if (r != mine)
+            atomic_store(&r->owned, 0);
+        atomic_store(&r->tail, atomic_load(&r->head));
+        r->tail_seen = atomic_load(&r->head);
+        r->check_at = r->tail_seen + r->cap / 2;
+        atomic_store(&r->dropped, 0);
+        for (unsigned i = 0; i < HCG_CNT_N; i++)
+            atomic_store(&r->cnt[i], 0);
+        atomic_store(&r->run_fn, 0);
+        atomic_store(&r->run_since, 0);
+        r->reported_since = 0;
+    }
+}

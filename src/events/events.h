@@ -1,0 +1,149 @@
+/* The events layer (src/events): the event record, each thread's ring, the
+ * exact counters, the collector thread that drains the rings into the
+ * sinks (through hcg_sinks, which it walks without naming any), its
+ * watchdog, and the flight recorder that keeps rings and counts in a file
+ * under `hcguard run`. Above the base layer; needs no <cuda.h>. */
+#ifndef HCG_EVENTS_H
+#define HCG_EVENTS_H
+
+#include "base/base.h"
+#include "base/names.h"
+
+/* A skip of a record already reported at enqueue (audit mode): shown, but
+ * not counted as a second error. */
+#define HCG_EVF_REPORTED 0x01
+
+typedef struct hcg_event {
+    uint8_t kind;   /* hcg_evkind */
+    uint8_t fnkind; /* hcg_fnkind */
+    uint8_t reason; /* hcguard_status */
+    uint8_t api;    /* hcg_api */
+    uint8_t flags;  /* HCG_EVF_* */
+    uint8_t fault_sig;  /* copy-faulted: SIGSEGV or SIGBUS (in the padding) */
+    uint8_t fault_code; /* copy-faulted: its si_code */
+    uint32_t tid;
+    uint64_t seq;
+    uint64_t t_enqueue, t_start, t_end; /* hcg_ticks(); ns once drained */
+    uint64_t bytes;
+    uintptr_t fn, user, stream, dst, src;
+    uintptr_t graph, node; /* graph host nodes; 0 for stream launches */
+    uintptr_t fault_addr;  /* copy-faulted: the address that faulted */
+} hcg_event;
+
+/* Exact counters. Each thread counts what it did (ran, copied, skipped,
+ * rejected, found) in its own ring's block when it pushes the event, one
+ * writer per block (relaxed load and store, no read-modify-write), summed
+ * on demand: never derived from drained events, which may be dropped. */
+enum {
+    HCG_CNT_RAN = 0,                                         /* + hcg_fnkind */
+    HCG_CNT_BYTES = HCG_CNT_RAN + HCG_FN_KIND_COUNT,         /* copied */
+    HCG_CNT_SKIPPED,                                         /* + hcguard_status */
+    HCG_CNT_SKIPPED_REPORTED = HCG_CNT_SKIPPED + HCGUARD_STATUS_COUNT,
+    HCG_CNT_GRAPH_RUNS,
+    HCG_CNT_REJECTED,                                        /* + hcguard_status */
+    HCG_CNT_FINDING = HCG_CNT_REJECTED + HCGUARD_STATUS_COUNT, /* + hcg_finding */
+    HCG_CNT_N = HCG_CNT_FINDING + HCG_FIND_COUNT
+};
+typedef struct hcg_counts {
+    uint64_t v[HCG_CNT_N];
+} hcg_counts;
+/* The sums over every thread (and the collector's own). */
+void hcg_counts_get(hcg_counts *out);
+/* A finding the collector makes itself (slow, hung): counted there. */
+void hcg_count_collector(hcg_finding f);
+/* Sum of n counters from first. */
+uint64_t hcg_counts_sum(const hcg_counts *c, unsigned first, unsigned n);
+
+/* The one constructor of the events made outside the trampoline (whose
+ * run and skip events are filled in place, on the hot path): kind and
+ * reason, the entry point, stream, function and data, the calling thread,
+ * t_enqueue now, and for a finding t_start and t_end too; a rejection also
+ * takes the next sequence number. The caller adds the rest. */
+hcg_event hcg_event_make(hcg_evkind kind, unsigned reason, hcg_api api, uintptr_t stream,
+                         uintptr_t fn, uintptr_t user);
+/* Copy *e into the calling thread's ring: no lock, no allocation (after a
+ * thread's first event), no system call in the common path (the collector
+ * is woken when the ring passes half full). Counts it first; drops and
+ * counts the drop when full. */
+void hcg_event_push(const hcg_event *e);
+/* Around a host function: what the thread runs, for the watchdog. */
+void hcg_event_running(uintptr_t fn, uint64_t since);
+/* Drain every ring into the sinks now (any thread; serialised). */
+void hcg_events_flush(void);
+/* Start the collector thread (idempotent; after fork, restarts). */
+void hcg_collector_start(void);
+/* Stop the collector and drain what is left (exit). */
+void hcg_collector_stop(void);
+void hcg_events_after_fork(void);
+/* Flow control: how many undrained events the launches may leave
+ * (half a ring; 0 when no collector runs); the count of drain passes, and
+ * waiting (at most ms) for the next one, having woken the collector. */
+uint64_t hcg_events_flow_room(void);
+uint32_t hcg_events_drain_gen(void);
+void hcg_events_wait_drain(uint32_t gen, unsigned ms);
+uint64_t hcg_events_dropped(void);
+/* Drain every ring and write the files' buffers out now (before exec). */
+void hcg_events_flush_files(void);
+/* The same from a fatal signal's handler: only if no drain is under way
+ * (a trylock), so it never waits; async-signal-safe as far as the sinks'
+ * formatting (snprintf) is. */
+void hcg_events_flush_from_signal(void);
+uint32_t hcg_gettid(void); /* cached per thread */
+
+/* Called by the collector with the sequence number of each stream launch
+ * whose event has been drained (flow control, src/run); set once. */
+void hcg_events_on_drained(void (*hook)(uint64_t seq));
+
+/* ---- the sinks: what consumes events ----------------------------------- */
+/* A sink (src/sinks) is called by the collector, one drain at a time.
+ * Only file sinks (flush set) get the events of a record left by a
+ * program that died, and those written from a fatal signal's handler. */
+typedef struct hcg_sink {
+    void (*event)(const hcg_event *e);
+    void (*flush)(void); /* NULL: not a file */
+} hcg_sink;
+/* Every sink, in the order they see each event; NULL-terminated. Defined
+ * by the sinks layer (src/sinks/sinks.c). */
+extern const hcg_sink *const hcg_sinks[];
+/* While events are written from a signal handler: on, then off (names
+ * only from caches). Defined with hcg_sinks. */
+extern void (*const hcg_sinks_signal_mode)(int on);
+
+/* ---- flight.c: the flight recorder (under hcguard run) -------------------- */
+#define HCG_FLIGHT_MAGIC 0x3172666467636868ull /* "hhcgdfr1" */
+#define HCG_FLIGHT_MAX_RINGS 64
+
+/* At the start of the file HCGUARD_FLIGHT names; then the call pools'
+ * store (pools_off) and the rings (rings_off, ring_bytes each). */
+typedef struct hcg_flight {
+    uint64_t magic;                  /* HCG_FLIGHT_MAGIC once set up */
+    uint64_t bytes, ring_bytes, pools_off, rings_off;
+    _Atomic int32_t pid;             /* the process recording into it */
+    _Atomic int32_t finished;        /* it wrote everything and its summary */
+    _Atomic uint32_t n_rings;
+    int32_t mode;                    /* hcg_mode */
+    _Atomic uint64_t nodes_launched[HCG_FN_KIND_COUNT]; /* set on graph nodes */
+    _Atomic uint64_t nodes_made;
+    _Atomic uint64_t coll_cnt[HCG_CNT_N]; /* the collector's own counts */
+    char log_path[HCG_PATH_MAX], trace_path[HCG_PATH_MAX];
+    char report_path[HCG_PATH_MAX];  /* HCGUARD_LOG_FILE, expanded */
+} hcg_flight;
+
+extern hcg_flight *hcg_g_flight; /* NULL: not recording */
+/* Map HCGUARD_FLIGHT's file, if set and not another process's (start-up,
+ * before any ring or pool is made). */
+void hcg_flight_attach(void);
+/* Memory for the next ring in the file (ring_bytes, not zeroed), or NULL. */
+void *hcg_flight_ring(void);
+void hcg_flight_finished(int done);
+void hcg_flight_after_fork(void); /* first of the fork child's hooks */
+/* The run layer's pools (src/run/pool.c), which the record keeps too: the
+ * bytes of their store, and the record's memory to use for it. */
+size_t hcg_pool_store_bytes(void);
+void hcg_pool_use_store(void *mem);
+/* events.c, trampoline.c: the parts of the record they keep. */
+size_t hcg_events_ring_bytes(void);
+/* events.c: the events left in a record's rings, to the file sinks; its counts. */
+void hcg_events_recover(const hcg_flight *f, hcg_counts *counts, uint64_t *dropped);
+
+#endif /* HCG_EVENTS_H */

@@ -1,0 +1,136 @@
+/* The flight recorder. Under `hcguard run`, the launcher names a file in
+ * HCGUARD_FLIGHT; the program's hcguard maps it shared and keeps in it what
+ * must outlive the process: every thread's event ring (with its exact
+ * counters), the call pools' launch counts, the collector's own counts,
+ * and where the log and the trace are. The kernel keeps the file's pages
+ * however the process ends (SIGKILL included); the launcher, the program's
+ * parent, then writes the events still in the rings to the log and the
+ * trace and prints a summary of the counts, unless the program finished
+ * normally and did so itself.
+ *
+ * The process that maps it first owns it; the same process after exec
+ * starts it afresh (its image before wrote everything out); any other
+ * process (a fork child, something the program started) does not use it:
+ * a fork child turns its mapping into a private copy at once. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "events/events.h"
+
+hcg_flight *hcg_g_flight;
+static int flight_fd = -1;
+static size_t flight_bytes;
+
+/* Whether the file at fd is a plain file of this user (not a link to
+ * something else: it was opened with O_NOFOLLOW). */
+static int ours(int fd)
+{
+    struct stat st;
+    return fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid();
+}
+
+static size_t page_up(size_t n)
+{
+    return (n + 4095) & ~(size_t)4095;
+}
+
+static size_t pools_off(void)
+{
+    return page_up(sizeof(hcg_flight));
+}
+
+static size_t rings_off(void)
+{
+    return page_up(pools_off() + hcg_pool_store_bytes());
+}
+
+static void set_up(hcg_flight *f, size_t bytes, size_t ring_bytes, const hcg_config *c)
+{
+    memset(f, 0, sizeof *f);
+    f->bytes = bytes;
+    f->ring_bytes = ring_bytes;
+    f->pools_off = pools_off();
+    f->rings_off = rings_off();
+    f->mode = (int32_t)c->mode;
+    memcpy(f->log_path, c->log_path, sizeof f->log_path);
+    memcpy(f->trace_path, c->trace_path, sizeof f->trace_path);
+    memcpy(f->report_path, c->report_path, sizeof f->report_path);
+    atomic_store(&f->pid, (int32_t)getpid());
+    f->magic = HCG_FLIGHT_MAGIC;
+}
+
+void hcg_flight_attach(void)
+{
+    const char *path = secure_getenv("HCGUARD_FLIGHT");
+    if (!path || !path[0] || hcg_g_flight)
+        return;
+    int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0 || !ours(fd)) {
+        if (fd >= 0)
+            close(fd);
+        return;
+    }
+    size_t ring_bytes = hcg_events_ring_bytes();
+    size_t bytes = rings_off() + HCG_FLIGHT_MAX_RINGS * ring_bytes;
+    hcg_flight *f = MAP_FAILED;
+    if (ftruncate(fd, (off_t)bytes) == 0)
+        f = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (f == MAP_FAILED) {
+        close(fd);
+        return;
+    }
+    /* A file another process records into is not this one's. */
+    int32_t owner = atomic_load(&f->pid);
+    if (f->magic == HCG_FLIGHT_MAGIC && owner != 0 && owner != (int32_t)getpid()) {
+        munmap(f, bytes);
+        close(fd);
+        return;
+    }
+    set_up(f, bytes, ring_bytes, hcg_config_get());
+    flight_fd = fd;
+    flight_bytes = bytes;
+    hcg_pool_use_store((char *)f + f->pools_off);
+    hcg_g_flight = f;
+}
+
+void *hcg_flight_ring(void)
+{
+    hcg_flight *f = hcg_g_flight;
+    if (!f)
+        return NULL;
+    uint32_t i = atomic_fetch_add(&f->n_rings, 1);
+    if (i >= HCG_FLIGHT_MAX_RINGS)
+        return NULL; /* further rings are the process's own memory */
+    return (char *)f + f->rings_off + (size_t)i * f->ring_bytes;
+}
+
+void hcg_flight_finished(int done)
+{
+    if (hcg_g_flight)
+        atomic_store(&hcg_g_flight->finished, done);
+}
+
+/* In a fork child, before anything is reset: the same addresses, now a
+ * private copy, so that the parent's record is left alone. */
+void hcg_flight_after_fork(void)
+{
+    hcg_flight *f = hcg_g_flight;
+    if (!f)
+        return;
+    hcg_g_flight = NULL;
+    if (mmap(f, flight_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED, flight_fd, 0) ==
+        MAP_FAILED) {
+        /* Cannot happen short of memory; then stop rather than write into
+         * the parent's record. */
+        static const char m[] = "==hcguard== cannot copy the flight recorder in a fork child\n";
+        (void)!write(2, m, sizeof m - 1);
+        _exit(125);
+    }
+    close(flight_fd);
+    flight_fd = -1;
+}

@@ -1,0 +1,250 @@
+/* How calls reach hcguard: exported dlsym/dlvsym, cuGetProcAddress (v1 and
+ * v2) and the routing of real driver pointers to hcguard's wrappers.
+ *
+ * Routing is by pointer: the real lookup runs first, and if what it found
+ * is the real address of an entry point hcguard wraps, the wrapper of that
+ * exact variant is handed out instead. A name-keyed table would hand a
+ * _ptsz caller the legacy wrapper, or a v1 caller the 5-argument one. */
+#include <dlfcn.h>
+#include <string.h>
+
+#include "intercept/intercept.h"
+
+typedef struct hcg_route_entry {
+    const char *name;
+    size_t slot; /* offsetof(hcg_driver, <name>) */
+    void *wrapper;
+} hcg_route_entry;
+
+/* Every wrapped entry of driver/entries.def, in its order. */
+#define ROUTE_gpa(n) {#n, offsetof(hcg_driver, n), (void *)hcg_w_##n},
+#define ROUTE_stream(n) ROUTE_gpa(n)
+#define ROUTE_graph(n) ROUTE_gpa(n)
+#define ROUTE_called(n)
+static const hcg_route_entry routes[] = {
+#define HCG_ENTRY(where, name, params) ROUTE_##where(name)
+#include "driver/entries.def"
+#undef HCG_ENTRY
+};
+#define N_ROUTES (sizeof routes / sizeof routes[0])
+
+static _Atomic(void *) *slot_of(hcg_driver *d, const hcg_route_entry *e)
+{
+    return (_Atomic(void *) *)((char *)d + e->slot);
+}
+
+static const hcg_route_entry *route_by_name(const char *name)
+{
+    if (!name || name[0] != 'c' || name[1] != 'u')
+        return NULL;
+    for (size_t i = 0; i < N_ROUTES; i++)
+        if (strcmp(routes[i].name, name) == 0)
+            return &routes[i];
+    return NULL;
+}
+
+/* The variant a cuGetProcAddress caller gets for a base name: the _ptsz
+ * one under the per-thread flag, when hcguard wraps one. */
+static const hcg_route_entry *route_for_request(const char *name, cuuint64_t flags)
+{
+    if (name && (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM)) {
+        char buf[128];
+        size_t n = strlen(name);
+        if (n + 6 <= sizeof buf) {
+            memcpy(buf, name, n);
+            memcpy(buf + n, "_ptsz", 6);
+            const hcg_route_entry *e = route_by_name(buf);
+            if (e)
+                return e;
+        }
+    }
+    return route_by_name(name);
+}
+
+/* Whether p is code of the real driver (not of the runtime or a library
+ * whose names also begin "cu"): only those get a thunk, which returns a
+ * CUresult when it refuses a call. */
+static int in_driver(hcg_driver *d, const void *p)
+{
+    static _Atomic(void *) base;
+    void *b = atomic_load_explicit(&base, memory_order_acquire);
+    Dl_info info;
+    if (!b) {
+        void *known = (void *)atomic_load(&d->cuGetProcAddress_v2);
+        if (!known)
+            known = (void *)atomic_load(&d->cuGetProcAddress);
+        if (!known || !dladdr(known, &info))
+            return 0;
+        b = info.dli_fbase;
+        atomic_store_explicit(&base, b, memory_order_release);
+    }
+    return dladdr(p, &info) && info.dli_fbase == b;
+}
+
+/* An entry point hcguard does not wrap: a thunk that notices calls made
+ * inside host functions (unless hcguard is off). */
+static void *guarded(hcg_driver *d, const char *name, void *p)
+{
+    if (hcg_config_get()->mode == HCG_MODE_OFF || !in_driver(d, p))
+        return p;
+    return hcg_thunk_for(name ? name : "?", p);
+}
+
+/* If p is the real address of an entry point hcguard wraps, return the
+ * wrapper; else p. name is the symbol the caller asked for (may be NULL),
+ * used to adopt pointers for variants the driver does not export. */
+static void *route(const char *name, void *p, cuuint64_t flags)
+{
+    if (!p)
+        return p;
+    hcg_driver *d = hcg_driver_get();
+    if (!d)
+        return p;
+    for (size_t i = 0; i < N_ROUTES; i++)
+        if (atomic_load_explicit(slot_of(d, &routes[i]), memory_order_acquire) == p) {
+            hcg_debug("route %s -> wrapper %s", name ? name : "?", routes[i].name);
+            return routes[i].wrapper;
+        }
+    const hcg_route_entry *e = route_for_request(name, flags);
+    if (!e)
+        return guarded(d, name, p);
+    if (p == e->wrapper)
+        return p;
+    /* A variant the driver hands out but does not export (newer entry
+     * points): adopt its address, once. */
+    void *expected = NULL;
+    if (atomic_compare_exchange_strong(slot_of(d, e), &expected, p)) {
+        hcg_debug("route %s -> wrapper %s (adopted %p)", name, e->name, p);
+        return e->wrapper;
+    }
+    for (size_t i = 0; i < N_ROUTES; i++)
+        if (p == routes[i].wrapper)
+            return p;
+    hcg_debug("route %s: %p is not the driver's %s (%p); passed through", name, p,
+              e->name, expected);
+    return guarded(d, name, p);
+}
+
+/* ---- dlsym / dlvsym ----------------------------------------------------
+ * The exported entry points are small assembly stubs (dl_<arch>.S): they ask
+ * hcg_dlsym_target where to go and jump there with the caller's own return
+ * address, because glibc resolves RTLD_NEXT and a dlopen'd caller's local
+ * scope from it. Only names hcguard wraps, on real handles, go through C. */
+void *hcg_dlsym_target(void *handle, const char *name) __attribute__((visibility("hidden"), used));
+void *hcg_dlvsym_target(void *handle, const char *name, const char *version)
+    __attribute__((visibility("hidden"), used));
+void *hcg_real_dlsym_ptr(void);
+void *hcg_real_dlvsym_ptr(void);
+
+/* Whether a driver is loaded, by hcguard or the program; loads nothing. */
+static int driver_loaded(void)
+{
+    if (hcg_driver_peek())
+        return 1;
+    const char *path = hcg_config_get()->driver_path;
+    void *h = dlopen(path[0] ? path : "libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+    if (h)
+        dlclose(h);
+    return h != NULL;
+}
+
+/* hcguard exports every driver entry point: a program that probes for a
+ * driver with dlsym(RTLD_DEFAULT, "cuInit") would find hcguard's. While
+ * none is loaded, the look-up goes on past hcguard, as glibc's would have
+ * (NULL and a dlerror message, as a rule). Once one is, the export is the
+ * right answer: a thunk of the driver's function. */
+static void *dlsym_routed(void *handle, const char *name)
+{
+    void *p = hcg_real_dlsym(handle, name);
+    if (HCG_UNLIKELY(hcg_thunk_is_export(p)) && !driver_loaded())
+        p = hcg_real_dlsym(RTLD_NEXT, name);
+    return route(name, p, 0);
+}
+
+static void *dlvsym_routed(void *handle, const char *name, const char *version)
+{
+    void *p = hcg_real_dlvsym(handle, name, version);
+    if (HCG_UNLIKELY(hcg_thunk_is_export(p)) && !driver_loaded())
+        p = hcg_real_dlvsym(RTLD_NEXT, name, version);
+    return route(name, p, 0);
+}
+
+/* A sanitizer runtime preloaded ahead of hcguard resolves its interceptors
+ * with dlsym before it is initialised: this path runs uninstrumented, and
+ * only names beginning "cu" go further. */
+#define HCG_EARLY __attribute__((no_sanitize("address", "thread", "undefined")))
+
+HCG_EARLY static int wants(void *handle, const char *name)
+{
+    return handle != RTLD_NEXT && name && name[0] == 'c' && name[1] == 'u';
+}
+
+HCG_EARLY void *hcg_dlsym_target(void *handle, const char *name)
+{
+    return wants(handle, name) ? (void *)dlsym_routed : hcg_real_dlsym_ptr();
+}
+
+HCG_EARLY void *hcg_dlvsym_target(void *handle, const char *name, const char *version)
+{
+    (void)version;
+    return wants(handle, name) ? (void *)dlvsym_routed : hcg_real_dlvsym_ptr();
+}
+
+/* The stubs: dl_x86_64.S, dl_aarch64.S. */
+#if !defined(__x86_64__) && !defined(__aarch64__)
+/* Portable fallback: RTLD_NEXT is resolved relative to hcguard itself. */
+HCG_EXPORT void *dlsym(void *handle, const char *name)
+{
+    return ((void *(*)(void *, const char *))hcg_dlsym_target(handle, name))(handle, name);
+}
+HCG_EXPORT void *dlvsym(void *handle, const char *name, const char *version)
+{
+    return ((void *(*)(void *, const char *, const char *))hcg_dlvsym_target(
+        handle, name, version))(handle, name, version);
+}
+#endif
+
+/* ---- cuGetProcAddress ---------------------------------------------------- */
+CUresult hcg_w_cuGetProcAddress_v2(const char *symbol, void **pfn, int version,
+                                   cuuint64_t flags, CUdriverProcAddressQueryResult *status)
+{
+    hcg_driver *d = hcg_driver_get();
+    hcg_pfn_cuGetProcAddress_v2 v2 = d ? atomic_load(&d->cuGetProcAddress_v2) : NULL;
+    CUresult r;
+    if (v2) {
+        r = v2(symbol, pfn, version, flags, status);
+    } else {
+        /* A driver older than 12.0 has only the 4-argument form. */
+        hcg_pfn_cuGetProcAddress v1 = d ? atomic_load(&d->cuGetProcAddress) : NULL;
+        if (!v1)
+            return CUDA_ERROR_NOT_INITIALIZED;
+        r = v1(symbol, pfn, version, flags);
+        if (status)
+            *status = r == CUDA_SUCCESS ? CU_GET_PROC_ADDRESS_SUCCESS
+                                        : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    }
+    if (r == CUDA_SUCCESS && pfn)
+        *pfn = route(symbol, *pfn, flags);
+    return r;
+}
+
+CUresult hcg_w_cuGetProcAddress(const char *symbol, void **pfn, int version,
+                                cuuint64_t flags)
+{
+    hcg_driver *d = hcg_driver_get();
+    hcg_pfn_cuGetProcAddress v1 = d ? atomic_load(&d->cuGetProcAddress) : NULL;
+    if (!v1)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r = v1(symbol, pfn, version, flags);
+    if (r == CUDA_SUCCESS && pfn)
+        *pfn = route(symbol, *pfn, flags);
+    return r;
+}
+
+#define ALIAS_gpa(name) HCG_EXPORT_ALIAS(name)
+#define ALIAS_stream(name)
+#define ALIAS_graph(name)
+#define ALIAS_called(name)
+#define HCG_ENTRY(where, name, params) ALIAS_##where(name)
+#include "driver/entries.def"
+#undef HCG_ENTRY

@@ -1,0 +1,97 @@
+/* Lifecycle: lazy start from the first intercepted launch (constructors
+ * stay trivial: the CUDA runtime calls cuGetProcAddress before cuInit, and
+ * Python may never touch CUDA), fork handling, and the exit summary. */
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "lifecycle/lifecycle.h"
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+atomic_int hcg_g_started;
+/* The audit's thunk handler, set when the driver is loaded (src/driver). */
+void (*hcg_driver_loaded_hook)(void) = hcg_audit_init;
+/* A fork child (a data loader's worker, say) reports only what it did
+ * itself, and says nothing if it did nothing. */
+static int forked;
+
+/* The last of the fork child hooks (src/lifecycle/fork.c). No thread is started
+ * here (POSIX allows a fork child little before exec): the child starts its
+ * collector at its first launch, so one that launches nothing has none, and
+ * exits without a summary. */
+void hcg_init_after_fork(void)
+{
+    forked = 1;
+    atomic_store(&hcg_g_started, 0);
+}
+
+static void start(void)
+{
+    const hcg_config *c = hcg_config_get();
+    hcg_clock_init();
+    hcg_flight_attach(); /* before any ring or pool is made */
+    if (c->log_path[0])
+        hcg_jsonl_open(c->log_path, c->log_pattern);
+    if (c->trace_path[0])
+        hcg_trace_open(c->trace_path, c->trace_pattern);
+    hcg_fork_register();
+    /* Before the first check: reads of user memory and the copies hcguard
+     * makes are fault-contained from here on (not in mode off, where
+     * hcguard neither reads nor copies). */
+    if (c->mode != HCG_MODE_OFF && hcg_fault_install() != 0)
+        hcg_msg("cannot install the SIGSEGV/SIGBUS handlers: copies are not fault-contained");
+    /* Preloaded by hand there is no flight recorder: a death by signal
+     * would take the events still in memory with it. */
+    if (c->mode != HCG_MODE_OFF && !hcg_g_flight && (c->log_path[0] || c->trace_path[0]))
+        hcg_fault_watch_deaths(hcg_lifecycle_flush_from_signal);
+    hcg_collector_start();
+    atomic_store(&hcg_g_started, 1);
+}
+
+void hcg_init_slow(void)
+{
+    pthread_once(&once, start); /* done already in a fork child */
+    hcg_collector_start();      /* idempotent */
+    atomic_store_explicit(&hcg_g_started, 1, memory_order_release);
+}
+
+HCG_EXPORT int hcguard_get_stats(hcguard_stats *out, size_t size)
+{
+    if (!out || size == 0)
+        return -1;
+    hcguard_stats all;
+    hcg_events_flush();
+    hcg_summary_stats(&all);
+    all.graph_calls_live = hcg_graph_calls_live();
+    memcpy(out, &all, size < sizeof all ? size : sizeof all);
+    return 0;
+}
+
+/* Before exec (src/lifecycle/lifecycle.c), the collector stopped and the files
+ * written: this image's summary, if it did anything (the next one prints
+ * its own at exit). */
+void hcg_lifecycle_exec_summary(void)
+{
+    if (hcg_config_get()->summary && hcg_summary_active())
+        hcg_summary_print();
+}
+
+__attribute__((destructor)) static void finish(void)
+{
+    if (!atomic_load(&hcg_g_started))
+        return;
+    const hcg_config *c = hcg_config_get();
+    hcg_collector_stop();
+    hcg_jsonl_close();
+    hcg_trace_close();
+    if (forked && !hcg_summary_active())
+        return;
+    if (c->summary)
+        hcg_summary_print();
+    hcg_flight_finished(1); /* the launcher has nothing left to do */
+    if (c->error_exitcode && hcg_summary_errors() > 0) {
+        fflush(NULL); /* _exit skips stdio's flush at exit */
+        _exit(c->error_exitcode);
+    }
+}

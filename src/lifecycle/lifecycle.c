@@ -1,0 +1,252 @@
+/* exec and fatal signals: what hcguard holds in memory is written out
+ * before the process image goes.
+ *
+ * exec: the exec family is interposed. Before the real call, the collector
+ * is stopped (draining every ring), the log and the trace are written out,
+ * and the summary of this image is printed if it did anything; the new
+ * image gets HCGUARD_EXEC (see src/base/outfile.c) in its environment, so that
+ * it appends to the same log and continues the same trace instead of
+ * starting them anew. If exec fails, the collector starts again and the
+ * program goes on as before. posix_spawn and posix_spawnp pass the variable
+ * too: the new process, another pid, shares the files like a fork child.
+ *
+ * Fatal signals: hcg_lifecycle_flush_from_signal() is the hook for the
+ * chained signal handlers (src/check/fault.c) to call. */
+#include <errno.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "lifecycle/lifecycle.h"
+
+#if defined(__aarch64__)
+#define GLIBC_BASE "GLIBC_2.17"
+#else
+#define GLIBC_BASE "GLIBC_2.2.5"
+#endif
+
+extern char **environ;
+
+typedef int (*execve_fn)(const char *, char *const[], char *const[]);
+typedef int (*fexecve_fn)(int, char *const[], char *const[]);
+typedef int (*spawn_fn)(pid_t *, const char *, const posix_spawn_file_actions_t *,
+                        const posix_spawnattr_t *, char *const[], char *const[]);
+
+/* libc's own, from its symbol table (no dlsym: this may run in a fork
+ * child, or inside a sanitizer's interceptor). */
+static void *libc_fn(const char *name, const char *version)
+{
+    void *p = version ? hcg_dynsym("libc.so.", name, version) : NULL;
+    return p ? p : hcg_dynsym("libc.so.", name, NULL);
+}
+
+/* envp with HCGUARD_EXEC=var in place of any it had; NULL if out of memory
+ * (then envp is passed as it is). */
+static char **with_exec_var(char *const envp[], const char *var)
+{
+    size_t n = 0;
+    while (envp && envp[n])
+        n++;
+    char **out = malloc((n + 2) * sizeof *out);
+    if (!out)
+        return NULL;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (strncmp(envp[i], "HCGUARD_EXEC=", 13) != 0)
+            out[k++] = envp[i];
+    out[k++] = (char *)var;
+    out[k] = NULL;
+    return out;
+}
+
+static char exec_var[64];
+
+/* What this process hands its next image (or a spawned child). */
+static const char *make_exec_var(void)
+{
+    snprintf(exec_var, sizeof exec_var, "HCGUARD_EXEC=%d:%c%c%c", (int)getpid(),
+             hcg_jsonl_exec_state(), hcg_trace_exec_state(), hcg_report_exec_state());
+    return exec_var;
+}
+
+/* Before the image goes: everything written out. Returns whether the
+ * collector ran (to start it again if exec fails). */
+static int before_exec(void)
+{
+    if (!atomic_load(&hcg_g_started))
+        return 0;
+    hcg_collector_stop();
+    hcg_events_flush_files();
+    hcg_lifecycle_exec_summary();
+    hcg_flight_finished(1); /* written out; the next image starts the record afresh */
+    return 1;
+}
+
+static int after_failed_exec(int was_running, int err)
+{
+    if (was_running) {
+        hcg_flight_finished(0);
+        hcg_collector_start();
+    }
+    errno = err;
+    return -1;
+}
+
+static int do_execve(const char *path, char *const argv[], char *const envp[], int search)
+{
+    static execve_fn real_execve, real_execvpe;
+    execve_fn *slot = search ? &real_execvpe : &real_execve;
+    if (!*slot)
+        *slot = (execve_fn)libc_fn(search ? "execvpe" : "execve", NULL);
+    if (!*slot) {
+        errno = ENOSYS;
+        return -1;
+    }
+    int running = before_exec();
+    char **env = with_exec_var(envp, make_exec_var());
+    (*slot)(path, argv, env ? env : envp);
+    int err = errno;
+    free(env);
+    return after_failed_exec(running, err);
+}
+
+HCG_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
+{
+    return do_execve(path, argv, envp, 0);
+}
+
+HCG_EXPORT int execv(const char *path, char *const argv[])
+{
+    return do_execve(path, argv, environ, 0);
+}
+
+HCG_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
+{
+    return do_execve(file, argv, envp, 1);
+}
+
+HCG_EXPORT int execvp(const char *file, char *const argv[])
+{
+    return do_execve(file, argv, environ, 1);
+}
+
+HCG_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
+{
+    static fexecve_fn real;
+    if (!real && !(real = (fexecve_fn)libc_fn("fexecve", NULL))) {
+        errno = ENOSYS;
+        return -1;
+    }
+    int running = before_exec();
+    char **env = with_exec_var(envp, make_exec_var());
+    real(fd, argv, env ? env : envp);
+    int err = errno;
+    free(env);
+    return after_failed_exec(running, err);
+}
+
+/* execl, execlp, execle: the arguments up to the NULL as an array. */
+static char **collect_args(const char *arg0, va_list ap, char ***envp_out)
+{
+    va_list count;
+    va_copy(count, ap);
+    size_t n = 1;
+    while (va_arg(count, char *))
+        n++;
+    va_end(count);
+    char **argv = malloc((n + 1) * sizeof *argv);
+    if (!argv)
+        return NULL;
+    argv[0] = (char *)arg0;
+    for (size_t i = 1; i <= n; i++)
+        argv[i] = va_arg(ap, char *); /* the last is the NULL */
+    if (envp_out)
+        *envp_out = va_arg(ap, char **);
+    return argv;
+}
+
+static int execl_common(const char *path, const char *arg, va_list ap, int with_env, int search)
+{
+    char **envp = environ;
+    char **argv = collect_args(arg, ap, with_env ? &envp : NULL);
+    if (!argv) {
+        errno = ENOMEM;
+        return -1;
+    }
+    int r = do_execve(path, argv, envp, search);
+    int err = errno;
+    free(argv);
+    errno = err;
+    return r;
+}
+
+HCG_EXPORT int execl(const char *path, const char *arg, ...)
+{
+    va_list ap;
+    va_start(ap, arg);
+    int r = execl_common(path, arg, ap, 0, 0);
+    va_end(ap);
+    return r;
+}
+
+HCG_EXPORT int execlp(const char *file, const char *arg, ...)
+{
+    va_list ap;
+    va_start(ap, arg);
+    int r = execl_common(file, arg, ap, 0, 1);
+    va_end(ap);
+    return r;
+}
+
+HCG_EXPORT int execle(const char *path, const char *arg, ...)
+{
+    va_list ap;
+    va_start(ap, arg);
+    int r = execl_common(path, arg, ap, 1, 0);
+    va_end(ap);
+    return r;
+}
+
+static int do_spawn(const char *name, pid_t *pid, const char *path,
+                    const posix_spawn_file_actions_t *fa, const posix_spawnattr_t *attr,
+                    char *const argv[], char *const envp[])
+{
+    spawn_fn real = (spawn_fn)libc_fn(name, "GLIBC_2.15");
+    if (!real)
+        return ENOSYS;
+    /* The child is another process: the files stay this one's, flushed so
+     * that the child's lines come after what was written before. */
+    if (atomic_load(&hcg_g_started))
+        hcg_events_flush_files();
+    char **env = with_exec_var(envp, make_exec_var());
+    int r = real(pid, path, fa, attr, argv, env ? env : envp);
+    free(env);
+    return r;
+}
+
+HCG_EXPORT int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
+                           const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
+{
+    return do_spawn("posix_spawn", pid, path, fa, attr, argv, envp);
+}
+
+HCG_EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *fa,
+                            const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
+{
+    return do_spawn("posix_spawnp", pid, file, fa, attr, argv, envp);
+}
+
+/* The hook for the chained handlers of fatal signals (src/check/fault.c): the
+ * events still in the rings go to the log and the trace, unless a drain is
+ * under way (it is never waited for). Takes no lock it would wait on and
+ * allocates nothing; the sinks format with snprintf, which glibc does not
+ * promise to be async-signal-safe but which allocates nothing for the
+ * formats used. The summary is not printed here. */
+void hcg_lifecycle_flush_from_signal(void)
+{
+    if (atomic_load(&hcg_g_started))
+        hcg_events_flush_from_signal();
+}

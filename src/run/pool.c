@@ -1,0 +1,385 @@
+/* The call pools: the calls the trampoline runs, allocated and returned
+ * without locks, their sequence numbers and launch counts, and the flow
+ * control that keeps one-shot launches from outrunning the collector.
+ * Common path: no lock, no allocation, no system call. */
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "run/run.h"
+
+/* ---- the call pool ------------------------------------------------------
+ * Each thread that allocates calls has a pool: a free list only it touches,
+ * and a stack of calls given back by other threads (the driver's callback
+ * thread, after a run), taken whole when the free list runs dry. So
+ * allocating costs no atomic operation on a line another core writes.
+ * Calls are carved from chunks that are never unmapped; pools of threads
+ * that exited are taken over by new threads. */
+#define CHUNK_CALLS 256
+
+typedef struct hcg_pool {
+    hcg_call *free;                 /* owner only */
+    uint64_t seq;                   /* owner only: sequence numbers it gave */
+    _Atomic uint64_t launched[HCG_FN_KIND_COUNT]; /* owner writes, summary reads */
+    unsigned index;
+    /* Flow control, owner only: one-shot launches made, launches it may
+     * still make before it looks again, and launches given up on. */
+    _Atomic uint64_t flow_launched, flow_forgiven;
+    int64_t credit;
+    _Alignas(64) _Atomic(hcg_call *) returned;
+    atomic_int owned;
+    struct hcg_pool *next;          /* all pools; the list only grows */
+    /* The collector: this pool's one-shot launches whose event it drained. */
+    _Alignas(64) _Atomic uint64_t flow_drained;
+} hcg_pool;
+
+/* Static: a pool is small, and mapping a page for one would land in any
+ * one-page hole of the address space. */
+#define MAX_POOLS 1024
+static hcg_pool pool_store_own[MAX_POOLS];
+/* The flight recorder's copy when recording (the launch counts outlive
+ * the process). */
+static hcg_pool *pool_store = pool_store_own;
+static atomic_uint pools_used;
+static _Atomic(hcg_pool *) pools;
+static _Thread_local hcg_pool *my_pool;
+static pthread_key_t pool_key;
+static pthread_once_t pool_key_once = PTHREAD_ONCE_INIT;
+
+/* At thread exit: the pool is another thread's to take from now on, and
+ * this thread's pointer is cleared at once, so that a later destructor
+ * that launches takes a pool of its own instead of sharing this one (its
+ * free list is not thread-safe) with the thread that took it over. */
+static void pool_exit(void *p)
+{
+    if (my_pool == p)
+        my_pool = NULL;
+    atomic_store_explicit(&((hcg_pool *)p)->owned, 0, memory_order_release);
+}
+
+static void pool_drained(uint64_t seq);
+
+static void make_pool_key(void)
+{
+    pthread_key_create(&pool_key, pool_exit);
+    hcg_events_on_drained(pool_drained); /* before any call exists */
+}
+
+static hcg_pool *acquire_pool(void)
+{
+    pthread_once(&pool_key_once, make_pool_key);
+    hcg_pool *p;
+    for (p = atomic_load(&pools); p; p = p->next) {
+        int free_ = 0;
+        if (atomic_compare_exchange_strong(&p->owned, &free_, 1))
+            break;
+    }
+    if (!p) {
+        unsigned i = atomic_fetch_add(&pools_used, 1);
+        if (i >= MAX_POOLS)
+            return NULL; /* more live threads than that: their calls go unmeasured */
+        p = &pool_store[i];
+        p->index = i;
+        atomic_store(&p->owned, 1);
+        hcg_pool *head = atomic_load(&pools);
+        do
+            p->next = head;
+        while (!atomic_compare_exchange_weak(&pools, &head, p));
+    }
+    pthread_setspecific(pool_key, p);
+    return p;
+}
+
+size_t hcg_pool_store_bytes(void)
+{
+    return sizeof pool_store_own;
+}
+
+/* At start-up, before any pool is taken. */
+void hcg_pool_use_store(void *mem)
+{
+    if (atomic_load(&pools_used) != 0)
+        return;
+    memset(mem, 0, sizeof pool_store_own);
+    pool_store = mem;
+}
+
+uint64_t hcg_pool_store_launched(const void *store, hcg_fnkind kind)
+{
+    const hcg_pool *p = store;
+    uint64_t t = 0;
+    for (unsigned i = 0; i < MAX_POOLS; i++)
+        t += atomic_load_explicit(&p[i].launched[kind], memory_order_relaxed);
+    return t;
+}
+
+/* Application threads only: a system call, on the rare path. */
+static int refill(hcg_pool *p)
+{
+    p->free = atomic_exchange_explicit(&p->returned, NULL, memory_order_acquire);
+    if (p->free)
+        return 1;
+    hcg_call *chunk = mmap(NULL, CHUNK_CALLS * sizeof *chunk, PROT_READ | PROT_WRITE,
+                           MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (chunk == MAP_FAILED)
+        return 0;
+    for (size_t i = 0; i < CHUNK_CALLS; i++) {
+        chunk[i].owner = p;
+        chunk[i].next_free = i + 1 < CHUNK_CALLS ? &chunk[i + 1] : NULL;
+    }
+    p->free = chunk;
+    return 1;
+}
+
+/* Calls come from a pool of the allocating thread; NULL if out of memory. */
+static hcg_call *call_alloc(void)
+{
+    hcg_pool *p = my_pool;
+    if (HCG_UNLIKELY(!p) && !(p = my_pool = acquire_pool()))
+        return NULL;
+    if (HCG_UNLIKELY(!p->free) && !refill(p))
+        return NULL;
+    hcg_call *c = p->free;
+    p->free = c->next_free;
+    /* The next call's line was last written by the callback thread that
+     * gave it back: fetch it now, for writing, while this launch goes on
+     * into the driver, rather than stall on it at the next launch. */
+    if (p->free) {
+        __builtin_prefetch(p->free, 1, 3);
+        __builtin_prefetch((char *)p->free + 64, 1, 3); /* copies' line */
+    }
+    return c;
+}
+
+/* What a released call runs, should a graph still hold it: a loud stop,
+ * not a copy with stale data. */
+static void CUDA_CB freed_call(void *arg)
+{
+    (void)arg;
+    static const char msg[] = "==hcguard== internal error: a host node ran after hcguard freed it\n";
+    hcg_write_raw(msg, sizeof msg - 1);
+    abort();
+}
+
+/* Per pool, so that a launch costs no atomic read-modify-write: sequence
+ * numbers carry the pool in their top bits (unique, ordered per thread);
+ * counts are summed when read. */
+static uint64_t pool_seq(hcg_call *c)
+{
+    hcg_pool *p = c->owner;
+    return (uint64_t)(p->index + 1) << 44 | ++p->seq;
+}
+
+hcg_call *hcg_call_new(hcg_api api, CUstream s, CUhostFn fn, void *user, hcg_fnkind kind,
+                       hcguard_status why, int wrapped)
+{
+    hcg_call *c = call_alloc();
+    if (HCG_UNLIKELY(!c))
+        return NULL;
+    c->fn = fn;
+    c->user = user;
+    c->wrapped = (uint8_t)wrapped;
+    c->stream = (uintptr_t)s;
+    c->kind = (uint8_t)kind;
+    c->api = (uint8_t)api;
+    c->enqueue_status = (uint8_t)why;
+    c->oneshot = 1;
+    c->seq = pool_seq(c);
+    c->t_enqueue = hcg_ticks();
+    return c;
+}
+
+/* Counting a launch: in the pool, on the thread that allocated it. */
+static void pool_count(hcg_pool *p, hcg_fnkind kind)
+{
+    _Atomic uint64_t *n = &p->launched[kind];
+    atomic_store_explicit(n, atomic_load_explicit(n, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
+}
+
+/* ---- flow control -----------------------------------------------------------
+ * The driver's queue may hold any number of host functions that have not run
+ * yet; each will leave an event in the ring of the thread that runs it. So
+ * that no ring overflows when the collector is slower than the launches
+ * (a million noop host functions from one thread), the one-shot launches of
+ * all threads whose events have not been drained are kept below half a
+ * ring: past three quarters of it, a launch waits for the collector to
+ * bring them down to a half. That is the application's thread waiting,
+ * never the driver's callback thread. A thread looks at the others' counts
+ * only after its credit (its part of the room left) is spent. A host
+ * function that does not run (it waits for something the launching thread
+ * will do later) is not waited for longer than FLOW_STALL_MS without any
+ * progress: the launch then goes on (events may then be dropped, counted). */
+#define FLOW_STALL_MS 2000
+
+static uint64_t flow_outstanding(const hcg_pool *p)
+{
+    uint64_t done = atomic_load_explicit(&p->flow_drained, memory_order_relaxed) +
+                    atomic_load_explicit(&p->flow_forgiven, memory_order_relaxed);
+    uint64_t made = atomic_load_explicit(&p->flow_launched, memory_order_relaxed);
+    return made > done ? made - done : 0;
+}
+
+static uint64_t flow_outstanding_all(void)
+{
+    uint64_t t = 0;
+    for (hcg_pool *p = atomic_load(&pools); p; p = p->next)
+        t += flow_outstanding(p);
+    return t;
+}
+
+static void owner_add(_Atomic uint64_t *n, uint64_t v)
+{
+    atomic_store_explicit(n, atomic_load_explicit(n, memory_order_relaxed) + v,
+                          memory_order_relaxed);
+}
+
+/* Wait until the undrained launches of all threads are down to half the
+ * room, or nothing has moved for FLOW_STALL_MS. Returns them. */
+static uint64_t flow_wait_for_room(hcg_pool *p, uint64_t room, uint64_t all)
+{
+    uint64_t since = hcg_now_ns(), last = all;
+    while (all > room / 2) {
+        hcg_events_wait_drain(hcg_events_drain_gen(), 1);
+        all = flow_outstanding_all();
+        uint64_t now = hcg_now_ns();
+        if (all < last)
+            since = now;
+        last = all;
+        if (now - since >= FLOW_STALL_MS * 1000000ull) {
+            uint64_t mine = flow_outstanding(p);
+            hcg_debug("%" PRIu64 " host functions launched have not run for %d ms: launches go "
+                      "on without waiting for them", all, FLOW_STALL_MS);
+            owner_add(&p->flow_forgiven, mine); /* they do not run: stop waiting for them */
+            return all - mine;
+        }
+    }
+    return all;
+}
+
+__attribute__((noinline, cold)) static void flow_wait(hcg_pool *p)
+{
+    uint64_t room = hcg_events_flow_room();
+    if (!room || hcg_in_host_fn) {
+        p->credit = room ? 1024 : INT64_MAX / 2; /* no collector, or a launch inside a host function */
+        return;
+    }
+    unsigned used = atomic_load_explicit(&pools_used, memory_order_relaxed);
+    uint64_t all = flow_outstanding_all();
+    if (all >= room - room / 4)
+        all = flow_wait_for_room(p, room, all);
+    /* Half of what is left, shared among the threads that launch. */
+    uint64_t left = room > all ? room - all : 0;
+    p->credit = (int64_t)(left / (2 * (used ? used : 1))) + 1;
+}
+
+void hcg_pool_flow(hcg_pool *p)
+{
+    owner_add(&p->flow_launched, 1);
+    if (HCG_UNLIKELY(--p->credit <= 0))
+        flow_wait(p);
+}
+
+/* The collector drained the event of the launch numbered seq. */
+static void pool_drained(uint64_t seq)
+{
+    uint64_t i = seq >> 44;
+    if (i == 0 || i > MAX_POOLS)
+        return;
+    _Atomic uint64_t *n = &pool_store[i - 1].flow_drained;
+    atomic_store_explicit(n, atomic_load_explicit(n, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
+}
+
+static uint64_t pool_launched(hcg_fnkind kind)
+{
+    uint64_t t = 0;
+    for (hcg_pool *p = atomic_load(&pools); p; p = p->next)
+        t += atomic_load_explicit(&p->launched[kind], memory_order_relaxed);
+    return t;
+}
+
+void hcg_call_poison(hcg_call *c)
+{
+    c->fn = freed_call;
+    c->kind = HCG_FN_ORDINARY;
+}
+
+void hcg_call_free_local(hcg_call *c)
+{
+    c->next_free = c->owner->free;
+    c->owner->free = c;
+}
+
+/* Writes only next_free: the call's line stays as the launching thread
+ * left it, give or take that word. */
+void hcg_call_release(hcg_call *c)
+{
+    hcg_pool *p = c->owner;
+    hcg_call *head = atomic_load_explicit(&p->returned, memory_order_relaxed);
+    do
+        c->next_free = head;
+    while (!atomic_compare_exchange_weak_explicit(&p->returned, &head, c, memory_order_release,
+                                                  memory_order_relaxed));
+}
+
+/* ---- launch counts --------------------------------------------------------
+ * graphs as host nodes (made, or set on a node). */
+static _Atomic uint64_t nodes_launched_own[HCG_FN_KIND_COUNT];
+static _Atomic uint64_t nodes_made_own;
+
+/* In the flight recorder when recording (they outlive the process). */
+static _Atomic uint64_t *nodes_launched(void)
+{
+    return hcg_g_flight ? hcg_g_flight->nodes_launched : nodes_launched_own;
+}
+
+static _Atomic uint64_t *nodes_made(void)
+{
+    return hcg_g_flight ? &hcg_g_flight->nodes_made : &nodes_made_own;
+}
+
+void hcg_count_launch(struct hcg_pool *p, hcg_fnkind kind)
+{
+    pool_count(p, kind);
+}
+
+uint64_t hcg_nodes_made(void)
+{
+    return atomic_load(nodes_made());
+}
+
+/* Launched on streams (counted in the pools) and set on graph nodes. */
+uint64_t hcg_launched_of(hcg_fnkind k)
+{
+    return atomic_load_explicit(&nodes_launched()[k], memory_order_relaxed) +
+           pool_launched(k);
+}
+
+void hcg_count_node(hcg_fnkind kind)
+{
+    atomic_fetch_add_explicit(&nodes_launched()[kind], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(nodes_made(), 1, memory_order_relaxed);
+}
+
+/* In a fork child only the forking thread exists, and what was launched
+ * before is the parent's. */
+void hcg_pool_after_fork(void)
+{
+    for (hcg_pool *p = atomic_load(&pools); p; p = p->next) {
+        if (p != my_pool)
+            atomic_store(&p->owned, 0);
+        for (int k = 0; k < HCG_FN_KIND_COUNT; k++)
+            atomic_store(&p->launched[k], 0);
+        atomic_store(&p->flow_launched, 0);
+        atomic_store(&p->flow_forgiven, 0);
+        p->credit = 0;
+        atomic_store(&p->flow_drained, 0);
+    }
+    for (int k = 0; k < HCG_FN_KIND_COUNT; k++)
+        atomic_store(&nodes_launched_own[k], 0);
+    atomic_store(&nodes_made_own, 0);
+}

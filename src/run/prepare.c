@@ -1,0 +1,96 @@
+/* A call made at enqueue, for a stream launch or a graph node: the host
+ * function recognised (looking through cuda.bindings' wrapper), a copy's
+ * record read once and checked, wrong functions reported, and the call
+ * the trampoline will run allocated from the thread's pool. */
+#include <stdio.h>
+
+#include "run/run.h"
+
+/* Read a recognised copy's record rec once, fault-contained, into *snap
+ * and check that snapshot (the only copy hcguard will ever use: the
+ * trampoline copies from it). *gen: the unmap generation the check began
+ * at. Returns nonzero if the call must be refused (guard mode). */
+static int check_copy(hcg_api api, CUstream s, CUhostFn fn, void *rec, hcg_fnkind kind,
+                      hcguard_copy_record *snap, hcguard_status *why, uint64_t *gen)
+{
+    const hcg_oracle *o = hcg_oracle_process();
+    *gen = hcg_oracle_gen();
+    if (!rec)
+        *why = HCGUARD_ERR_NULL_RECORD;
+    else if (o->read(o->ctx, (uintptr_t)rec, snap, sizeof *snap) != 0)
+        *why = HCGUARD_ERR_RECORD_UNREADABLE;
+    else if (hcg_oracle_recent(rec, snap))
+        *why = HCGUARD_OK;
+    else if ((*why = hcg_validate_fields(o, snap)) == HCGUARD_OK)
+        hcg_oracle_remember(rec, snap, *gen);
+    if (*why == HCGUARD_OK)
+        return 0;
+    int guard = hcg_config_get()->mode == HCG_MODE_GUARD;
+    int have_fields = *why != HCGUARD_ERR_NULL_RECORD && *why != HCGUARD_ERR_RECORD_UNREADABLE;
+    hcg_report_reject(api, s, (void *)fn, rec, kind, have_fields ? snap : NULL, *why, guard);
+    return guard;
+}
+
+/* What a cuda.bindings wrapper will call: its data's {callback, user}. */
+hcg_fnkind hcg_look_through(void *data, CUhostFn *fn, void **rec)
+{
+    hcg_bindings_cb cb;
+    if (!data || hcg_oracle_process()->read(NULL, (uintptr_t)data, &cb, sizeof cb) != 0 ||
+        !cb.callback)
+        return HCG_FN_ORDINARY; /* not {function, data}: leave it alone */
+    *fn = cb.callback;
+    *rec = cb.user;
+    hcg_fnkind k = hcg_recognize((void *)cb.callback);
+    return hcg_fnkind_is_copy(k) || k == HCG_FN_LIBC || k == HCG_FN_CLOSURE ? k
+                                                                            : HCG_FN_ORDINARY;
+}
+
+/* Out of line: its buffers would make every launch probe the stack. */
+__attribute__((noinline, cold)) void hcg_debug_call(hcg_api api, CUhostFn fn, void *user,
+                                                      hcg_fnkind kind, CUhostFn inner)
+{
+    static atomic_int n;
+    if (atomic_fetch_add(&n, 1) >= 16)
+        return;
+    char name[256], obj[HCG_PATH_MAX];
+    if (hcg_symbolize((void *)fn, name, sizeof name, obj, sizeof obj) != 0)
+        snprintf(name, sizeof name, "anonymous");
+    hcg_debug("%s: host function %p %s (%s), user data %p: %s%s", hcg_api_name(api),
+              (void *)fn, name, obj, user, hcg_fnkind_name(kind),
+              inner != fn ? " (inside cuda.bindings' wrapper)" : "");
+}
+
+CUresult hcg_prepare_call(hcg_api api, CUstream s, CUhostFn fn, void *user, hcg_call **out)
+{
+    *out = NULL;
+    hcg_fnkind kind = hcg_recognize((void *)fn);
+    CUhostFn inner = fn;
+    void *rec = user;
+    if (HCG_UNLIKELY(kind == HCG_FN_WRAP_BINDINGS))
+        kind = hcg_look_through(user, &inner, &rec);
+    if (HCG_UNLIKELY(hcg_config_get()->debug))
+        hcg_debug_call(api, fn, user, kind, inner);
+    if (HCG_UNLIKELY(kind == HCG_FN_LIBC || kind == HCG_FN_CLOSURE)) {
+        hcg_audit_report_fn(kind == HCG_FN_LIBC ? HCG_FIND_LIBC_FN : HCG_FIND_CLOSURE, api, s,
+                            (void *)inner, rec);
+        if (kind == HCG_FN_LIBC && hcg_config_get()->mode == HCG_MODE_GUARD)
+            return CUDA_ERROR_INVALID_VALUE;
+        kind = HCG_FN_ORDINARY;
+    }
+    hcguard_copy_record snap = {0, 0, 0};
+    hcguard_status why = HCGUARD_OK;
+    uint64_t gen = 0;
+    if (hcg_fnkind_is_copy(kind) && check_copy(api, s, inner, rec, kind, &snap, &why, &gen))
+        return CUDA_ERROR_INVALID_VALUE;
+    hcg_call *c = hcg_call_new(api, s, fn, user, kind, why, inner != fn);
+    if (HCG_UNLIKELY(!c))
+        return CUDA_SUCCESS; /* out of memory: pass through, unmeasured */
+    if (hcg_fnkind_is_copy(kind) || c->wrapped) { /* the second line: rarely */
+        c->rec = rec;
+        c->snap = snap;
+        c->inner = inner;
+        c->gen = gen;
+    }
+    *out = c;
+    return CUDA_SUCCESS;
+}

@@ -1,0 +1,177 @@
+/* The run-time trampoline: what the driver calls instead of the user's host
+ * function. It re-checks a copy's record when it changed since it was
+ * checked, times the call, and leaves one event in the thread's ring.
+ * Common path: no lock, no allocation, no system call. */
+#include <inttypes.h>
+#include <string.h>
+
+#include "run/run.h"
+
+/* ---- the trampoline ---------------------------------------------------- */
+static _Thread_local const hcg_call *current;
+
+const hcg_call *hcg_current_call(void)
+{
+    return current;
+}
+
+void hcg_current_call_describe(hcg_event *e)
+{
+    const hcg_call *c = current;
+    if (!c)
+        return;
+    e->fn = (uintptr_t)c->fn;
+    e->user = (uintptr_t)c->user;
+    e->stream = c->stream;
+    e->graph = c->graph;
+    e->node = c->node;
+    e->fnkind = c->kind;
+    e->api = c->api;
+}
+
+/* A run-time verdict on a record not changed since enqueue keeps the
+ * enqueue reason: device memory is told by asking the driver, which the
+ * callback thread may not do, so the re-check sees it only as unmapped. */
+static hcguard_status same_reason(hcguard_status at_enqueue, hcguard_status now)
+{
+    if (at_enqueue == HCGUARD_ERR_DST_DEVICE &&
+        (now == HCGUARD_ERR_DST_UNMAPPED || now == HCGUARD_ERR_DST_NOT_WRITABLE))
+        return at_enqueue;
+    if (at_enqueue == HCGUARD_ERR_SRC_DEVICE &&
+        (now == HCGUARD_ERR_SRC_UNMAPPED || now == HCGUARD_ERR_SRC_NOT_READABLE))
+        return at_enqueue;
+    return now;
+}
+
+/* The record read once, fault-contained, into *now: the snapshot that is
+ * checked and that the copy then runs from; the user's record is not read
+ * again. It is re-checked unless it equals what was checked at enqueue and
+ * no unmap happened since (the generation did not move); buffers unmapped
+ * past libc since (glibc's free) are caught by the contained copy. */
+static hcguard_status recheck(const hcg_call *c, hcguard_copy_record *now)
+{
+    const hcg_oracle *o = hcg_oracle_process();
+    if (HCG_UNLIKELY(!c->rec))
+        return HCGUARD_ERR_NULL_RECORD;
+    if (HCG_UNLIKELY(o->read(o->ctx, (uintptr_t)c->rec, now, sizeof *now) != 0))
+        return HCGUARD_ERR_RECORD_UNREADABLE;
+    /* (A record unreadable at enqueue has no contents to compare.) */
+    int same = memcmp(now, &c->snap, sizeof *now) == 0 &&
+               c->enqueue_status != HCGUARD_ERR_RECORD_UNREADABLE;
+    if (HCG_LIKELY(same && hcg_oracle_gen() == c->gen && !hcg_config_get()->recheck_always))
+        return (hcguard_status)c->enqueue_status;
+    /* Uncommon path: system calls allowed; driver calls are not (the oracle
+     * skips them inside a host function). */
+    hcguard_status st = hcg_validate_fields(o, now);
+    return same ? same_reason((hcguard_status)c->enqueue_status, st) : st;
+}
+
+/* Whose code runs a checked copy: hcguard's own functions, cuda.core's and
+ * registered ones are declared to do exactly the record's copy, so hcguard
+ * does it, from the snapshot; a --copy-fn function may do more, so it is
+ * called, with the snapshot's address. */
+static int hcguard_copies(hcg_fnkind k)
+{
+    return k == HCG_FN_COPY_HCGUARD || k == HCG_FN_COPY_CUDA_CORE || k == HCG_FN_COPY_REGISTERED;
+}
+
+/* The copy, fault-contained; a fault is the event's reason. */
+static void copy_snapshot(const hcguard_copy_record *r, hcg_event *e)
+{
+    hcg_fault_info fi;
+    if (HCG_LIKELY(hcg_fault_copy((void *)r->dst, (const void *)r->src, r->nbytes, &fi) == 0))
+        return;
+    e->kind = HCG_EV_SKIP;
+    e->reason = HCGUARD_ERR_COPY_FAULTED;
+    e->flags &= (uint8_t)~HCG_EVF_REPORTED; /* a new error, whatever enqueue said */
+    e->fault_addr = fi.addr;
+    e->fault_sig = (uint8_t)fi.sig;
+    e->fault_code = (uint8_t)fi.code;
+}
+
+/* The user's function (or hcguard's copy for it). snap: a copy's checked
+ * record, NULL for other host functions. */
+static void call_fn(hcg_call *c, CUstream s, CUresult status, int stream_cb,
+                    const hcguard_copy_record *snap, hcg_event *e)
+{
+    /* Only the user's code counts as inside a host function: hcguard's
+     * checks and copies are its own. Nested trampolines keep theirs. */
+    unsigned char was = hcg_in_host_fn;
+    hcg_event_running(e->fn, e->t_start);
+    if (snap && hcguard_copies((hcg_fnkind)c->kind)) {
+        copy_snapshot(snap, e);
+    } else {
+        hcg_in_host_fn = 1;
+        if (stream_cb)
+            ((CUstreamCallback)(void *)c->fn)(s, status, c->user);
+        else if (snap) /* --copy-fn: called with the checked snapshot */
+            c->inner((void *)snap);
+        else if (HCG_UNLIKELY(c->wrapped && !c->oneshot))
+            c->inner(c->rec); /* a wrapper that frees its data, in a graph */
+        else
+            c->fn(c->user);
+        hcg_in_host_fn = was;
+    }
+    hcg_event_running(0, 0);
+}
+
+/* What both trampolines do around the user's function. */
+static void run(hcg_call *c, CUstream s, CUresult status, int stream_cb)
+{
+    hcg_event e;
+    e.kind = HCG_EV_RUN;
+    e.fnkind = c->kind;
+    e.reason = HCGUARD_OK;
+    e.api = c->api;
+    e.flags = c->enqueue_status != HCGUARD_OK ? HCG_EVF_REPORTED : 0;
+    e.fault_sig = e.fault_code = 0;
+    e.fault_addr = 0;
+    e.tid = hcg_gettid();
+    e.seq = c->seq;
+    e.t_enqueue = c->t_enqueue;
+    e.fn = (uintptr_t)c->fn;
+    e.user = (uintptr_t)c->user;
+    e.stream = c->stream;
+    e.bytes = e.dst = e.src = 0;
+    e.graph = c->oneshot ? 0 : c->graph; /* the second line only when needed */
+    e.node = c->oneshot ? 0 : c->node;
+    e.t_start = hcg_ticks();
+    current = c;
+    hcguard_copy_record now = {0, 0, 0};
+    const hcguard_copy_record *snap = NULL;
+    int go = 1;
+    if (hcg_fnkind_is_copy((hcg_fnkind)c->kind)) {
+        hcguard_status st = recheck(c, &now);
+        e.dst = now.dst;
+        e.src = now.src;
+        e.bytes = now.nbytes;
+        snap = &now;
+        if (HCG_UNLIKELY(st != HCGUARD_OK)) {
+            e.kind = HCG_EV_SKIP;
+            e.reason = (uint8_t)st;
+            go = 0;
+        }
+    }
+    if (HCG_LIKELY(go))
+        call_fn(c, s, status, stream_cb, snap, &e);
+    /* What cuda.bindings' wrapper would have done after the call, when it
+     * was not called (skipped, or a copy run from the snapshot). */
+    if (c->wrapped && c->oneshot && (!go || snap))
+        free(c->user);
+    e.t_end = hcg_ticks();
+    current = NULL;
+    int oneshot = c->oneshot;
+    hcg_event_push(&e);
+    if (oneshot)
+        hcg_call_release(c);
+}
+
+void CUDA_CB hcg_trampoline(void *arg)
+{
+    run(arg, NULL, CUDA_SUCCESS, 0);
+}
+
+void CUDA_CB hcg_stream_cb_trampoline(CUstream s, CUresult status, void *arg)
+{
+    run(arg, s, status, 1);
+}

@@ -1,0 +1,122 @@
+/* The JSON Lines event log (HCGUARD_LOG / --log): one object per event.
+ * Written only while the rings are drained, which is serialised.
+ *
+ * A fork child writes its own events only: to a file of its own if the
+ * log's name holds %p (opened at its first event, so that children that
+ * do nothing leave no file), else to the same file, which is opened for
+ * appending so that the two processes' writes do not overwrite each
+ * other; every line names its process. */
+#include <inttypes.h>
+#include <stdio.h>
+
+#include <signal.h>
+
+#include "sinks/sinks.h"
+
+static hcg_sinkfile log_file = {.fd = -1};
+
+int hcg_jsonl_open(const char *path, const char *pattern)
+{
+    return hcg_sinkfile_open(&log_file, "event log", path, pattern, 1, HCG_SINK_LOG);
+}
+
+int hcg_jsonl_reopen(const char *path, pid_t pid)
+{
+    return hcg_sinkfile_reopen(&log_file, "event log", path, pid);
+}
+
+void hcg_jsonl_flush(void)
+{
+    hcg_sinkfile_flush(&log_file);
+}
+
+char hcg_jsonl_exec_state(void)
+{
+    return hcg_sinkfile_exec_state(&log_file);
+}
+
+void hcg_jsonl_after_fork(void)
+{
+    hcg_sinkfile_after_fork(&log_file);
+}
+
+void hcg_jsonl_event(const hcg_event *e)
+{
+    char *p = hcg_sinkfile_reserve(&log_file);
+    if (!p)
+        return;
+    size_t room = HCG_SINK_EVENT_MAX;
+    int n = snprintf(p, room,
+                     "{\"event\":\"%s\",\"pid\":%d,\"seq\":%" PRIu64 ",\"api\":\"%s\",\"fn\":\"0x%" PRIxPTR
+                     "\",\"fn_kind\":\"%s\",\"user_data\":\"0x%" PRIxPTR "\",\"stream\":\"0x%" PRIxPTR
+                     "\",\"tid\":%u,\"t_enqueue_ns\":%" PRIu64,
+                     hcg_evkind_name((hcg_evkind)e->kind), (int)log_file.pid, e->seq, hcg_api_name((hcg_api)e->api), e->fn,
+                     hcg_fnkind_name((hcg_fnkind)e->fnkind), e->user, e->stream, e->tid,
+                     e->t_enqueue);
+    if (n < 0 || (size_t)n >= room)
+        return;
+    size_t len = (size_t)n;
+    if (e->fn) {
+        n = snprintf(p + len, room - len, ",\"fn_name\":\"");
+        len += n > 0 ? (size_t)n : 0;
+        len += hcg_json_str(p + len, room - len - 1, hcg_fn_name(e->fn)); /* 1 left for '"' */
+        p[len++] = '"';
+    }
+    if (e->graph) {
+        n = snprintf(p + len, room - len, ",\"graph\":\"0x%" PRIxPTR "\",\"node\":\"0x%" PRIxPTR "\"",
+                     e->graph, e->node);
+        len += n > 0 ? (size_t)n : 0;
+    }
+    if (e->kind != HCG_EV_REJECT && e->kind != HCG_EV_FINDING) {
+        n = snprintf(p + len, room - len, ",\"t_start_ns\":%" PRIu64 ",\"t_end_ns\":%" PRIu64
+                     ",\"duration_ns\":%" PRIu64, e->t_start, e->t_end, e->t_end - e->t_start);
+        len += n > 0 ? (size_t)n : 0;
+    }
+    if (hcg_fnkind_is_copy((hcg_fnkind)e->fnkind)) {
+        n = snprintf(p + len, room - len,
+                     ",\"dst\":\"0x%" PRIxPTR "\",\"src\":\"0x%" PRIxPTR "\",\"bytes\":%" PRIu64,
+                     e->dst, e->src, e->bytes);
+        len += n > 0 ? (size_t)n : 0;
+        if (e->kind == HCG_EV_RUN && e->t_end > e->t_start) {
+            n = snprintf(p + len, room - len, ",\"gbps\":%.3f",
+                         (double)e->bytes / (double)(e->t_end - e->t_start));
+            len += n > 0 ? (size_t)n : 0;
+        }
+    }
+    if (e->kind == HCG_EV_FINDING) {
+        n = snprintf(p + len, room - len, ",\"finding\":\"%s\"",
+                     hcg_finding_name((hcg_finding)e->reason));
+        len += n > 0 ? (size_t)n : 0;
+        if (e->reason == HCG_FIND_CUDA_CALL && e->bytes && !(e->bytes & HCG_FIND_WRAPPER_BIT)) {
+            const char *called = hcg_thunk_name((unsigned)(e->bytes - 1));
+            n = snprintf(p + len, room - len, ",\"called\":\"%s\"", called ? called : "?");
+            len += n > 0 ? (size_t)n : 0;
+        }
+    } else if (e->kind != HCG_EV_RUN) {
+        n = snprintf(p + len, room - len, ",\"reason\":\"%s\"",
+                     hcguard_status_name((hcguard_status)e->reason));
+        len += n > 0 ? (size_t)n : 0;
+        if (e->reason == HCGUARD_ERR_COPY_FAULTED) {
+            n = snprintf(p + len, room - len,
+                         ",\"fault\":\"%s\",\"fault_code\":\"%s\",\"fault_addr\":\"0x%" PRIxPTR "\"",
+                         e->fault_sig == SIGBUS ? "SIGBUS" : "SIGSEGV",
+                         hcg_fault_code_name(e->fault_sig, e->fault_code), e->fault_addr);
+            len += n > 0 ? (size_t)n : 0;
+        }
+    }
+    if (len + 2 < room) {
+        p[len++] = '}';
+        p[len++] = '\n';
+        hcg_sinkfile_commit(&log_file, len);
+    }
+}
+
+void hcg_jsonl_close(void)
+{
+    hcg_sinkfile_close(&log_file, NULL);
+}
+
+void hcg_jsonl_summary(void)
+{
+    hcg_sinkfile_summary(&log_file);
+}

@@ -1,0 +1,483 @@
+/*
+ * A strict reader of the event log's lines (the writer is src/sinks/jsonl.c).
+ *
+ * Strict where a mistake would mislead a reader of the log: numbers are
+ * JSON's grammar and must fit, addresses are "0x" hex strings, a key may
+ * appear once, every field an event of its kind carries must be there,
+ * and nothing nests. Lenient only where a newer writer may add: an unknown
+ * key with a scalar value is skipped.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sinks/jsonl_read.h"
+
+typedef struct cursor {
+    const char *p, *end;
+    char *err;
+    size_t errlen;
+} cursor;
+
+static int fail(cursor *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static int fail(cursor *c, const char *fmt, ...)
+{
+    if (c->err && c->errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(c->err, c->errlen, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+static void skip_ws(cursor *c)
+{
+    while (c->p < c->end && (*c->p == ' ' || *c->p == '\t'))
+        c->p++;
+}
+
+static int expect(cursor *c, char ch)
+{
+    skip_ws(c);
+    if (c->p >= c->end || *c->p != ch)
+        return fail(c, "expected '%c'", ch);
+    c->p++;
+    return 0;
+}
+
+static int hexval(char ch)
+{
+    if (ch >= '0' && ch <= '9')
+        return ch - '0';
+    if (ch >= 'a' && ch <= 'f')
+        return ch - 'a' + 10;
+    if (ch >= 'A' && ch <= 'F')
+        return ch - 'A' + 10;
+    return -1;
+}
+
+/* The code point of \uXXXX as UTF-8 into out (room >= 3); returns bytes. */
+static int put_utf8(unsigned cp, char *out)
+{
+    if (cp < 0x80) {
+        out[0] = (char)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        out[0] = (char)(0xc0 | (cp >> 6));
+        out[1] = (char)(0x80 | (cp & 0x3f));
+        return 2;
+    }
+    out[0] = (char)(0xe0 | (cp >> 12));
+    out[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
+    out[2] = (char)(0x80 | (cp & 0x3f));
+    return 3;
+}
+
+static int escape(cursor *c, char *buf, int *n)
+{
+    static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
+    char ch = *c->p++;
+    const char *k = ch ? strchr(from, ch) : NULL;
+    if (k) {
+        buf[0] = to[k - from];
+        *n = 1;
+        return 0;
+    }
+    if (ch != 'u' || c->end - c->p < 4)
+        return fail(c, "bad escape in a string");
+    unsigned cp = 0;
+    for (int i = 0; i < 4; i++) {
+        int h = hexval(*c->p++);
+        if (h < 0)
+            return fail(c, "bad \\u escape in a string");
+        cp = cp << 4 | (unsigned)h;
+    }
+    if (cp == 0 || (cp >= 0xd800 && cp <= 0xdfff))
+        return fail(c, "\\u%04x is not allowed in a string", cp);
+    *n = put_utf8(cp, buf);
+    return 0;
+}
+
+/* A string into out (cap bytes with its NUL; out may be NULL to skip). */
+static int string(cursor *c, char *out, size_t cap)
+{
+    size_t len = 0;
+    if (expect(c, '"') != 0)
+        return -1;
+    while (c->p < c->end && *c->p != '"') {
+        char buf[4];
+        int n = 1;
+        unsigned char ch = (unsigned char)*c->p;
+        if (ch < 0x20)
+            return fail(c, "a control character in a string");
+        if (ch == '\\') {
+            c->p++;
+            if (c->p >= c->end || escape(c, buf, &n) != 0)
+                return fail(c, "bad escape in a string");
+        } else {
+            buf[0] = (char)ch;
+            c->p++;
+        }
+        if (out && len + (size_t)n >= cap)
+            return fail(c, "a string longer than %zu bytes", cap - 1);
+        if (out)
+            memcpy(out + len, buf, (size_t)n);
+        len += (size_t)n;
+    }
+    if (c->p >= c->end)
+        return fail(c, "an unterminated string");
+    c->p++;
+    if (out)
+        out[len] = '\0';
+    return 0;
+}
+
+/* JSON's number grammar; [start, end) of it in *b, *e. */
+static int number_span(cursor *c, const char **b, int *integral)
+{
+    const char *p = c->p;
+    *b = p;
+    *integral = 1;
+    if (p < c->end && *p == '-')
+        p++;
+    if (p >= c->end || *p < '0' || *p > '9')
+        return fail(c, "not a number");
+    if (*p == '0' && p + 1 < c->end && p[1] >= '0' && p[1] <= '9')
+        return fail(c, "a number with a leading zero");
+    while (p < c->end && *p >= '0' && *p <= '9')
+        p++;
+    if (p < c->end && *p == '.') {
+        *integral = 0;
+        if (++p >= c->end || *p < '0' || *p > '9')
+            return fail(c, "a number with no digits after '.'");
+        while (p < c->end && *p >= '0' && *p <= '9')
+            p++;
+    }
+    if (p < c->end && (*p == 'e' || *p == 'E')) {
+        *integral = 0;
+        p++;
+        if (p < c->end && (*p == '+' || *p == '-'))
+            p++;
+        if (p >= c->end || *p < '0' || *p > '9')
+            return fail(c, "a number with an empty exponent");
+        while (p < c->end && *p >= '0' && *p <= '9')
+            p++;
+    }
+    c->p = p;
+    return 0;
+}
+
+static int uint_value(cursor *c, uint64_t *out)
+{
+    const char *b;
+    int integral;
+    skip_ws(c);
+    if (number_span(c, &b, &integral) != 0)
+        return -1;
+    if (!integral || *b == '-')
+        return fail(c, "not a non-negative integer");
+    uint64_t v = 0;
+    for (const char *p = b; p < c->p; p++) {
+        unsigned d = (unsigned)(*p - '0');
+        if (v > (UINT64_MAX - d) / 10)
+            return fail(c, "an integer too large");
+        v = v * 10 + d;
+    }
+    *out = v;
+    return 0;
+}
+
+static int double_value(cursor *c, double *out)
+{
+    const char *b;
+    int integral;
+    char buf[64];
+    skip_ws(c);
+    if (number_span(c, &b, &integral) != 0)
+        return -1;
+    size_t n = (size_t)(c->p - b);
+    if (n >= sizeof buf || *b == '-')
+        return fail(c, "not a non-negative number");
+    memcpy(buf, b, n);
+    buf[n] = '\0';
+    *out = strtod(buf, NULL);
+    if (!isfinite(*out))
+        return fail(c, "a number out of range");
+    return 0;
+}
+
+/* "0x" and 1 to 16 hex digits. */
+static int hex_value(cursor *c, uint64_t *out)
+{
+    char s[24];
+    if (string(c, s, sizeof s) != 0)
+        return fail(c, "not an address (\"0x...\")");
+    size_t n = strlen(s);
+    if (n < 3 || n > 18 || s[0] != '0' || s[1] != 'x')
+        return fail(c, "'%s' is not an address (\"0x\" and 1 to 16 hex digits)", s);
+    uint64_t v = 0;
+    for (size_t i = 2; i < n; i++) {
+        int h = hexval(s[i]);
+        if (h < 0)
+            return fail(c, "'%s' is not an address (\"0x\" and 1 to 16 hex digits)", s);
+        v = v << 4 | (unsigned)h;
+    }
+    *out = v;
+    return 0;
+}
+
+/* The value of a key the reader does not know: a scalar, skipped. */
+static int skip_value(cursor *c)
+{
+    skip_ws(c);
+    if (c->p >= c->end)
+        return fail(c, "a key with no value");
+    if (*c->p == '"')
+        return string(c, NULL, 0);
+    static const char *const words[] = {"true", "false", "null"};
+    for (size_t i = 0; i < 3; i++) {
+        size_t n = strlen(words[i]);
+        if ((size_t)(c->end - c->p) >= n && memcmp(c->p, words[i], n) == 0) {
+            c->p += n;
+            return 0;
+        }
+    }
+    if (*c->p == '{' || *c->p == '[')
+        return fail(c, "a nested value");
+    const char *b;
+    int integral;
+    return number_span(c, &b, &integral);
+}
+
+/* ---- fields ---------------------------------------------------------------- */
+
+typedef enum ftype { F_STR, F_HEX, F_UINT, F_PID, F_DBL, F_EVENT } ftype;
+
+typedef struct field {
+    const char *key;
+    ftype type;
+    size_t off, cap;
+    uint32_t bit;
+} field;
+
+#define AT(m) offsetof(hcg_logrec, m)
+#define STR(k, m, bit) {k, F_STR, AT(m), sizeof(((hcg_logrec *)0)->m), bit}
+static const field fields[] = {
+    {"event", F_EVENT, AT(kind), 0, HCG_LR_EVENT},
+    {"pid", F_PID, AT(pid), 0, HCG_LR_PID},
+    {"seq", F_UINT, AT(seq), 0, HCG_LR_SEQ},
+    STR("api", api, HCG_LR_API),
+    {"fn", F_HEX, AT(fn), 0, HCG_LR_FN},
+    STR("fn_name", fn_name, HCG_LR_FN_NAME),
+    STR("fn_kind", fn_kind, HCG_LR_FN_KIND),
+    {"user_data", F_HEX, AT(user_data), 0, HCG_LR_USER},
+    {"stream", F_HEX, AT(stream), 0, HCG_LR_STREAM},
+    {"tid", F_UINT, AT(tid), 0, HCG_LR_TID},
+    {"t_enqueue_ns", F_UINT, AT(t_enqueue_ns), 0, HCG_LR_T_ENQUEUE},
+    {"t_start_ns", F_UINT, AT(t_start_ns), 0, HCG_LR_T_START},
+    {"t_end_ns", F_UINT, AT(t_end_ns), 0, HCG_LR_T_END},
+    {"duration_ns", F_UINT, AT(duration_ns), 0, HCG_LR_DURATION},
+    {"dst", F_HEX, AT(dst), 0, HCG_LR_DST},
+    {"src", F_HEX, AT(src), 0, HCG_LR_SRC},
+    {"bytes", F_UINT, AT(bytes), 0, HCG_LR_BYTES},
+    {"gbps", F_DBL, AT(gbps), 0, HCG_LR_GBPS},
+    {"graph", F_HEX, AT(graph), 0, HCG_LR_GRAPH},
+    {"node", F_HEX, AT(node), 0, HCG_LR_NODE},
+    STR("reason", reason, HCG_LR_REASON),
+    STR("finding", finding, HCG_LR_FINDING),
+    STR("called", called, HCG_LR_CALLED),
+};
+
+static int event_value(cursor *c, hcg_logrec *r)
+{
+    static const char *const names[] = {"run", "skip", "reject", "finding"};
+    char s[16];
+    if (string(c, s, sizeof s) != 0)
+        return fail(c, "\"event\" is not one of run, skip, reject, finding");
+    for (int i = 0; i < 4; i++)
+        if (strcmp(s, names[i]) == 0) {
+            r->kind = (hcg_logrec_kind)(HCG_LOGREC_RUN + i);
+            return 0;
+        }
+    return fail(c, "\"event\":\"%s\" is not one of run, skip, reject, finding", s);
+}
+
+static int pid_value(cursor *c, int64_t *out)
+{
+    uint64_t v;
+    if (uint_value(c, &v) != 0 || v == 0 || v > INT32_MAX)
+        return fail(c, "\"pid\" is not a process id");
+    *out = (int64_t)v;
+    return 0;
+}
+
+static int field_value(cursor *c, const field *f, hcg_logrec *r)
+{
+    char *at = (char *)r + f->off;
+    int rc;
+    switch (f->type) {
+    case F_STR: rc = string(c, at, f->cap); break;
+    case F_HEX: rc = hex_value(c, (uint64_t *)(void *)at); break;
+    case F_UINT: rc = uint_value(c, (uint64_t *)(void *)at); break;
+    case F_PID: rc = pid_value(c, &r->pid); break;
+    case F_DBL: rc = double_value(c, &r->gbps); break;
+    default: rc = event_value(c, r); break;
+    }
+    if (rc != 0 && c->err && c->errlen) {
+        char why[200];
+        snprintf(why, sizeof why, "%s", c->err);
+        fail(c, "\"%s\": %s", f->key, why);
+    }
+    return rc;
+}
+
+static int member(cursor *c, hcg_logrec *r)
+{
+    char key[64];
+    if (string(c, key, sizeof key) != 0 || expect(c, ':') != 0)
+        return -1;
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+        if (strcmp(key, fields[i].key) != 0)
+            continue;
+        if (r->have & fields[i].bit)
+            return fail(c, "\"%s\" appears twice", key);
+        r->have |= fields[i].bit;
+        return field_value(c, &fields[i], r);
+    }
+    return skip_value(c);
+}
+
+/* The fields every event has, and those its kind adds. */
+static int complete(cursor *c, const hcg_logrec *r)
+{
+    const uint32_t all = HCG_LR_EVENT | HCG_LR_PID | HCG_LR_SEQ | HCG_LR_API | HCG_LR_FN |
+                         HCG_LR_FN_KIND | HCG_LR_USER | HCG_LR_STREAM | HCG_LR_TID |
+                         HCG_LR_T_ENQUEUE;
+    const uint32_t times = HCG_LR_T_START | HCG_LR_T_END | HCG_LR_DURATION;
+    uint32_t need = all;
+    if (r->kind == HCG_LOGREC_RUN || r->kind == HCG_LOGREC_SKIP)
+        need |= times;
+    if (r->kind == HCG_LOGREC_SKIP || r->kind == HCG_LOGREC_REJECT)
+        need |= HCG_LR_REASON;
+    if (r->kind == HCG_LOGREC_FINDING)
+        need |= HCG_LR_FINDING;
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
+        if ((need & fields[i].bit) && !(r->have & fields[i].bit))
+            return fail(c, "no \"%s\"", fields[i].key);
+    if ((r->have & times) == times && r->duration_ns != r->t_end_ns - r->t_start_ns)
+        return fail(c, "\"duration_ns\" is not t_end_ns - t_start_ns");
+    static const struct { uint32_t bits; const char *what; } together[] = {
+        {HCG_LR_GRAPH | HCG_LR_NODE, "\"graph\" and \"node\" come together"},
+        {HCG_LR_DST | HCG_LR_SRC | HCG_LR_BYTES, "\"dst\", \"src\" and \"bytes\" come together"},
+        {HCG_LR_T_START | HCG_LR_T_END | HCG_LR_DURATION,
+         "\"t_start_ns\", \"t_end_ns\" and \"duration_ns\" come together"},
+    };
+    for (size_t i = 0; i < sizeof together / sizeof together[0]; i++)
+        if ((r->have & together[i].bits) && (r->have & together[i].bits) != together[i].bits)
+            return fail(c, "%s", together[i].what);
+    if ((r->have & HCG_LR_GBPS) && r->kind != HCG_LOGREC_RUN)
+        return fail(c, "\"gbps\" on an event that did not run");
+    return 0;
+}
+
+int hcg_logrec_parse(const char *line, size_t len, hcg_logrec *out, char *err, size_t errlen)
+{
+    cursor c = {line, line + len, err, errlen};
+    if (err && errlen)
+        err[0] = '\0';
+    memset(out, 0, sizeof *out);
+    if (len > HCG_LOGREC_LINE_MAX)
+        return fail(&c, "a line longer than %d bytes", HCG_LOGREC_LINE_MAX);
+    if (memchr(line, '\0', len) || memchr(line, '\n', len))
+        return fail(&c, "a NUL or newline inside a line");
+    if (expect(&c, '{') != 0)
+        return fail(&c, "not a JSON object");
+    skip_ws(&c);
+    if (c.p < c.end && *c.p == '}')
+        return fail(&c, "an empty object");
+    for (;;) {
+        if (member(&c, out) != 0)
+            return -1;
+        skip_ws(&c);
+        if (c.p < c.end && *c.p == ',') {
+            c.p++;
+            continue;
+        }
+        if (expect(&c, '}') != 0)
+            return fail(&c, "expected ',' or '}' after a value");
+        break;
+    }
+    skip_ws(&c);
+    if (c.p != c.end)
+        return fail(&c, "text after the object");
+    return complete(&c, out);
+}
+
+/* ---- files ------------------------------------------------------------------ */
+
+typedef struct reader {
+    int fd;
+    char buf[HCG_LOGREC_LINE_MAX * 2];
+    size_t used;
+    int eof;
+} reader;
+
+static int fill(reader *rd)
+{
+    while (!rd->eof && rd->used < sizeof rd->buf) {
+        ssize_t n = read(rd->fd, rd->buf + rd->used, sizeof rd->buf - rd->used);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return -1;
+        if (n == 0)
+            rd->eof = 1;
+        rd->used += (size_t)n;
+        if (memchr(rd->buf, '\n', rd->used))
+            break;
+    }
+    return 0;
+}
+
+long hcg_logrec_read_fd(int fd, hcg_logrec_cb cb, void *ctx, char *err, size_t errlen)
+{
+    static __thread reader rd;
+    char why[256];
+    long line = 0;
+    rd.fd = fd;
+    rd.used = 0;
+    rd.eof = 0;
+    for (;;) {
+        if (fill(&rd) != 0) {
+            snprintf(err, errlen, "reading the log: %s", strerror(errno));
+            return -1;
+        }
+        if (rd.used == 0)
+            return line;
+        line++;
+        char *nl = memchr(rd.buf, '\n', rd.used);
+        if (!nl) {
+            snprintf(err, errlen, "line %ld: %s", line,
+                     rd.used > HCG_LOGREC_LINE_MAX ? "longer than the limit"
+                                                   : "no newline at its end (the log was cut short)");
+            return -1;
+        }
+        hcg_logrec r;
+        if (hcg_logrec_parse(rd.buf, (size_t)(nl - rd.buf), &r, why, sizeof why) != 0) {
+            snprintf(err, errlen, "line %ld: %s", line, why);
+            return -1;
+        }
+        size_t rest = rd.used - (size_t)(nl + 1 - rd.buf);
+        memmove(rd.buf, nl + 1, rest);
+        rd.used = rest;
+        if (cb && cb(&r, ctx) != 0)
+            return line;
+    }
+}

@@ -1,0 +1,56 @@
+/* A strict reader of hcguard's own event log (HCGUARD_LOG, src/sinks/jsonl.c):
+ * one flat JSON object per line, the fields README's log section names.
+ * For tools that read a log back (`hcguard report`) and for tests. */
+#ifndef HCG_JSONL_READ_H
+#define HCG_JSONL_READ_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* A line longer than this is refused (the writer's bound is far below). */
+#define HCG_LOGREC_LINE_MAX 8192
+
+typedef enum hcg_logrec_kind {
+    HCG_LOGREC_RUN = 1,
+    HCG_LOGREC_SKIP,
+    HCG_LOGREC_REJECT,
+    HCG_LOGREC_FINDING
+} hcg_logrec_kind;
+
+/* Bits of hcg_logrec.have: which fields the line held. */
+enum {
+    HCG_LR_EVENT = 1u << 0, HCG_LR_PID = 1u << 1, HCG_LR_SEQ = 1u << 2,
+    HCG_LR_API = 1u << 3, HCG_LR_FN = 1u << 4, HCG_LR_FN_NAME = 1u << 5,
+    HCG_LR_FN_KIND = 1u << 6, HCG_LR_USER = 1u << 7, HCG_LR_STREAM = 1u << 8,
+    HCG_LR_TID = 1u << 9, HCG_LR_T_ENQUEUE = 1u << 10, HCG_LR_T_START = 1u << 11,
+    HCG_LR_T_END = 1u << 12, HCG_LR_DURATION = 1u << 13, HCG_LR_DST = 1u << 14,
+    HCG_LR_SRC = 1u << 15, HCG_LR_BYTES = 1u << 16, HCG_LR_GBPS = 1u << 17,
+    HCG_LR_GRAPH = 1u << 18, HCG_LR_NODE = 1u << 19, HCG_LR_REASON = 1u << 20,
+    HCG_LR_FINDING = 1u << 21, HCG_LR_CALLED = 1u << 22
+};
+
+typedef struct hcg_logrec {
+    hcg_logrec_kind kind;
+    uint32_t have;
+    int64_t pid;
+    uint64_t seq, tid;
+    uint64_t fn, user_data, stream, graph, node, dst, src, bytes;
+    uint64_t t_enqueue_ns, t_start_ns, t_end_ns, duration_ns;
+    double gbps;
+    char api[64], fn_name[256], fn_kind[64], reason[64], finding[64], called[64];
+} hcg_logrec;
+
+/* Parse one line (without its '\n'; len bytes, no NUL needed). Returns 0,
+ * or -1 with a one-line reason in err. Unknown keys with scalar values
+ * are skipped (a newer writer may add fields); a repeated key, a nested
+ * value, a missing field the event needs or a wrong type is an error. */
+int hcg_logrec_parse(const char *line, size_t len, hcg_logrec *out, char *err,
+                     size_t errlen);
+
+/* Every line of the file at fd, in order, to cb (which returns 0 to go
+ * on). Returns the number of records, or -1 with "line N: reason" in err
+ * (an unterminated last line is an error: a log cut short). */
+typedef int (*hcg_logrec_cb)(const hcg_logrec *r, void *ctx);
+long hcg_logrec_read_fd(int fd, hcg_logrec_cb cb, void *ctx, char *err, size_t errlen);
+
+#endif

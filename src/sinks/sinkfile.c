@@ -1,0 +1,237 @@
+/* Output files of the sinks (the event log, the trace): buffered writes
+ * from the collector, write errors counted and reported, and what a fork
+ * child does with its parent's file. Also the names the sinks give host
+ * functions. Collector side only: drains are serialised. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include "sinks/sinks.h"
+
+static void flush_buf(hcg_sinkfile *f)
+{
+    size_t off = 0;
+    while (off < f->used && !f->err) {
+        ssize_t w = write(f->fd, f->buf + off, f->used - off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            f->err = w < 0 ? errno : EIO;
+        else
+            off += (size_t)w;
+    }
+    if (f->err)
+        f->lost += f->buf_events;
+    else
+        f->written += f->buf_events;
+    f->used = 0;
+    f->buf_events = 0;
+}
+
+/* keep: append to what is there (a continuation), else start it anew. */
+static int open_file(hcg_sinkfile *f, const char *path, int keep)
+{
+    f->fd = hcg_open_output(path, f->what, keep ? HCG_OPEN_APPEND : 0);
+    if (f->fd < 0)
+        return -1;
+    snprintf(f->path, sizeof f->path, "%s", path);
+    f->pid = getpid();
+    /* A continued file already holds events (the trace: its opening '['). */
+    f->started = keep && lseek(f->fd, 0, SEEK_END) > 0;
+    return 0;
+}
+
+static const char *secure_env(const char *name)
+{
+    return secure_getenv(name);
+}
+
+/* ---- exec ------------------------------------------------------------------
+ * What the next image does with this sink's file (HCGUARD_EXEC, see
+ * src/base/outfile.c). */
+char hcg_sinkfile_exec_state(const hcg_sinkfile *f)
+{
+    if (f->open_pending)
+        return '-'; /* a fork child's own file (%p), not opened yet */
+    if (f->fd >= 0)
+        return 'c';
+    return f->unshared ? 'n' : '-';
+}
+
+int hcg_sinkfile_open(hcg_sinkfile *f, const char *what, const char *path, const char *pattern,
+                      int shared_ok, int slot)
+{
+    f->what = what;
+    f->shared_ok = shared_ok;
+    snprintf(f->pattern, sizeof f->pattern, "%s", pattern ? pattern : "");
+    char st = hcg_exec_inherited(slot, f->pattern, shared_ok);
+    if (st == 'n') {
+        f->unshared = 1;
+        snprintf(f->path, sizeof f->path, "%s", path);
+        return 0;
+    }
+    return open_file(f, path, st == 'c');
+}
+
+/* The launcher, after the program at pid died: its file continued. */
+int hcg_sinkfile_reopen(hcg_sinkfile *f, const char *what, const char *path, pid_t pid)
+{
+    f->what = what;
+    if (open_file(f, path, 1) != 0)
+        return -1;
+    f->pid = pid;
+    return 0;
+}
+
+void hcg_sinkfile_flush(hcg_sinkfile *f)
+{
+    if (f->fd >= 0 && f->used)
+        flush_buf(f);
+}
+
+/* A fork child's first event: a file of its own, named for its own pid. */
+static void open_child_file(hcg_sinkfile *f)
+{
+    char path[HCG_PATH_MAX], why[600];
+    f->open_pending = 0;
+    if (hcg_expand_path(f->pattern, path, sizeof path, secure_env, why, sizeof why) != 0) {
+        hcg_msg("%s of process %d: %s; none will be written", f->what, (int)getpid(), why);
+        return;
+    }
+    open_file(f, path, 0);
+}
+
+void hcg_sinkfile_after_fork(hcg_sinkfile *f)
+{
+    f->used = 0;
+    f->buf_events = 0;
+    f->written = f->lost = 0;
+    f->err = 0;
+    f->pid = getpid();
+    if (f->fd < 0)
+        return;
+    int own = strstr(f->pattern, "%p") != NULL;
+    if (own || !f->shared_ok) {
+        close(f->fd);
+        f->fd = -1;
+        f->open_pending = own;
+        f->unshared = !own;
+    }
+}
+
+char *hcg_sinkfile_reserve(hcg_sinkfile *f)
+{
+    if (HCG_UNLIKELY(f->open_pending))
+        open_child_file(f);
+    if (f->fd < 0)
+        return NULL;
+    if (sizeof f->buf - f->used < HCG_SINK_EVENT_MAX)
+        flush_buf(f);
+    return f->buf + f->used;
+}
+
+void hcg_sinkfile_commit(hcg_sinkfile *f, size_t len)
+{
+    f->used += len;
+    f->buf_events++;
+    f->started = 1;
+}
+
+void hcg_sinkfile_close(hcg_sinkfile *f, const char *footer)
+{
+    if (f->fd < 0)
+        return;
+    if (footer) {
+        size_t n = strlen(footer);
+        if (sizeof f->buf - f->used < n)
+            flush_buf(f);
+        memcpy(f->buf + f->used, footer, n);
+        f->used += n;
+    }
+    flush_buf(f);
+    if (close(f->fd) != 0 && !f->err)
+        f->err = errno;
+    f->fd = -1;
+    /* Said even without a summary: a file that looks whole but is not
+     * would mislead whoever reads it. */
+    if (f->err)
+        hcg_msg("ERROR: writing the %s %s failed: %s; %" PRIu64 " event%s written, %" PRIu64
+                " lost: the %s is incomplete", f->what, f->path, strerror(f->err), f->written,
+                f->written == 1 ? "" : "s", f->lost, f->what);
+}
+
+void hcg_sinkfile_summary(const hcg_sinkfile *f)
+{
+    if (f->unshared)
+        hcg_msg("%s: none for this process (a fork child): put %%p in its name for one file "
+                "per process", f->what);
+    else if (f->path[0] && !f->err)
+        hcg_msg("%s: %s (%" PRIu64 " events)", f->what, f->path, f->written);
+}
+
+/* ---- names ---------------------------------------------------------------- */
+#define NAME_SLOTS 512
+static struct {
+    uintptr_t fn;
+    char name[120];
+} names[NAME_SLOTS];
+
+/* Set in the launcher: the functions of a program that ended are not in its
+ * address space to be named. */
+static int names_gone;
+
+void hcg_fn_names_gone(void)
+{
+    names_gone = 1;
+}
+
+/* Set while the events are written from a signal handler (under the
+ * drain lock): no lookup, which may take locks or allocate. */
+static int names_cached_only;
+
+void hcg_fn_names_cached_only(int on)
+{
+    names_cached_only = on;
+}
+
+const char *hcg_fn_name(uintptr_t fn)
+{
+    if (!fn)
+        return "";
+    if (names_gone)
+        return "unknown";
+    unsigned h = (unsigned)((fn * 0x9e3779b97f4a7c15ull) >> 55) % NAME_SLOTS;
+    if (names[h].fn != fn) {
+        if (names_cached_only)
+            return "unknown";
+        char obj[8];
+        names[h].fn = fn;
+        if (hcg_symbolize((const void *)fn, names[h].name, sizeof names[h].name, obj,
+                          sizeof obj) != 0)
+            snprintf(names[h].name, sizeof names[h].name, "anonymous");
+    }
+    return names[h].name;
+}
+
+size_t hcg_json_str(char *out, size_t room, const char *s)
+{
+    size_t n = 0;
+    for (; *s && n + 7 < room; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\') {
+            out[n++] = '\\';
+            out[n++] = (char)ch;
+        } else if (ch < 0x20) {
+            n += (size_t)snprintf(out + n, room - n, "\\u%04x", ch);
+        } else {
+            out[n++] = (char)ch;
+        }
+    }
+    return n;
+}

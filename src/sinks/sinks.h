@@ -1,0 +1,109 @@
+/* The sinks layer (src/sinks): what consumes events. The exit summary,
+ * the audit's findings, the JSON Lines event log, the Chrome trace and the
+ * files they write. The collector reaches them only through hcg_sinks
+ * (sinks.c); they read the run layer's launch counts. */
+#ifndef HCG_SINKS_H
+#define HCG_SINKS_H
+
+#include "run/run.h"
+
+/* ---- summary.c: aggregation and the exit summary ----------------------- */
+void hcg_summary_event(const hcg_event *e); /* collector thread only */
+void hcg_summary_stats(hcguard_stats *out);
+void hcg_summary_print(void); /* where messages go */
+uint64_t hcg_summary_errors(void);
+/* In a fork child: counters start from nothing (the child reports its own). */
+void hcg_summary_after_fork(void);
+/* Whether this process launched, ran or was told anything worth a summary. */
+int hcg_summary_active(void);
+
+/* The summary of a record's counts (a program that died). */
+void hcg_summary_print_recovered(const hcg_flight *f, const hcg_counts *c, uint64_t dropped,
+                                 pid_t pid, const char *how);
+uint64_t hcg_summary_errors_of(const hcg_counts *c);
+
+/* ---- findings.c: the audit's findings, counted and printed -------------- */
+void hcg_audit_event(const hcg_event *e); /* collector */
+uint64_t hcg_audit_errors(const hcg_counts *c); /* the findings that are errors */
+void hcg_audit_print(const hcg_counts *c);
+void hcg_audit_after_fork(void); /* a fork child's findings are its own */
+/* A copy skipped when it ran (collector): printed under the print limit. */
+void hcg_report_skip(const hcg_event *e);
+
+/* ---- sinkfile.c: the sinks' output files --------------------------------- */
+#define HCG_SINK_EVENT_MAX 2048 /* room reserved for one event's text */
+
+typedef struct hcg_sinkfile {
+    const char *what;               /* "event log", "trace": for messages */
+    int fd;                         /* -1: none */
+    int shared_ok;                  /* a fork child may append to the parent's file */
+    int open_pending;               /* a fork child's own file, not opened yet */
+    int unshared;                   /* a fork child that may not share, with no %p */
+    int started;                    /* an event was written to this file */
+    int err;                        /* the first write error, 0 if none */
+    pid_t pid;
+    uint64_t written, lost;         /* events */
+    unsigned buf_events;
+    size_t used;
+    char path[HCG_PATH_MAX], pattern[HCG_PATH_MAX];
+    char buf[1 << 16];
+} hcg_sinkfile;
+
+/* Open path (expanded from pattern, kept for a fork child's own %p).
+ * shared_ok: a fork child without %p appends to the same file; else it
+ * writes none. An image started by exec continues the file the image
+ * before it had open. 0, or -1 with a message. */
+int hcg_sinkfile_open(hcg_sinkfile *f, const char *what, const char *path, const char *pattern,
+                      int shared_ok, int slot);
+int hcg_sinkfile_reopen(hcg_sinkfile *f, const char *what, const char *path, pid_t pid);
+/* Write out what is buffered, keeping the file open (before exec). */
+void hcg_sinkfile_flush(hcg_sinkfile *f);
+/* What the next image should do with this file: 'c', 'n' or '-'. */
+char hcg_sinkfile_exec_state(const hcg_sinkfile *f);
+/* Room for one event (HCG_SINK_EVENT_MAX bytes), or NULL if there is no
+ * file; then hcg_sinkfile_commit with the length written. */
+char *hcg_sinkfile_reserve(hcg_sinkfile *f);
+void hcg_sinkfile_commit(hcg_sinkfile *f, size_t len);
+/* Write out the rest and footer (may be NULL), close, report an error. */
+void hcg_sinkfile_close(hcg_sinkfile *f, const char *footer);
+void hcg_sinkfile_after_fork(hcg_sinkfile *f);
+void hcg_sinkfile_summary(const hcg_sinkfile *f); /* the summary's line */
+/* From now on every function is "unknown" (the launcher, writing events of
+ * a program that ended). */
+void hcg_fn_names_gone(void);
+/* on: hcg_fn_name answers from its cache alone ("unknown" else): a signal
+ * handler is writing. */
+void hcg_fn_names_cached_only(int on);
+/* fn's symbol (or "anonymous"), looked up once per function (collector). */
+const char *hcg_fn_name(uintptr_t fn);
+/* s as the body of a JSON string into out; returns the length (< room). */
+size_t hcg_json_str(char *out, size_t room, const char *s);
+
+/* ---- jsonl.c: the event log -------------------------------------------- */
+/* 0 or -1 (message printed). pattern: as configured, so that a fork child
+ * whose log name holds %p writes a log of its own. */
+int hcg_jsonl_open(const char *path, const char *pattern);
+/* In a fork child: the parent's unwritten events are the parent's. */
+void hcg_jsonl_after_fork(void);
+void hcg_jsonl_event(const hcg_event *e);
+void hcg_jsonl_flush(void);       /* drains serialised: under the drain lock */
+char hcg_jsonl_exec_state(void);
+/* Write out what is left and close; a write error is reported here. */
+void hcg_jsonl_close(void);
+/* The summary's line about the log (after hcg_jsonl_close). */
+void hcg_jsonl_summary(void);
+
+/* ---- trace.c: the Chrome trace -------------------------------------------- */
+int hcg_trace_open(const char *path, const char *pattern); /* 0 or -1 (message printed) */
+void hcg_trace_event(const hcg_event *e);
+void hcg_trace_flush(void);
+char hcg_trace_exec_state(void);
+void hcg_trace_close(void);
+void hcg_trace_after_fork(void);
+void hcg_trace_summary(void);
+
+/* continue the file of process pid (the launcher). */
+int hcg_jsonl_reopen(const char *path, pid_t pid);
+int hcg_trace_reopen(const char *path, pid_t pid);
+
+#endif /* HCG_SINKS_H */

@@ -1,0 +1,910 @@
+/* Graph host nodes: cuGraphAddHostNode, cuGraphAddNode(_v2), the set-params
+ * entry points (graph and executable graph), the getters, instantiation,
+ * executable-graph update, and host functions captured from streams.
+ *
+ * A host node runs hcguard's trampoline with an hcg_call as its data, and
+ * that call must live as long as anything can still run the node: the
+ * graph, its clones, child-graph copies and executable graphs, whichever
+ * dies last. The driver tracks exactly that for user objects, so the call
+ * a node is created with (its root) is owned by a CUuserObject retained on
+ * the graph: clones, child graphs and executable graphs take references to
+ * it, and its destructor runs after the last one is gone.
+ *
+ * Set-params must not grow memory with each call (a program may set a node
+ * a million times). A call set on a graph's node gets a user object of its
+ * own, retained on the graph; the next set on that node releases the
+ * graph's reference to the call it replaces, so it lives exactly as long as
+ * the clones and executable graphs made while it was current. A call set on
+ * an executable graph's node belongs to that graph's entry in the exec
+ * table: replaced before any launch of it, it is freed at once; replaced
+ * after one, it is retired, and freed by a host function hcguard enqueues
+ * behind the next launch (launches of one executable graph run in order,
+ * so every launch that could run it has finished by then). The rest (a
+ * node of a clone, whose graph hcguard cannot name) is chained onto the
+ * root and freed with it. An executable graph updated from another graph
+ * (cuGraphExecUpdate) takes that graph's calls; they are chained onto a
+ * root the executable graph holds, found when it was instantiated.
+ * Destructors run on a driver thread: they touch only atomics. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "wrap/wrap.h"
+
+#define REAL_OR_FAIL(d, name, f)                                               \
+    hcg_pfn_##name f = atomic_load(&(d)->name);                                \
+    if (!f)                                                                    \
+        return CUDA_ERROR_NOT_FOUND
+
+static atomic_int host_nodes_seen; /* any host node made through hcguard */
+static atomic_uint_fast64_t calls_live;
+
+uint64_t hcg_graph_calls_live(void)
+{
+    return atomic_load(&calls_live);
+}
+
+/* ---- lifetime ------------------------------------------------------------ */
+static void call_unref(hcg_call *c)
+{
+    if (atomic_fetch_sub_explicit(&c->refs, 1, memory_order_acq_rel) == 1) {
+        atomic_fetch_sub_explicit(&calls_live, 1, memory_order_relaxed);
+        if (c->wrapped)
+            free(c->user); /* the wrapper's data: the wrapper never ran to free it */
+        hcg_call_poison(c);
+        hcg_call_release(c);
+    }
+}
+
+/* A root's chain: references it holds on other calls. A call may be held
+ * by several roots (an updated executable graph's and its own node's). */
+typedef struct hcg_link {
+    hcg_call *c;
+    struct hcg_link *next;
+} hcg_link;
+
+/* The user object's destructor: the last holder of the node is gone. */
+static void CUDA_CB root_gone(void *p)
+{
+    hcg_call *root = p;
+    hcg_link *l = atomic_exchange_explicit(&root->chain, NULL, memory_order_acq_rel);
+    while (l) {
+        hcg_link *next = l->next;
+        call_unref(l->c);
+        free(l);
+        l = next;
+    }
+    call_unref(root);
+}
+
+/* Application threads only (it allocates). Without memory, c is kept for
+ * ever rather than freed too early. */
+static void chain_onto(hcg_call *root, hcg_call *c)
+{
+    atomic_fetch_add_explicit(&c->refs, 1, memory_order_relaxed);
+    hcg_link *l = malloc(sizeof *l);
+    if (!l)
+        return;
+    l->c = c;
+    void *head = atomic_load_explicit(&root->chain, memory_order_relaxed);
+    do
+        l->next = head;
+    while (!atomic_compare_exchange_weak_explicit(&root->chain, &head, l, memory_order_release,
+                                                  memory_order_relaxed));
+}
+
+/* Make c the root of a node of g: owned by a user object the graph holds.
+ * On failure c is gone (freed now or by the destructor). */
+static int attach_root(hcg_driver *d, hcg_call *c, CUgraph g)
+{
+    hcg_pfn_cuUserObjectCreate create = atomic_load(&d->cuUserObjectCreate);
+    hcg_pfn_cuGraphRetainUserObject retain = atomic_load(&d->cuGraphRetainUserObject);
+    hcg_pfn_cuUserObjectRelease release = atomic_load(&d->cuUserObjectRelease);
+    CUuserObject o = NULL;
+    c->root = NULL;
+    c->graph = (uintptr_t)g;
+    if (!create || !retain || !release ||
+        create(&o, c, root_gone, 1, CU_USER_OBJECT_NO_DESTRUCTOR_SYNC) != CUDA_SUCCESS) {
+        call_unref(c);
+        return -1;
+    }
+    c->uobj = o;
+    if (retain(g, o, 1, CU_GRAPH_USER_OBJECT_MOVE) != CUDA_SUCCESS) {
+        release(o, 1); /* the destructor frees c */
+        return -1;
+    }
+    atomic_store(&host_nodes_seen, 1);
+    return 0;
+}
+
+/* The user object of a call set on a graph's node (not a root). */
+static void CUDA_CB set_call_gone(void *p)
+{
+    call_unref(p);
+}
+
+/* Give c (refs 1) a user object of its own retained on g: 0, or -1 with c
+ * untouched (the caller chains it instead). */
+static int own_on_graph(hcg_driver *d, hcg_call *c, CUgraph g)
+{
+    hcg_pfn_cuUserObjectCreate create = atomic_load(&d->cuUserObjectCreate);
+    hcg_pfn_cuGraphRetainUserObject retain = atomic_load(&d->cuGraphRetainUserObject);
+    hcg_pfn_cuUserObjectRelease release = atomic_load(&d->cuUserObjectRelease);
+    CUuserObject o = NULL;
+    if (!create || !retain || !release || !atomic_load(&d->cuGraphReleaseUserObject))
+        return -1;
+    atomic_fetch_add_explicit(&c->refs, 1, memory_order_relaxed); /* survives a failed retain */
+    if (create(&o, c, set_call_gone, 1, CU_USER_OBJECT_NO_DESTRUCTOR_SYNC) != CUDA_SUCCESS) {
+        atomic_fetch_sub_explicit(&c->refs, 1, memory_order_relaxed);
+        return -1;
+    }
+    if (retain(g, o, 1, CU_GRAPH_USER_OBJECT_MOVE) != CUDA_SUCCESS) {
+        release(o, 1); /* drops the extra reference */
+        return -1;
+    }
+    c->uobj = o;
+    call_unref(c); /* the user object's reference is the only one */
+    return 0;
+}
+
+/* g lets go of a set call it no longer runs; whatever copied g meanwhile
+ * keeps its own reference. */
+static void graph_drop(hcg_driver *d, CUgraph g, hcg_call *c)
+{
+    hcg_pfn_cuGraphReleaseUserObject drop = atomic_load(&d->cuGraphReleaseUserObject);
+    if (drop && c && c->uobj)
+        drop(g, c->uobj, 1);
+}
+
+/* The root of node n, if its host function is hcguard's. */
+static hcg_call *node_root(hcg_driver *d, CUgraphNode n)
+{
+    hcg_pfn_cuGraphHostNodeGetParams get = atomic_load(&d->cuGraphHostNodeGetParams);
+    CUDA_HOST_NODE_PARAMS p;
+    if (!get || get(n, &p) != CUDA_SUCCESS || p.fn != hcg_trampoline || !p.userData)
+        return NULL;
+    hcg_call *c = p.userData;
+    return c->root ? c->root : c;
+}
+
+static hcg_call *exec_root(CUgraphExec e);
+
+/* A call set on node n later (of executable graph e, or of its graph when
+ * e is NULL): freed with a root that whatever runs it holds, the exec's
+ * own or else the node's; with no root to hang it on (a node hcguard never
+ * saw), kept for ever. */
+static void attach_to_node(hcg_driver *d, hcg_call *c, CUgraphExec e, CUgraphNode n)
+{
+    hcg_call *root = e ? exec_root(e) : NULL;
+    if (!root)
+        root = node_root(d, n);
+    c->node = (uintptr_t)n;
+    if (!root) {
+        hcg_debug("host node %p was not made through hcguard: its new call is never freed",
+                  (void *)n);
+        return;
+    }
+    c->root = root;
+    c->graph = root->graph;
+    chain_onto(root, c);
+    call_unref(c); /* the chain's reference is the only one */
+}
+
+/* ---- checking and making calls ------------------------------------------- */
+static int passive(void)
+{
+    return hcg_config_get()->mode == HCG_MODE_OFF;
+}
+
+/* Check fn/user as the host function of a node. Returns CUDA_SUCCESS with
+ * *out set (or NULL: pass the parameters through unmeasured), or
+ * CUDA_ERROR_INVALID_VALUE if the record is refused. */
+static CUresult prepare(hcg_api api, CUhostFn fn, void *user, hcg_call **out)
+{
+    *out = NULL;
+    if (!fn || fn == hcg_trampoline)
+        return CUDA_SUCCESS;
+    hcg_init();
+    hcg_call *c;
+    CUresult r = hcg_prepare_call(api, NULL, fn, user, &c);
+    if (r != CUDA_SUCCESS || !c)
+        return r;
+    c->oneshot = 0;
+    atomic_fetch_add_explicit(&calls_live, 1, memory_order_relaxed);
+    atomic_store_explicit(&c->refs, 1, memory_order_relaxed);
+    atomic_store_explicit(&c->chain, NULL, memory_order_relaxed);
+    c->root = NULL;
+    c->uobj = NULL;
+    c->graph = c->node = 0;
+    hcg_count_node((hcg_fnkind)c->kind);
+    *out = c;
+    return CUDA_SUCCESS;
+}
+
+/* ---- adding host nodes ------------------------------------------------- */
+CUresult hcg_w_cuGraphAddHostNode(CUgraphNode *ph, CUgraph g, const CUgraphNode *deps, size_t n,
+                                  const CUDA_HOST_NODE_PARAMS *p)
+{
+    HCG_DRV_OR_FAIL(d);
+    REAL_OR_FAIL(d, cuGraphAddHostNode, real);
+    hcg_call *c = NULL;
+    if (!p || passive())
+        return real(ph, g, deps, n, p);
+    CUresult r = prepare(HCG_API_GRAPH_ADD_HOST_NODE, p->fn, p->userData, &c);
+    if (r != CUDA_SUCCESS || !c || attach_root(d, c, g) != 0)
+        return r != CUDA_SUCCESS ? r : real(ph, g, deps, n, p);
+    CUDA_HOST_NODE_PARAMS q = {hcg_trampoline, c};
+    r = real(ph, g, deps, n, &q);
+    if (r == CUDA_SUCCESS && ph)
+        c->node = (uintptr_t)*ph;
+    return r; /* on failure c goes with the graph's reference */
+}
+
+/* cuGraphAddNode(_v2) with a host node: the same, on a copy of params. */
+static CUresult add_node(hcg_driver *d, CUgraph g, CUgraphNodeParams *p, CUgraphNodeParams *q,
+                         hcg_call **c)
+{
+    *c = NULL;
+    if (!p || p->type != CU_GRAPH_NODE_TYPE_HOST || passive())
+        return CUDA_SUCCESS;
+    CUresult r = prepare(HCG_API_GRAPH_ADD_HOST_NODE, p->host.fn, p->host.userData, c);
+    if (r != CUDA_SUCCESS || !*c)
+        return r;
+    if (attach_root(d, *c, g) != 0) {
+        *c = NULL;
+        return CUDA_SUCCESS;
+    }
+    *q = *p;
+    q->host.fn = hcg_trampoline;
+    q->host.userData = *c;
+    return CUDA_SUCCESS;
+}
+
+CUresult hcg_w_cuGraphAddNode(CUgraphNode *ph, CUgraph g, const CUgraphNode *deps, size_t n,
+                              CUgraphNodeParams *p)
+{
+    HCG_DRV_OR_FAIL(d);
+    REAL_OR_FAIL(d, cuGraphAddNode, real);
+    CUgraphNodeParams q;
+    hcg_call *c;
+    CUresult r = add_node(d, g, p, &q, &c);
+    if (r != CUDA_SUCCESS)
+        return r;
+    r = real(ph, g, deps, n, c ? &q : p);
+    if (c && r == CUDA_SUCCESS && ph)
+        c->node = (uintptr_t)*ph;
+    return r;
+}
+
+CUresult hcg_w_cuGraphAddNode_v2(CUgraphNode *ph, CUgraph g, const CUgraphNode *deps,
+                                 const CUgraphEdgeData *edges, size_t n, CUgraphNodeParams *p)
+{
+    HCG_DRV_OR_FAIL(d);
+    REAL_OR_FAIL(d, cuGraphAddNode_v2, real);
+    CUgraphNodeParams q;
+    hcg_call *c;
+    CUresult r = add_node(d, g, p, &q, &c);
+    if (r != CUDA_SUCCESS)
+        return r;
+    r = real(ph, g, deps, edges, n, c ? &q : p);
+    if (c && r == CUDA_SUCCESS && ph)
+        c->node = (uintptr_t)*ph;
+    return r;
+}
+
+/* ---- setting parameters ------------------------------------------------- */
+static int exec_note_set(CUgraphExec e, CUgraphNode n, hcg_call *c, uint64_t before);
+static uint64_t exec_launches(CUgraphExec e);
+
+/* The call node n runs now (hcguard's), or NULL. */
+static hcg_call *node_call(hcg_driver *d, CUgraphNode n)
+{
+    hcg_pfn_cuGraphHostNodeGetParams get = atomic_load(&d->cuGraphHostNodeGetParams);
+    CUDA_HOST_NODE_PARAMS p;
+    if (!get || get(n, &p) != CUDA_SUCCESS || p.fn != hcg_trampoline)
+        return NULL;
+    return p.userData;
+}
+
+/* A set on a graph's node: c, made for it, replaces prev there. */
+typedef struct graph_set {
+    hcg_call *c, *prev;
+    CUgraph g; /* the graph c's user object is retained on, or NULL: chained */
+} graph_set;
+
+static CUresult prepare_graph_set(hcg_driver *d, CUgraphNode n, CUhostFn fn, void *user,
+                                  graph_set *gs)
+{
+    memset(gs, 0, sizeof *gs);
+    CUresult r = passive() ? CUDA_SUCCESS : prepare(HCG_API_GRAPH_SET_PARAMS, fn, user, &gs->c);
+    if (!gs->c)
+        return r;
+    hcg_call *root = node_root(d, n);
+    gs->prev = node_call(d, n);
+    if (root && root->node == (uintptr_t)n && root->graph) {
+        gs->c->root = root;
+        gs->c->graph = root->graph;
+        gs->c->node = (uintptr_t)n;
+        if (own_on_graph(d, gs->c, (CUgraph)root->graph) == 0) {
+            gs->g = (CUgraph)root->graph;
+            return CUDA_SUCCESS;
+        }
+    }
+    attach_to_node(d, gs->c, NULL, n);
+    return CUDA_SUCCESS;
+}
+
+/* After the driver's answer: the replaced call, or the refused new one,
+ * is let go by the graph. */
+static CUresult finish_graph_set(hcg_driver *d, graph_set *gs, CUresult r)
+{
+    if (!gs->g)
+        return r;
+    if (r != CUDA_SUCCESS)
+        graph_drop(d, gs->g, gs->c);
+    else if (gs->prev && gs->prev != gs->c && gs->prev->root && gs->prev->uobj)
+        graph_drop(d, gs->g, gs->prev);
+    return r;
+}
+
+CUresult hcg_w_cuGraphHostNodeSetParams(CUgraphNode n, const CUDA_HOST_NODE_PARAMS *p)
+{
+    HCG_DRV_OR_FAIL(d);
+    REAL_OR_FAIL(d, cuGraphHostNodeSetParams, real);
+    graph_set gs = {0};
+    CUresult r = p ? prepare_graph_set(d, n, p->fn, p->userData, &gs) : CUDA_SUCCESS;
+    if (!p || !gs.c)
+        return r != CUDA_SUCCESS ? r : real(n, p);
+    CUDA_HOST_NODE_PARAMS q = {hcg_trampoline, gs.c};
+    return finish_graph_set(d, &gs, real(n, &q));
+}
+
+CUresult hcg_w_cuGraphNodeSetParams(CUgraphNode n, CUgraphNodeParams *p)
+{
+    HCG_DRV_OR_FAIL(d);
+    REAL_OR_FAIL(d, cuGraphNodeSetParams, real);
+    if (!p || p->type != CU_GRAPH_NODE_TYPE_HOST)
+        return real(n, p);
+    graph_set gs;
+    CUresult r = prepare_graph_set(d, n, p->host.fn, p->host.userData, &gs);
+    if (!gs.c)
+        return r != CUDA_SUCCESS ? r : real(n, p);
+    CUgraphNodeParams q = *p;
+    q.host.fn = hcg_trampoline;
+    q.host.userData = gs.c;
+    return finish_graph_set(d, &gs, real(n, &q));
+}
+
+/* A call for node n of exec e, owned by e's entry once the driver took it
+ * (exec_note_set); before: the launch count it was made at. */
+static hcg_call *call_for_exec_set(hcg_api api, CUgraphExec e, CUgraphNode n, CUhostFn fn,
+                                   void *user, CUresult *r, uint64_t *before)
+{
+    hcg_call *c = NULL;
+    *r = passive() ? CUDA_SUCCESS : prepare(api, fn, user, &c);
+    if (c) {
+        c->node = (uintptr_t)n;
+        *before = exec_launches(e);
+    }
+    return c;
+}
+
+static CUresult finish_exec_set(hcg_driver *d, CUgraphExec e, CUgraphNode n, hcg_call *c,
+                                uint64_t before, CUresult r)
+{
+    if (r != CUDA_SUCCESS)
+        call_unref(c); /* the driver never had it */
+    else if (exec_note_set(e, n, c, before) != 0)
+        attach_to_node(d, c, e, n); /* no memory for the entry: kept the old way */
+    return r;
+}
+
+CUresult hcg_w_cuGraphExecHostNodeSetParams(CUgraphExec e, CUgraphNode n,
+                                            const CUDA_HOST_NODE_PARAMS *p)
+{
+    HCG_DRV_OR_FAIL(d);
+    REAL_OR_FAIL(d, cuGraphExecHostNodeSetParams, real);
+    CUresult r = CUDA_SUCCESS;
+    uint64_t before = 0;
+    hcg_call *c = p ? call_for_exec_set(HCG_API_GRAPH_EXEC_SET_PARAMS, e, n, p->fn, p->userData,
+                                        &r, &before)
+                    : NULL;
+    if (!p || !c)
+        return p && r != CUDA_SUCCESS ? r : real(e, n, p);
+    CUDA_HOST_NODE_PARAMS q = {hcg_trampoline, c};
+    return finish_exec_set(d, e, n, c, before, real(e, n, &q));
+}
+
+CUresult hcg_w_cuGraphExecNodeSetParams(CUgraphExec e, CUgraphNode n, CUgraphNodeParams *p)
+{
+    HCG_DRV_OR_FAIL(d);
+    REAL_OR_FAIL(d, cuGraphExecNodeSetParams, real);
+    if (!p || p->type != CU_GRAPH_NODE_TYPE_HOST)
+        return real(e, n, p);
+    CUresult r;
+    uint64_t before = 0;
+    hcg_call *c = call_for_exec_set(HCG_API_GRAPH_EXEC_SET_PARAMS, e, n, p->host.fn,
+                                    p->host.userData, &r, &before);
+    if (!c)
+        return r != CUDA_SUCCESS ? r : real(e, n, p);
+    CUgraphNodeParams q = *p;
+    q.host.fn = hcg_trampoline;
+    q.host.userData = c;
+    return finish_exec_set(d, e, n, c, before, real(e, n, &q));
+}
+
+/* ---- getters: what the user set, never the trampoline -------------------- */
+static void unwrap(CUhostFn *fn, void **user)
+{
+    if (*fn == hcg_trampoline && *user) {
+        const hcg_call *c = *user;
+        *fn = c->fn;
+        *user = c->user;
+    }
+}
+
+CUresult hcg_w_cuGraphHostNodeGetParams(CUgraphNode n, CUDA_HOST_NODE_PARAMS *p)
+{
+    HCG_DRV_OR_FAIL(d);
+    REAL_OR_FAIL(d, cuGraphHostNodeGetParams, real);
+    CUresult r = real(n, p);
+    if (r == CUDA_SUCCESS && p)
+        unwrap(&p->fn, &p->userData);
+    return r;
+}
+
+CUresult hcg_w_cuGraphNodeGetParams(CUgraphNode n, CUgraphNodeParams *p)
+{
+    HCG_DRV_OR_FAIL(d);
+    REAL_OR_FAIL(d, cuGraphNodeGetParams, real);
+    CUresult r = real(n, p);
+    if (r == CUDA_SUCCESS && p && p->type == CU_GRAPH_NODE_TYPE_HOST)
+        unwrap(&p->host.fn, &p->host.userData);
+    return r;
+}
+
+/* ---- executable graphs ---------------------------------------------------
+ * One entry per executable graph hcguard saw made or set: a root it holds
+ * (any host node's root of the graph it was made from, for
+ * cuGraphExecUpdate), the calls set on its nodes, those retired and not yet
+ * freed, and how many launches it has had. A hash table that grows, so no
+ * number of executable graphs degrades it. Application threads only. */
+typedef struct exec_set {
+    CUgraphNode node;
+    hcg_call *c;
+    uint64_t before; /* launches when c was made: none since, none ran it */
+} exec_set;
+
+typedef struct exec_ent {
+    CUgraphExec exec;
+    hcg_call *root;
+    uint64_t launches;
+    exec_set *sets;
+    size_t n_sets, cap_sets;
+    hcg_link *retired;
+    struct exec_ent *next;
+} exec_ent;
+
+static struct {
+    exec_ent **bucket;
+    size_t n_buckets, n;
+} execs;
+static pthread_mutex_t exec_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Fork hooks (src/lifecycle/fork.c): the table is kept in a child, whole. */
+void hcg_graph_fork_lock(void)
+{
+    pthread_mutex_lock(&exec_lock);
+}
+
+void hcg_graph_fork_unlock(void)
+{
+    pthread_mutex_unlock(&exec_lock);
+}
+
+void hcg_graph_after_fork(void)
+{
+    pthread_mutex_init(&exec_lock, NULL);
+}
+
+static size_t exec_hash(CUgraphExec e, size_t n_buckets)
+{
+    return (size_t)(((uintptr_t)e >> 4) * 0x9E3779B97F4A7C15ull >> 32) & (n_buckets - 1);
+}
+
+/* Twice the buckets once there are as many entries (without memory: the
+ * chains get longer, nothing is lost). */
+static void exec_grow(void)
+{
+    size_t nb = execs.n_buckets ? execs.n_buckets * 2 : 256;
+    exec_ent **b = calloc(nb, sizeof *b);
+    if (!b)
+        return;
+    for (size_t i = 0; i < execs.n_buckets; i++)
+        for (exec_ent *x = execs.bucket[i], *next; x; x = next) {
+            next = x->next;
+            size_t h = exec_hash(x->exec, nb);
+            x->next = b[h];
+            b[h] = x;
+        }
+    free(execs.bucket);
+    execs.bucket = b;
+    execs.n_buckets = nb;
+}
+
+/* e's entry (made if create), or NULL. Under exec_lock. */
+static exec_ent *exec_get(CUgraphExec e, int create)
+{
+    if (execs.n_buckets) {
+        for (exec_ent *x = execs.bucket[exec_hash(e, execs.n_buckets)]; x; x = x->next)
+            if (x->exec == e)
+                return x;
+    }
+    if (!create)
+        return NULL;
+    if (execs.n >= execs.n_buckets)
+        exec_grow();
+    exec_ent *x = execs.n_buckets ? calloc(1, sizeof *x) : NULL;
+    if (!x)
+        return NULL;
+    size_t h = exec_hash(e, execs.n_buckets);
+    x->exec = e;
+    x->next = execs.bucket[h];
+    execs.bucket[h] = x;
+    execs.n++;
+    return x;
+}
+
+/* c waits for the launches that may still run it (see graph_launch). */
+static void retire(exec_ent *x, hcg_call *c)
+{
+    hcg_link *l = malloc(sizeof *l);
+    if (!l) {
+        if (x->root) {
+            chain_onto(x->root, c);
+            call_unref(c);
+        }
+        return; /* else kept for ever rather than freed too early */
+    }
+    l->c = c;
+    l->next = x->retired;
+    x->retired = l;
+}
+
+/* Every call e owns, retired: its nodes now run what an update gave them. */
+static void retire_sets(exec_ent *x)
+{
+    for (size_t i = 0; i < x->n_sets; i++)
+        retire(x, x->sets[i].c);
+    x->n_sets = 0;
+}
+
+static void exec_put(CUgraphExec e, hcg_call *root)
+{
+    pthread_mutex_lock(&exec_lock);
+    exec_ent *x = exec_get(e, 1);
+    if (x)
+        x->root = root;
+    pthread_mutex_unlock(&exec_lock);
+}
+
+/* e is destroyed: what it owns goes with the root it holds, whose user
+ * object the driver releases once e's last launch is done. */
+static void exec_forget(CUgraphExec e)
+{
+    pthread_mutex_lock(&exec_lock);
+    exec_ent **at = execs.n_buckets ? &execs.bucket[exec_hash(e, execs.n_buckets)] : NULL;
+    while (at && *at && (*at)->exec != e)
+        at = &(*at)->next;
+    exec_ent *x = at ? *at : NULL;
+    if (x) {
+        *at = x->next;
+        execs.n--;
+    }
+    pthread_mutex_unlock(&exec_lock);
+    if (!x)
+        return;
+    retire_sets(x);
+    for (hcg_link *l = x->retired, *next; l; l = next) {
+        next = l->next;
+        if (x->root) {
+            chain_onto(x->root, l->c);
+            call_unref(l->c);
+        } /* else no root to wait on: kept for ever rather than freed early */
+        free(l);
+    }
+    free(x->sets);
+    free(x);
+}
+
+static hcg_call *exec_root(CUgraphExec e)
+{
+    pthread_mutex_lock(&exec_lock);
+    exec_ent *x = exec_get(e, 0);
+    hcg_call *root = x ? x->root : NULL;
+    pthread_mutex_unlock(&exec_lock);
+    return root;
+}
+
+static uint64_t exec_launches(CUgraphExec e)
+{
+    pthread_mutex_lock(&exec_lock);
+    exec_ent *x = exec_get(e, 0);
+    uint64_t n = x ? x->launches : 0;
+    pthread_mutex_unlock(&exec_lock);
+    return n;
+}
+
+/* c is what node n of e runs now: the call it replaces is freed if no
+ * launch came since it was set, else retired. -1 without memory. */
+static int exec_note_set(CUgraphExec e, CUgraphNode n, hcg_call *c, uint64_t before)
+{
+    hcg_call *freed = NULL;
+    int rc = -1;
+    atomic_store(&host_nodes_seen, 1); /* launches of e are counted from now */
+    pthread_mutex_lock(&exec_lock);
+    exec_ent *x = exec_get(e, 1);
+    size_t i = 0;
+    while (x && i < x->n_sets && x->sets[i].node != n)
+        i++;
+    if (x && i == x->n_sets && x->n_sets == x->cap_sets) {
+        size_t cap = x->cap_sets ? x->cap_sets * 2 : 4;
+        exec_set *grown = realloc(x->sets, cap * sizeof *grown);
+        if (grown) {
+            x->sets = grown;
+            x->cap_sets = cap;
+        }
+    }
+    if (x && i < x->cap_sets) {
+        if (i < x->n_sets) {
+            if (x->sets[i].before == x->launches)
+                freed = x->sets[i].c;
+            else
+                retire(x, x->sets[i].c);
+        } else {
+            x->n_sets++;
+        }
+        x->sets[i] = (exec_set){n, c, before};
+        rc = 0;
+    }
+    pthread_mutex_unlock(&exec_lock);
+    if (freed)
+        call_unref(freed);
+    return rc;
+}
+
+/* Behind a launch (driver thread): the retired calls it carries. */
+static void CUDA_CB reap(void *p)
+{
+    for (hcg_link *l = p, *next; l; l = next) {
+        next = l->next;
+        call_unref(l->c);
+        free(l);
+    }
+}
+
+
+/* Launches of e are counted and made under exec_lock, so that their order
+ * is the count's; the calls retired before this launch ride on a host
+ * function behind it, which runs once every launch of e so far is done. */
+static CUresult graph_launch(hcg_pfn_cuGraphLaunch real, CUgraphExec e, CUstream s,
+                             hcg_pfn_cuLaunchHostFunc after,
+                             hcg_pfn_cuStreamIsCapturing capturing)
+{
+    if (!atomic_load(&host_nodes_seen) || passive())
+        return real(e, s);
+    pthread_mutex_lock(&exec_lock);
+    exec_ent *x = exec_get(e, 0);
+    if (x)
+        x->launches++;
+    CUresult r = real(e, s);
+    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_ACTIVE;
+    if (r == CUDA_SUCCESS && x && x->retired && after && capturing &&
+        capturing(s, &st) == CUDA_SUCCESS && st == CU_STREAM_CAPTURE_STATUS_NONE) {
+        hcg_link *carried = x->retired;
+        x->retired = NULL;
+        if (after(s, reap, carried) != CUDA_SUCCESS)
+            x->retired = carried; /* the next launch tries again */
+    }
+    pthread_mutex_unlock(&exec_lock);
+    return r;
+}
+
+/* Inside a host function a launch is a finding, as it was through the thunk
+ * every unwrapped entry point gets. */
+CUresult hcg_w_cuGraphLaunch(CUgraphExec e, CUstream s)
+{
+    if (HCG_UNLIKELY(hcg_audit_wrapper_call(HCG_API_GRAPH_LAUNCH)))
+        return CUDA_ERROR_NOT_PERMITTED;
+    HCG_DRV_OR_FAIL(d);
+    REAL_OR_FAIL(d, cuGraphLaunch, real);
+    return graph_launch(real, e, s, atomic_load(&d->cuLaunchHostFunc),
+                        atomic_load(&d->cuStreamIsCapturing));
+}
+
+CUresult hcg_w_cuGraphLaunch_ptsz(CUgraphExec e, CUstream s)
+{
+    if (HCG_UNLIKELY(hcg_audit_wrapper_call(HCG_API_GRAPH_LAUNCH)))
+        return CUDA_ERROR_NOT_PERMITTED;
+    HCG_DRV_OR_FAIL(d);
+    REAL_OR_FAIL(d, cuGraphLaunch_ptsz, real);
+    return graph_launch(real, e, s, atomic_load(&d->cuLaunchHostFunc_ptsz),
+                        atomic_load(&d->cuStreamIsCapturing_ptsz));
+}
+
+/* Visit hcguard's calls among g's host nodes (child graphs too); stop when
+ * visit returns nonzero. */
+static int each_call(hcg_driver *d, CUgraph g, int depth, int (*visit)(hcg_call *, void *),
+                     void *arg)
+{
+    hcg_pfn_cuGraphGetNodes get_nodes = atomic_load(&d->cuGraphGetNodes);
+    hcg_pfn_cuGraphNodeGetType node_type = atomic_load(&d->cuGraphNodeGetType);
+    hcg_pfn_cuGraphHostNodeGetParams get = atomic_load(&d->cuGraphHostNodeGetParams);
+    hcg_pfn_cuGraphChildGraphNodeGetGraph child = atomic_load(&d->cuGraphChildGraphNodeGetGraph);
+    size_t n = 0;
+    if (depth > 8 || !get_nodes || !node_type || !get || get_nodes(g, NULL, &n) != CUDA_SUCCESS ||
+        n == 0)
+        return 0;
+    CUgraphNode *all = malloc(n * sizeof *all);
+    int stop = 0;
+    if (!all || get_nodes(g, all, &n) != CUDA_SUCCESS)
+        n = 0;
+    for (size_t i = 0; i < n && !stop; i++) {
+        CUgraphNodeType t;
+        CUDA_HOST_NODE_PARAMS p;
+        CUgraph sub;
+        if (node_type(all[i], &t) != CUDA_SUCCESS)
+            continue;
+        if (t == CU_GRAPH_NODE_TYPE_HOST && get(all[i], &p) == CUDA_SUCCESS &&
+            p.fn == hcg_trampoline && p.userData)
+            stop = visit(p.userData, arg);
+        else if (t == CU_GRAPH_NODE_TYPE_GRAPH && child && child(all[i], &sub) == CUDA_SUCCESS)
+            stop = each_call(d, sub, depth + 1, visit, arg);
+    }
+    free(all);
+    return stop;
+}
+
+static int take_root(hcg_call *c, void *arg)
+{
+    *(hcg_call **)arg = c->root ? c->root : c;
+    return 1;
+}
+
+static void note_exec(hcg_driver *d, CUresult r, CUgraphExec *pe, CUgraph g)
+{
+    if (r != CUDA_SUCCESS || !pe || !atomic_load(&host_nodes_seen) || passive())
+        return;
+    hcg_call *root = NULL;
+    each_call(d, g, 0, take_root, &root);
+    exec_put(*pe, root);
+}
+
+/* Every instantiate variant: the real one, then the exec holds g's calls. */
+#define INSTANTIATE_WRAPPER(name, params, args)                                \
+    CUresult hcg_w_##name params                                               \
+    {                                                                          \
+        HCG_DRV_OR_FAIL(d);                                                    \
+        REAL_OR_FAIL(d, name, real);                                           \
+        CUresult r = real args;                                                \
+        note_exec(d, r, pe, g);                                                \
+        return r;                                                              \
+    }
+
+INSTANTIATE_WRAPPER(cuGraphInstantiate,
+                    (CUgraphExec *pe, CUgraph g, CUgraphNode *err, char *log, size_t len),
+                    (pe, g, err, log, len))
+INSTANTIATE_WRAPPER(cuGraphInstantiate_v2,
+                    (CUgraphExec *pe, CUgraph g, CUgraphNode *err, char *log, size_t len),
+                    (pe, g, err, log, len))
+INSTANTIATE_WRAPPER(cuGraphInstantiateWithFlags,
+                    (CUgraphExec *pe, CUgraph g, unsigned long long flags), (pe, g, flags))
+INSTANTIATE_WRAPPER(cuGraphInstantiateWithParams,
+                    (CUgraphExec *pe, CUgraph g, CUDA_GRAPH_INSTANTIATE_PARAMS *ip), (pe, g, ip))
+INSTANTIATE_WRAPPER(cuGraphInstantiateWithParams_ptsz,
+                    (CUgraphExec *pe, CUgraph g, CUDA_GRAPH_INSTANTIATE_PARAMS *ip), (pe, g, ip))
+
+static int chain_to_exec(hcg_call *c, void *arg)
+{
+    hcg_call *root = arg;
+    if (c != root)
+        chain_onto(root, c);
+    return 0;
+}
+
+/* The executable graph now runs g's calls: keep them while it lives. The
+ * driver documents that an update gives the exec g's user objects in place
+ * of its own, so a root of g is what the exec holds from now on; the calls
+ * are also chained onto the root it held, in case it keeps that too. */
+static void adopt_update(hcg_driver *d, CUgraphExec e, CUgraph g)
+{
+    hcg_call *root = exec_root(e), *now = NULL;
+    pthread_mutex_lock(&exec_lock);
+    exec_ent *x = exec_get(e, 0);
+    if (x)
+        retire_sets(x);
+    pthread_mutex_unlock(&exec_lock);
+    if (root)
+        each_call(d, g, 0, chain_to_exec, root);
+    each_call(d, g, 0, take_root, &now);
+    if (now)
+        exec_put(e, now);
+    else if (!root && atomic_load(&host_nodes_seen))
+        hcg_debug("executable graph %p updated from %p: its host calls are kept for ever",
+                  (void *)e, (void *)g);
+}
+
+CUresult hcg_w_cuGraphExecUpdate(CUgraphExec e, CUgraph g, CUgraphNode *err,
+                                 CUgraphExecUpdateResult *res)
+{
+    HCG_DRV_OR_FAIL(d);
+    REAL_OR_FAIL(d, cuGraphExecUpdate, real);
+    CUresult r = real(e, g, err, res);
+    if (r == CUDA_SUCCESS && !passive())
+        adopt_update(d, e, g);
+    return r;
+}
+
+CUresult hcg_w_cuGraphExecUpdate_v2(CUgraphExec e, CUgraph g, CUgraphExecUpdateResultInfo *res)
+{
+    HCG_DRV_OR_FAIL(d);
+    REAL_OR_FAIL(d, cuGraphExecUpdate_v2, real);
+    CUresult r = real(e, g, res);
+    if (r == CUDA_SUCCESS && !passive())
+        adopt_update(d, e, g);
+    return r;
+}
+
+CUresult hcg_w_cuGraphExecDestroy(CUgraphExec e)
+{
+    HCG_DRV_OR_FAIL(d);
+    REAL_OR_FAIL(d, cuGraphExecDestroy, real);
+    /* Before the driver lets go of e's user objects: the root they keep
+     * alive is what e's calls are handed to. */
+    if (atomic_load(&host_nodes_seen))
+        exec_forget(e);
+    return real(e);
+}
+
+/* ---- stream capture --------------------------------------------------- */
+int hcg_graph_adopt_capture(hcg_call *c, CUstream s, int ptsz)
+{
+    hcg_driver *d = hcg_driver_get();
+    hcg_pfn_cuStreamGetCaptureInfo_v2 info =
+        ptsz ? atomic_load(&d->cuStreamGetCaptureInfo_v2_ptsz) : atomic_load(&d->cuStreamGetCaptureInfo_v2);
+    CUstreamCaptureStatus st;
+    CUgraph g = NULL;
+    if (!info || info(s, &st, NULL, &g, NULL, NULL) != CUDA_SUCCESS || !g) {
+        c->oneshot = 0;
+        return -1;
+    }
+    c->oneshot = 0;
+    atomic_fetch_add_explicit(&calls_live, 1, memory_order_relaxed);
+    atomic_store_explicit(&c->refs, 1, memory_order_relaxed);
+    atomic_store_explicit(&c->chain, NULL, memory_order_relaxed);
+    c->graph = c->node = 0;
+    return attach_root(d, c, g);
+}
+
+/* The node a capture just added: the stream's only dependency now. */
+void hcg_graph_note_captured(hcg_call *c, CUstream s, int ptsz)
+{
+    hcg_driver *d = hcg_driver_get();
+    hcg_pfn_cuStreamGetCaptureInfo_v2 info =
+        ptsz ? atomic_load(&d->cuStreamGetCaptureInfo_v2_ptsz) : atomic_load(&d->cuStreamGetCaptureInfo_v2);
+    CUstreamCaptureStatus st;
+    const CUgraphNode *deps = NULL;
+    size_t n = 0;
+    if (info && info(s, &st, NULL, NULL, &deps, &n) == CUDA_SUCCESS && n == 1 && deps)
+        c->node = (uintptr_t)deps[0];
+}
+
+/* Exported under the driver's names: the entries of driver/entries.def
+ * wrapped here. */
+#define ALIAS_graph(name) HCG_EXPORT_ALIAS(name)
+#define ALIAS_gpa(name)
+#define ALIAS_stream(name)
+#define ALIAS_called(name)
+#define HCG_ENTRY(where, name, params) ALIAS_##where(name)
+#include "driver/entries.def"
+#undef HCG_ENTRY

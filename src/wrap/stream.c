@@ -1,0 +1,260 @@
+/* Stream wrappers: cuLaunchHostFunc and its variants, and the capture
+ * entry points (a host function enqueued while its stream captures becomes
+ * a graph node and runs once per replay). */
+#include <stdio.h>
+
+#include "wrap/wrap.h"
+
+/* Set once any capture has begun; until then no launch needs the (driver)
+ * question "is this stream capturing?". */
+static atomic_int capture_seen;
+
+typedef struct launch_args {
+    hcg_api api;
+    CUstream stream;
+    CUhostFn fn;
+    void *user;
+    unsigned int sync_mode;
+} launch_args;
+
+static CUresult call_real(hcg_driver *d, const launch_args *a, CUhostFn fn, void *user)
+{
+    switch (a->api) {
+    case HCG_API_LAUNCH_HOST_FUNC:
+        return atomic_load(&d->cuLaunchHostFunc)(a->stream, fn, user);
+    case HCG_API_LAUNCH_HOST_FUNC_PTSZ:
+        return atomic_load(&d->cuLaunchHostFunc_ptsz)(a->stream, fn, user);
+    case HCG_API_LAUNCH_HOST_FUNC_V2:
+        return atomic_load(&d->cuLaunchHostFunc_v2)(a->stream, fn, user, a->sync_mode);
+    case HCG_API_LAUNCH_HOST_FUNC_V2_PTSZ:
+        return atomic_load(&d->cuLaunchHostFunc_v2_ptsz)(a->stream, fn, user, a->sync_mode);
+    default:
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+}
+
+static int have_real(hcg_driver *d, hcg_api api)
+{
+    switch (api) {
+    case HCG_API_LAUNCH_HOST_FUNC: return atomic_load(&d->cuLaunchHostFunc) != NULL;
+    case HCG_API_LAUNCH_HOST_FUNC_PTSZ: return atomic_load(&d->cuLaunchHostFunc_ptsz) != NULL;
+    case HCG_API_LAUNCH_HOST_FUNC_V2: return atomic_load(&d->cuLaunchHostFunc_v2) != NULL;
+    case HCG_API_LAUNCH_HOST_FUNC_V2_PTSZ:
+        return atomic_load(&d->cuLaunchHostFunc_v2_ptsz) != NULL;
+    default: return 0;
+    }
+}
+
+static int is_ptsz(hcg_api api)
+{
+    return api == HCG_API_LAUNCH_HOST_FUNC_PTSZ || api == HCG_API_LAUNCH_HOST_FUNC_V2_PTSZ;
+}
+
+/* Whether the call may be replayed (stream capture), so must not be freed
+ * after its first run. */
+static int launch_is_captured(hcg_driver *d, const launch_args *a)
+{
+    if (!atomic_load_explicit(&capture_seen, memory_order_relaxed))
+        return 0;
+    hcg_pfn_cuStreamIsCapturing q = is_ptsz(a->api) ? atomic_load(&d->cuStreamIsCapturing_ptsz)
+                                             : atomic_load(&d->cuStreamIsCapturing);
+    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+    if (!q || q(a->stream, &st) != CUDA_SUCCESS)
+        return 1; /* unknown: keeping the call alive is the safe side */
+    return st != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+static void no_driver(void)
+{
+    static atomic_int said;
+    if (!atomic_exchange(&said, 1))
+        hcg_msg("%s: host functions cannot be launched", hcg_driver_error());
+}
+
+static CUresult launch(const launch_args *a)
+{
+    hcg_driver *d = hcg_driver_get();
+    if (HCG_UNLIKELY(!d)) {
+        no_driver();
+        return CUDA_ERROR_NOT_INITIALIZED;
+    }
+    if (!have_real(d, a->api))
+        return CUDA_ERROR_NOT_SUPPORTED; /* e.g. cuLaunchHostFunc_v2 on a 13.0 driver */
+    if (HCG_UNLIKELY(hcg_config_get()->mode == HCG_MODE_OFF || a->fn == NULL))
+        return call_real(d, a, a->fn, a->user);
+    if (HCG_UNLIKELY(hcg_audit_wrapper_call(a->api)))
+        return CUDA_ERROR_NOT_PERMITTED;
+    hcg_init();
+    hcg_call *c;
+    if (hcg_prepare_call(a->api, a->stream, a->fn, a->user, &c) != CUDA_SUCCESS)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (HCG_UNLIKELY(!c))
+        return call_real(d, a, a->fn, a->user);
+    int captured = launch_is_captured(d, a);
+    if (HCG_UNLIKELY(captured)) {
+        if (hcg_graph_adopt_capture(c, a->stream, is_ptsz(a->api)) != 0)
+            hcg_debug("capture graph of stream %p not found: its host call is kept for ever",
+                      (void *)a->stream);
+        /* The wrapper frees its data when it returns: a second replay would
+         * read freed memory. The trampoline calls what it wraps instead. */
+        if (c->wrapped)
+            hcg_audit_report_fn(HCG_FIND_ONESHOT_IN_GRAPH, a->api, a->stream, (void *)c->inner,
+                                c->rec);
+    }
+    hcg_fnkind kind = (hcg_fnkind)c->kind;
+    struct hcg_pool *pool = c->owner; /* c is the callback thread's once launched */
+    CUresult r = call_real(d, a, hcg_trampoline, c);
+    if (r == CUDA_SUCCESS) {
+        hcg_count_launch(pool, kind);
+        if (HCG_LIKELY(!captured))
+            hcg_pool_flow(pool);
+        if (HCG_UNLIKELY(captured))
+            hcg_graph_note_captured(c, a->stream, is_ptsz(a->api));
+    } else if (!captured) {
+        hcg_call_free_local(c); /* a captured one belongs to the graph now */
+    }
+    return r;
+}
+
+CUresult hcg_w_cuLaunchHostFunc(CUstream s, CUhostFn fn, void *user)
+{
+    launch_args a = {HCG_API_LAUNCH_HOST_FUNC, s, fn, user, 0};
+    return launch(&a);
+}
+
+CUresult hcg_w_cuLaunchHostFunc_ptsz(CUstream s, CUhostFn fn, void *user)
+{
+    launch_args a = {HCG_API_LAUNCH_HOST_FUNC_PTSZ, s, fn, user, 0};
+    return launch(&a);
+}
+
+CUresult hcg_w_cuLaunchHostFunc_v2(CUstream s, CUhostFn fn, void *user, unsigned int mode)
+{
+    launch_args a = {HCG_API_LAUNCH_HOST_FUNC_V2, s, fn, user, mode};
+    return launch(&a);
+}
+
+CUresult hcg_w_cuLaunchHostFunc_v2_ptsz(CUstream s, CUhostFn fn, void *user, unsigned int mode)
+{
+    launch_args a = {HCG_API_LAUNCH_HOST_FUNC_V2_PTSZ, s, fn, user, mode};
+    return launch(&a);
+}
+
+/* ---- cuStreamAddCallback ---------------------------------------------------
+ * A CUstreamCallback takes (stream, status, data): it gets a trampoline of
+ * its own, and is timed and audited like a host function (it cannot be a
+ * host copy). cuda.bindings' driver.cuStreamAddCallback hands the driver
+ * its GIL-taking cuStreamCallbackWrapper with a malloc'd {callback,
+ * userData} (the layout of its cuLaunchHostFunc wrapper's data), which it
+ * frees after the call: what it wraps is what is audited. */
+static hcg_fnkind add_callback_kind(CUstreamCallback cb, void *user, CUstreamCallback *inner,
+                                    void **inner_user)
+{
+    *inner = cb;
+    *inner_user = user;
+    hcg_fnkind kind = hcg_recognize((void *)cb);
+    if (kind != HCG_FN_WRAP_BINDINGS)
+        return kind;
+    CUhostFn fn = NULL;
+    void *data = NULL;
+    kind = hcg_look_through(user, &fn, &data);
+    if (fn) {
+        *inner = (CUstreamCallback)(void *)fn;
+        *inner_user = data;
+    }
+    return kind;
+}
+
+static CUresult add_callback(hcg_api api, CUstream s, CUstreamCallback cb, void *user,
+                             unsigned int flags)
+{
+    hcg_driver *d = hcg_driver_get();
+    if (HCG_UNLIKELY(!d)) {
+        no_driver();
+        return CUDA_ERROR_NOT_INITIALIZED;
+    }
+    hcg_pfn_cuStreamAddCallback real = api == HCG_API_STREAM_ADD_CALLBACK_PTSZ
+                                    ? atomic_load(&d->cuStreamAddCallback_ptsz)
+                                    : atomic_load(&d->cuStreamAddCallback);
+    if (!real)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    if (hcg_config_get()->mode == HCG_MODE_OFF || !cb)
+        return real(s, cb, user, flags);
+    if (HCG_UNLIKELY(hcg_audit_wrapper_call(api)))
+        return CUDA_ERROR_NOT_PERMITTED;
+    hcg_init();
+    CUstreamCallback inner;
+    void *inner_user;
+    hcg_fnkind kind = add_callback_kind(cb, user, &inner, &inner_user);
+    if (HCG_UNLIKELY(hcg_config_get()->debug))
+        hcg_debug_call(api, (CUhostFn)(void *)cb, user, kind, (CUhostFn)(void *)inner);
+    if (kind == HCG_FN_LIBC || kind == HCG_FN_CLOSURE) {
+        hcg_audit_report_fn(kind == HCG_FN_LIBC ? HCG_FIND_LIBC_FN : HCG_FIND_CLOSURE, api, s,
+                            (void *)inner, inner_user);
+        if (kind == HCG_FN_LIBC && hcg_config_get()->mode == HCG_MODE_GUARD)
+            return CUDA_ERROR_INVALID_VALUE;
+    }
+    hcg_call *c = hcg_call_new(api, s, (CUhostFn)(void *)cb, user, HCG_FN_ORDINARY, HCGUARD_OK, 0);
+    if (!c)
+        return real(s, cb, user, flags);
+    struct hcg_pool *pool = c->owner;
+    CUresult r = real(s, hcg_stream_cb_trampoline, c, flags);
+    if (r == CUDA_SUCCESS) {
+        hcg_count_launch(pool, HCG_FN_ORDINARY);
+        hcg_pool_flow(pool);
+    } else
+        hcg_call_free_local(c);
+    return r;
+}
+
+CUresult hcg_w_cuStreamAddCallback(CUstream s, CUstreamCallback cb, void *user, unsigned int flags)
+{
+    return add_callback(HCG_API_STREAM_ADD_CALLBACK, s, cb, user, flags);
+}
+
+CUresult hcg_w_cuStreamAddCallback_ptsz(CUstream s, CUstreamCallback cb, void *user,
+                                        unsigned int flags)
+{
+    return add_callback(HCG_API_STREAM_ADD_CALLBACK_PTSZ, s, cb, user, flags);
+}
+
+/* ---- capture ---------------------------------------------------------- */
+static void note_capture(CUresult r)
+{
+    if (r == CUDA_SUCCESS)
+        atomic_store(&capture_seen, 1);
+}
+
+/* Every begin-capture variant: the real one, and a success noted. */
+#define CAPTURE_WRAPPER(name, params, args)                                    \
+    CUresult hcg_w_##name params                                               \
+    {                                                                          \
+        HCG_DRV_OR_FAIL(d);                                                    \
+        hcg_pfn_##name f = atomic_load(&d->name);                              \
+        CUresult r = f ? f args : CUDA_ERROR_NOT_SUPPORTED;                    \
+        note_capture(r);                                                       \
+        return r;                                                              \
+    }
+
+CAPTURE_WRAPPER(cuStreamBeginCapture, (CUstream s), (s))
+CAPTURE_WRAPPER(cuStreamBeginCapture_ptsz, (CUstream s), (s))
+CAPTURE_WRAPPER(cuStreamBeginCapture_v2, (CUstream s, CUstreamCaptureMode m), (s, m))
+CAPTURE_WRAPPER(cuStreamBeginCapture_v2_ptsz, (CUstream s, CUstreamCaptureMode m), (s, m))
+CAPTURE_WRAPPER(cuStreamBeginCaptureToGraph,
+                (CUstream s, CUgraph g, const CUgraphNode *deps, const CUgraphEdgeData *edges,
+                 size_t n, CUstreamCaptureMode m),
+                (s, g, deps, edges, n, m))
+CAPTURE_WRAPPER(cuStreamBeginCaptureToGraph_ptsz,
+                (CUstream s, CUgraph g, const CUgraphNode *deps, const CUgraphEdgeData *edges,
+                 size_t n, CUstreamCaptureMode m),
+                (s, g, deps, edges, n, m))
+
+/* Exported under the driver's names: the entries of driver/entries.def
+ * wrapped here. */
+#define ALIAS_stream(name) HCG_EXPORT_ALIAS(name)
+#define ALIAS_gpa(name)
+#define ALIAS_graph(name)
+#define ALIAS_called(name)
+#define HCG_ENTRY(where, name, params) ALIAS_##where(name)
+#include "driver/entries.def"
+#undef HCG_ENTRY

@@ -1,0 +1,35 @@
+/* The wrapper layer (src/wrap): the driver's entry points that enqueue host
+ * functions, capture streams and build graphs, hidden and exported under
+ * the driver's own names. The top of the call path: above the run, check
+ * and interception layers. */
+#ifndef HCG_WRAP_H
+#define HCG_WRAP_H
+
+#include "run/run.h"
+
+/* ---- graph.c: host nodes ---------------------------------------------------
+ * A host function enqueued while its stream captures: attach c to the
+ * capture graph (it runs on every replay, and lives as long as the graph).
+ * Returns 0, or -1 if the capture graph cannot be found (c then lives for
+ * ever: leaking is the safe side). */
+int hcg_graph_adopt_capture(hcg_call *c, CUstream s, int ptsz);
+/* After the launch: note which node the capture made of it. */
+void hcg_graph_note_captured(hcg_call *c, CUstream s, int ptsz);
+uint64_t hcg_graph_calls_live(void);
+
+void hcg_graph_fork_lock(void); /* fork hooks (src/lifecycle/fork.c) */
+void hcg_graph_fork_unlock(void);
+void hcg_graph_after_fork(void);
+
+/* ---- src/lifecycle/init.c: the lazy start ---------------------------------
+ * Start-up (pthread_once); safe from any intercepted call. Inline: once
+ * started, one load. */
+extern atomic_int hcg_g_started;
+void hcg_init_slow(void);
+static inline void hcg_init(void)
+{
+    if (HCG_UNLIKELY(!atomic_load_explicit(&hcg_g_started, memory_order_acquire)))
+        hcg_init_slow();
+}
+
+#endif /* HCG_WRAP_H */
