@@ -39,31 +39,7 @@ CUresult CUDAAPI cuGraphNodeGetParams(CUgraphNode hNode,
 
 extern char **environ;
 
-static int failures;
-
-static void check(int ok, const char *what, int line)
-{
-    if (!ok) {
-        fprintf(stderr, "fakecuda_selftest.c:%d: FAILED: %s\n", line, what);
-        failures++;
-    }
-}
-
-static void check_cu(CUresult got, CUresult want, const char *what, int line)
-{
-    if (got != want) {
-        const char *g = NULL, *w = NULL;
-        cuGetErrorName(got, &g);
-        cuGetErrorName(want, &w);
-        fprintf(stderr, "fakecuda_selftest.c:%d: FAILED: %s returned %s (%d), "
-                "expected %s\n", line, what, g ? g : "?", (int)got, w ? w : "?");
-        failures++;
-    }
-}
-
-#define CHECK(cond) check(!!(cond), #cond, __LINE__)
-#define CHECK_CU(call, want) check_cu((call), (want), #call, __LINE__)
-#define OK(call) CHECK_CU((call), CUDA_SUCCESS)
+#include "../common/check.h"
 
 /* ---- what host functions did ------------------------------------------ */
 /* Written on the callback thread, read after a synchronize. */
@@ -163,18 +139,30 @@ static void test_before_init(void)
 {
     int v = 0, n = 0;
     void *p = NULL;
-    OK(cuDriverGetVersion(&v));
+    CHECK_OK(cuDriverGetVersion(&v));
     CHECK(v == 13020);
     CHECK_CU(cuDeviceGetCount(&n), CUDA_ERROR_NOT_INITIALIZED);
     CHECK_CU(cuLaunchHostFunc(NULL, record, NULL), CUDA_ERROR_NOT_INITIALIZED);
     CHECK_CU(cuMemAlloc_v2((CUdeviceptr *)&p, 16), CUDA_ERROR_NOT_INITIALIZED);
     /* The CUDA runtime looks entry points up before cuInit. */
-    OK(cuGetProcAddress_v2("cuInit", &p, 12000, 0, NULL));
+    CHECK_OK(cuGetProcAddress_v2("cuInit", &p, 12000, 0, NULL));
     CHECK(p == (void *)cuInit);
     CHECK_CU(cuInit(1), CUDA_ERROR_INVALID_VALUE);
 }
 
 static CUcontext g_ctx;
+
+/* Device 0's primary context, current on this thread: what every case
+ * after init_and_context needs. That case makes it; a case run alone
+ * makes it here. */
+static void need_context(void)
+{
+    if (g_ctx)
+        return;
+    REQUIRE_OK(cuInit(0));
+    REQUIRE_OK(cuDevicePrimaryCtxRetain(&g_ctx, 0));
+    REQUIRE_OK(cuCtxSetCurrent(g_ctx));
+}
 
 static void test_init_and_context(void)
 {
@@ -183,44 +171,44 @@ static void test_init_and_context(void)
     char name[64] = "";
     CUcontext c = NULL, made = NULL;
     CUdeviceptr d;
-    OK(cuInit(0));
-    OK(cuDeviceGetCount(&n));
+    CHECK_OK(cuInit(0));
+    CHECK_OK(cuDeviceGetCount(&n));
     CHECK(n == 1);
     CHECK_CU(cuDeviceGet(&dev, 1), CUDA_ERROR_INVALID_DEVICE);
-    OK(cuDeviceGet(&dev, 0));
+    CHECK_OK(cuDeviceGet(&dev, 0));
     CHECK(dev == 0);
-    OK(cuDeviceGetName(name, sizeof name, dev));
+    CHECK_OK(cuDeviceGetName(name, sizeof name, dev));
     CHECK(strstr(name, "fakecuda") != NULL);
     CHECK_CU(cuDeviceGetName(name, 0, dev), CUDA_ERROR_INVALID_VALUE);
 
     /* Without a current context the default streams and allocation fail. */
-    OK(cuCtxGetCurrent(&c));
+    CHECK_OK(cuCtxGetCurrent(&c));
     CHECK(c == NULL);
     CHECK_CU(cuLaunchHostFunc(NULL, record, NULL), CUDA_ERROR_INVALID_CONTEXT);
     CHECK_CU(cuMemAlloc_v2(&d, 16), CUDA_ERROR_INVALID_CONTEXT);
     CHECK_CU(cuCtxSynchronize(), CUDA_ERROR_INVALID_CONTEXT);
 
-    OK(cuCtxCreate_v2(&made, 0, 0));
-    OK(cuCtxGetCurrent(&c));
+    CHECK_OK(cuCtxCreate_v2(&made, 0, 0));
+    CHECK_OK(cuCtxGetCurrent(&c));
     CHECK(c == made);
-    OK(cuCtxDestroy_v2(made));
-    OK(cuCtxGetCurrent(&c));
+    CHECK_OK(cuCtxDestroy_v2(made));
+    CHECK_OK(cuCtxGetCurrent(&c));
     CHECK(c == NULL);
     CHECK_CU(cuCtxSetCurrent(made), CUDA_ERROR_INVALID_CONTEXT);
 
-    OK(cuDevicePrimaryCtxRetain(&g_ctx, 0));
+    CHECK_OK(cuDevicePrimaryCtxRetain(&g_ctx, 0));
     CHECK_CU(cuCtxDestroy_v2(g_ctx), CUDA_ERROR_INVALID_CONTEXT);
-    OK(cuCtxSetCurrent(g_ctx));
-    OK(cuCtxGetCurrent(&c));
+    CHECK_OK(cuCtxSetCurrent(g_ctx));
+    CHECK_OK(cuCtxGetCurrent(&c));
     CHECK(c == g_ctx);
 }
 
 static void test_error_names(void)
 {
     const char *s = NULL;
-    OK(cuGetErrorName(CUDA_ERROR_INVALID_VALUE, &s));
+    CHECK_OK(cuGetErrorName(CUDA_ERROR_INVALID_VALUE, &s));
     CHECK(s && strcmp(s, "CUDA_ERROR_INVALID_VALUE") == 0);
-    OK(cuGetErrorString(CUDA_ERROR_NOT_READY, &s));
+    CHECK_OK(cuGetErrorString(CUDA_ERROR_NOT_READY, &s));
     CHECK(s && *s);
     CHECK_CU(cuGetErrorName((CUresult)123456, &s), CUDA_ERROR_INVALID_VALUE);
     CHECK(s == NULL);
@@ -229,16 +217,17 @@ static void test_error_names(void)
 /* ---- host functions and streams --------------------------------------- */
 static void test_order_and_thread(void)
 {
+    need_context();
     CUstream a, b;
-    OK(cuStreamCreate(&a, 0));
-    OK(cuStreamCreate(&b, CU_STREAM_NON_BLOCKING));
+    CHECK_OK(cuStreamCreate(&a, 0));
+    CHECK_OK(cuStreamCreate(&b, CU_STREAM_NON_BLOCKING));
     CHECK_CU(cuStreamCreate(&b, 4), CUDA_ERROR_INVALID_VALUE);
     runs_reset();
     for (intptr_t i = 0; i < 300; i++) {
         CUstream s = i % 3 == 0 ? a : i % 3 == 1 ? b : NULL;
-        OK(cuLaunchHostFunc(s, record, (void *)i));
+        CHECK_OK(cuLaunchHostFunc(s, record, (void *)i));
     }
-    OK(cuCtxSynchronize());
+    CHECK_OK(cuCtxSynchronize());
     CHECK(runs.n == 300);
     int in_order = 1, one_thread = 1;
     for (int i = 0; i < 300 && i < runs.n; i++) {
@@ -252,11 +241,11 @@ static void test_order_and_thread(void)
     /* The same one thread serves a second application thread too. */
     pthread_t first = runs.thread[0];
     runs_reset();
-    OK(cuLaunchHostFunc_ptsz(NULL, record, (void *)1));
-    OK(cuStreamSynchronize_ptsz(NULL));
+    CHECK_OK(cuLaunchHostFunc_ptsz(NULL, record, (void *)1));
+    CHECK_OK(cuStreamSynchronize_ptsz(NULL));
     CHECK(runs.n == 1 && pthread_equal(runs.thread[0], first));
-    OK(cuStreamDestroy_v2(a));
-    OK(cuStreamDestroy_v2(b));
+    CHECK_OK(cuStreamDestroy_v2(a));
+    CHECK_OK(cuStreamDestroy_v2(b));
     CHECK_CU(cuStreamDestroy_v2(a), CUDA_ERROR_INVALID_HANDLE);
     CHECK_CU(cuLaunchHostFunc(a, record, NULL), CUDA_ERROR_INVALID_HANDLE);
     CHECK_CU(cuStreamSynchronize(a), CUDA_ERROR_INVALID_HANDLE);
@@ -264,46 +253,47 @@ static void test_order_and_thread(void)
 
 static void test_synchronize_waits(void)
 {
+    need_context();
     CUstream a, b;
     gate g;
-    OK(cuStreamCreate(&a, 0));
-    OK(cuStreamCreate(&b, 0));
+    CHECK_OK(cuStreamCreate(&a, 0));
+    CHECK_OK(cuStreamCreate(&b, 0));
 
     gate_init(&g);
-    OK(cuLaunchHostFunc(a, gated, &g));
-    OK(cuLaunchHostFunc(b, record, NULL));
+    CHECK_OK(cuLaunchHostFunc(a, gated, &g));
+    CHECK_OK(cuLaunchHostFunc(b, record, NULL));
     CHECK_CU(cuStreamQuery(a), CUDA_ERROR_NOT_READY);
     CHECK_CU(cuStreamQuery(b), CUDA_ERROR_NOT_READY); /* queued behind a's */
     gate_open(&g);
-    OK(cuStreamSynchronize(a));
+    CHECK_OK(cuStreamSynchronize(a));
     CHECK(atomic_load(&g.done) == 1);
-    OK(cuStreamQuery(a));
-    OK(cuStreamSynchronize(b));
+    CHECK_OK(cuStreamQuery(a));
+    CHECK_OK(cuStreamSynchronize(b));
 
     gate_init(&g);
-    OK(cuLaunchHostFunc(b, gated, &g));
+    CHECK_OK(cuLaunchHostFunc(b, gated, &g));
     gate_open(&g);
-    OK(cuCtxSynchronize());
+    CHECK_OK(cuCtxSynchronize());
     CHECK(atomic_load(&g.done) == 1);
 
     /* The per-thread default stream, through the _ptsz entry points. */
     gate_init(&g);
-    OK(cuLaunchHostFunc_ptsz(NULL, gated, &g));
+    CHECK_OK(cuLaunchHostFunc_ptsz(NULL, gated, &g));
     CHECK_CU(cuStreamQuery_ptsz(NULL), CUDA_ERROR_NOT_READY);
     CHECK_CU(cuStreamQuery(CU_STREAM_PER_THREAD), CUDA_ERROR_NOT_READY);
     gate_open(&g);
-    OK(cuStreamSynchronize_ptsz(NULL));
+    CHECK_OK(cuStreamSynchronize_ptsz(NULL));
     CHECK(atomic_load(&g.done) == 1);
 
     /* The legacy stream, by name. */
     gate_init(&g);
-    OK(cuLaunchHostFunc(CU_STREAM_LEGACY, gated, &g));
+    CHECK_OK(cuLaunchHostFunc(CU_STREAM_LEGACY, gated, &g));
     gate_open(&g);
-    OK(cuStreamSynchronize(NULL));
+    CHECK_OK(cuStreamSynchronize(NULL));
     CHECK(atomic_load(&g.done) == 1);
 
-    OK(cuStreamDestroy_v2(a));
-    OK(cuStreamDestroy_v2(b));
+    CHECK_OK(cuStreamDestroy_v2(a));
+    CHECK_OK(cuStreamDestroy_v2(b));
 }
 
 static struct {
@@ -322,8 +312,9 @@ static void CUDA_CB stream_cb(CUstream s, CUresult status, void *user)
 
 static void test_launch_variants(void)
 {
+    need_context();
     CUstream s;
-    OK(cuStreamCreate(&s, 0));
+    CHECK_OK(cuStreamCreate(&s, 0));
     CHECK_CU(cuLaunchHostFunc(s, NULL, NULL), CUDA_ERROR_INVALID_VALUE);
     CHECK_CU(cuLaunchHostFunc_ptsz(s, NULL, NULL), CUDA_ERROR_INVALID_VALUE);
     CHECK_CU(cuLaunchHostFunc_v2(s, NULL, NULL, 0), CUDA_ERROR_INVALID_VALUE);
@@ -333,19 +324,19 @@ static void test_launch_variants(void)
     CHECK_CU(cuStreamAddCallback(s, NULL, NULL, 0), CUDA_ERROR_INVALID_VALUE);
 
     runs_reset();
-    OK(cuLaunchHostFunc_v2(s, record, (void *)1, 0));
-    OK(cuLaunchHostFunc_v2(s, record, (void *)2, 1)); /* spin-wait mode */
-    OK(cuLaunchHostFunc_v2_ptsz(NULL, record, (void *)3, 0));
-    OK(cuStreamAddCallback(s, stream_cb, (void *)4, 0));
-    OK(cuStreamSynchronize(s));
-    OK(cuStreamSynchronize_ptsz(NULL));
+    CHECK_OK(cuLaunchHostFunc_v2(s, record, (void *)1, 0));
+    CHECK_OK(cuLaunchHostFunc_v2(s, record, (void *)2, 1)); /* spin-wait mode */
+    CHECK_OK(cuLaunchHostFunc_v2_ptsz(NULL, record, (void *)3, 0));
+    CHECK_OK(cuStreamAddCallback(s, stream_cb, (void *)4, 0));
+    CHECK_OK(cuStreamSynchronize(s));
+    CHECK_OK(cuStreamSynchronize_ptsz(NULL));
     CHECK(RUNS_ARE(1, 2, 3, 4));
     CHECK(cb_seen.stream == s && cb_seen.status == CUDA_SUCCESS &&
           cb_seen.user == (void *)4);
-    OK(cuStreamAddCallback_ptsz(NULL, stream_cb, (void *)5, 0));
-    OK(cuStreamSynchronize_ptsz(NULL));
+    CHECK_OK(cuStreamAddCallback_ptsz(NULL, stream_cb, (void *)5, 0));
+    CHECK_OK(cuStreamSynchronize_ptsz(NULL));
     CHECK(cb_seen.user == (void *)5 && cb_seen.stream == NULL);
-    OK(cuStreamDestroy_v2(s));
+    CHECK_OK(cuStreamDestroy_v2(s));
 }
 
 /* From inside a host function the driver refuses every call but a few
@@ -370,15 +361,16 @@ static void CUDA_CB calls_from_host_fn(void *p)
 
 static void test_calls_inside_host_fn(void)
 {
+    need_context();
     CUcontext c = g_ctx;
     runs_reset();
-    OK(cuLaunchHostFunc(NULL, calls_from_host_fn, &c));
-    OK(cuCtxSynchronize());
+    CHECK_OK(cuLaunchHostFunc(NULL, calls_from_host_fn, &c));
+    CHECK_OK(cuCtxSynchronize());
     for (int i = 0; i < 4; i++)
         CHECK_CU(inner_rc[i], CUDA_SUCCESS);
     for (int i = 4; i < 8; i++)
         CHECK_CU(inner_rc[i], CUDA_ERROR_NOT_PERMITTED);
-    OK(cuCtxSynchronize());
+    CHECK_OK(cuCtxSynchronize());
     CHECK(runs.n == 0);
 }
 
@@ -399,13 +391,14 @@ static void *gpa(const char *name, int v, cuuint64_t flags,
 {
     void *p = (void *)1;
     *st = (CUdriverProcAddressQueryResult)99;
-    OK(cuGetProcAddress_v2(name, &p, v, flags, st));
+    CHECK_OK(cuGetProcAddress_v2(name, &p, v, flags, st));
     CHECK((p != NULL) == (*st == CU_GET_PROC_ADDRESS_SUCCESS));
     return p;
 }
 
 static void test_proc_address(void)
 {
+    need_context();
     const cuuint64_t PTDS = CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
     const cuuint64_t LEGACY = CU_GET_PROC_ADDRESS_LEGACY_STREAM;
     const cuuint64_t BOTH = PTDS | LEGACY;
@@ -482,14 +475,14 @@ static void test_proc_address(void)
     CHECK(p == (void *)1 && st == (CUdriverProcAddressQueryResult)99);
     CHECK_CU(cuGetProcAddress_v2("cuInit", &p, 12000, 4, &st), CUDA_ERROR_INVALID_VALUE);
     CHECK_CU(cuGetProcAddress_v2(NULL, &p, 12000, 0, &st), CUDA_ERROR_INVALID_VALUE);
-    OK(cuGetProcAddress_v2("cuInit", &p, 12000, 0, NULL)); /* status optional */
+    CHECK_OK(cuGetProcAddress_v2("cuInit", &p, 12000, 0, NULL)); /* status optional */
 
     /* v1: same table, CUDA_ERROR_NOT_FOUND and *pfn untouched on a miss. */
     p = (void *)1;
     CHECK_CU(cuGetProcAddress("cuLaunchHostFunc", &p, 9000, 0), CUDA_ERROR_NOT_FOUND);
     CHECK_CU(cuGetProcAddress("cuNoSuchEntryPoint", &p, 12000, 0), CUDA_ERROR_NOT_FOUND);
     CHECK(p == (void *)1);
-    OK(cuGetProcAddress("cuStreamQuery", &p, 12000, PTDS));
+    CHECK_OK(cuGetProcAddress("cuStreamQuery", &p, 12000, PTDS));
     CHECK(p == driver_sym("cuStreamQuery_ptsz"));
     CHECK(driver_sym("cuStreamQuery_ptsz") == (void *)cuStreamQuery_ptsz);
 }
@@ -525,6 +518,7 @@ static int findable(const char *name, void *addr)
 
 static void test_exports(void)
 {
+    need_context();
     Dl_info info;
     CHECK(dladdr((void *)cuInit, &info) != 0);
     int fd = open(info.dli_fname, O_RDONLY);
@@ -615,6 +609,7 @@ static int host_readable(const void *p, size_t n)
 
 static void test_device_memory(void)
 {
+    need_context();
     enum { SIZE = 4096 + 100 };
     CUdeviceptr d;
     attrs a;
@@ -623,8 +618,8 @@ static void test_device_memory(void)
     static unsigned char in[SIZE], out[SIZE];
 
     CHECK_CU(cuMemAlloc_v2(&d, 0), CUDA_ERROR_INVALID_VALUE);
-    OK(cuMemAlloc_v2(&d, SIZE));
-    OK(get_attrs((void *)(uintptr_t)(d + 10), &a));
+    CHECK_OK(cuMemAlloc_v2(&d, SIZE));
+    CHECK_OK(get_attrs((void *)(uintptr_t)(d + 10), &a));
     CHECK(a.memtype == CU_MEMORYTYPE_DEVICE);
     CHECK(a.devptr == d + 10);
     CHECK(a.hostptr == NULL);
@@ -633,7 +628,7 @@ static void test_device_memory(void)
     CHECK(a.start == d);
     CHECK(a.size == SIZE);
     CHECK(a.ordinal == 0 && a.mapped == 1);
-    OK(cuPointerGetAttribute(&mt, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, d + SIZE - 1));
+    CHECK_OK(cuPointerGetAttribute(&mt, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, d + SIZE - 1));
     CHECK(mt == CU_MEMORYTYPE_DEVICE);
     CHECK_CU(cuPointerGetAttribute(&hp, CU_POINTER_ATTRIBUTE_HOST_POINTER, d),
              CUDA_ERROR_INVALID_VALUE);
@@ -642,31 +637,31 @@ static void test_device_memory(void)
 
     for (int i = 0; i < SIZE; i++)
         in[i] = (unsigned char)(i * 7 + 1);
-    OK(cuMemcpyHtoD_v2(d, in, SIZE));
-    OK(cuMemcpyDtoH_v2(out, d, SIZE));
+    CHECK_OK(cuMemcpyHtoD_v2(d, in, SIZE));
+    CHECK_OK(cuMemcpyDtoH_v2(out, d, SIZE));
     CHECK(memcmp(in, out, SIZE) == 0);
     memset(out, 0, sizeof out);
-    OK(cuMemcpyDtoH_v2_ptds(out, d + 5, 10));
+    CHECK_OK(cuMemcpyDtoH_v2_ptds(out, d + 5, 10));
     CHECK(memcmp(in + 5, out, 10) == 0);
     CHECK_CU(cuMemcpyHtoD_v2(d + SIZE - 5, in, 10), CUDA_ERROR_INVALID_VALUE);
     CHECK_CU(cuMemcpyHtoD_v2((CUdeviceptr)(uintptr_t)in, out, 10),
              CUDA_ERROR_INVALID_VALUE);
     /* With unified addressing the "host" side may be device memory. */
-    OK(cuMemcpyDtoH_v2((void *)(uintptr_t)(d + 1000), d, 10));
+    CHECK_OK(cuMemcpyDtoH_v2((void *)(uintptr_t)(d + 1000), d, 10));
     memset(out, 0, sizeof out);
-    OK(cuMemcpyDtoH_v2(out, d + 1000, 10));
+    CHECK_OK(cuMemcpyDtoH_v2(out, d + 1000, 10));
     CHECK(memcmp(in, out, 10) == 0);
-    OK(cuMemcpyHtoD_v2(d + 2000, (void *)(uintptr_t)d, 10));
+    CHECK_OK(cuMemcpyHtoD_v2(d + 2000, (void *)(uintptr_t)d, 10));
     CHECK_CU(cuMemcpyHtoD_v2(d, (void *)(uintptr_t)(d + SIZE - 5), 10),
              CUDA_ERROR_INVALID_VALUE);
 
     CHECK_CU(cuMemFree_v2(d + 1), CUDA_ERROR_INVALID_VALUE);
     CHECK_CU(cuMemFreeHost((void *)(uintptr_t)d), CUDA_ERROR_INVALID_VALUE);
-    OK(cuMemFree_v2(d));
-    OK(get_attrs((void *)(uintptr_t)d, &a));
+    CHECK_OK(cuMemFree_v2(d));
+    CHECK_OK(get_attrs((void *)(uintptr_t)d, &a));
     CHECK(a.memtype == 0 && a.ctx == NULL);
     CHECK_CU(cuMemFree_v2(d), CUDA_ERROR_INVALID_VALUE);
-    OK(cuMemFree_v2(0));
+    CHECK_OK(cuMemFree_v2(0));
 }
 
 static unsigned char *g_pinned;
@@ -679,13 +674,14 @@ static void CUDA_CB slow_fill(void *p)
 
 static void test_host_memory(void)
 {
+    need_context();
     void *h = NULL, *h2 = NULL;
     attrs a;
     int x = 0;
     CUdeviceptr d;
 
-    OK(cuMemAllocHost_v2(&h, 1000));
-    OK(get_attrs((char *)h + 8, &a));
+    CHECK_OK(cuMemAllocHost_v2(&h, 1000));
+    CHECK_OK(get_attrs((char *)h + 8, &a));
     CHECK(a.memtype == CU_MEMORYTYPE_HOST);
     CHECK(a.hostptr == (char *)h + 8);
     CHECK(a.devptr == (CUdeviceptr)(uintptr_t)h + 8);
@@ -696,27 +692,27 @@ static void test_host_memory(void)
 
     CHECK_CU(cuMemHostAlloc(&h2, 100, 0x100), CUDA_ERROR_INVALID_VALUE);
     h2 = (void *)1;
-    OK(cuMemAllocHost_v2(&h2, 0)); /* success, and no memory */
+    CHECK_OK(cuMemAllocHost_v2(&h2, 0)); /* success, and no memory */
     CHECK(h2 == NULL);
-    OK(cuMemFreeHost(NULL));
-    OK(cuMemHostAlloc(&h2, 100, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE));
-    OK(get_attrs(h2, &a));
+    CHECK_OK(cuMemFreeHost(NULL));
+    CHECK_OK(cuMemHostAlloc(&h2, 100, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE));
+    CHECK_OK(get_attrs(h2, &a));
     CHECK(a.memtype == CU_MEMORYTYPE_HOST);
 
     /* A synchronous copy waits for work already on the default stream. */
     g_pinned = h;
-    OK(cuMemAlloc_v2(&d, 64));
-    OK(cuLaunchHostFunc(NULL, slow_fill, (void *)0x3c));
-    OK(cuMemcpyHtoD_v2(d, h, 64));
+    CHECK_OK(cuMemAlloc_v2(&d, 64));
+    CHECK_OK(cuLaunchHostFunc(NULL, slow_fill, (void *)0x3c));
+    CHECK_OK(cuMemcpyHtoD_v2(d, h, 64));
     unsigned char back[64];
-    OK(cuMemcpyDtoH_v2(back, d, 64));
+    CHECK_OK(cuMemcpyDtoH_v2(back, d, 64));
     CHECK(back[0] == 0x3c && back[63] == 0x3c);
-    OK(cuMemFree_v2(d));
+    CHECK_OK(cuMemFree_v2(d));
 
     /* Memory the driver does not know: SUCCESS in the plural form, with the
      * real driver's values (zero but for the host pointer and the ordinal,
      * the range not written); an error in the singular form. */
-    OK(get_attrs(&x, &a));
+    CHECK_OK(get_attrs(&x, &a));
     CHECK(a.memtype == 0 && a.devptr == 0 && a.managed == 0 && a.ctx == NULL &&
           a.mapped == 0);
     CHECK(a.hostptr == &x && a.ordinal == -2);
@@ -726,10 +722,10 @@ static void test_host_memory(void)
                                    (CUdeviceptr)(uintptr_t)&x),
              CUDA_ERROR_INVALID_VALUE);
 
-    OK(cuMemFreeHost(h));
-    OK(cuMemFreeHost(h2));
+    CHECK_OK(cuMemFreeHost(h));
+    CHECK_OK(cuMemFreeHost(h2));
     CHECK_CU(cuMemFreeHost(h), CUDA_ERROR_INVALID_VALUE);
-    OK(get_attrs(h, &a));
+    CHECK_OK(get_attrs(h, &a));
     CHECK(a.memtype == 0);
 }
 
@@ -737,15 +733,15 @@ static void test_host_memory(void)
 static CUgraphExec instantiate(CUgraph gr)
 {
     CUgraphExec e = NULL;
-    OK(cuGraphInstantiateWithFlags(&e, gr, 0));
+    CHECK_OK(cuGraphInstantiateWithFlags(&e, gr, 0));
     return e;
 }
 
 static void launch_and_wait(CUgraphExec e, CUstream s)
 {
     runs_reset();
-    OK(cuGraphLaunch(e, s));
-    OK(cuStreamSynchronize(s));
+    CHECK_OK(cuGraphLaunch(e, s));
+    CHECK_OK(cuStreamSynchronize(s));
 }
 
 static int file_contains(const char *path, const char *needle)
@@ -769,19 +765,19 @@ static void test_graph_build(CUgraph *pg, CUgraphNode nd[6])
     CUgraphNodeParams np;
 
     CHECK_CU(cuGraphCreate(&gr, 1), CUDA_ERROR_INVALID_VALUE);
-    OK(cuGraphCreate(&gr, 0));
-    OK(cuGraphAddHostNode(&nd[0], gr, NULL, 0, &p1));           /* A */
-    OK(cuGraphAddEmptyNode(&nd[1], gr, &nd[0], 1));             /* B <- A */
-    OK(cuGraphAddHostNode(&nd[2], gr, &nd[1], 1, &p3));         /* C <- B */
-    OK(cuGraphCreate(&child, 0));
-    OK(cuGraphAddHostNode(&nd[5], child, NULL, 0, &p4));        /* D, in child */
-    OK(cuGraphAddChildGraphNode(&nd[3], gr, &nd[2], 1, child)); /* E <- C */
+    CHECK_OK(cuGraphCreate(&gr, 0));
+    CHECK_OK(cuGraphAddHostNode(&nd[0], gr, NULL, 0, &p1));           /* A */
+    CHECK_OK(cuGraphAddEmptyNode(&nd[1], gr, &nd[0], 1));             /* B <- A */
+    CHECK_OK(cuGraphAddHostNode(&nd[2], gr, &nd[1], 1, &p3));         /* C <- B */
+    CHECK_OK(cuGraphCreate(&child, 0));
+    CHECK_OK(cuGraphAddHostNode(&nd[5], child, NULL, 0, &p4));        /* D, in child */
+    CHECK_OK(cuGraphAddChildGraphNode(&nd[3], gr, &nd[2], 1, child)); /* E <- C */
 
     memset(&np, 0, sizeof np);
     np.type = CU_GRAPH_NODE_TYPE_HOST;
     np.host.fn = record;
     np.host.userData = (void *)5;
-    OK(cuGraphAddNode(&nd[4], gr, &nd[3], 1, &np));              /* F <- E */
+    CHECK_OK(cuGraphAddNode(&nd[4], gr, &nd[3], 1, &np));              /* F <- E */
 
     /* Bad input. */
     CHECK_CU(cuGraphAddHostNode(&bad[0], gr, NULL, 0, &nofn), CUDA_ERROR_INVALID_VALUE);
@@ -799,7 +795,7 @@ static void test_graph_build(CUgraph *pg, CUgraphNode nd[6])
     CUgraphEdgeData edge = {.from_port = 1};
     CHECK_CU(cuGraphAddNode_v2(&bad[0], gr, &nd[0], &edge, 1, &np),
              CUDA_ERROR_INVALID_VALUE);
-    OK(cuGraphDestroy(child)); /* the node holds a clone */
+    CHECK_OK(cuGraphDestroy(child)); /* the node holds a clone */
     CHECK_CU(cuGraphAddHostNode(&bad[0], gr, &nd[5], 1, &p1), CUDA_ERROR_INVALID_VALUE);
     *pg = gr;
 }
@@ -813,33 +809,33 @@ static void test_graph_queries(CUgraph gr, CUgraphNode nd[6])
     CUgraphNodeParams np;
     CUgraph owned;
 
-    OK(cuGraphGetNodes(gr, NULL, &n));
+    CHECK_OK(cuGraphGetNodes(gr, NULL, &n));
     CHECK(n == 5);
     n = 8;
-    OK(cuGraphGetNodes(gr, list, &n));
+    CHECK_OK(cuGraphGetNodes(gr, list, &n));
     CHECK(n == 5 && list[0] == nd[0] && list[4] == nd[4] && list[5] == NULL);
     n = 8;
-    OK(cuGraphGetRootNodes(gr, list, &n));
+    CHECK_OK(cuGraphGetRootNodes(gr, list, &n));
     CHECK(n == 1 && list[0] == nd[0]);
     n = 2;
-    OK(cuGraphNodeGetDependencies(nd[2], dep, &n));
+    CHECK_OK(cuGraphNodeGetDependencies(nd[2], dep, &n));
     CHECK(n == 1 && dep[0] == nd[1]);
-    OK(cuGraphNodeGetType(nd[1], &t));
+    CHECK_OK(cuGraphNodeGetType(nd[1], &t));
     CHECK(t == CU_GRAPH_NODE_TYPE_EMPTY);
-    OK(cuGraphNodeGetType(nd[3], &t));
+    CHECK_OK(cuGraphNodeGetType(nd[3], &t));
     CHECK(t == CU_GRAPH_NODE_TYPE_GRAPH);
-    OK(cuGraphHostNodeGetParams(nd[2], &hp));
+    CHECK_OK(cuGraphHostNodeGetParams(nd[2], &hp));
     CHECK(hp.fn == record && hp.userData == (void *)3);
     CHECK_CU(cuGraphHostNodeGetParams(nd[1], &hp), CUDA_ERROR_INVALID_VALUE);
-    OK(cuGraphNodeGetParams(nd[4], &np));
+    CHECK_OK(cuGraphNodeGetParams(nd[4], &np));
     CHECK(np.type == CU_GRAPH_NODE_TYPE_HOST && np.host.fn == record &&
           np.host.userData == (void *)5);
-    OK(cuGraphChildGraphNodeGetGraph(nd[3], &owned));
-    OK(cuGraphNodeGetParams(nd[3], &np));
+    CHECK_OK(cuGraphChildGraphNodeGetGraph(nd[3], &owned));
+    CHECK_OK(cuGraphNodeGetParams(nd[3], &np));
     CHECK(np.type == CU_GRAPH_NODE_TYPE_GRAPH && np.graph.graph == owned);
     CHECK_CU(cuGraphDestroy(owned), CUDA_ERROR_INVALID_VALUE);
     n = 1;
-    OK(cuGraphGetNodes(owned, list, &n));
+    CHECK_OK(cuGraphGetNodes(owned, list, &n));
     CHECK(n == 1);
 }
 
@@ -853,17 +849,17 @@ static void test_graph_exec(CUgraph gr, CUgraphNode nd[6], CUstream s)
     CHECK(RUNS_ARE(1, 3, 4, 5)); /* dependency order, child graph inside */
 
     /* The exec keeps its own copy: changing the graph does not change it. */
-    OK(cuGraphHostNodeSetParams(nd[0], &p11));
+    CHECK_OK(cuGraphHostNodeSetParams(nd[0], &p11));
     launch_and_wait(e, s);
     CHECK(RUNS_ARE(1, 3, 4, 5));
-    OK(cuGraphExecHostNodeSetParams(e, nd[0], &p11));
+    CHECK_OK(cuGraphExecHostNodeSetParams(e, nd[0], &p11));
     launch_and_wait(e, s);
     CHECK(RUNS_ARE(11, 3, 4, 5));
     memset(&np, 0, sizeof np);
     np.type = CU_GRAPH_NODE_TYPE_HOST;
     np.host.fn = record;
     np.host.userData = (void *)15;
-    OK(cuGraphExecNodeSetParams(e, nd[4], &np));
+    CHECK_OK(cuGraphExecNodeSetParams(e, nd[4], &np));
     launch_and_wait(e, s);
     CHECK(RUNS_ARE(11, 3, 4, 15));
     CHECK_CU(cuGraphExecHostNodeSetParams(e, nd[1], &p11), CUDA_ERROR_INVALID_VALUE);
@@ -871,12 +867,12 @@ static void test_graph_exec(CUgraph gr, CUgraphNode nd[6], CUstream s)
 
     /* Launches queue like any other work, in stream order. */
     runs_reset();
-    OK(cuLaunchHostFunc(s, record, (void *)100));
-    OK(cuGraphLaunch(e, s));
-    OK(cuLaunchHostFunc(s, record, (void *)101));
-    OK(cuStreamSynchronize(s));
+    CHECK_OK(cuLaunchHostFunc(s, record, (void *)100));
+    CHECK_OK(cuGraphLaunch(e, s));
+    CHECK_OK(cuLaunchHostFunc(s, record, (void *)101));
+    CHECK_OK(cuStreamSynchronize(s));
     CHECK(RUNS_ARE(100, 11, 3, 4, 15, 101));
-    OK(cuGraphExecDestroy(e));
+    CHECK_OK(cuGraphExecDestroy(e));
     CHECK_CU(cuGraphLaunch(e, s), CUDA_ERROR_INVALID_VALUE);
 }
 
@@ -890,54 +886,54 @@ static void test_graph_clone_update(CUgraph gr, CUgraphNode nd[6], CUstream s)
     CUgraphNode err;
     CUgraphExec e = instantiate(gr);
 
-    OK(cuGraphClone(&cl, gr));
-    OK(cuGraphNodeFindInClone(&a2, nd[0], cl));
+    CHECK_OK(cuGraphClone(&cl, gr));
+    CHECK_OK(cuGraphNodeFindInClone(&a2, nd[0], cl));
     CHECK(a2 != nd[0]);
-    OK(cuGraphHostNodeGetParams(a2, &hp));
+    CHECK_OK(cuGraphHostNodeGetParams(a2, &hp));
     CHECK(hp.fn == record && hp.userData == (void *)11); /* params copied */
     CUgraph owned;
     CUgraphNode d;
     size_t one = 1;
-    OK(cuGraphChildGraphNodeGetGraph(nd[3], &owned));
-    OK(cuGraphGetNodes(owned, &d, &one));
-    OK(cuGraphNodeFindInClone(&d2, d, cl)); /* a node inside a child graph */
+    CHECK_OK(cuGraphChildGraphNodeGetGraph(nd[3], &owned));
+    CHECK_OK(cuGraphGetNodes(owned, &d, &one));
+    CHECK_OK(cuGraphNodeFindInClone(&d2, d, cl)); /* a node inside a child graph */
     CHECK(d2 != d);
-    OK(cuGraphHostNodeGetParams(d2, &hp));
+    CHECK_OK(cuGraphHostNodeGetParams(d2, &hp));
     CHECK(hp.userData == (void *)4);
     CHECK_CU(cuGraphNodeFindInClone(&a2, nd[0], gr), CUDA_ERROR_INVALID_VALUE);
-    OK(cuGraphNodeFindInClone(&a2, nd[0], cl));
+    CHECK_OK(cuGraphNodeFindInClone(&a2, nd[0], cl));
 
     /* Whole-graph update from the clone, with one parameter changed. */
-    OK(cuGraphHostNodeSetParams(a2, &p21));
-    OK(cuGraphExecUpdate_v2(e, cl, &info));
+    CHECK_OK(cuGraphHostNodeSetParams(a2, &p21));
+    CHECK_OK(cuGraphExecUpdate_v2(e, cl, &info));
     CHECK(info.result == CU_GRAPH_EXEC_UPDATE_SUCCESS);
     launch_and_wait(e, s);
     CHECK(RUNS_ARE(21, 3, 4, 5));
-    OK(cuGraphExecHostNodeSetParams(e, a2, &p22)); /* nodes of the new graph */
+    CHECK_OK(cuGraphExecHostNodeSetParams(e, a2, &p22)); /* nodes of the new graph */
     launch_and_wait(e, s);
     CHECK(RUNS_ARE(22, 3, 4, 5));
 
     /* A changed topology, or node type, is refused and leaves it as it was. */
-    OK(cuGraphAddEmptyNode(&extra, cl, NULL, 0));
+    CHECK_OK(cuGraphAddEmptyNode(&extra, cl, NULL, 0));
     CHECK_CU(cuGraphExecUpdate_v2(e, cl, &info), CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE);
     CHECK(info.result == CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED);
-    OK(cuGraphCreate(&other, 0));
+    CHECK_OK(cuGraphCreate(&other, 0));
     CUgraphNode o[5];
-    OK(cuGraphAddEmptyNode(&o[0], other, NULL, 0));
+    CHECK_OK(cuGraphAddEmptyNode(&o[0], other, NULL, 0));
     for (int i = 1; i < 5; i++)
-        OK(cuGraphAddEmptyNode(&o[i], other, &o[i - 1], 1));
+        CHECK_OK(cuGraphAddEmptyNode(&o[i], other, &o[i - 1], 1));
     CHECK_CU(cuGraphExecUpdate(e, other, &err, &res), CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE);
     CHECK(res == CU_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED && err == o[0]);
     launch_and_wait(e, s);
     CHECK(RUNS_ARE(22, 3, 4, 5));
 
     /* The exec outlives the graphs. */
-    OK(cuGraphDestroy(cl));
-    OK(cuGraphDestroy(other));
+    CHECK_OK(cuGraphDestroy(cl));
+    CHECK_OK(cuGraphDestroy(other));
     CHECK_CU(cuGraphHostNodeGetParams(a2, &hp), CUDA_ERROR_INVALID_VALUE);
     launch_and_wait(e, s);
     CHECK(RUNS_ARE(22, 3, 4, 5));
-    OK(cuGraphExecDestroy(e));
+    CHECK_OK(cuGraphExecDestroy(e));
 }
 
 static void test_graph_instantiate_forms(CUgraph gr, CUstream s)
@@ -948,12 +944,12 @@ static void test_graph_instantiate_forms(CUgraph gr, CUstream s)
     CUDA_GRAPH_INSTANTIATE_PARAMS ip = {.flags = CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD,
                                         .hUploadStream = s,
                                         .result_out = CUDA_GRAPH_INSTANTIATE_ERROR};
-    OK(cuGraphInstantiate_v2(&e, gr, &err, log, sizeof log));
+    CHECK_OK(cuGraphInstantiate_v2(&e, gr, &err, log, sizeof log));
     CHECK(err == NULL && log[0] == '\0');
-    OK(cuGraphExecDestroy(e));
-    OK(cuGraphInstantiateWithParams(&e, gr, &ip));
+    CHECK_OK(cuGraphExecDestroy(e));
+    CHECK_OK(cuGraphInstantiateWithParams(&e, gr, &ip));
     CHECK(ip.result_out == CUDA_GRAPH_INSTANTIATE_SUCCESS);
-    OK(cuGraphExecDestroy(e));
+    CHECK_OK(cuGraphExecDestroy(e));
     CHECK_CU(cuGraphInstantiateWithFlags(&e, gr, 1u << 20), CUDA_ERROR_INVALID_VALUE);
     CHECK_CU(cuGraphInstantiateWithFlags(&e, (CUgraph)&e, 0), CUDA_ERROR_INVALID_VALUE);
 }
@@ -962,7 +958,7 @@ static void test_graph_dot(CUgraph gr)
 {
     char path[64];
     snprintf(path, sizeof path, "/tmp/fakecuda_selftest_%d.dot", (int)getpid());
-    OK(cuGraphDebugDotPrint(gr, path, 0));
+    CHECK_OK(cuGraphDebugDotPrint(gr, path, 0));
     CHECK(file_contains(path, "digraph"));
     CHECK(file_contains(path, "HOST"));
     CHECK(file_contains(path, "->"));
@@ -973,21 +969,22 @@ static void test_graph_dot(CUgraph gr)
 
 static void test_graphs(void)
 {
+    need_context();
     CUgraph gr;
     CUgraphNode nd[6];
     CUgraphNodeType t;
     CUstream s;
-    OK(cuStreamCreate(&s, 0));
+    CHECK_OK(cuStreamCreate(&s, 0));
     test_graph_build(&gr, nd);
     test_graph_queries(gr, nd);
     test_graph_exec(gr, nd, s);
     test_graph_clone_update(gr, nd, s);
     test_graph_instantiate_forms(gr, s);
     test_graph_dot(gr);
-    OK(cuGraphDestroy(gr));
+    CHECK_OK(cuGraphDestroy(gr));
     CHECK_CU(cuGraphNodeGetType(nd[0], &t), CUDA_ERROR_INVALID_VALUE);
     CHECK_CU(cuGraphDestroy(gr), CUDA_ERROR_INVALID_VALUE);
-    OK(cuStreamDestroy_v2(s));
+    CHECK_OK(cuStreamDestroy_v2(s));
 }
 
 /* ---- stream capture --------------------------------------------------- */
@@ -996,10 +993,10 @@ static CUgraphExec one_node_exec(intptr_t id)
     CUgraph gr;
     CUgraphNode n;
     CUDA_HOST_NODE_PARAMS p = {record, (void *)id};
-    OK(cuGraphCreate(&gr, 0));
-    OK(cuGraphAddHostNode(&n, gr, NULL, 0, &p));
+    CHECK_OK(cuGraphCreate(&gr, 0));
+    CHECK_OK(cuGraphAddHostNode(&n, gr, NULL, 0, &p));
     CUgraphExec e = instantiate(gr);
-    OK(cuGraphDestroy(gr));
+    CHECK_OK(cuGraphDestroy(gr));
     return e;
 }
 
@@ -1015,44 +1012,44 @@ static void test_capture_basic(CUstream s)
     CUDA_HOST_NODE_PARAMS hp;
     CUgraphExec inner = one_node_exec(33);
 
-    OK(cuStreamIsCapturing(s, &st));
+    CHECK_OK(cuStreamIsCapturing(s, &st));
     CHECK(st == CU_STREAM_CAPTURE_STATUS_NONE);
     CHECK_CU(cuStreamBeginCapture_v2(NULL, CU_STREAM_CAPTURE_MODE_GLOBAL),
              CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED); /* the legacy stream */
     runs_reset();
-    OK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    CHECK_OK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
     CHECK_CU(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL),
              CUDA_ERROR_ILLEGAL_STATE);
-    OK(cuStreamIsCapturing(s, &st));
+    CHECK_OK(cuStreamIsCapturing(s, &st));
     CHECK(st == CU_STREAM_CAPTURE_STATUS_ACTIVE);
-    OK(cuLaunchHostFunc(s, record, (void *)31));
-    OK(cuLaunchHostFunc(s, record, (void *)32));
-    OK(cuStreamGetCaptureInfo_v3(s, &st, &id, &cg, &deps, &edges, &nd));
+    CHECK_OK(cuLaunchHostFunc(s, record, (void *)31));
+    CHECK_OK(cuLaunchHostFunc(s, record, (void *)32));
+    CHECK_OK(cuStreamGetCaptureInfo_v3(s, &st, &id, &cg, &deps, &edges, &nd));
     CHECK(st == CU_STREAM_CAPTURE_STATUS_ACTIVE && id != 0 && cg != NULL && nd == 1);
     if (nd == 1) {
-        OK(cuGraphHostNodeGetParams(deps[0], &hp));
+        CHECK_OK(cuGraphHostNodeGetParams(deps[0], &hp));
         CHECK(hp.userData == (void *)32);
         CHECK(edges[0].from_port == 0 && edges[0].type == 0);
     }
-    OK(cuGraphLaunch(inner, s));
-    OK(cuStreamEndCapture(s, &got));
+    CHECK_OK(cuGraphLaunch(inner, s));
+    CHECK_OK(cuStreamEndCapture(s, &got));
     CHECK(got == cg);
     CHECK_CU(cuStreamEndCapture(s, &got), CUDA_ERROR_ILLEGAL_STATE);
-    OK(cuCtxSynchronize());
+    CHECK_OK(cuCtxSynchronize());
     CHECK(runs.n == 0); /* captured, not run */
 
     n = 4;
-    OK(cuGraphGetNodes(got, nodes, &n));
+    CHECK_OK(cuGraphGetNodes(got, nodes, &n));
     CHECK(n == 3);
     n = 1;
-    OK(cuGraphNodeGetDependencies(nodes[1], &dep, &n));
+    CHECK_OK(cuGraphNodeGetDependencies(nodes[1], &dep, &n));
     CHECK(n == 1 && dep == nodes[0]);
     CUgraphExec e = instantiate(got);
     launch_and_wait(e, s);
     CHECK(RUNS_ARE(31, 32, 33));
-    OK(cuGraphExecDestroy(e));
-    OK(cuGraphExecDestroy(inner));
-    OK(cuGraphDestroy(got));
+    CHECK_OK(cuGraphExecDestroy(e));
+    CHECK_OK(cuGraphExecDestroy(inner));
+    CHECK_OK(cuGraphDestroy(got));
 }
 
 static void test_capture_invalidated(CUstream s)
@@ -1060,22 +1057,22 @@ static void test_capture_invalidated(CUstream s)
     CUstreamCaptureStatus st;
     CUgraph got = (CUgraph)1;
 
-    OK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_RELAXED));
+    CHECK_OK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_RELAXED));
     CHECK_CU(cuStreamSynchronize(s), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
-    OK(cuStreamIsCapturing(s, &st));
+    CHECK_OK(cuStreamIsCapturing(s, &st));
     CHECK(st == CU_STREAM_CAPTURE_STATUS_INVALIDATED);
     CHECK_CU(cuLaunchHostFunc(s, record, NULL), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
     CHECK_CU(cuStreamEndCapture(s, &got), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
     CHECK(got == NULL);
 
-    OK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_RELAXED));
+    CHECK_OK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_RELAXED));
     CHECK_CU(cuStreamAddCallback(s, stream_cb, NULL, 0),
              CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
     CHECK_CU(cuStreamEndCapture(s, &got), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
-    OK(cuStreamIsCapturing(s, &st));
+    CHECK_OK(cuStreamIsCapturing(s, &st));
     CHECK(st == CU_STREAM_CAPTURE_STATUS_NONE);
 
-    OK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    CHECK_OK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
     CHECK_CU(cuStreamQuery(s), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
     CHECK_CU(cuStreamEndCapture(s, &got), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
 }
@@ -1099,17 +1096,17 @@ static void test_capture_ctx_sync(CUstream s)
     pthread_t t;
 
     g_cap_stream = s;
-    OK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    CHECK_OK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
     CHECK_CU(cuCtxSynchronize(), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
-    OK(cuStreamIsCapturing(s, &st));
+    CHECK_OK(cuStreamIsCapturing(s, &st));
     CHECK(st == CU_STREAM_CAPTURE_STATUS_INVALIDATED);
     pthread_create(&t, NULL, end_capture_elsewhere, &r);
     pthread_join(t, NULL);
     CHECK_CU(r, CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
     CHECK_CU(cuStreamEndCapture(s, &got), CUDA_ERROR_ILLEGAL_STATE);
-    OK(cuCtxSynchronize());
-    OK(cuCtxSynchronize_v2(NULL));
-    OK(cuCtxSynchronize_v2(g_ctx));
+    CHECK_OK(cuCtxSynchronize());
+    CHECK_OK(cuCtxSynchronize_v2(NULL));
+    CHECK_OK(cuCtxSynchronize_v2(g_ctx));
     CHECK_CU(cuCtxSynchronize_v2((CUcontext)&r), CUDA_ERROR_CONTEXT_IS_DESTROYED);
 }
 
@@ -1121,69 +1118,77 @@ static void test_capture_threads(CUstream s)
     pthread_t t;
 
     g_cap_stream = s;
-    OK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
-    OK(cuLaunchHostFunc_ptsz(s, record, (void *)1));
+    CHECK_OK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    CHECK_OK(cuLaunchHostFunc_ptsz(s, record, (void *)1));
     pthread_create(&t, NULL, end_capture_elsewhere, &r);
     pthread_join(t, NULL);
     CHECK(r == CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD);
-    OK(cuStreamEndCapture(s, &got));
-    OK(cuGraphDestroy(got));
+    CHECK_OK(cuStreamEndCapture(s, &got));
+    CHECK_OK(cuGraphDestroy(got));
 
     /* The per-thread default stream can capture; the legacy one cannot. */
-    OK(cuStreamBeginCapture_v2_ptsz(NULL, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
-    OK(cuLaunchHostFunc_ptsz(NULL, record, (void *)41));
-    OK(cuLaunchHostFunc_v2_ptsz(NULL, record, (void *)42, 0));
-    OK(cuStreamEndCapture_ptsz(NULL, &got));
-    OK(cuGraphGetNodes(got, NULL, &n));
+    CHECK_OK(cuStreamBeginCapture_v2_ptsz(NULL, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+    CHECK_OK(cuLaunchHostFunc_ptsz(NULL, record, (void *)41));
+    CHECK_OK(cuLaunchHostFunc_v2_ptsz(NULL, record, (void *)42, 0));
+    CHECK_OK(cuStreamEndCapture_ptsz(NULL, &got));
+    CHECK_OK(cuGraphGetNodes(got, NULL, &n));
     CHECK(n == 2);
     CUgraphExec e = instantiate(got);
     runs_reset();
-    OK(cuGraphLaunch_ptsz(e, NULL));
-    OK(cuStreamSynchronize_ptsz(NULL));
+    CHECK_OK(cuGraphLaunch_ptsz(e, NULL));
+    CHECK_OK(cuStreamSynchronize_ptsz(NULL));
     CHECK(RUNS_ARE(41, 42));
-    OK(cuGraphExecDestroy(e));
-    OK(cuGraphDestroy(got));
+    CHECK_OK(cuGraphExecDestroy(e));
+    CHECK_OK(cuGraphDestroy(got));
 }
 
 static void test_capture(void)
 {
+    need_context();
     CUstream s;
-    OK(cuStreamCreate(&s, 0));
+    CHECK_OK(cuStreamCreate(&s, 0));
     test_capture_basic(s);
     test_capture_invalidated(s);
     test_capture_ctx_sync(s);
     test_capture_threads(s);
     /* Destroying a stream mid-capture drops the capture. */
-    OK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
-    OK(cuLaunchHostFunc(s, record, NULL));
-    OK(cuStreamDestroy_v2(s));
-    OK(cuCtxSynchronize());
+    CHECK_OK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    CHECK_OK(cuLaunchHostFunc(s, record, NULL));
+    CHECK_OK(cuStreamDestroy_v2(s));
+    CHECK_OK(cuCtxSynchronize());
 }
 
 /* ---- graph node parameters -------------------------------------------- */
 static void CUDA_CB record_alt(void *p) { record((void *)((intptr_t)p + 1000)); }
 
-static void host_params_are(CUgraphNode n, CUhostFn fn, intptr_t id, int line)
+static void host_params_are(CUgraphNode n, CUhostFn fn, intptr_t id, const char *file,
+                            int line)
 {
     CUDA_HOST_NODE_PARAMS hp = {NULL, NULL};
     CUgraphNodeParams np;
     static const int zero[3];
     memset(&np, 0xa5, sizeof np);
-    check_cu(cuGraphHostNodeGetParams(n, &hp), CUDA_SUCCESS,
-             "cuGraphHostNodeGetParams", line);
-    check(hp.fn == fn && hp.userData == (void *)id, "host node parameters", line);
-    check_cu(cuGraphNodeGetParams(n, &np), CUDA_SUCCESS, "cuGraphNodeGetParams", line);
-    check(np.type == CU_GRAPH_NODE_TYPE_HOST && np.host.fn == fn &&
-              np.host.userData == (void *)id &&
-              !memcmp(np.reserved0, zero, sizeof zero) && np.reserved2 == 0,
-          "generic node parameters", line);
+    CUresult r = cuGraphHostNodeGetParams(n, &hp);
+    if (r != CUDA_SUCCESS)
+        check_fail(file, line, "cuGraphHostNodeGetParams returned %s (%d), want CUDA_SUCCESS",
+                   check_cu_name(r), (int)r);
+    if (hp.fn != fn || hp.userData != (void *)id)
+        check_fail(file, line, "host node parameters");
+    r = cuGraphNodeGetParams(n, &np);
+    if (r != CUDA_SUCCESS)
+        check_fail(file, line, "cuGraphNodeGetParams returned %s (%d), want CUDA_SUCCESS",
+                   check_cu_name(r), (int)r);
+    if (!(np.type == CU_GRAPH_NODE_TYPE_HOST && np.host.fn == fn &&
+          np.host.userData == (void *)id && !memcmp(np.reserved0, zero, sizeof zero) &&
+          np.reserved2 == 0))
+        check_fail(file, line, "generic node parameters");
 }
 
-#define HOST_PARAMS_ARE(n, fn, id) host_params_are((n), (fn), (id), __LINE__)
+#define HOST_PARAMS_ARE(n, fn, id) host_params_are((n), (fn), (id), __FILE__, __LINE__)
 
 /* The getters return exactly what was set; the exec setters change only
  * the exec's copy, never the graph's node nor a later instantiation. */
-static void test_graph_params(CUstream s)
+static void graph_params_on(CUstream s)
 {
     CUgraph gr, cl;
     CUgraphNode n, m, n2;
@@ -1191,26 +1196,26 @@ static void test_graph_params(CUstream s)
                           p10 = {record_alt, (void *)10};
     CUgraphNodeParams np;
 
-    OK(cuGraphCreate(&gr, 0));
-    OK(cuGraphAddHostNode(&n, gr, NULL, 0, &p1));
+    CHECK_OK(cuGraphCreate(&gr, 0));
+    CHECK_OK(cuGraphAddHostNode(&n, gr, NULL, 0, &p1));
     memset(&np, 0, sizeof np);
     np.type = CU_GRAPH_NODE_TYPE_HOST;
     np.host.fn = record;
     np.host.userData = (void *)2;
-    OK(cuGraphAddNode(&m, gr, &n, 1, &np));
+    CHECK_OK(cuGraphAddNode(&m, gr, &n, 1, &np));
     HOST_PARAMS_ARE(n, record, 1);
     HOST_PARAMS_ARE(m, record, 2);
-    OK(cuGraphHostNodeSetParams(n, &p3));
+    CHECK_OK(cuGraphHostNodeSetParams(n, &p3));
     HOST_PARAMS_ARE(n, record_alt, 3);
     np.host.userData = (void *)4;
-    OK(cuGraphNodeSetParams(m, &np));
+    CHECK_OK(cuGraphNodeSetParams(m, &np));
     HOST_PARAMS_ARE(m, record, 4);
 
     CUgraphExec e = instantiate(gr);
-    OK(cuGraphExecHostNodeSetParams(e, n, &p10));
+    CHECK_OK(cuGraphExecHostNodeSetParams(e, n, &p10));
     np.host.fn = record_alt;
     np.host.userData = (void *)20;
-    OK(cuGraphExecNodeSetParams(e, m, &np));
+    CHECK_OK(cuGraphExecNodeSetParams(e, m, &np));
     HOST_PARAMS_ARE(n, record_alt, 3);
     HOST_PARAMS_ARE(m, record, 4);
     launch_and_wait(e, s);
@@ -1219,13 +1224,13 @@ static void test_graph_params(CUstream s)
     CUgraphExec e2 = instantiate(gr);
     launch_and_wait(e2, s);
     CHECK(RUNS_ARE(1003, 4));
-    OK(cuGraphClone(&cl, gr));
-    OK(cuGraphNodeFindInClone(&n2, n, cl));
+    CHECK_OK(cuGraphClone(&cl, gr));
+    CHECK_OK(cuGraphNodeFindInClone(&n2, n, cl));
     HOST_PARAMS_ARE(n2, record_alt, 3);
-    OK(cuGraphExecDestroy(e));
-    OK(cuGraphExecDestroy(e2));
-    OK(cuGraphDestroy(cl));
-    OK(cuGraphDestroy(gr));
+    CHECK_OK(cuGraphExecDestroy(e));
+    CHECK_OK(cuGraphExecDestroy(e2));
+    CHECK_OK(cuGraphDestroy(cl));
+    CHECK_OK(cuGraphDestroy(gr));
 }
 
 /* ---- user objects ----------------------------------------------------- */
@@ -1261,7 +1266,7 @@ static CUuserObject uo_create(uo *u, gate *after, unsigned refs)
 {
     CUuserObject o = NULL;
     uo_init(u, after);
-    OK(cuUserObjectCreate(&o, u, uo_destroy, refs, CU_USER_OBJECT_NO_DESTRUCTOR_SYNC));
+    CHECK_OK(cuUserObjectCreate(&o, u, uo_destroy, refs, CU_USER_OBJECT_NO_DESTRUCTOR_SYNC));
     return o;
 }
 
@@ -1269,6 +1274,14 @@ static CUuserObject uo_create(uo *u, gate *after, unsigned refs)
  * already queued, since the test driver's callback thread runs all work
  * in the order it was queued. */
 static CUstream g_uo_stream;
+
+/* g_uo_stream, made by the first user-object case that needs it. */
+static CUstream uo_stream(void)
+{
+    if (!g_uo_stream)
+        CHECK_OK(cuStreamCreate(&g_uo_stream, 0));
+    return g_uo_stream;
+}
 
 static void CUDA_CB noop(void *p) { (void)p; }
 
@@ -1279,8 +1292,8 @@ static int uo_runs_are(uo *u, int n)
 {
     for (int i = 0; i < 5000 && atomic_load(&u->runs) < n; i++)
         sleep_ms(1);
-    CUresult r1 = cuLaunchHostFunc(g_uo_stream, noop, NULL);
-    CUresult r2 = cuStreamSynchronize(g_uo_stream);
+    CUresult r1 = cuLaunchHostFunc(uo_stream(), noop, NULL);
+    CUresult r2 = cuStreamSynchronize(uo_stream());
     return r1 == CUDA_SUCCESS && r2 == CUDA_SUCCESS && atomic_load(&u->runs) == n;
 }
 
@@ -1288,8 +1301,8 @@ static int uo_runs_are(uo *u, int n)
 static pthread_t callback_thread(void)
 {
     runs_reset();
-    OK(cuLaunchHostFunc(g_uo_stream, record, NULL));
-    OK(cuStreamSynchronize(g_uo_stream));
+    CHECK_OK(cuLaunchHostFunc(uo_stream(), record, NULL));
+    CHECK_OK(cuStreamSynchronize(uo_stream()));
     return runs.thread[0];
 }
 
@@ -1298,13 +1311,14 @@ static CUgraph one_node_graph(CUhostFn fn, void *user)
     CUgraph gr;
     CUgraphNode n;
     CUDA_HOST_NODE_PARAMS p = {fn, user};
-    OK(cuGraphCreate(&gr, 0));
-    OK(cuGraphAddHostNode(&n, gr, NULL, 0, &p));
+    CHECK_OK(cuGraphCreate(&gr, 0));
+    CHECK_OK(cuGraphAddHostNode(&n, gr, NULL, 0, &p));
     return gr;
 }
 
 static void test_uobj_bad_input(void)
 {
+    need_context();
     const unsigned big = (unsigned)INT_MAX + 1u;
     const unsigned sync = CU_USER_OBJECT_NO_DESTRUCTOR_SYNC;
     uo u;
@@ -1322,8 +1336,8 @@ static void test_uobj_bad_input(void)
     CHECK(o == NULL);
 
     o = uo_create(&u, NULL, 1);
-    OK(cuGraphCreate(&gr, 0));
-    OK(cuGraphCreate(&other, 0));
+    CHECK_OK(cuGraphCreate(&gr, 0));
+    CHECK_OK(cuGraphCreate(&other, 0));
     CHECK_CU(cuUserObjectRetain(o, 0), CUDA_ERROR_INVALID_VALUE);
     CHECK_CU(cuUserObjectRetain(o, big), CUDA_ERROR_INVALID_VALUE);
     CHECK_CU(cuUserObjectRelease(o, 0), CUDA_ERROR_INVALID_VALUE);
@@ -1340,35 +1354,36 @@ static void test_uobj_bad_input(void)
     CHECK_CU(cuGraphRetainUserObject(gr, (CUuserObject)gr, 1, 0), CUDA_ERROR_INVALID_VALUE);
     CHECK_CU(cuGraphRetainUserObject(gr, o, 2, CU_GRAPH_USER_OBJECT_MOVE),
              CUDA_ERROR_INVALID_VALUE); /* the caller owns one */
-    OK(cuGraphRetainUserObject(gr, o, 1, 0));
+    CHECK_OK(cuGraphRetainUserObject(gr, o, 1, 0));
     CHECK_CU(cuGraphReleaseUserObject(gr, o, 2), CUDA_ERROR_INVALID_VALUE);
     CHECK_CU(cuGraphReleaseUserObject(gr, o, 0), CUDA_ERROR_INVALID_VALUE);
     CHECK_CU(cuGraphReleaseUserObject(other, o, 1), CUDA_ERROR_INVALID_VALUE);
     CHECK_CU(cuGraphReleaseUserObject(gr, (CUuserObject)gr, 1), CUDA_ERROR_INVALID_VALUE);
-    OK(cuGraphReleaseUserObject(gr, o, 1));
+    CHECK_OK(cuGraphReleaseUserObject(gr, o, 1));
     CHECK_CU(cuGraphReleaseUserObject(gr, o, 1), CUDA_ERROR_INVALID_VALUE);
     CHECK(uo_runs_are(&u, 0));
-    OK(cuUserObjectRelease(o, 1));
+    CHECK_OK(cuUserObjectRelease(o, 1));
     CHECK(uo_runs_are(&u, 1));
     /* The handle dies with its last reference (using it is undefined
      * behaviour in the real driver; here it is refused). */
     CHECK_CU(cuUserObjectRetain(o, 1), CUDA_ERROR_INVALID_VALUE);
-    OK(cuGraphDestroy(gr));
-    OK(cuGraphDestroy(other));
+    CHECK_OK(cuGraphDestroy(gr));
+    CHECK_OK(cuGraphDestroy(other));
 }
 
 /* The caller's own references; the destructor runs once, on the callback
  * thread, where CUDA calls are refused. */
 static void test_uobj_caller_refs(void)
 {
+    need_context();
     uo u;
     CUuserObject o = uo_create(&u, NULL, 2);
-    OK(cuUserObjectRelease(o, 1));
+    CHECK_OK(cuUserObjectRelease(o, 1));
     CHECK(uo_runs_are(&u, 0));
-    OK(cuUserObjectRetain(o, 3));
-    OK(cuUserObjectRelease(o, 3));
+    CHECK_OK(cuUserObjectRetain(o, 3));
+    CHECK_OK(cuUserObjectRelease(o, 3));
     CHECK(uo_runs_are(&u, 0));
-    OK(cuUserObjectRelease(o, 1));
+    CHECK_OK(cuUserObjectRelease(o, 1));
     CHECK(uo_runs_are(&u, 1));
     CHECK(pthread_equal(u.thread, callback_thread()));
     CHECK(!pthread_equal(u.thread, pthread_self()));
@@ -1377,51 +1392,53 @@ static void test_uobj_caller_refs(void)
 
 static void test_uobj_graph(void)
 {
+    need_context();
     uo u, v;
     CUgraph gr;
 
     /* MOVE: the caller's only reference becomes the graph's. */
     CUuserObject o = uo_create(&u, NULL, 1);
-    OK(cuGraphCreate(&gr, 0));
-    OK(cuGraphRetainUserObject(gr, o, 1, CU_GRAPH_USER_OBJECT_MOVE));
+    CHECK_OK(cuGraphCreate(&gr, 0));
+    CHECK_OK(cuGraphRetainUserObject(gr, o, 1, CU_GRAPH_USER_OBJECT_MOVE));
     CHECK_CU(cuUserObjectRelease(o, 1), CUDA_ERROR_INVALID_VALUE); /* owns none */
     CHECK(uo_runs_are(&u, 0));
-    OK(cuGraphDestroy(gr));
+    CHECK_OK(cuGraphDestroy(gr));
     CHECK(uo_runs_are(&u, 1));
 
     /* Without MOVE the graph takes new references of its own. */
     o = uo_create(&v, NULL, 1);
-    OK(cuGraphCreate(&gr, 0));
-    OK(cuGraphRetainUserObject(gr, o, 2, 0));
-    OK(cuUserObjectRelease(o, 1));
+    CHECK_OK(cuGraphCreate(&gr, 0));
+    CHECK_OK(cuGraphRetainUserObject(gr, o, 2, 0));
+    CHECK_OK(cuUserObjectRelease(o, 1));
     CHECK(uo_runs_are(&v, 0));
-    OK(cuGraphReleaseUserObject(gr, o, 1));
+    CHECK_OK(cuGraphReleaseUserObject(gr, o, 1));
     CHECK(uo_runs_are(&v, 0));
-    OK(cuGraphDestroy(gr));
+    CHECK_OK(cuGraphDestroy(gr));
     CHECK(uo_runs_are(&v, 1));
 }
 
 /* A clone owns copies of the references, with the same multiplicity. */
 static void test_uobj_clone(void)
 {
+    need_context();
     uo u;
     CUgraph gr, cl;
     CUuserObject o = uo_create(&u, NULL, 1);
-    OK(cuGraphCreate(&gr, 0));
-    OK(cuGraphRetainUserObject(gr, o, 1, CU_GRAPH_USER_OBJECT_MOVE));
-    OK(cuGraphRetainUserObject(gr, o, 2, 0));
-    OK(cuGraphClone(&cl, gr));
-    OK(cuGraphDestroy(gr));
+    CHECK_OK(cuGraphCreate(&gr, 0));
+    CHECK_OK(cuGraphRetainUserObject(gr, o, 1, CU_GRAPH_USER_OBJECT_MOVE));
+    CHECK_OK(cuGraphRetainUserObject(gr, o, 2, 0));
+    CHECK_OK(cuGraphClone(&cl, gr));
+    CHECK_OK(cuGraphDestroy(gr));
     CHECK(uo_runs_are(&u, 0));
     CHECK_CU(cuGraphReleaseUserObject(cl, o, 4), CUDA_ERROR_INVALID_VALUE);
-    OK(cuGraphReleaseUserObject(cl, o, 2));
+    CHECK_OK(cuGraphReleaseUserObject(cl, o, 2));
     CHECK(uo_runs_are(&u, 0));
-    OK(cuGraphDestroy(cl));
+    CHECK_OK(cuGraphDestroy(cl));
     CHECK(uo_runs_are(&u, 1));
 }
 
 /* Every instantiate entry point gives the exec references of its own. */
-static void test_uobj_exec(CUstream s)
+static void uobj_exec_on(CUstream s)
 {
     enum { NEXEC = 5 };
     uo u;
@@ -1429,18 +1446,18 @@ static void test_uobj_exec(CUstream s)
     CUDA_GRAPH_INSTANTIATE_PARAMS ip = {.flags = 0};
     CUgraph gr = one_node_graph(record, (void *)7);
     CUuserObject o = uo_create(&u, NULL, 1);
-    OK(cuGraphRetainUserObject(gr, o, 1, CU_GRAPH_USER_OBJECT_MOVE));
-    OK(cuGraphInstantiateWithFlags(&e[0], gr, 0));
-    OK(cuGraphInstantiate(&e[1], gr, NULL, NULL, 0));
-    OK(cuGraphInstantiate_v2(&e[2], gr, NULL, NULL, 0));
-    OK(cuGraphInstantiateWithParams(&e[3], gr, &ip));
-    OK(cuGraphInstantiateWithParams_ptsz(&e[4], gr, &ip));
-    OK(cuGraphDestroy(gr));
+    CHECK_OK(cuGraphRetainUserObject(gr, o, 1, CU_GRAPH_USER_OBJECT_MOVE));
+    CHECK_OK(cuGraphInstantiateWithFlags(&e[0], gr, 0));
+    CHECK_OK(cuGraphInstantiate(&e[1], gr, NULL, NULL, 0));
+    CHECK_OK(cuGraphInstantiate_v2(&e[2], gr, NULL, NULL, 0));
+    CHECK_OK(cuGraphInstantiateWithParams(&e[3], gr, &ip));
+    CHECK_OK(cuGraphInstantiateWithParams_ptsz(&e[4], gr, &ip));
+    CHECK_OK(cuGraphDestroy(gr));
     for (int i = 0; i < NEXEC; i++) {
         CHECK(uo_runs_are(&u, 0));
         launch_and_wait(e[i], s);
         CHECK(RUNS_ARE(7));
-        OK(cuGraphExecDestroy(e[i]));
+        CHECK_OK(cuGraphExecDestroy(e[i]));
     }
     CHECK(uo_runs_are(&u, 1));
 }
@@ -1454,13 +1471,13 @@ static CUgraphNode child_node(CUgraph parent, CUgraph child, int move)
     np.graph.graph = child;
     np.graph.ownership = move ? CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE
                               : CU_GRAPH_CHILD_GRAPH_OWNERSHIP_CLONE;
-    OK(cuGraphAddNode(&n, parent, NULL, 0, &np));
+    CHECK_OK(cuGraphAddNode(&n, parent, NULL, 0, &np));
     return n;
 }
 
 /* A child graph node's graph is a clone, references included; they
  * belong to the child graph and go with whatever owns it. */
-static void test_uobj_child(CUstream s)
+static void uobj_child_on(CUstream s)
 {
     uo u, v, w;
     CUgraph ch, p1, p2, p3, owned;
@@ -1468,44 +1485,44 @@ static void test_uobj_child(CUstream s)
 
     ch = one_node_graph(record, (void *)8);
     CUuserObject o = uo_create(&u, NULL, 1);
-    OK(cuGraphRetainUserObject(ch, o, 1, CU_GRAPH_USER_OBJECT_MOVE));
-    OK(cuGraphCreate(&p1, 0));
-    OK(cuGraphCreate(&p2, 0));
-    OK(cuGraphAddChildGraphNode(&n, p1, NULL, 0, ch));
+    CHECK_OK(cuGraphRetainUserObject(ch, o, 1, CU_GRAPH_USER_OBJECT_MOVE));
+    CHECK_OK(cuGraphCreate(&p1, 0));
+    CHECK_OK(cuGraphCreate(&p2, 0));
+    CHECK_OK(cuGraphAddChildGraphNode(&n, p1, NULL, 0, ch));
     (void)child_node(p2, ch, 0);
-    OK(cuGraphDestroy(ch));
+    CHECK_OK(cuGraphDestroy(ch));
     CHECK(uo_runs_are(&u, 0));
-    OK(cuGraphDestroy(p1));
+    CHECK_OK(cuGraphDestroy(p1));
     CHECK(uo_runs_are(&u, 0));
     CUgraphExec e = instantiate(p2);
-    OK(cuGraphDestroy(p2));
+    CHECK_OK(cuGraphDestroy(p2));
     CHECK(uo_runs_are(&u, 0)); /* the exec's copy of the child holds one */
     launch_and_wait(e, s);
     CHECK(RUNS_ARE(8));
-    OK(cuGraphExecDestroy(e));
+    CHECK_OK(cuGraphExecDestroy(e));
     CHECK(uo_runs_are(&u, 1));
 
     /* Ownership moved to the node: the child graph goes with the parent. */
     ch = one_node_graph(record, (void *)9);
     o = uo_create(&v, NULL, 1);
-    OK(cuGraphRetainUserObject(ch, o, 1, CU_GRAPH_USER_OBJECT_MOVE));
-    OK(cuGraphCreate(&p3, 0));
+    CHECK_OK(cuGraphRetainUserObject(ch, o, 1, CU_GRAPH_USER_OBJECT_MOVE));
+    CHECK_OK(cuGraphCreate(&p3, 0));
     (void)child_node(p3, ch, 1);
     CHECK_CU(cuGraphDestroy(ch), CUDA_ERROR_INVALID_VALUE);
     CHECK(uo_runs_are(&v, 0));
-    OK(cuGraphDestroy(p3));
+    CHECK_OK(cuGraphDestroy(p3));
     CHECK(uo_runs_are(&v, 1));
 
     /* References retained on the graph a node owns. */
     ch = one_node_graph(record, (void *)10);
-    OK(cuGraphCreate(&p1, 0));
-    OK(cuGraphAddChildGraphNode(&n, p1, NULL, 0, ch));
-    OK(cuGraphDestroy(ch));
-    OK(cuGraphChildGraphNodeGetGraph(n, &owned));
+    CHECK_OK(cuGraphCreate(&p1, 0));
+    CHECK_OK(cuGraphAddChildGraphNode(&n, p1, NULL, 0, ch));
+    CHECK_OK(cuGraphDestroy(ch));
+    CHECK_OK(cuGraphChildGraphNodeGetGraph(n, &owned));
     o = uo_create(&w, NULL, 1);
-    OK(cuGraphRetainUserObject(owned, o, 1, CU_GRAPH_USER_OBJECT_MOVE));
+    CHECK_OK(cuGraphRetainUserObject(owned, o, 1, CU_GRAPH_USER_OBJECT_MOVE));
     CHECK(uo_runs_are(&w, 0));
-    OK(cuGraphDestroy(p1));
+    CHECK_OK(cuGraphDestroy(p1));
     CHECK(uo_runs_are(&w, 1));
 }
 
@@ -1520,14 +1537,14 @@ static CUgraph capture_graph_of(CUstream s)
     CUstreamCaptureStatus st;
     CUgraph cg = NULL, cg2 = NULL, cg3 = NULL;
     capinfo_v3_fn v1 = NULL, v2 = NULL;
-    OK(cuStreamGetCaptureInfo_v3(s, &st, NULL, &cg, NULL, NULL, NULL));
+    CHECK_OK(cuStreamGetCaptureInfo_v3(s, &st, NULL, &cg, NULL, NULL, NULL));
     CHECK(st == CU_STREAM_CAPTURE_STATUS_ACTIVE && cg != NULL);
-    OK(cuGetProcAddress("cuStreamGetCaptureInfo", (void **)&v1, 13000, 0));
-    OK(cuGetProcAddress_v2("cuStreamGetCaptureInfo", (void **)&v2, 12030, 0, NULL));
+    CHECK_OK(cuGetProcAddress("cuStreamGetCaptureInfo", (void **)&v1, 13000, 0));
+    CHECK_OK(cuGetProcAddress_v2("cuStreamGetCaptureInfo", (void **)&v2, 12030, 0, NULL));
     CHECK(v1 != NULL && v2 != NULL);
     if (v1 && v2) {
-        OK(v1(s, &st, NULL, &cg2, NULL, NULL, NULL));
-        OK(v2(s, &st, NULL, &cg3, NULL, NULL, NULL));
+        CHECK_OK(v1(s, &st, NULL, &cg2, NULL, NULL, NULL));
+        CHECK_OK(v2(s, &st, NULL, &cg3, NULL, NULL, NULL));
     }
     CHECK(cg2 == cg && cg3 == cg);
     return cg;
@@ -1535,60 +1552,61 @@ static CUgraph capture_graph_of(CUstream s)
 
 static void test_uobj_capture(void)
 {
+    need_context();
     uo u, v, w, x;
     CUstream s, s2;
     CUgraph got = NULL;
-    OK(cuStreamCreate(&s, 0));
+    CHECK_OK(cuStreamCreate(&s, 0));
 
     /* Retained on the graph being captured; it comes out with the graph. */
-    OK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_RELAXED));
-    OK(cuLaunchHostFunc(s, record, (void *)11));
+    CHECK_OK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_RELAXED));
+    CHECK_OK(cuLaunchHostFunc(s, record, (void *)11));
     CUgraph cg = capture_graph_of(s);
     CUuserObject o = uo_create(&u, NULL, 1);
-    OK(cuGraphRetainUserObject(cg, o, 1, CU_GRAPH_USER_OBJECT_MOVE));
+    CHECK_OK(cuGraphRetainUserObject(cg, o, 1, CU_GRAPH_USER_OBJECT_MOVE));
     CHECK(uo_runs_are(&u, 0));
-    OK(cuStreamEndCapture(s, &got));
+    CHECK_OK(cuStreamEndCapture(s, &got));
     CHECK(got == cg);
     CUgraphExec e = instantiate(got);
-    OK(cuGraphDestroy(got));
+    CHECK_OK(cuGraphDestroy(got));
     CHECK(uo_runs_are(&u, 0));
     launch_and_wait(e, s);
     CHECK(RUNS_ARE(11));
-    OK(cuGraphExecDestroy(e));
+    CHECK_OK(cuGraphExecDestroy(e));
     CHECK(uo_runs_are(&u, 1));
 
     /* An invalidated capture drops its graph and the graph's references. */
-    OK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_RELAXED));
+    CHECK_OK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_RELAXED));
     o = uo_create(&v, NULL, 1);
-    OK(cuGraphRetainUserObject(capture_graph_of(s), o, 1, CU_GRAPH_USER_OBJECT_MOVE));
+    CHECK_OK(cuGraphRetainUserObject(capture_graph_of(s), o, 1, CU_GRAPH_USER_OBJECT_MOVE));
     CHECK_CU(cuStreamSynchronize(s), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
     CHECK(uo_runs_are(&v, 0));
     CHECK_CU(cuStreamEndCapture(s, &got), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
     CHECK(uo_runs_are(&v, 1));
 
     /* So does a stream destroyed while capturing. */
-    OK(cuStreamCreate(&s2, 0));
-    OK(cuStreamBeginCapture_v2(s2, CU_STREAM_CAPTURE_MODE_RELAXED));
+    CHECK_OK(cuStreamCreate(&s2, 0));
+    CHECK_OK(cuStreamBeginCapture_v2(s2, CU_STREAM_CAPTURE_MODE_RELAXED));
     o = uo_create(&w, NULL, 1);
-    OK(cuGraphRetainUserObject(capture_graph_of(s2), o, 1, CU_GRAPH_USER_OBJECT_MOVE));
-    OK(cuStreamDestroy_v2(s2));
+    CHECK_OK(cuGraphRetainUserObject(capture_graph_of(s2), o, 1, CU_GRAPH_USER_OBJECT_MOVE));
+    CHECK_OK(cuStreamDestroy_v2(s2));
     CHECK(uo_runs_are(&w, 1));
 
     /* An exec launched into a capture becomes a child graph node holding
      * copies of the exec's references. */
     CUgraph src = one_node_graph(record, (void *)12);
     o = uo_create(&x, NULL, 1);
-    OK(cuGraphRetainUserObject(src, o, 1, CU_GRAPH_USER_OBJECT_MOVE));
+    CHECK_OK(cuGraphRetainUserObject(src, o, 1, CU_GRAPH_USER_OBJECT_MOVE));
     e = instantiate(src);
-    OK(cuGraphDestroy(src));
-    OK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_RELAXED));
-    OK(cuGraphLaunch(e, s));
-    OK(cuStreamEndCapture(s, &got));
-    OK(cuGraphExecDestroy(e));
+    CHECK_OK(cuGraphDestroy(src));
+    CHECK_OK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_RELAXED));
+    CHECK_OK(cuGraphLaunch(e, s));
+    CHECK_OK(cuStreamEndCapture(s, &got));
+    CHECK_OK(cuGraphExecDestroy(e));
     CHECK(uo_runs_are(&x, 0));
-    OK(cuGraphDestroy(got));
+    CHECK_OK(cuGraphDestroy(got));
     CHECK(uo_runs_are(&x, 1));
-    OK(cuStreamDestroy_v2(s));
+    CHECK_OK(cuStreamDestroy_v2(s));
 }
 
 /* Hold the callback thread in a host function, so that what is launched
@@ -1596,7 +1614,7 @@ static void test_uobj_capture(void)
 static void hold_callback_thread(gate *blocker, CUstream s)
 {
     gate_init(blocker);
-    OK(cuLaunchHostFunc(s, gated, blocker));
+    CHECK_OK(cuLaunchHostFunc(s, gated, blocker));
     gate_wait_started(blocker);
 }
 
@@ -1610,18 +1628,18 @@ static CUgraph marking_graph(gate *done)
 
 /* An exec destroyed while a launch of it is still queued: its references
  * go only after that launch has run. */
-static void test_uobj_queued_launch(CUstream s)
+static void uobj_queued_launch_on(CUstream s)
 {
     uo u;
     gate blocker, ran;
     CUgraph gr = marking_graph(&ran);
     CUuserObject o = uo_create(&u, &ran, 1);
-    OK(cuGraphRetainUserObject(gr, o, 1, CU_GRAPH_USER_OBJECT_MOVE));
+    CHECK_OK(cuGraphRetainUserObject(gr, o, 1, CU_GRAPH_USER_OBJECT_MOVE));
     CUgraphExec e = instantiate(gr);
-    OK(cuGraphDestroy(gr));
+    CHECK_OK(cuGraphDestroy(gr));
     hold_callback_thread(&blocker, s);
-    OK(cuGraphLaunch(e, s));
-    OK(cuGraphExecDestroy(e));
+    CHECK_OK(cuGraphLaunch(e, s));
+    CHECK_OK(cuGraphExecDestroy(e));
     sleep_ms(20);
     CHECK(atomic_load(&u.runs) == 0); /* not on this thread, not yet */
     gate_open(&blocker);
@@ -1634,7 +1652,7 @@ static void test_uobj_queued_launch(CUstream s)
  * source graph's (CUDA Programming Guide, "CUDA User Objects"); those it
  * drops outlast the launches already queued. A refused update changes
  * nothing. */
-static void test_uobj_update(CUstream s)
+static void uobj_update_on(CUstream s)
 {
     uo a, b, c;
     gate blocker, ran;
@@ -1643,16 +1661,16 @@ static void test_uobj_update(CUstream s)
 
     CUgraph g1 = marking_graph(&ran);
     CUuserObject oa = uo_create(&a, &ran, 1);
-    OK(cuGraphRetainUserObject(g1, oa, 1, CU_GRAPH_USER_OBJECT_MOVE));
+    CHECK_OK(cuGraphRetainUserObject(g1, oa, 1, CU_GRAPH_USER_OBJECT_MOVE));
     CUgraphExec e = instantiate(g1);
-    OK(cuGraphDestroy(g1));
+    CHECK_OK(cuGraphDestroy(g1));
     CUgraph g2 = one_node_graph(record, (void *)13);
     CUuserObject ob = uo_create(&b, NULL, 1);
-    OK(cuGraphRetainUserObject(g2, ob, 1, CU_GRAPH_USER_OBJECT_MOVE));
+    CHECK_OK(cuGraphRetainUserObject(g2, ob, 1, CU_GRAPH_USER_OBJECT_MOVE));
 
     hold_callback_thread(&blocker, s);
-    OK(cuGraphLaunch(e, s));
-    OK(cuGraphExecUpdate_v2(e, g2, &info));
+    CHECK_OK(cuGraphLaunch(e, s));
+    CHECK_OK(cuGraphExecUpdate_v2(e, g2, &info));
     CHECK(info.result == CU_GRAPH_EXEC_UPDATE_SUCCESS);
     sleep_ms(20);
     CHECK(atomic_load(&a.runs) == 0);
@@ -1661,39 +1679,36 @@ static void test_uobj_update(CUstream s)
     CHECK(a.after_done == 1);
 
     CUgraph g3 = one_node_graph(record, (void *)14);
-    OK(cuGraphAddEmptyNode(&extra, g3, NULL, 0));
+    CHECK_OK(cuGraphAddEmptyNode(&extra, g3, NULL, 0));
     CUuserObject oc = uo_create(&c, NULL, 1);
-    OK(cuGraphRetainUserObject(g3, oc, 1, CU_GRAPH_USER_OBJECT_MOVE));
+    CHECK_OK(cuGraphRetainUserObject(g3, oc, 1, CU_GRAPH_USER_OBJECT_MOVE));
     CHECK_CU(cuGraphExecUpdate_v2(e, g3, &info), CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE);
-    OK(cuGraphDestroy(g3));
+    CHECK_OK(cuGraphDestroy(g3));
     CHECK(uo_runs_are(&c, 1));
 
-    OK(cuGraphDestroy(g2));
+    CHECK_OK(cuGraphDestroy(g2));
     CHECK(uo_runs_are(&b, 0)); /* the exec holds a copy of g2's */
     launch_and_wait(e, s);
     CHECK(RUNS_ARE(13));
-    OK(cuGraphExecDestroy(e));
+    CHECK_OK(cuGraphExecDestroy(e));
     CHECK(uo_runs_are(&b, 1));
 }
 
-static void test_user_objects(void)
-{
-    CUstream s;
-    OK(cuStreamCreate(&g_uo_stream, 0));
-    OK(cuStreamCreate(&s, 0));
-    test_graph_params(s);
-    test_uobj_bad_input();
-    test_uobj_caller_refs();
-    test_uobj_graph();
-    test_uobj_clone();
-    test_uobj_exec(s);
-    test_uobj_child(s);
-    test_uobj_capture();
-    test_uobj_queued_launch(s);
-    test_uobj_update(s);
-    OK(cuStreamDestroy_v2(s));
-    OK(cuStreamDestroy_v2(g_uo_stream));
-}
+/* The cases above that take a stream, each on a stream of its own. */
+#define ON_A_STREAM(name)                                                    \
+    static void test_##name(void)                                            \
+    {                                                                        \
+        CUstream s;                                                          \
+        need_context();                                                      \
+        CHECK_OK(cuStreamCreate(&s, 0));                                     \
+        name##_on(s);                                                        \
+        CHECK_OK(cuStreamDestroy_v2(s));                                     \
+    }
+ON_A_STREAM(graph_params)
+ON_A_STREAM(uobj_exec)
+ON_A_STREAM(uobj_child)
+ON_A_STREAM(uobj_queued_launch)
+ON_A_STREAM(uobj_update)
 
 /* ---- exit with work still queued -------------------------------------- */
 static gate g_forever;
@@ -1724,6 +1739,33 @@ static void test_exit_with_pending_work(void)
     CHECK(now_s() - t0 < 10.0);
 }
 
+static const check_case cases[] = {
+    CHECK_CASE(before_init),
+    CHECK_CASE(init_and_context),
+    CHECK_CASE(error_names),
+    CHECK_CASE(order_and_thread),
+    CHECK_CASE(synchronize_waits),
+    CHECK_CASE(launch_variants),
+    CHECK_CASE(calls_inside_host_fn),
+    CHECK_CASE(proc_address),
+    CHECK_CASE(exports),
+    CHECK_CASE(device_memory),
+    CHECK_CASE(host_memory),
+    CHECK_CASE(graphs),
+    CHECK_CASE(capture),
+    CHECK_CASE(graph_params),
+    CHECK_CASE(uobj_bad_input),
+    CHECK_CASE(uobj_caller_refs),
+    CHECK_CASE(uobj_graph),
+    CHECK_CASE(uobj_clone),
+    CHECK_CASE(uobj_exec),
+    CHECK_CASE(uobj_child),
+    CHECK_CASE(uobj_capture),
+    CHECK_CASE(uobj_queued_launch),
+    CHECK_CASE(uobj_update),
+    CHECK_CASE(exit_with_pending_work),
+};
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "--exit-with-pending-work") == 0)
@@ -1737,24 +1779,5 @@ int main(int argc, char **argv)
                self.dli_fname ? self.dli_fname : "unknown");
         return 77;
     }
-    test_before_init();
-    test_init_and_context();
-    test_error_names();
-    test_order_and_thread();
-    test_synchronize_waits();
-    test_launch_variants();
-    test_calls_inside_host_fn();
-    test_proc_address();
-    test_exports();
-    test_device_memory();
-    test_host_memory();
-    test_graphs();
-    test_capture();
-    test_user_objects();
-    test_exit_with_pending_work();
-    if (failures)
-        fprintf(stderr, "fakecuda_selftest: %d check(s) failed\n", failures);
-    else
-        printf("fakecuda_selftest: all checks passed\n");
-    return failures ? 1 : 0;
+    return check_main("fakecuda_selftest", CHECK_CASES(cases), argc, argv);
 }
