@@ -4,6 +4,7 @@
  *
  * A failed check prints one line on stderr,
  *     FILE:LINE: CHECK failed: WHAT[ (got G, want W)][: DETAILS]
+ * where WHAT is the condition, or "GOT == WANT" as written in the source.
  * counts, and the program goes on, so that one run shows every failure.
  * REQUIRE_* is for what a test cannot go on without: it prints the same
  * line with "REQUIRE failed" and exits 1.
@@ -32,6 +33,15 @@
  * driver's thread while the main thread checks too. */
 int check_failures __attribute__((weak));
 
+/* "FILE:LINE: KIND failed: " and the message, one line on stderr. */
+static inline void check_vreport(const char *kind, const char *file, int line,
+                                 const char *fmt, va_list ap)
+{
+    fprintf(stderr, "%s:%d: %s failed: ", file, line, kind);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+}
+
 /* Prints "FILE:LINE: CHECK failed: ..." and counts; every macro below
  * ends here, so every failure reads the same. */
 __attribute__((format(printf, 3, 4))) static inline void
@@ -39,9 +49,7 @@ check_fail(const char *file, int line, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "%s:%d: CHECK failed: ", file, line);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    check_vreport("CHECK", file, line, fmt, ap);
     va_end(ap);
     __atomic_fetch_add(&check_failures, 1, __ATOMIC_RELAXED);
 }
@@ -52,9 +60,7 @@ check_require_fail(const char *file, int line, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "%s:%d: REQUIRE failed: ", file, line);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    check_vreport("REQUIRE", file, line, fmt, ap);
     va_end(ap);
     exit(1);
 }
@@ -80,21 +86,27 @@ check_fail_msg(const char *file, int line, const char *cond, const char *fmt, ..
     check_fail(file, line, "%s: %s", cond, msg);
 }
 
-#define CHECK_EQ(got, want)                                                  \
+/* The comparisons: got and want are evaluated once, converted by conv (a
+ * cast, or nothing) to type; they differ when differ (over check_g_ and
+ * check_w_) holds; then fail() gets "GOT == WANT (got G, want W)", each
+ * value printed with fmt through show (which may expand to several
+ * arguments). */
+#define CHECK_BY_(fail, type, conv, differ, fmt, show, got, want)           \
     do {                                                                     \
-        long long check_g_ = (long long)(got), check_w_ = (long long)(want); \
-        if (check_g_ != check_w_)                                            \
-            check_fail(__FILE__, __LINE__, "%s == %s (got %lld, want %lld)", \
-                       #got, #want, check_g_, check_w_);                     \
+        type check_g_ = conv(got);                                           \
+        type check_w_ = conv(want);                                          \
+        if (differ)                                                          \
+            fail(__FILE__, __LINE__, "%s == %s (got " fmt ", want " fmt ")", \
+                 #got, #want, show(check_g_), show(check_w_));               \
     } while (0)
+#define CHECK_AS_IS_(x) x
 
+#define CHECK_EQ(got, want)                                                  \
+    CHECK_BY_(check_fail, long long, (long long), check_g_ != check_w_,      \
+              "%lld", CHECK_AS_IS_, got, want)
 #define CHECK_STR(got, want)                                                 \
-    do {                                                                     \
-        const char *check_g_ = (got), *check_w_ = (want);                    \
-        if (strcmp(check_g_, check_w_) != 0)                                 \
-            check_fail(__FILE__, __LINE__, "%s == %s (got '%s', want '%s')", \
-                       #got, #want, check_g_, check_w_);                     \
-    } while (0)
+    CHECK_BY_(check_fail, const char *, , strcmp(check_g_, check_w_) != 0,     \
+              "'%s'", CHECK_AS_IS_, got, want)
 
 #define CHECK_HAS(hay, needle)                                               \
     do {                                                                     \
@@ -107,13 +119,8 @@ check_fail_msg(const char *file, int line, const char *cond, const char *fmt, ..
 #ifdef HCGUARD_H
 /* hcguard_status values, printed by name. */
 #define CHECK_STATUS(got, want)                                              \
-    do {                                                                     \
-        hcguard_status check_g_ = (got), check_w_ = (want);                  \
-        if (check_g_ != check_w_)                                            \
-            check_fail(__FILE__, __LINE__, "%s == %s (got %s, want %s)",     \
-                       #got, #want, hcguard_status_name(check_g_),           \
-                       hcguard_status_name(check_w_));                       \
-    } while (0)
+    CHECK_BY_(check_fail, hcguard_status, , check_g_ != check_w_, "%s",      \
+              hcguard_status_name, got, want)
 #endif
 
 #ifdef CUDA_VERSION
@@ -131,28 +138,18 @@ static inline const char *check_cu_name(CUresult r)
         return "?";
     return s;
 }
+#define CHECK_CU_SHOW_(r) check_cu_name(r), (int)(r)
 
-/* got != want: "WHAT returned NAME (N), want NAME (N)". */
-#define CHECK_CU_LINE_(fail, call, got, want)                                \
-    fail(__FILE__, __LINE__, "%s returned %s (%d), want %s (%d)", call,      \
-         check_cu_name(got), (int)(got), check_cu_name(want), (int)(want))
-
-/* A driver call's result, counted when it is not want. */
+/* A driver call's result, printed by name and number. */
 #define CHECK_CU(call, want)                                                 \
-    do {                                                                     \
-        CUresult check_g_ = (call), check_w_ = (want);                       \
-        if (check_g_ != check_w_)                                            \
-            CHECK_CU_LINE_(check_fail, #call, check_g_, check_w_);           \
-    } while (0)
+    CHECK_BY_(check_fail, CUresult, , check_g_ != check_w_, "%s (%d)",       \
+              CHECK_CU_SHOW_, call, want)
 #define CHECK_OK(call) CHECK_CU(call, CUDA_SUCCESS)
 
 /* A driver call that must succeed, or the test cannot go on. */
 #define REQUIRE_OK(call)                                                     \
-    do {                                                                     \
-        CUresult check_g_ = (call);                                          \
-        if (check_g_ != CUDA_SUCCESS)                                        \
-            CHECK_CU_LINE_(check_require_fail, #call, check_g_, CUDA_SUCCESS); \
-    } while (0)
+    CHECK_BY_(check_require_fail, CUresult, , check_g_ != check_w_, "%s (%d)", \
+              CHECK_CU_SHOW_, call, CUDA_SUCCESS)
 #endif
 
 /* ---- cases, registered by name ----------------------------------------- */
