@@ -100,11 +100,9 @@
 
 /* CUDA 13.2 additions, absent from the 13.0 cuda.h. */
 enum { FC_HOST_TASK_BLOCKING = 0, FC_HOST_TASK_SPINWAIT = 1 }; /* CUhostTaskSyncMode */
-FC_API CUresult CUDAAPI cuLaunchHostFunc_v2(CUstream hStream, CUhostFn fn,
-                                            void *userData,
+FC_API CUresult CUDAAPI cuLaunchHostFunc_v2(CUstream hStream, CUhostFn fn, void *userData,
                                             unsigned int syncMode);
-FC_API CUresult CUDAAPI cuLaunchHostFunc_v2_ptsz(CUstream hStream, CUhostFn fn,
-                                                 void *userData,
+FC_API CUresult CUDAAPI cuLaunchHostFunc_v2_ptsz(CUstream hStream, CUhostFn fn, void *userData,
                                                  unsigned int syncMode);
 FC_API CUresult CUDAAPI cuGraphNodeGetParams(CUgraphNode hNode,
                                              CUgraphNodeParams *nodeParams);
@@ -114,10 +112,9 @@ FC_API CUresult CUDAAPI cuGraphNodeGetParams(CUgraphNode hNode,
 
 /* ======================================================================
  * Handles. Every handle given out (context, stream, graph, node, exec,
- * user object) is
- * the address of an object that starts with fc_obj and is kept in a hash
- * set, so a stale or foreign handle is refused with an error instead of
- * being dereferenced.
+ * user object) is the address of an object that starts with fc_obj and is
+ * kept in a hash set, so a stale or foreign handle is refused with an
+ * error instead of being dereferenced.
  * ====================================================================== */
 enum fc_kind { FC_CTX = 1, FC_STREAM, FC_GRAPH, FC_NODE, FC_EXEC, FC_UOBJ };
 
@@ -198,13 +195,13 @@ struct fc_state {
 extern struct fc_state fc_state;
 
 /* ======================================================================
- * User objects (fc_uobj.c). A reference count and a
- * destructor. The caller's references are counted apart from those that
- * graphs own, so that releasing or moving references the caller does not
- * own (undefined behaviour in the real driver) is refused here. When the
- * count reaches zero the destructor is queued behind all work already
- * queued: it runs on the callback thread, after every launch that was
- * enqueued while some executable graph still held a reference.
+ * User objects (fc_uobj.c). A reference count and a destructor. The
+ * caller's references are counted apart from those that graphs own, so
+ * that releasing or moving references the caller does not own (undefined
+ * behaviour in the real driver) is refused here. The last release queues
+ * the destructor behind all work already queued: it runs on the callback
+ * thread, after every launch enqueued while some executable graph still
+ * held a reference.
  * ====================================================================== */
 typedef struct fc_uobj {
     fc_obj obj;
@@ -221,9 +218,9 @@ typedef struct fc_uref {
 
 /* ======================================================================
  * Graph objects (fc_graph.c; the API in fc_graph_build.c and
- * fc_graph_query.c, executable graphs in fc_exec.c). Nodes are kept in creation
- * order; since a node can only depend on nodes that already exist, that
- * order is topological, and a launch runs host nodes in it.
+ * fc_graph_query.c, executable graphs in fc_exec.c). Nodes are kept in
+ * creation order: a node can only depend on nodes that already exist, so
+ * that order is topological, and a launch runs host nodes in it.
  * ====================================================================== */
 struct fc_graph {
     fc_obj obj;
