@@ -278,9 +278,11 @@ static int compare_all(const fns *t)
  * argument; regs_probe stores them all into regs_out. */
 #ifdef HAVE_THUNKS
 /* x86-64: rdi rsi rdx rcx r8 r9 rax r10, xmm0-7. aarch64: x0-x8, q0-q7. */
-#define N_GPR 9
-uint64_t regs_in[N_GPR + 16] __attribute__((aligned(16), visibility("hidden")));
-uint64_t regs_out[N_GPR + 16] __attribute__((aligned(16), visibility("hidden")));
+/* Slots: 10 integer (80 bytes, the last unused on x86-64), then 8 vector
+ * registers of 16 bytes (bytes 80 to 208). */
+#define N_REG_SLOTS (10 + 8 * 2)
+uint64_t regs_in[N_REG_SLOTS] __attribute__((aligned(16), visibility("hidden")));
+uint64_t regs_out[N_REG_SLOTS] __attribute__((aligned(16), visibility("hidden")));
 void regs_probe(void) __attribute__((visibility("hidden")));
 void regs_call(void *fn) __attribute__((visibility("hidden")));
 #endif
