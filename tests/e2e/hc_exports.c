@@ -31,8 +31,8 @@ static CUdeviceptr dev;
 static void setup(void)
 {
     s1 = test_context();
-    DRV(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
-    DRV(cuMemAlloc(&dev, 4096));
+    REQUIRE_OK(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
+    REQUIRE_OK(cuMemAlloc(&dev, 4096));
     const char *m = getenv("HCGUARD_MODE");
     guard = !m || strcmp(m, "guard") == 0;
 }
@@ -73,20 +73,20 @@ static void check_inside(void)
     if (!guard) {
         /* The driver answered. Whether it lets the others through is its
          * own business; the version it always gives. */
-        CHECK(got_version == CUDA_SUCCESS && version > 0,
+        CHECK_MSG(got_version == CUDA_SUCCESS && version > 0,
               "cuDriverGetVersion in a host function: %d, version %d", (int)got_version, version);
         return;
     }
     for (int i = 0; i < 3; i++)
-        CHECK(got_query[i] == CUDA_ERROR_NOT_PERMITTED, "cuStreamQuery in a host function: %d",
+        CHECK_MSG(got_query[i] == CUDA_ERROR_NOT_PERMITTED, "cuStreamQuery in a host function: %d",
               (int)got_query[i]);
-    CHECK(got_version == CUDA_ERROR_NOT_PERMITTED && version == 0,
+    CHECK_MSG(got_version == CUDA_ERROR_NOT_PERMITTED && version == 0,
           "cuDriverGetVersion in a host function: %d, version %d", (int)got_version, version);
-    CHECK(got_ctx == CUDA_ERROR_NOT_PERMITTED && seen_ctx == (CUcontext)1,
+    CHECK_MSG(got_ctx == CUDA_ERROR_NOT_PERMITTED && seen_ctx == (CUcontext)1,
           "cuCtxGetCurrent in a host function: %d", (int)got_ctx);
-    CHECK(got_htod == CUDA_ERROR_NOT_PERMITTED, "cuMemcpyHtoD in a host function: %d",
+    CHECK_MSG(got_htod == CUDA_ERROR_NOT_PERMITTED, "cuMemcpyHtoD in a host function: %d",
           (int)got_htod);
-    CHECK(got_cb_query == CUDA_ERROR_NOT_PERMITTED, "cuStreamQuery in a stream callback: %d",
+    CHECK_MSG(got_cb_query == CUDA_ERROR_NOT_PERMITTED, "cuStreamQuery in a stream callback: %d",
           (int)got_cb_query);
 }
 
@@ -98,21 +98,21 @@ static void check_outside(void)
     int v = 0;
     for (size_t i = 0; i < sizeof in; i++)
         in[i] = (unsigned char)(i * 7 + 1);
-    CHECK(cuStreamQuery(s1) == CUDA_SUCCESS, "cuStreamQuery outside: not success");
-    CHECK(cuCtxGetCurrent(&c) == CUDA_SUCCESS && c != NULL, "cuCtxGetCurrent outside");
-    CHECK(cuDriverGetVersion(&v) == CUDA_SUCCESS && v > 0, "cuDriverGetVersion outside");
-    CHECK(cuMemcpyHtoD(dev, in, sizeof in) == CUDA_SUCCESS, "cuMemcpyHtoD outside");
-    CHECK(cuMemcpyDtoH(out, dev, sizeof out) == CUDA_SUCCESS, "cuMemcpyDtoH outside");
-    CHECK(memcmp(in, out, sizeof in) == 0, "the copies outside lost the data");
+    CHECK_MSG(cuStreamQuery(s1) == CUDA_SUCCESS, "cuStreamQuery outside: not success");
+    CHECK_MSG(cuCtxGetCurrent(&c) == CUDA_SUCCESS && c != NULL, "cuCtxGetCurrent outside");
+    CHECK_MSG(cuDriverGetVersion(&v) == CUDA_SUCCESS && v > 0, "cuDriverGetVersion outside");
+    CHECK_MSG(cuMemcpyHtoD(dev, in, sizeof in) == CUDA_SUCCESS, "cuMemcpyHtoD outside");
+    CHECK_MSG(cuMemcpyDtoH(out, dev, sizeof out) == CUDA_SUCCESS, "cuMemcpyDtoH outside");
+    CHECK_MSG(memcmp(in, out, sizeof in) == 0, "the copies outside lost the data");
 }
 
 static void cuda_call(void)
 {
-    DRV(cuLaunchHostFunc(s1, calls_query, NULL));
-    DRV(cuLaunchHostFunc(s1, calls_misc, NULL));
-    DRV(cuStreamAddCallback(s1, stream_cb, NULL, 0));
-    DRV(cuStreamSynchronize(s1));
-    DRV(cuStreamSynchronize(s2));
+    REQUIRE_OK(cuLaunchHostFunc(s1, calls_query, NULL));
+    REQUIRE_OK(cuLaunchHostFunc(s1, calls_misc, NULL));
+    REQUIRE_OK(cuStreamAddCallback(s1, stream_cb, NULL, 0));
+    REQUIRE_OK(cuStreamSynchronize(s1));
+    REQUIRE_OK(cuStreamSynchronize(s2));
     check_inside();
     check_outside();
 }
@@ -134,18 +134,18 @@ static void not_found(void)
         exit(77);
     }
     /* The first call is made inside a host function. */
-    DRV(cuLaunchHostFunc(s1, loads_module, NULL));
-    DRV(cuStreamSynchronize(s1));
+    REQUIRE_OK(cuLaunchHostFunc(s1, loads_module, NULL));
+    REQUIRE_OK(cuStreamSynchronize(s1));
     CUresult want = guard ? CUDA_ERROR_NOT_PERMITTED : CUDA_ERROR_NOT_FOUND;
-    CHECK(got_load_inside == want, "cuModuleLoad in a host function: %d, want %d",
+    CHECK_MSG(got_load_inside == want, "cuModuleLoad in a host function: %d, want %d",
           (int)got_load_inside, (int)want);
     for (int i = 0; i < 2; i++) {
         CUmodule m;
         CUresult r = cuModuleLoad(&m, "/nonexistent.cubin");
-        CHECK(r == CUDA_ERROR_NOT_FOUND, "cuModuleLoad outside (call %d): %d", i + 1, (int)r);
+        CHECK_MSG(r == CUDA_ERROR_NOT_FOUND, "cuModuleLoad outside (call %d): %d", i + 1, (int)r);
     }
     /* The driver still works. */
-    CHECK(cuStreamQuery(s1) == CUDA_SUCCESS, "cuStreamQuery after a missing entry point");
+    CHECK_MSG(cuStreamQuery(s1) == CUDA_SUCCESS, "cuStreamQuery after a missing entry point");
 }
 
 int main(int argc, char **argv)
@@ -168,6 +168,6 @@ int main(int argc, char **argv)
         return 2;
     }
     cuMemFree(dev);
-    printf("exports %s: %s\n", argv[1], failures ? "FAILED" : "passed");
-    return failures ? 1 : 0;
+    printf("exports %s: %s\n", argv[1], check_failures ? "FAILED" : "passed");
+    return check_failures ? 1 : 0;
 }

@@ -59,8 +59,8 @@ static void child(int status, void (*body)(void), char *out, size_t len)
     out[n] = '\0';
     close(fd[0]);
     int st = 0;
-    CHECK(waitpid(pid, &st, 0) == pid, "waitpid");
-    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == status, "child exit status %d, want %d",
+    CHECK_MSG(waitpid(pid, &st, 0) == pid, "waitpid");
+    CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == status, "child exit status %d, want %d",
           WIFEXITED(st) ? WEXITSTATUS(st) : -1, status);
 }
 
@@ -69,7 +69,7 @@ static void child_says_nothing(int status)
 {
     char buf[4096];
     child(status, NULL, buf, sizeof buf);
-    CHECK(strstr(buf, "==hcguard==") == NULL, "a child that did nothing said: %s", buf);
+    CHECK_MSG(strstr(buf, "==hcguard==") == NULL, "a child that did nothing said: %s", buf);
 }
 
 static CUstream stream;
@@ -86,14 +86,14 @@ static void child_reports_its_own(void)
 {
     char buf[16384];
     child(0, launch_memcpy, buf, sizeof buf);
-    CHECK(strstr(buf, "libc-function-as-host-fn") != NULL, "the child's finding: %s", buf);
-    CHECK(strstr(buf, "audit findings: 1") != NULL, "one finding in the child's summary: %s",
+    CHECK_MSG(strstr(buf, "libc-function-as-host-fn") != NULL, "the child's finding: %s", buf);
+    CHECK_MSG(strstr(buf, "audit findings: 1") != NULL, "one finding in the child's summary: %s",
           buf);
-    CHECK(strstr(buf, "host functions: 0 launched, 0 ran") != NULL,
+    CHECK_MSG(strstr(buf, "host functions: 0 launched, 0 ran") != NULL,
           "the parent's work in the child's summary: %s", buf);
-    CHECK(strstr(buf, "bad records rejected at enqueue: 0") != NULL,
+    CHECK_MSG(strstr(buf, "bad records rejected at enqueue: 0") != NULL,
           "the parent's rejection in the child's summary: %s", buf);
-    CHECK(strstr(buf, "memcpy as a host function:") == NULL, "not refused: %s", buf);
+    CHECK_MSG(strstr(buf, "memcpy as a host function:") == NULL, "not refused: %s", buf);
     /* What the child said, for the test's own expectations. */
     for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n"))
         fprintf(stderr, "child: %s\n", line);
@@ -115,18 +115,18 @@ int main(int argc, char **argv)
     hcguard_copy_record good = {(uintptr_t)a, (uintptr_t)b, sizeof a};
     hcguard_copy_record bad = {(uintptr_t)a, (uintptr_t)(a + 8), sizeof a}; /* overlap */
     for (int i = 0; i < 5; i++)
-        DRV(cuLaunchHostFunc(s, ordinary, NULL));
-    DRV(cuLaunchHostFunc(s, copy, &good));
-    CHECK(cuLaunchHostFunc(s, copy, &bad) == CUDA_ERROR_INVALID_VALUE, "bad record refused");
-    DRV(cuStreamSynchronize(s));
+        REQUIRE_OK(cuLaunchHostFunc(s, ordinary, NULL));
+    REQUIRE_OK(cuLaunchHostFunc(s, copy, &good));
+    CHECK_MSG(cuLaunchHostFunc(s, copy, &bad) == CUDA_ERROR_INVALID_VALUE, "bad record refused");
+    REQUIRE_OK(cuStreamSynchronize(s));
     child_says_nothing(0);
     child_says_nothing(3);
     if (strcmp(argv[1], "busy") == 0)
         child_reports_its_own();
     for (int i = 0; i < 5; i++)
-        DRV(cuLaunchHostFunc(s, ordinary, NULL));
-    DRV(cuStreamSynchronize(s));
-    CHECK(atomic_load(&runs) == 10, "ordinary ran %d times", atomic_load(&runs));
-    printf("fork: %s\n", failures ? "FAILED" : "passed");
-    return failures ? 1 : 0;
+        REQUIRE_OK(cuLaunchHostFunc(s, ordinary, NULL));
+    REQUIRE_OK(cuStreamSynchronize(s));
+    CHECK_MSG(atomic_load(&runs) == 10, "ordinary ran %d times", atomic_load(&runs));
+    printf("fork: %s\n", check_failures ? "FAILED" : "passed");
+    return check_failures ? 1 : 0;
 }

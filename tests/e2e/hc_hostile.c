@@ -92,28 +92,28 @@ static void setparams_graph(long n)
     CUgraphNode node;
     CUgraphExec e;
     CUDA_HOST_NODE_PARAMS p = {copy_fn(), &rec};
-    DRV(cuGraphCreate(&g, 0));
-    DRV(cuGraphAddHostNode(&node, g, NULL, 0, &p));
+    REQUIRE_OK(cuGraphCreate(&g, 0));
+    REQUIRE_OK(cuGraphAddHostNode(&node, g, NULL, 0, &p));
     long at10 = 0;
     for (long i = 0; i < n; i++) {
         report_rss(n, i, &at10);
-        DRV(cuGraphHostNodeSetParams(node, &p));
+        REQUIRE_OK(cuGraphHostNodeSetParams(node, &p));
         if (i % 4096 == 0)
             let_destructors_run(base + 3); /* the root, the exec's, the current */
         if (i == n / 20) { /* one executable graph keeps the call of its day */
-            DRV(cuGraphInstantiate(&e, g, 0));
-            DRV(cuGraphLaunch(e, stream));
+            REQUIRE_OK(cuGraphInstantiate(&e, g, 0));
+            REQUIRE_OK(cuGraphLaunch(e, stream));
         }
     }
-    DRV(cuGraphLaunch(e, stream));
-    DRV(cuStreamSynchronize(stream));
+    REQUIRE_OK(cuGraphLaunch(e, stream));
+    REQUIRE_OK(cuStreamSynchronize(stream));
     printf("setparams-graph: %ld calls, max RSS %ld KiB at 10%%, %ld KiB at 100%%; %llu graph "
            "calls alive\n", n, at10, max_rss_kib(),
            (unsigned long long)(stats().graph_calls_live - base));
-    DRV(cuGraphExecDestroy(e));
-    DRV(cuGraphDestroy(g));
+    REQUIRE_OK(cuGraphExecDestroy(e));
+    REQUIRE_OK(cuGraphDestroy(g));
     uint64_t live = live_now();
-    CHECK(live == base, "%llu graph calls alive after the graphs went (was %llu)",
+    CHECK_MSG(live == base, "%llu graph calls alive after the graphs went (was %llu)",
           (unsigned long long)live, (unsigned long long)base);
 }
 
@@ -124,26 +124,26 @@ static void setparams_exec(long n)
     CUgraphNode node;
     CUgraphExec e;
     CUDA_HOST_NODE_PARAMS p = {copy_fn(), &rec};
-    DRV(cuGraphCreate(&g, 0));
-    DRV(cuGraphAddHostNode(&node, g, NULL, 0, &p));
-    DRV(cuGraphInstantiate(&e, g, 0));
+    REQUIRE_OK(cuGraphCreate(&g, 0));
+    REQUIRE_OK(cuGraphAddHostNode(&node, g, NULL, 0, &p));
+    REQUIRE_OK(cuGraphInstantiate(&e, g, 0));
     long at10 = 0;
     for (long i = 0; i < n; i++) {
         report_rss(n, i, &at10);
-        DRV(cuGraphExecHostNodeSetParams(e, node, &p));
+        REQUIRE_OK(cuGraphExecHostNodeSetParams(e, node, &p));
         if (i % 7 == 0)
-            DRV(cuGraphLaunch(e, stream));
+            REQUIRE_OK(cuGraphLaunch(e, stream));
         if (i % 4096 == 0)
-            DRV(cuStreamSynchronize(stream));
+            REQUIRE_OK(cuStreamSynchronize(stream));
     }
-    DRV(cuStreamSynchronize(stream));
+    REQUIRE_OK(cuStreamSynchronize(stream));
     printf("setparams-exec: %ld calls, max RSS %ld KiB at 10%%, %ld KiB at 100%%; %llu graph "
            "calls alive\n", n, at10, max_rss_kib(),
            (unsigned long long)(stats().graph_calls_live - base));
-    DRV(cuGraphExecDestroy(e));
-    DRV(cuGraphDestroy(g));
+    REQUIRE_OK(cuGraphExecDestroy(e));
+    REQUIRE_OK(cuGraphDestroy(g));
     uint64_t live = live_now();
-    CHECK(live == base, "%llu graph calls alive after the graphs went (was %llu)",
+    CHECK_MSG(live == base, "%llu graph calls alive after the graphs went (was %llu)",
           (unsigned long long)live, (unsigned long long)base);
 }
 
@@ -151,22 +151,22 @@ static void bad_launch(void)
 {
     hcguard_copy_record bad = {(uintptr_t)dst, (uintptr_t)dst + 8, 64}; /* overlap */
     CUresult r = cuLaunchHostFunc(stream, copy_fn(), &bad);
-    CHECK(r == CUDA_ERROR_INVALID_VALUE, "a bad record was not refused (%d)", (int)r);
+    CHECK_MSG(r == CUDA_ERROR_INVALID_VALUE, "a bad record was not refused (%d)", (int)r);
 }
 
 static void reuse_fd2(const char *path)
 {
     close(2);
     int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
-    CHECK(fd == 2, "the data file got fd %d, not 2", fd);
+    CHECK_MSG(fd == 2, "the data file got fd %d, not 2", fd);
     const char data[] = "the program's own data\n";
-    CHECK(write(fd, data, sizeof data - 1) == (ssize_t)(sizeof data - 1), "write");
+    CHECK_MSG(write(fd, data, sizeof data - 1) == (ssize_t)(sizeof data - 1), "write");
     bad_launch();
-    DRV(cuStreamSynchronize(stream));
+    REQUIRE_OK(cuStreamSynchronize(stream));
     char text[4096] = "";
     ssize_t n = pread(fd, text, sizeof text - 1, 0);
     text[n > 0 ? n : 0] = '\0';
-    CHECK(strcmp(text, data) == 0, "the data file holds more than the program wrote: %s", text);
+    CHECK_MSG(strcmp(text, data) == 0, "the data file holds more than the program wrote: %s", text);
     /* fd 1 to report: stderr is the data file now */
     printf("data file: %zd bytes, %s\n", n, strstr(text, "==hcguard==") ? "hcguard's lines in it"
                                                                         : "only the program's");
@@ -179,29 +179,29 @@ static void many_execs(long n)
     CUgraphNode node;
     CUDA_HOST_NODE_PARAMS p = {copy_fn(), &rec};
     CUgraphExec *e = calloc((size_t)n, sizeof *e);
-    CHECK(e != NULL, "calloc");
+    CHECK_MSG(e != NULL, "calloc");
     if (!e)
         return;
-    DRV(cuGraphCreate(&g, 0));
-    DRV(cuGraphAddHostNode(&node, g, NULL, 0, &p));
+    REQUIRE_OK(cuGraphCreate(&g, 0));
+    REQUIRE_OK(cuGraphAddHostNode(&node, g, NULL, 0, &p));
     for (long i = 0; i < n; i++) {
-        DRV(cuGraphInstantiate(&e[i], g, 0));
-        DRV(cuGraphExecHostNodeSetParams(e[i], node, &p));
-        DRV(cuGraphLaunch(e[i], stream));
-        DRV(cuGraphExecHostNodeSetParams(e[i], node, &p)); /* retired: launched since */
+        REQUIRE_OK(cuGraphInstantiate(&e[i], g, 0));
+        REQUIRE_OK(cuGraphExecHostNodeSetParams(e[i], node, &p));
+        REQUIRE_OK(cuGraphLaunch(e[i], stream));
+        REQUIRE_OK(cuGraphExecHostNodeSetParams(e[i], node, &p)); /* retired: launched since */
     }
-    DRV(cuStreamSynchronize(stream));
+    REQUIRE_OK(cuStreamSynchronize(stream));
     for (long i = 0; i < n; i++)
-        DRV(cuGraphLaunch(e[i], stream)); /* frees what each retired */
-    DRV(cuStreamSynchronize(stream));
+        REQUIRE_OK(cuGraphLaunch(e[i], stream)); /* frees what each retired */
+    REQUIRE_OK(cuStreamSynchronize(stream));
     printf("many-execs: %ld executable graphs, %llu graph calls alive\n", n,
            (unsigned long long)(stats().graph_calls_live - base));
     for (long i = 0; i < n; i++)
-        DRV(cuGraphExecDestroy(e[i]));
-    DRV(cuGraphDestroy(g));
+        REQUIRE_OK(cuGraphExecDestroy(e[i]));
+    REQUIRE_OK(cuGraphDestroy(g));
     free(e);
     uint64_t live = live_now();
-    CHECK(live == base, "%llu graph calls alive after the graphs went (was %llu)",
+    CHECK_MSG(live == base, "%llu graph calls alive after the graphs went (was %llu)",
           (unsigned long long)live, (unsigned long long)base);
 }
 
@@ -221,14 +221,14 @@ static void launch_in_hostfn(void)
     CUgraph g;
     CUgraphNode node;
     CUDA_HOST_NODE_PARAMS p = {copy_fn(), &rec};
-    DRV(cuGraphCreate(&g, 0));
-    DRV(cuGraphAddHostNode(&node, g, NULL, 0, &p));
-    DRV(cuGraphInstantiate(&inner_exec, g, 0));
-    DRV(cuLaunchHostFunc(stream, launches_graph, NULL));
-    DRV(cuStreamSynchronize(stream));
+    REQUIRE_OK(cuGraphCreate(&g, 0));
+    REQUIRE_OK(cuGraphAddHostNode(&node, g, NULL, 0, &p));
+    REQUIRE_OK(cuGraphInstantiate(&inner_exec, g, 0));
+    REQUIRE_OK(cuLaunchHostFunc(stream, launches_graph, NULL));
+    REQUIRE_OK(cuStreamSynchronize(stream));
     printf("cuGraphLaunch inside a host function returned %d\n", (int)inner_result);
-    DRV(cuGraphExecDestroy(inner_exec));
-    DRV(cuGraphDestroy(g));
+    REQUIRE_OK(cuGraphExecDestroy(inner_exec));
+    REQUIRE_OK(cuGraphDestroy(g));
 }
 
 /* n host functions that only return, in anonymous executable memory: what
@@ -237,7 +237,7 @@ static void closures(long n)
 {
     size_t len = (size_t)n * 16 + 4096;
     unsigned char *code = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    CHECK(code != MAP_FAILED, "mmap");
+    CHECK_MSG(code != MAP_FAILED, "mmap");
     if (code == MAP_FAILED)
         return;
     for (long i = 0; i < n; i++) {
@@ -251,11 +251,11 @@ static void closures(long n)
         exit(77);
 #endif
     }
-    CHECK(mprotect(code, len, PROT_READ | PROT_EXEC) == 0, "mprotect");
+    CHECK_MSG(mprotect(code, len, PROT_READ | PROT_EXEC) == 0, "mprotect");
     __builtin___clear_cache((char *)code, (char *)code + len);
     for (long i = 0; i < n; i++)
-        DRV(cuLaunchHostFunc(stream, (CUhostFn)(void *)(code + i * 16), NULL));
-    DRV(cuStreamSynchronize(stream));
+        REQUIRE_OK(cuLaunchHostFunc(stream, (CUhostFn)(void *)(code + i * 16), NULL));
+    REQUIRE_OK(cuStreamSynchronize(stream));
 }
 
 int main(int argc, char **argv)
@@ -285,12 +285,12 @@ int main(int argc, char **argv)
     else if (strcmp(mode, "closures") == 0)
         closures(n);
     else if (strcmp(mode, "good") == 0)
-        DRV(cuLaunchHostFunc(stream, copy_fn(), &rec));
+        REQUIRE_OK(cuLaunchHostFunc(stream, copy_fn(), &rec));
     else {
         fprintf(stderr, "hc_hostile: unknown mode %s\n", mode);
         return 2;
     }
-    DRV(cuStreamSynchronize(stream));
-    printf("%s: %s\n", mode, failures ? "FAILED" : "passed");
-    return failures ? 1 : 0;
+    REQUIRE_OK(cuStreamSynchronize(stream));
+    printf("%s: %s\n", mode, check_failures ? "FAILED" : "passed");
+    return check_failures ? 1 : 0;
 }

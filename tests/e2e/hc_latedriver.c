@@ -38,38 +38,38 @@ int main(int argc, char **argv)
     }
     launch_fn launch = (launch_fn)dlsym(RTLD_DEFAULT, "cuLaunchHostFunc");
     test_stats_fn stats = (test_stats_fn)dlsym(RTLD_DEFAULT, "hcguard_get_stats");
-    CHECK(launch != NULL && stats != NULL, "hcguard is not preloaded");
+    CHECK_MSG(launch != NULL && stats != NULL, "hcguard is not preloaded");
     if (!launch || !stats)
         return 1;
-    CHECK(dlsym(RTLD_DEFAULT, "cuInit") == NULL, "a driver is loaded already");
-    CHECK(dlsym(RTLD_DEFAULT, "cuStreamQuery") == NULL, "cuStreamQuery found with no driver");
-    CHECK(dlerror() != NULL, "a failed look-up left no dlerror message");
-    CHECK(dlvsym(RTLD_DEFAULT, "cuStreamQuery", "libcuda.so.1") == NULL,
+    CHECK_MSG(dlsym(RTLD_DEFAULT, "cuInit") == NULL, "a driver is loaded already");
+    CHECK_MSG(dlsym(RTLD_DEFAULT, "cuStreamQuery") == NULL, "cuStreamQuery found with no driver");
+    CHECK_MSG(dlerror() != NULL, "a failed look-up left no dlerror message");
+    CHECK_MSG(dlvsym(RTLD_DEFAULT, "cuStreamQuery", "libcuda.so.1") == NULL,
           "cuStreamQuery found by dlvsym with no driver");
-    CHECK(launch(NULL, noop, NULL) == CUDA_ERROR_NOT_INITIALIZED, "launch with no driver");
+    CHECK_MSG(launch(NULL, noop, NULL) == CUDA_ERROR_NOT_INITIALIZED, "launch with no driver");
 
     void *h = dlopen(argv[1], RTLD_NOW | RTLD_GLOBAL);
-    CHECK(h != NULL, "dlopen %s: %s", argv[1], dlerror());
+    CHECK_MSG(h != NULL, "dlopen %s: %s", argv[1], dlerror());
     if (!h)
         return 1;
     CUdevice dev;
     CUcontext ctx;
-    DRV(((init_fn)dlsym(h, "cuInit"))(0));
-    DRV(((dev_fn)dlsym(h, "cuDeviceGet"))(&dev, 0));
-    DRV(((retain_fn)dlsym(h, "cuDevicePrimaryCtxRetain"))(&ctx, dev));
-    DRV(((setctx_fn)dlsym(h, "cuCtxSetCurrent"))(ctx));
-    CHECK(launch(NULL, noop, NULL) == CUDA_SUCCESS, "launch once the driver is loaded");
-    DRV(((sync_fn)dlsym(h, "cuStreamSynchronize"))(NULL));
+    REQUIRE_OK(((init_fn)dlsym(h, "cuInit"))(0));
+    REQUIRE_OK(((dev_fn)dlsym(h, "cuDeviceGet"))(&dev, 0));
+    REQUIRE_OK(((retain_fn)dlsym(h, "cuDevicePrimaryCtxRetain"))(&ctx, dev));
+    REQUIRE_OK(((setctx_fn)dlsym(h, "cuCtxSetCurrent"))(ctx));
+    CHECK_MSG(launch(NULL, noop, NULL) == CUDA_SUCCESS, "launch once the driver is loaded");
+    REQUIRE_OK(((sync_fn)dlsym(h, "cuStreamSynchronize"))(NULL));
     /* Now hcguard's export is the answer: a thunk of the driver's. */
     query_fn query = (query_fn)dlsym(RTLD_DEFAULT, "cuStreamQuery");
     Dl_info info;
-    CHECK(query && dladdr((void *)query, &info) && strstr(info.dli_fname, "libhcguard"),
+    CHECK_MSG(query && dladdr((void *)query, &info) && strstr(info.dli_fname, "libhcguard"),
           "cuStreamQuery once the driver is loaded: %p", (void *)query);
-    CHECK(query && query(NULL) == CUDA_SUCCESS, "cuStreamQuery through the export");
+    CHECK_MSG(query && query(NULL) == CUDA_SUCCESS, "cuStreamQuery through the export");
     hcguard_stats s;
     stats(&s, sizeof s);
-    CHECK(atomic_load(&ran) == 1 && s.host_fns_ran == 1, "ran %d, hcguard saw %llu",
+    CHECK_MSG(atomic_load(&ran) == 1 && s.host_fns_ran == 1, "ran %d, hcguard saw %llu",
           atomic_load(&ran), (unsigned long long)s.host_fns_ran);
-    printf("late driver: %s\n", failures ? "FAILED" : "passed");
-    return failures ? 1 : 0;
+    printf("late driver: %s\n", check_failures ? "FAILED" : "passed");
+    return check_failures ? 1 : 0;
 }

@@ -1,4 +1,4 @@
-/* Checks shared by the end-to-end and GPU test programs. */
+/* What the end-to-end and GPU test programs share. */
 #ifndef HCG_TESTUTIL_H
 #define HCG_TESTUTIL_H
 
@@ -6,29 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int failures;
-
-/* A failed check is printed and counted; the program goes on. */
-#define CHECK(cond, ...)                                                       \
-    do {                                                                       \
-        if (!(cond)) {                                                         \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);               \
-            fprintf(stderr, __VA_ARGS__);                                      \
-            fputc('\n', stderr);                                               \
-            failures++;                                                        \
-        }                                                                      \
-    } while (0)
-
-/* A driver call that must succeed, or the test cannot go on. */
-#define DRV(call)                                                              \
-    do {                                                                       \
-        CUresult r_ = (call);                                                  \
-        if (r_ != CUDA_SUCCESS) {                                              \
-            fprintf(stderr, "FAIL %s:%d: %s = %d\n", __FILE__, __LINE__, #call, \
-                    (int)r_);                                                  \
-            exit(1);                                                           \
-        }                                                                      \
-    } while (0)
+/* Checks: CHECK_MSG, REQUIRE_OK (a driver call that must succeed, or the
+ * test cannot go on) and the rest of tests/common/check.h. */
+#include "../common/check.h"
 
 #ifdef HCGUARD_H
 #include <string.h>
@@ -55,10 +35,10 @@ static inline CUstream test_context(void)
         fprintf(stderr, "SKIP: no CUDA device\n");
         exit(77);
     }
-    DRV(cuDeviceGet(&dev, 0));
-    DRV(cuDevicePrimaryCtxRetain(&ctx, dev));
-    DRV(cuCtxSetCurrent(ctx));
-    DRV(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    REQUIRE_OK(cuDeviceGet(&dev, 0));
+    REQUIRE_OK(cuDevicePrimaryCtxRetain(&ctx, dev));
+    REQUIRE_OK(cuCtxSetCurrent(ctx));
+    REQUIRE_OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     return s;
 }
 #endif

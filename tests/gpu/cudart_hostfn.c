@@ -23,11 +23,9 @@
 #define RT(call)                                                               \
     do {                                                                       \
         cudaError_t e_ = (call);                                               \
-        if (e_ != cudaSuccess) {                                               \
-            fprintf(stderr, "FAIL %s:%d: %s = %s\n", __FILE__, __LINE__, #call, \
-                    cudaGetErrorName(e_));                                     \
-            exit(1);                                                           \
-        }                                                                      \
+        if (e_ != cudaSuccess)                                                 \
+            check_require_fail(__FILE__, __LINE__, "%s returned %s, want cudaSuccess", \
+                               #call, cudaGetErrorName(e_));                   \
     } while (0)
 
 int main(void)
@@ -55,7 +53,7 @@ int main(void)
     RT(cudaLaunchHostFunc(s, copy, &r1));
     RT(cudaLaunchHostFunc(s, copy, &r2));
     RT(cudaStreamSynchronize(s));
-    CHECK(memcmp(src, dst, SZ) == 0, "pageable -> pinned -> pageable copy differs");
+    CHECK_MSG(memcmp(src, dst, SZ) == 0, "pageable -> pinned -> pageable copy differs");
 
     if (guarded) {
         long pg = sysconf(_SC_PAGESIZE);
@@ -71,11 +69,11 @@ int main(void)
         };
         for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
             cudaError_t e = cudaLaunchHostFunc(s, copy, &bad[i]);
-            CHECK(e == cudaErrorInvalidValue, "bad record %zu: %s", i, cudaGetErrorName(e));
+            CHECK_MSG(e == cudaErrorInvalidValue, "bad record %zu: %s", i, cudaGetErrorName(e));
             cudaGetLastError(); /* the runtime keeps the last error */
         }
         cudaError_t e = cudaLaunchHostFunc(s, copy, NULL);
-        CHECK(e == cudaErrorInvalidValue, "null record: %s", cudaGetErrorName(e));
+        CHECK_MSG(e == cudaErrorInvalidValue, "null record: %s", cudaGetErrorName(e));
         cudaGetLastError();
         RT(cudaFree(dev));
     }
@@ -93,7 +91,7 @@ int main(void)
         memset(dst, 0, 4096);
         RT(cudaGraphLaunch(ge, s));
         RT(cudaStreamSynchronize(s));
-        CHECK(memcmp(src, dst, 4096) == 0, "replay %d did not copy", i);
+        CHECK_MSG(memcmp(src, dst, 4096) == 0, "replay %d did not copy", i);
     }
     RT(cudaGraphExecDestroy(ge));
     RT(cudaGraphDestroy(g));
@@ -102,7 +100,7 @@ int main(void)
     RT(cudaFreeHost(pinned));
     free(src);
     free(dst);
-    printf("cudart hostfn: %s (%s)\n", failures ? "FAILED" : "passed",
+    printf("cudart hostfn: %s (%s)\n", check_failures ? "FAILED" : "passed",
            guarded ? "under hcguard" : "without hcguard");
-    return failures ? 1 : 0;
+    return check_failures ? 1 : 0;
 }

@@ -9,8 +9,8 @@
 #include <unistd.h>
 
 #include "hcg.h"
-#include "check.h"
 #include "../common/stderr_redirect.h"
+#include "../common/check.h"
 
 /* ---- a fake environment ------------------------------------------------- */
 
@@ -416,23 +416,26 @@ static void test_expand_sanitised(void)
     CHECK_STR(g_out, "../logs/3/x");
 }
 
-int main(void)
+static const check_case cases[] = {
+    CHECK_CASE(hostile_vars),
+    CHECK_CASE(expand_sanitised),
+    CHECK_CASE(defaults),
+    CHECK_CASE(mode),
+    CHECK_CASE(exitcode),
+    CHECK_CASE(bools),
+    CHECK_CASE(recheck),
+    CHECK_CASE(buffer),
+    CHECK_CASE(driver),
+    CHECK_CASE(copy_fn),
+    CHECK_CASE(log),
+    CHECK_CASE(trace),
+    CHECK_CASE(multiple_errors),
+    CHECK_CASE(expand_good),
+    CHECK_CASE(expand_bad),
+    CHECK_CASE(config_get),
+};
+
+int main(int argc, char **argv)
 {
-    test_hostile_vars();
-    test_expand_sanitised();
-    test_defaults();
-    test_mode();
-    test_exitcode();
-    test_bools();
-    test_recheck();
-    test_buffer();
-    test_driver();
-    test_copy_fn();
-    test_log();
-    test_trace();
-    test_multiple_errors();
-    test_expand_good();
-    test_expand_bad();
-    test_config_get();
-    return check_done("test_config");
+    return check_main("test_config", CHECK_CASES(cases), argc, argv);
 }

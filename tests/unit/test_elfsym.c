@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "hcg.h"
-#include "check.h"
+#include "../common/check.h"
 
 #ifdef HCG_TEST_EXPECT_EXEC
 #define PROGRAM "test_elfsym_exec"
@@ -442,11 +442,14 @@ static void test_hostile(void)
     free(b.p);
 }
 
-int main(void)
+static const check_case cases[] = {
+    CHECK_CASE(self),
+    CHECK_CASE(module),
+    CHECK_CASE(not_elf),
+    CHECK_CASE(hostile),
+};
+
+int main(int argc, char **argv)
 {
-    test_self();
-    test_module();
-    test_not_elf();
-    test_hostile();
-    return check_done(PROGRAM);
+    return check_main(PROGRAM, CHECK_CASES(cases), argc, argv);
 }

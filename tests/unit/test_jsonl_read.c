@@ -12,7 +12,7 @@
 
 #include "hcg.h"
 #include "sinks/jsonl_read.h"
-#include "check.h"
+#include "../common/check.h"
 
 #define HEAD "{\"event\":\"reject\",\"pid\":12,\"seq\":3,\"api\":\"cuLaunchHostFunc\"," \
              "\"fn\":\"0x0\",\"fn_kind\":\"ordinary\",\"user_data\":\"0x10\",\"stream\":\"0x0\"," \
@@ -193,11 +193,14 @@ static void test_files(void)
     CHECK_HAS(err, "line 1: longer than the limit");
 }
 
-int main(void)
+static const check_case cases[] = {
+    CHECK_CASE(good),
+    CHECK_CASE(bad),
+    CHECK_CASE(writer_read_back),
+    CHECK_CASE(files),
+};
+
+int main(int argc, char **argv)
 {
-    test_good();
-    test_bad();
-    test_writer_read_back();
-    test_files();
-    return check_done("test_jsonl_read");
+    return check_main("test_jsonl_read", CHECK_CASES(cases), argc, argv);
 }

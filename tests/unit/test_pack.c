@@ -6,8 +6,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "check.h"
 #include "hcguard.h"
+#include "../common/check.h"
 
 static const hcguard_copy_record sentinel = {0x1111, 0x2222, 0x3333};
 
@@ -116,11 +116,14 @@ static void test_names(void)
     CHECK(strcmp(hcguard_status_string((hcguard_status)1000), "unknown status") == 0);
 }
 
-int main(void)
+static const check_case cases[] = {
+    CHECK_CASE(pack_good),
+    CHECK_CASE(pack_bad),
+    CHECK_CASE(host_copy),
+    CHECK_CASE(names),
+};
+
+int main(int argc, char **argv)
 {
-    test_pack_good();
-    test_pack_bad();
-    test_host_copy();
-    test_names();
-    return check_done("test_pack");
+    return check_main("test_pack", CHECK_CASES(cases), argc, argv);
 }

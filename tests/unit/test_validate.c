@@ -4,8 +4,8 @@
  */
 #include <string.h>
 
-#include "check.h"
 #include "hcg.h"
+#include "../common/check.h"
 
 enum { R = 1, W = 2, DEV = 4 };
 
@@ -327,17 +327,20 @@ static void test_src_oracle_answers(void)
     CHECK_STATUS(fields(&o, RW1, RW2, 8), HCGUARD_OK);
 }
 
-int main(void)
+static const check_case cases[] = {
+    CHECK_CASE(null_and_unreadable),
+    CHECK_CASE(zero_bytes),
+    CHECK_CASE(null_addresses),
+    CHECK_CASE(overflow),
+    CHECK_CASE(overlap),
+    CHECK_CASE(dst_classes),
+    CHECK_CASE(src_classes),
+    CHECK_CASE(spanning),
+    CHECK_CASE(fail_closed),
+    CHECK_CASE(src_oracle_answers),
+};
+
+int main(int argc, char **argv)
 {
-    test_null_and_unreadable();
-    test_zero_bytes();
-    test_null_addresses();
-    test_overflow();
-    test_overlap();
-    test_dst_classes();
-    test_src_classes();
-    test_spanning();
-    test_fail_closed();
-    test_src_oracle_answers();
-    return check_done("test_validate");
+    return check_main("test_validate", CHECK_CASES(cases), argc, argv);
 }

@@ -1,0 +1,293 @@
+/* Stream capture of host functions and graph launches, and the capture
+ * queries (cuStreamIsCapturing, cuStreamGetCaptureInfo*). */
+#include "fakecuda.h"
+
+/* ======================================================================
+ * Stream capture.
+ * ====================================================================== */
+void fc_stream_capture_drop(fc_stream *s)
+{
+    if (s->cap_status == CU_STREAM_CAPTURE_STATUS_NONE)
+        return;
+    fc_graph_free(s->cap_graph);
+    s->cap_graph = NULL;
+    s->cap_status = CU_STREAM_CAPTURE_STATUS_NONE;
+    fc_state.n_capturing--;
+}
+
+/* A new node in the capture graph, after the previous captured node. */
+static CUresult capture_node(fc_stream *s, CUgraphNodeType type, fc_node **out)
+{
+    if (s->cap_status == CU_STREAM_CAPTURE_STATUS_INVALIDATED)
+        return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    fc_node *n = fc_node_add(s->cap_graph, type, s->n_cap_deps);
+    if (!n)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    for (size_t k = 0; k < s->n_cap_deps; k++)
+        n->deps[k] = (fc_node *)s->cap_deps[k];
+    s->cap_deps[0] = (CUgraphNode)n;
+    s->n_cap_deps = 1;
+    *out = n;
+    return CUDA_SUCCESS;
+}
+
+CUresult fc_capture_task(fc_stream *s, const fc_task *t)
+{
+    if (t->cb) /* cuStreamAddCallback cannot be captured */
+        return fc_capture_forbid(s);
+    fc_node *n;
+    CUresult r = capture_node(s, CU_GRAPH_NODE_TYPE_HOST, &n);
+    if (r == CUDA_SUCCESS) {
+        n->host.fn = t->fn;
+        n->host.userData = t->user;
+    }
+    return r;
+}
+
+/* A graph launched into a capturing stream becomes a child graph node. */
+CUresult fc_capture_graph(fc_stream *s, const fc_graph *src)
+{
+    if (s->cap_status == CU_STREAM_CAPTURE_STATUS_INVALIDATED)
+        return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    fc_graph *child = fc_graph_clone(src, 1);
+    if (!child)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    fc_node *n;
+    CUresult r = capture_node(s, CU_GRAPH_NODE_TYPE_GRAPH, &n);
+    if (r != CUDA_SUCCESS) {
+        fc_graph_free(child);
+        return r;
+    }
+    n->child = child;
+    child->owner = n;
+    return CUDA_SUCCESS;
+}
+
+static CUresult begin_capture(CUstream h, int ptsz, CUstreamCaptureMode mode)
+{
+    CUresult r0 = fc_enter();
+    if (r0 != CUDA_SUCCESS)
+        return r0;
+    if ((unsigned)mode > CU_STREAM_CAPTURE_MODE_RELAXED)
+        return CUDA_ERROR_INVALID_VALUE;
+    fc_lock();
+    fc_stream *s;
+    CUresult r = fc_stream_get(h, ptsz, &s);
+    if (r == CUDA_SUCCESS && s == &fc_legacy)
+        r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    else if (r == CUDA_SUCCESS && s->cap_status)
+        r = CUDA_ERROR_ILLEGAL_STATE;
+    if (r == CUDA_SUCCESS && !(s->cap_graph = fc_graph_new(1)))
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    if (r == CUDA_SUCCESS) {
+        s->cap_graph->capturer = s;
+        s->cap_status = CU_STREAM_CAPTURE_STATUS_ACTIVE;
+        s->cap_mode = mode;
+        s->cap_thread = pthread_self();
+        s->cap_id = fc_id();
+        s->cap_epoch = fc_state.cap_epoch;
+        s->n_cap_deps = 0;
+        fc_state.n_capturing++;
+    }
+    fc_unlock();
+    return r;
+}
+
+FC_API CUresult CUDAAPI cuStreamBeginCapture(CUstream hStream)
+{
+    return begin_capture(hStream, 0, CU_STREAM_CAPTURE_MODE_GLOBAL);
+}
+
+FC_API CUresult CUDAAPI cuStreamBeginCapture_ptsz(CUstream hStream)
+{
+    return begin_capture(hStream, 1, CU_STREAM_CAPTURE_MODE_GLOBAL);
+}
+
+FC_API CUresult CUDAAPI cuStreamBeginCapture_v2(CUstream hStream,
+                                                CUstreamCaptureMode mode)
+{
+    return begin_capture(hStream, 0, mode);
+}
+
+FC_API CUresult CUDAAPI cuStreamBeginCapture_v2_ptsz(CUstream hStream,
+                                                     CUstreamCaptureMode mode)
+{
+    return begin_capture(hStream, 1, mode);
+}
+
+static CUresult end_capture_locked(fc_stream *s, CUgraph *phGraph)
+{
+    if (s->cap_status == CU_STREAM_CAPTURE_STATUS_NONE)
+        return CUDA_ERROR_ILLEGAL_STATE;
+    if (s->cap_status == CU_STREAM_CAPTURE_STATUS_INVALIDATED) {
+        fc_stream_capture_drop(s); /* from any thread (measured) */
+        *phGraph = NULL;
+        return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    }
+    if (s->cap_mode != CU_STREAM_CAPTURE_MODE_RELAXED &&
+        !pthread_equal(s->cap_thread, pthread_self()))
+        return CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
+    fc_graph *gr = s->cap_graph;
+    gr->capturer = NULL;
+    s->cap_graph = NULL;
+    s->cap_status = CU_STREAM_CAPTURE_STATUS_NONE;
+    fc_state.n_capturing--;
+    *phGraph = (CUgraph)gr;
+    return CUDA_SUCCESS;
+}
+
+static CUresult end_capture(CUstream h, int ptsz, CUgraph *phGraph)
+{
+    CUresult r0 = fc_enter();
+    if (r0 != CUDA_SUCCESS)
+        return r0;
+    if (!phGraph)
+        return CUDA_ERROR_INVALID_VALUE;
+    fc_lock();
+    fc_stream *s;
+    CUresult r = fc_stream_get(h, ptsz, &s);
+    if (r == CUDA_SUCCESS)
+        r = end_capture_locked(s, phGraph);
+    fc_unlock();
+    return r;
+}
+
+FC_API CUresult CUDAAPI cuStreamEndCapture(CUstream hStream, CUgraph *phGraph)
+{
+    return end_capture(hStream, 0, phGraph);
+}
+
+FC_API CUresult CUDAAPI cuStreamEndCapture_ptsz(CUstream hStream,
+                                                CUgraph *phGraph)
+{
+    return end_capture(hStream, 1, phGraph);
+}
+
+static CUresult is_capturing(CUstream h, int ptsz, CUstreamCaptureStatus *st)
+{
+    CUresult r0 = fc_enter();
+    if (r0 != CUDA_SUCCESS)
+        return r0;
+    if (!st)
+        return CUDA_ERROR_INVALID_VALUE;
+    fc_lock();
+    fc_stream *s;
+    CUresult r = fc_stream_get(h, ptsz, &s);
+    if (r == CUDA_SUCCESS)
+        *st = s->cap_status;
+    fc_unlock();
+    return r;
+}
+
+FC_API CUresult CUDAAPI cuStreamIsCapturing(CUstream hStream,
+                                            CUstreamCaptureStatus *captureStatus)
+{
+    return is_capturing(hStream, 0, captureStatus);
+}
+
+FC_API CUresult CUDAAPI cuStreamIsCapturing_ptsz(
+    CUstream hStream, CUstreamCaptureStatus *captureStatus)
+{
+    return is_capturing(hStream, 1, captureStatus);
+}
+
+/* The outputs of every cuStreamGetCaptureInfo version; NULL = not asked. */
+typedef struct fc_capinfo {
+    CUstreamCaptureStatus *status;
+    cuuint64_t *id;
+    CUgraph *graph;
+    const CUgraphNode **deps;
+    const CUgraphEdgeData **edges;
+    size_t *ndeps;
+} fc_capinfo;
+
+static void capture_info_fill(const fc_stream *s, const fc_capinfo *o)
+{
+    int active = s->cap_status == CU_STREAM_CAPTURE_STATUS_ACTIVE;
+    *o->status = s->cap_status;
+    if (o->id)
+        *o->id = active ? s->cap_id : 0;
+    if (o->graph)
+        *o->graph = active ? (CUgraph)s->cap_graph : NULL;
+    if (o->deps)
+        *o->deps = active ? s->cap_deps : NULL;
+    if (o->edges)
+        *o->edges = active ? s->cap_edges : NULL;
+    if (o->ndeps)
+        *o->ndeps = active ? s->n_cap_deps : 0;
+}
+
+static CUresult capture_info(CUstream h, int ptsz, const fc_capinfo *o)
+{
+    CUresult r0 = fc_enter();
+    if (r0 != CUDA_SUCCESS)
+        return r0;
+    if (!o->status || (o->edges && !o->deps) || (o->deps && !o->ndeps))
+        return CUDA_ERROR_INVALID_VALUE;
+    fc_lock();
+    fc_stream *s;
+    CUresult r = fc_stream_get(h, ptsz, &s);
+    if (r == CUDA_SUCCESS)
+        capture_info_fill(s, o);
+    fc_unlock();
+    return r;
+}
+
+FC_API CUresult CUDAAPI cuStreamGetCaptureInfo(
+    CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+    cuuint64_t *id_out)
+{
+    fc_capinfo o = {.status = captureStatus_out, .id = id_out};
+    return capture_info(hStream, 0, &o);
+}
+
+FC_API CUresult CUDAAPI cuStreamGetCaptureInfo_ptsz(
+    CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+    cuuint64_t *id_out)
+{
+    fc_capinfo o = {.status = captureStatus_out, .id = id_out};
+    return capture_info(hStream, 1, &o);
+}
+
+FC_API CUresult CUDAAPI cuStreamGetCaptureInfo_v2(
+    CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+    cuuint64_t *id_out, CUgraph *graph_out,
+    const CUgraphNode **dependencies_out, size_t *numDependencies_out)
+{
+    fc_capinfo o = {captureStatus_out, id_out, graph_out, dependencies_out,
+                    NULL, numDependencies_out};
+    return capture_info(hStream, 0, &o);
+}
+
+FC_API CUresult CUDAAPI cuStreamGetCaptureInfo_v2_ptsz(
+    CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+    cuuint64_t *id_out, CUgraph *graph_out,
+    const CUgraphNode **dependencies_out, size_t *numDependencies_out)
+{
+    fc_capinfo o = {captureStatus_out, id_out, graph_out, dependencies_out,
+                    NULL, numDependencies_out};
+    return capture_info(hStream, 1, &o);
+}
+
+FC_API CUresult CUDAAPI cuStreamGetCaptureInfo_v3(
+    CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+    cuuint64_t *id_out, CUgraph *graph_out,
+    const CUgraphNode **dependencies_out, const CUgraphEdgeData **edgeData_out,
+    size_t *numDependencies_out)
+{
+    fc_capinfo o = {captureStatus_out, id_out, graph_out, dependencies_out,
+                    edgeData_out, numDependencies_out};
+    return capture_info(hStream, 0, &o);
+}
+
+FC_API CUresult CUDAAPI cuStreamGetCaptureInfo_v3_ptsz(
+    CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+    cuuint64_t *id_out, CUgraph *graph_out,
+    const CUgraphNode **dependencies_out, const CUgraphEdgeData **edgeData_out,
+    size_t *numDependencies_out)
+{
+    fc_capinfo o = {captureStatus_out, id_out, graph_out, dependencies_out,
+                    edgeData_out, numDependencies_out};
+    return capture_info(hStream, 1, &o);
+}
+

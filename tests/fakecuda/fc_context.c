@@ -1,0 +1,275 @@
+/* cuInit, the device, primary and created contexts, the current context,
+ * cuCtxSynchronize. */
+#include "fakecuda.h"
+
+/* ======================================================================
+ * Initialisation, device, contexts.
+ * ====================================================================== */
+FC_API CUresult CUDAAPI cuInit(unsigned int Flags)
+{
+    if (Flags != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    fc_lock();
+    if (!fc_inited()) {
+        fc_obj_add(&fc_primary.obj, FC_CTX);
+        atomic_store(&fc_init_done, 1);
+    }
+    fc_unlock();
+    return CUDA_SUCCESS;
+}
+
+FC_API CUresult CUDAAPI cuDriverGetVersion(int *driverVersion)
+{
+    if (!driverVersion)
+        return CUDA_ERROR_INVALID_VALUE;
+    *driverVersion = FC_DRIVER_VERSION;
+    return CUDA_SUCCESS;
+}
+
+FC_API CUresult CUDAAPI cuDeviceGetCount(int *count)
+{
+    CUresult r0 = fc_enter();
+    if (r0 != CUDA_SUCCESS)
+        return r0;
+    if (!count)
+        return CUDA_ERROR_INVALID_VALUE;
+    *count = 1;
+    return CUDA_SUCCESS;
+}
+
+FC_API CUresult CUDAAPI cuDeviceGet(CUdevice *device, int ordinal)
+{
+    CUresult r0 = fc_enter();
+    if (r0 != CUDA_SUCCESS)
+        return r0;
+    if (!device)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (ordinal != 0)
+        return CUDA_ERROR_INVALID_DEVICE;
+    *device = 0;
+    return CUDA_SUCCESS;
+}
+
+FC_API CUresult CUDAAPI cuDeviceGetName(char *name, int len, CUdevice dev)
+{
+    CUresult r0 = fc_enter();
+    if (r0 != CUDA_SUCCESS)
+        return r0;
+    if (!name || len <= 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (dev != 0)
+        return CUDA_ERROR_INVALID_DEVICE;
+    snprintf(name, (size_t)len, "%s", FC_DEVICE_NAME);
+    return CUDA_SUCCESS;
+}
+
+FC_API CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
+{
+    CUresult r0 = fc_enter();
+    if (r0 != CUDA_SUCCESS)
+        return r0;
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (dev != 0)
+        return CUDA_ERROR_INVALID_DEVICE;
+    fc_lock();
+    fc_state.primary_refs++;
+    fc_unlock();
+    *pctx = (CUcontext)&fc_primary;
+    return CUDA_SUCCESS;
+}
+
+static CUresult primary_release(CUdevice dev)
+{
+    CUresult r0 = fc_enter();
+    if (r0 != CUDA_SUCCESS)
+        return r0;
+    if (dev != 0)
+        return CUDA_ERROR_INVALID_DEVICE;
+    fc_lock();
+    CUresult r = fc_state.primary_refs > 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+    if (r == CUDA_SUCCESS)
+        fc_state.primary_refs--;
+    fc_unlock();
+    return r;
+}
+
+FC_API CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice dev)
+{
+    return primary_release(dev);
+}
+
+FC_API CUresult CUDAAPI cuDevicePrimaryCtxRelease_v2(CUdevice dev)
+{
+    return primary_release(dev);
+}
+
+/* A new context, made current on this thread (the driver pushes it). */
+static CUresult ctx_create(CUcontext *pctx, CUdevice dev)
+{
+    CUresult r0 = fc_enter();
+    if (r0 != CUDA_SUCCESS)
+        return r0;
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (dev != 0)
+        return CUDA_ERROR_INVALID_DEVICE;
+    fc_ctx *c = calloc(1, sizeof *c);
+    if (!c)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    fc_lock();
+    fc_obj_add(&c->obj, FC_CTX);
+    fc_unlock();
+    fc_t_ctx = c;
+    *pctx = (CUcontext)c;
+    return CUDA_SUCCESS;
+}
+
+FC_API CUresult CUDAAPI cuCtxCreate(CUcontext *pctx, unsigned int flags,
+                                    CUdevice dev)
+{
+    (void)flags;
+    return ctx_create(pctx, dev);
+}
+
+FC_API CUresult CUDAAPI cuCtxCreate_v2(CUcontext *pctx, unsigned int flags,
+                                       CUdevice dev)
+{
+    (void)flags;
+    return ctx_create(pctx, dev);
+}
+
+FC_API CUresult CUDAAPI cuCtxCreate_v3(CUcontext *pctx,
+                                       CUexecAffinityParam *paramsArray,
+                                       int numParams, unsigned int flags,
+                                       CUdevice dev)
+{
+    (void)paramsArray;
+    (void)flags;
+    if (numParams < 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    return ctx_create(pctx, dev);
+}
+
+FC_API CUresult CUDAAPI cuCtxCreate_v4(CUcontext *pctx,
+                                       CUctxCreateParams *ctxCreateParams,
+                                       unsigned int flags, CUdevice dev)
+{
+    (void)ctxCreateParams;
+    (void)flags;
+    return ctx_create(pctx, dev);
+}
+
+
+static fc_stream *stream_of_ctx(const fc_ctx *c)
+{
+    for (size_t b = 0; b < FC_BUCKETS; b++)
+        for (fc_obj *o = fc_state.objs[b]; o; o = o->hnext)
+            if (o->kind == FC_STREAM && ((fc_stream *)o)->ctx == c)
+                return (fc_stream *)o;
+    return NULL;
+}
+
+/* Streams and memory die with their context. A stream is looked up afresh
+ * each time: dropping its capture graph changes the registry. */
+static void ctx_free_resources(fc_ctx *c)
+{
+    fc_stream *s;
+    while ((s = stream_of_ctx(c))) {
+        fc_obj_del(&s->obj);
+        fc_stream_capture_drop(s);
+        free(s);
+    }
+    for (fc_mem **pp = &fc_state.mems; *pp;) {
+        fc_mem *m = *pp;
+        if (m->ctx == c) {
+            *pp = m->next;
+            fc_mem_release(m);
+        } else {
+            pp = &m->next;
+        }
+    }
+}
+
+static CUresult ctx_destroy(CUcontext ctx)
+{
+    CUresult r0 = fc_enter();
+    if (r0 != CUDA_SUCCESS)
+        return r0;
+    fc_lock();
+    fc_ctx *c = fc_obj_get(ctx, FC_CTX);
+    CUresult r = c && !c->primary ? fc_wait_done(fc_state.enq_seq)
+                                  : CUDA_ERROR_INVALID_CONTEXT;
+    /* Looked up again: the lock was let go while waiting. */
+    c = fc_obj_get(ctx, FC_CTX);
+    if (r == CUDA_SUCCESS && !c)
+        r = CUDA_ERROR_INVALID_CONTEXT;
+    if (r == CUDA_SUCCESS) {
+        ctx_free_resources(c);
+        fc_obj_del(&c->obj);
+        free(c);
+        if (fc_t_ctx == c)
+            fc_t_ctx = NULL;
+    }
+    fc_unlock();
+    return r;
+}
+
+FC_API CUresult CUDAAPI cuCtxDestroy(CUcontext ctx) { return ctx_destroy(ctx); }
+
+FC_API CUresult CUDAAPI cuCtxDestroy_v2(CUcontext ctx) { return ctx_destroy(ctx); }
+
+FC_API CUresult CUDAAPI cuCtxSetCurrent(CUcontext ctx)
+{
+    CUresult r0 = fc_enter();
+    if (r0 != CUDA_SUCCESS)
+        return r0;
+    fc_lock();
+    fc_ctx *c = fc_obj_get(ctx, FC_CTX);
+    fc_unlock();
+    if (ctx && !c)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    fc_t_ctx = c;
+    return CUDA_SUCCESS;
+}
+
+FC_API CUresult CUDAAPI cuCtxGetCurrent(CUcontext *pctx)
+{
+    CUresult r0 = fc_enter();
+    if (r0 != CUDA_SUCCESS)
+        return r0;
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    fc_lock();
+    *pctx = (CUcontext)fc_cur_ctx();
+    fc_unlock();
+    return CUDA_SUCCESS;
+}
+
+/* Wait for all work of context c (NULL: the current one). A capture in
+ * progress makes this an error, and is invalidated by it. */
+static CUresult ctx_sync(CUcontext c)
+{
+    CUresult r0 = fc_enter();
+    if (r0 != CUDA_SUCCESS)
+        return r0;
+    fc_lock();
+    CUresult r = CUDA_SUCCESS;
+    if (c && !fc_obj_get(c, FC_CTX)) {
+        r = CUDA_ERROR_CONTEXT_IS_DESTROYED; /* measured, for any bad handle */
+    } else if (!c && !fc_cur_ctx()) {
+        r = CUDA_ERROR_INVALID_CONTEXT;
+    } else if (fc_state.n_capturing) {
+        fc_state.cap_epoch++;
+        r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    } else {
+        r = fc_wait_done(fc_state.enq_seq);
+    }
+    fc_unlock();
+    return r;
+}
+
+FC_API CUresult CUDAAPI cuCtxSynchronize(void) { return ctx_sync(NULL); }
+
+FC_API CUresult CUDAAPI cuCtxSynchronize_v2(CUcontext ctx) { return ctx_sync(ctx); }
+

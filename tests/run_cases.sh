@@ -1,0 +1,31 @@
+#!/bin/sh
+# Runs each case of a test program (tests/common/check.h) alone, one process
+# a case, so that no case passes only because of what an earlier one left
+# behind. Cases listed as "named-only" need an environment of their own and
+# have their own CTest test.
+#   run_cases.sh PROGRAM
+# Exit: 0 all passed, 1 a case failed, 77 the program skips (its --list
+# exits 77, e.g. the test driver's self-test on the real driver).
+set -u
+prog=$1
+list=$("$prog" --list)
+rc=$?
+[ "$rc" -eq 77 ] && { echo "SKIP: $prog skips"; exit 77; }
+[ "$rc" -ne 0 ] && { echo "run_cases: $prog --list exited $rc"; exit 1; }
+cases=$(printf '%s\n' "$list" | awk 'NF == 1 { print $1 }')
+[ -n "$cases" ] || { echo "run_cases: $prog lists no case"; exit 1; }
+failed=0
+total=0
+for c in $cases; do
+    total=$((total + 1))
+    if "$prog" "$c" >/dev/null 2>"${TMPDIR:-/tmp}/run_cases.$$"; then
+        :
+    else
+        echo "case $c: FAILED (exit $?)"
+        cat "${TMPDIR:-/tmp}/run_cases.$$"
+        failed=$((failed + 1))
+    fi
+done
+rm -f "${TMPDIR:-/tmp}/run_cases.$$"
+echo "$prog: $((total - failed)) of $total cases passed alone"
+[ "$failed" -eq 0 ]
