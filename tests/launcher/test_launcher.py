@@ -524,7 +524,10 @@ def case_exit_status_and_signals(args, tmp):
 def expect_layout(args, exe, lib, hook):
     p, seen = child_env(args, ["--mode", "off"], clean_env(), exe)
     expect_eq(p.returncode, 0, "exit status via %s" % exe, p)
-    expect_eq(seen.get("LD_PRELOAD"), real(lib), "LD_PRELOAD via %s" % exe, p)
+    # The documented name (libhcguard.so, a link to the versioned file) in
+    # the real lib directory.
+    lib = os.path.join(real(os.path.dirname(lib)), os.path.basename(lib))
+    expect_eq(seen.get("LD_PRELOAD"), lib, "LD_PRELOAD via %s" % exe, p)
     expect_eq(seen.get("PYTHONPATH"), real(hook), "PYTHONPATH via %s" % exe, p)
     expect_eq(p.stderr, "", "stderr", p)
 
@@ -578,7 +581,8 @@ def case_library_missing_beside_executable(args, tmp):
 def case_build_tree_layout(args, tmp):
     expect_eq(real(os.path.dirname(args.hcguard)),
               real(os.path.join(args.build_dir, "bin")), "launcher dir")
-    expect_layout(args, args.hcguard, args.library, args.hook_dir)
+    expect_layout(args, args.hcguard,
+                  os.path.join(args.build_dir, "lib", "libhcguard.so"), args.hook_dir)
 
 
 @case
