@@ -29,10 +29,11 @@
  *   batch counted across a tick of that clock would include full
  *   validations whose number depends on speed. Each batch is preceded by
  *   one uncounted call (warm caches), and a batch during which that clock
- *   ticked is counted again (at most RETRIES times; the retries are
- *   printed). The script takes the minimum over the batches as well.
+ *   ticked is counted again (at most RETRIES times, 20 by default; the
+ *   retries are printed). The script takes the minimum over the batches
+ *   as well. RETRIES 0 shows what the count does without this.
  *
- *   bench_callgrind [BATCHES]
+ *   bench_callgrind [BATCHES [RETRIES]]
  * Prints "label" lines for the script, then "done".
  */
 #include <cuda.h>
@@ -52,7 +53,7 @@
  * driver's entry points to their legacy versions). */
 void *hcg_dynsym(const char *object, const char *name, const char *version);
 
-enum { CALLS = 50, RETRIES = 20 };
+enum { CALLS = 50 };
 
 #define DRV(call)                                                              \
     do {                                                                       \
@@ -128,6 +129,7 @@ typedef struct figure {
 } figure;
 
 static CUstream stream;
+static int max_retries = 20; /* per batch; 0: count every batch as it came */
 static unsigned long retries;
 
 static void one_call(const figure *f, const way *w)
@@ -158,7 +160,7 @@ static void counted_batch(const figure *f, const way *w, int batch)
             pipe_put(gate_pipe[1]);
             DRV(cuStreamSynchronize(stream));
         }
-        if (ticked && attempt < RETRIES) {
+        if (ticked && attempt < max_retries) {
             CALLGRIND_ZERO_STATS; /* drop it, count the batch again */
             retries++;
             continue;
@@ -174,6 +176,8 @@ int main(int argc, char **argv)
     int batches = argc > 1 ? atoi(argv[1]) : 20;
     if (batches < 1)
         batches = 1;
+    if (argc > 2)
+        max_retries = atoi(argv[2]) > 0 ? atoi(argv[2]) : 0;
     if (!RUNNING_ON_VALGRIND) {
         fprintf(stderr, "bench_callgrind: run it under valgrind --tool=callgrind "
                         "(bench/callgrind.sh does)\n");
