@@ -54,7 +54,7 @@ install(CODE "
   set(_pc \"\$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/lib/pkgconfig/hcguard.pc\")
   message(STATUS \"Installing: \${_pc}\")
   configure_file(\"${PROJECT_SOURCE_DIR}/cmake/hcguard.pc.in\" \"\${_pc}\" @ONLY)
-  list(APPEND CMAKE_INSTALL_MANIFEST_FILES \"\${_pc}\")")
+  list(APPEND CMAKE_INSTALL_MANIFEST_FILES \"\${CMAKE_INSTALL_PREFIX}/lib/pkgconfig/hcguard.pc\")")
 
 install(FILES man/hcguard.1 DESTINATION share/man/man1)
 install(FILES LICENSE DESTINATION share/doc/hcguard)

@@ -210,6 +210,43 @@ def case_cmake_consumer(args, tmp):
            "no word about the version", p)
 
 
+@case
+def case_destdir_and_relocation(args, tmp):
+    """A staged install (DESTDIR, as distribution packages are built) puts
+    the files under the stage and the final prefix in hcguard.pc and the
+    manifest; the CMake package, relative to itself, still works once the
+    whole prefix is moved elsewhere."""
+    stage, final = os.path.join(tmp, "stage"), "/opt/hcguard-test-prefix"
+    env = clean_env(DESTDIR=stage)
+    # Everything is in the default component; naming it gives this test a
+    # manifest of its own (install_manifest_Unspecified.txt): the other
+    # tests install from the same build at the same time.
+    p = run([args.cmake, "--install", args.build_dir, "--prefix", final,
+             "--component", "Unspecified"], env=env)
+    expect_eq(p.returncode, 0, "DESTDIR=... cmake --install", p)
+    expect(not os.path.exists(final), "%s made outside DESTDIR" % final)
+    root = stage + final
+    with open(os.path.join(root, "lib/pkgconfig/hcguard.pc")) as f:
+        pc = f.read()
+    expect("prefix=%s\n" % final in pc, "hcguard.pc prefix: %r" % pc)
+    with open(os.path.join(args.build_dir, "install_manifest_Unspecified.txt")) as f:
+        manifest = f.read().split()
+    for path in ("lib/pkgconfig/hcguard.pc", "lib/libhcguard.so.0",
+                 "share/man/man1/hcguard.1", "lib/cmake/hcguard/hcguardConfig.cmake"):
+        expect(final + "/" + path in manifest, "not in the install manifest: " + path)
+    moved = os.path.join(tmp, "moved")
+    os.rename(root, moved)
+    build = os.path.join(tmp, "consumer")
+    p = configure_consumer(args, moved, build)
+    expect_eq(p.returncode, 0, "configure the consumer against the moved prefix", p)
+    expect("hcguard launcher %s" % os.path.join(moved, "bin/hcguard") in p.stdout,
+           "hcguard_LAUNCHER does not follow the move", p)
+    p = run([args.cmake, "--build", build])
+    expect_eq(p.returncode, 0, "build the consumer", p)
+    p = run([os.path.join(build, "consumer")], env=sanitizer_env(args, clean_env()))
+    expect_consumer_ran(p, moved, "consumer of the moved prefix")
+
+
 # ---- pkg-config ---------------------------------------------------------
 
 @case

@@ -5,7 +5,9 @@
  * that the test can tell the installed one (by its SONAME) from the build
  * tree's. Exit 0 and "consumer: ok" when every check passed.
  */
-#define _GNU_SOURCE
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* dladdr */
+#endif
 #include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
