@@ -12,7 +12,7 @@ command -v objcopy >/dev/null 2>&1 || need+=(binutils)
 # The package tests (tests/package): pkg-config, and groff for the man page.
 command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
 command -v groff >/dev/null 2>&1 || need+=(groff-base)
-# The instruction counts of bench/callgrind.sh (.ci/run): valgrind and
+# The instruction counts of bench/callgrind.py (.ci/run): valgrind and
 # its client-request header valgrind/callgrind.h (the same package).
 if ! command -v valgrind >/dev/null 2>&1 || [ ! -f /usr/include/valgrind/callgrind.h ]; then
     need+=(valgrind)
