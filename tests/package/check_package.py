@@ -25,6 +25,16 @@ class Failure(Exception):
     pass
 
 
+class Skip(Exception):
+    """A tool the case needs is not installed here (tools/deps.sh installs
+    it): exit 77, "SKIP: why"."""
+
+
+def need(tool):
+    if not shutil.which(tool):
+        raise Skip("%s is not installed (tools/deps.sh installs it)" % tool)
+
+
 def expect(cond, what, proc=None):
     if cond:
         return
@@ -65,6 +75,7 @@ def sanitizer_env(args, env):
 
 
 def soname(path):
+    need("readelf")
     p = run(["readelf", "-d", path])
     expect_eq(p.returncode, 0, "readelf -d %s" % path, p)
     m = re.search(r"\(SONAME\)\s+Library soname: \[([^\]]+)\]", p.stdout)
@@ -251,6 +262,7 @@ def case_destdir_and_relocation(args, tmp):
 
 @case
 def case_pkgconfig(args, tmp):
+    need("pkg-config")
     prefix = install(args, tmp)
     env = clean_env(PKG_CONFIG_PATH=os.path.join(prefix, "lib", "pkgconfig"))
     p = run(["pkg-config", "--modversion", "hcguard"], env=env)
@@ -348,6 +360,7 @@ def case_man_sync(args, tmp):
 @case
 def case_man_renders(args, tmp):
     """groff with every warning on: a typo in a request or an escape shows."""
+    need("groff")
     p = run(["groff", "-man", "-Tutf8", "-ww", "-z", args.man])
     expect_eq((p.returncode, p.stderr), (0, ""), "groff -man -ww", p)
     p = run(["groff", "-man", "-Tutf8", args.man], env=clean_env(LC_ALL="C.UTF-8"))
@@ -373,7 +386,7 @@ def main():
         print("\n".join(CASES))
         return 0
     names = [args.case] if args.case else list(CASES)
-    failed = 0
+    failed = skipped = 0
     for name in names:
         if name not in CASES:
             print("no such case: %s" % name, file=sys.stderr)
@@ -382,6 +395,9 @@ def main():
         try:
             CASES[name](args, tmp)
             print("ok   %s" % name)
+        except Skip as exc:
+            skipped += 1
+            print("SKIP: %s: %s" % (name, exc))
         except Failure as exc:
             failed += 1
             print("FAIL %s: %s" % (name, exc))
@@ -390,7 +406,9 @@ def main():
             print("FAIL %s: %s" % (name, traceback.format_exc()))
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
-    return 1 if failed else 0
+    if failed:
+        return 1
+    return 77 if skipped and len(names) == 1 else 0
 
 
 if __name__ == "__main__":
