@@ -9,6 +9,14 @@ command -v gcc >/dev/null 2>&1 || need+=(gcc)
 command -v make >/dev/null 2>&1 || need+=(make)
 command -v python3 >/dev/null 2>&1 || need+=(python3)
 command -v objcopy >/dev/null 2>&1 || need+=(binutils)
+# The package tests (tests/package): pkg-config, and groff for the man page.
+command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
+command -v groff >/dev/null 2>&1 || need+=(groff-base)
+# The instruction counts of bench/callgrind.py (.ci/run): valgrind and
+# its client-request header valgrind/callgrind.h (the same package).
+if ! command -v valgrind >/dev/null 2>&1 || [ ! -f /usr/include/valgrind/callgrind.h ]; then
+    need+=(valgrind)
+fi
 # The Cython stand-in of cuda.core's _host_callback module that
 # tests/gpu/core_host_copy.py builds (on the test driver too): a Cython
 # compiler and the headers of the python3 that runs the tests.

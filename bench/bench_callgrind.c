@@ -1,0 +1,244 @@
+/*
+ * bench_callgrind: the instructions hcguard adds to a call on the
+ * application's thread, counted by callgrind, so that the figure does not
+ * move with the machine's load. Run by bench/callgrind.sh under
+ *   valgrind --tool=callgrind --collect-atstart=no
+ * with libhcguard preloaded. Each figure is counted two ways in the same
+ * run, batch by batch: through the driver's own entry point (found in
+ * libcuda's dynamic symbol table: what the program calls without hcguard)
+ * and through the one the program links (hcguard's, when preloaded):
+ *
+ *   plain   cuLaunchHostFunc of an ordinary host function
+ *   copy    cuLaunchHostFunc of hcguard_host_copy with a 64-byte record,
+ *           validated at enqueue under hcguard
+ *   thunk   cuCtxGetCurrent, a driver call hcguard does not wrap: under
+ *           hcguard the linked one is its exported thunk
+ *
+ * Collection is switched on (CALLGRIND_TOGGLE_COLLECT) around each batch
+ * of CALLS calls on this thread only, and each batch is dumped with a
+ * label "<figure> <way> <batch>" (CALLGRIND_DUMP_STATS_AT); the script
+ * reads the dumps. Threads never collect unless they toggle, so the
+ * driver's callback thread and hcguard's collector count nothing.
+ *
+ * What makes the count the same on every run:
+ * - launches are gated: the stream is held by a host function blocked on
+ *   a pipe, so the driver's thread sleeps while a batch is counted and
+ *   the enqueue path never races it; the gate opens after the batch;
+ * - hcguard's address-space oracle trusts what it learnt about a record
+ *   for at most 2 ms of CLOCK_MONOTONIC_COARSE (src/oracle.c), so a copy
+ *   batch counted across a tick of that clock would include full
+ *   validations whose number depends on speed. Each batch is preceded by
+ *   one uncounted call (warm caches), and a batch during which that clock
+ *   ticked is counted again (at most RETRIES times, 20 by default; the
+ *   retries are printed). The script takes the minimum over the batches
+ *   as well. RETRIES 0 shows what the count does without this.
+ *
+ *   bench_callgrind [BATCHES [RETRIES]]
+ * Prints "label" lines for the script, then "done".
+ */
+#include <cuda.h>
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <valgrind/callgrind.h>
+#include <valgrind/valgrind.h>
+
+#include "hcguard.h"
+
+/* src/dynsym.c, from the core archive hcg_core (hcg.h would rename the
+ * driver's entry points to their legacy versions). */
+void *hcg_dynsym(const char *object, const char *name, const char *version);
+
+enum { CALLS = 50 };
+
+#define DRV(call)                                                              \
+    do {                                                                       \
+        CUresult r_ = (call);                                                  \
+        if (r_ != CUDA_SUCCESS) {                                              \
+            fprintf(stderr, "bench_callgrind: %s failed: %d\n", #call, (int)r_); \
+            exit(1);                                                           \
+        }                                                                      \
+    } while (0)
+
+typedef CUresult (*launch_fn)(CUstream, CUhostFn, void *);
+typedef CUresult (*ctx_get_fn)(CUcontext *);
+
+static int gate_pipe[2], held_pipe[2];
+
+static void pipe_put(int fd)
+{
+    if (write(fd, "g", 1) != 1) {
+        perror("bench_callgrind: write");
+        exit(1);
+    }
+}
+
+static void pipe_take(int fd)
+{
+    char c;
+    if (read(fd, &c, 1) != 1) {
+        perror("bench_callgrind: read");
+        exit(1);
+    }
+}
+
+/* Holds the stream until a byte arrives: the driver's thread blocks in
+ * read(2), not in a polling loop that valgrind would have to schedule.
+ * It says first that it holds it: until then the driver's thread may still
+ * wait for work, and each launch would count a wake-up. */
+static void wait_gate(void *p)
+{
+    (void)p;
+    pipe_put(held_pipe[1]);
+    pipe_take(gate_pipe[0]);
+}
+
+/* The stream held by wait_gate, running on the driver's thread. */
+static void hold_stream(launch_fn launch, CUstream s)
+{
+    DRV(launch(s, wait_gate, NULL));
+    pipe_take(held_pipe[0]);
+}
+
+static void noop(void *p)
+{
+    (void)p;
+}
+
+static uint64_t coarse_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+typedef struct way {
+    const char *name; /* "driver" or "linked" */
+    launch_fn launch;
+    ctx_get_fn ctx_get;
+} way;
+
+typedef struct figure {
+    const char *name;
+    CUhostFn fn; /* NULL: the thunk figure (cuCtxGetCurrent) */
+    void *user;
+} figure;
+
+static CUstream stream;
+static int max_retries = 20; /* per batch; 0: count every batch as it came */
+static unsigned long retries;
+
+static void one_call(const figure *f, const way *w)
+{
+    CUcontext c;
+    if (f->fn)
+        DRV(w->launch(stream, f->fn, f->user));
+    else
+        DRV(w->ctx_get(&c));
+}
+
+/* One counted batch, dumped as "<figure> <way> <batch>". The loop is the
+ * same code for both ways, so what it costs itself cancels out. */
+static void counted_batch(const figure *f, const way *w, int batch)
+{
+    char label[64];
+    for (int attempt = 0;; attempt++) {
+        if (f->fn)
+            hold_stream(w->launch, stream);
+        one_call(f, w); /* warm: caches filled, clock tick noticed */
+        uint64_t t0 = coarse_ns();
+        CALLGRIND_TOGGLE_COLLECT;
+        for (int i = 0; i < CALLS; i++)
+            one_call(f, w);
+        CALLGRIND_TOGGLE_COLLECT;
+        int ticked = coarse_ns() != t0;
+        if (f->fn) {
+            pipe_put(gate_pipe[1]);
+            DRV(cuStreamSynchronize(stream));
+        }
+        if (ticked && attempt < max_retries) {
+            CALLGRIND_ZERO_STATS; /* drop it, count the batch again */
+            retries++;
+            continue;
+        }
+        snprintf(label, sizeof label, "%s %s %d", f->name, w->name, batch);
+        CALLGRIND_DUMP_STATS_AT(label);
+        return;
+    }
+}
+
+int main(int argc, char **argv)
+{
+    int batches = argc > 1 ? atoi(argv[1]) : 20;
+    if (batches < 1)
+        batches = 1;
+    if (argc > 2)
+        max_retries = atoi(argv[2]) > 0 ? atoi(argv[2]) : 0;
+    if (!RUNNING_ON_VALGRIND) {
+        fprintf(stderr, "bench_callgrind: run it under valgrind --tool=callgrind "
+                        "(bench/callgrind.sh does)\n");
+        return 2;
+    }
+    if (pipe(gate_pipe) != 0 || pipe(held_pipe) != 0) {
+        perror("bench_callgrind: pipe");
+        return 1;
+    }
+    CUdevice dev;
+    CUcontext ctx;
+    DRV(cuInit(0));
+    DRV(cuDeviceGet(&dev, 0));
+    DRV(cuDevicePrimaryCtxRetain(&ctx, dev));
+    DRV(cuCtxSetCurrent(ctx));
+    DRV(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+
+    launch_fn real_launch = (launch_fn)hcg_dynsym("libcuda.so", "cuLaunchHostFunc", NULL);
+    ctx_get_fn real_ctx = (ctx_get_fn)hcg_dynsym("libcuda.so", "cuCtxGetCurrent", NULL);
+    CUhostFn hcg_copy = (CUhostFn)dlsym(RTLD_DEFAULT, "hcguard_host_copy");
+    if (!real_launch || !real_ctx) {
+        fprintf(stderr, "bench_callgrind: the driver's own entry points are not in "
+                        "libcuda's symbol table\n");
+        return 1;
+    }
+    if (!hcg_copy) {
+        fprintf(stderr, "bench_callgrind: hcguard is not preloaded\n");
+        return 1;
+    }
+    Dl_info info;
+    if (dladdr((void *)real_launch, &info) && info.dli_fname)
+        printf("driver %s\n", info.dli_fname);
+
+    /* Packed by hand: hcguard's own functions are the preloaded library's
+     * alone (the core archive linked here is for hcg_dynsym). */
+    static unsigned char a[64], b[64];
+    static hcguard_copy_record rec;
+    rec = (hcguard_copy_record){(uintptr_t)a, (uintptr_t)b, sizeof a};
+    const figure figs[] = {
+        {"plain", noop, NULL},
+        {"copy", hcg_copy, &rec},
+        {"thunk", NULL, NULL},
+    };
+    const way ways[2] = {{"driver", real_launch, real_ctx},
+                         {"linked", cuLaunchHostFunc, cuCtxGetCurrent}};
+
+    /* First calls of each path (lazy binding, pools, the oracle's first
+     * look at the record) are not what a launch costs. */
+    for (size_t f = 0; f < sizeof figs / sizeof figs[0]; f++)
+        for (int w = 0; w < 2; w++)
+            for (int i = 0; i < 3; i++)
+                counted_batch(&figs[f], &ways[w], -1);
+    CALLGRIND_ZERO_STATS;
+
+    /* Batches alternate between the two ways, the order flipped every
+     * round, as bench_hostfn does. */
+    for (int r = 0; r < batches; r++)
+        for (size_t f = 0; f < sizeof figs / sizeof figs[0]; f++)
+            for (int k = 0; k < 2; k++)
+                counted_batch(&figs[f], &ways[(r & 1) ^ k], r);
+    printf("calls %d\nbatches %d\nretries %lu\ndone\n", CALLS, batches, retries);
+    cuStreamDestroy(stream);
+    return 0;
+}
