@@ -1,5 +1,5 @@
-"""What test_launcher.py and test_pyhook.py share: arguments, a hermetic
-environment, running a command, and the case registry."""
+"""What the launcher's and the package's test scripts share: arguments, a
+hermetic environment, running a command, and the case registry."""
 
 import argparse
 import os
@@ -29,8 +29,8 @@ def expect(cond, what, proc=None):
     if cond:
         return
     if proc is not None:
-        what += "\n  exit status: %r\n  stdout: %r\n  stderr: %r" % (
-            proc.returncode, proc.stdout, proc.stderr)
+        what += "\n  command: %s\n  exit status: %r\n  stdout: %r\n  stderr: %r" % (
+            " ".join(map(str, proc.args)), proc.returncode, proc.stdout, proc.stderr)
     raise Failure(what)
 
 
@@ -53,19 +53,25 @@ def run(argv, env=None, cwd=None, timeout=30):
                           timeout=timeout)
 
 
-def parse_args():
+LAUNCHER_ARGS = ("hcguard", "library", "dummy", "stub", "printenv", "hook-dir",
+                 "build-dir", "cmake", "version", "sanitizer-runtime",
+                 "fakecuda-dir", "pymod-stripped", "bindings-module")
+
+
+def parse_args(names):
     p = argparse.ArgumentParser()
     p.add_argument("--list", action="store_true")
     p.add_argument("--case")
-    for name in ("hcguard", "library", "dummy", "stub", "printenv", "hook-dir",
-                 "build-dir", "cmake", "version", "sanitizer-runtime",
-                 "fakecuda-dir", "pymod-stripped", "bindings-module"):
+    for name in names:
         p.add_argument("--" + name, default="")
     return p.parse_args()
 
 
-def main():
-    args = parse_args()
+def main(arg_names=LAUNCHER_ARGS, prefix="hcg-launcher-"):
+    """Runs the registered cases (--case NAME: that one), each in a fresh
+    temporary directory; exit 1 if any failed, 77 if the one asked for was
+    skipped."""
+    args = parse_args(arg_names)
     if args.list:
         print("\n".join(CASES))
         return 0
@@ -75,7 +81,7 @@ def main():
         if name not in CASES:
             print("no such case: %s" % name, file=sys.stderr)
             return 2
-        tmp = tempfile.mkdtemp(prefix="hcg-launcher-")
+        tmp = tempfile.mkdtemp(prefix=prefix)
         try:
             CASES[name](args, tmp)
             print("ok   %s" % name)

@@ -4,49 +4,18 @@ and the pkg-config file used by a consumer built against a fresh install,
 and the man page against `hcguard --help`. Each case is a CTest test,
 package_<case>; the script lists its own cases (--list)."""
 
-import argparse
 import os
 import re
 import shutil
 import subprocess
 import sys
-import tempfile
-import traceback
 
-CASES = {}
-
-
-def case(fn):
-    CASES[fn.__name__[len("case_"):]] = fn
-    return fn
-
-
-class Failure(Exception):
-    pass
-
-
-class Skip(Exception):
-    """A tool the case needs is not installed here (tools/deps.sh installs
-    it): exit 77, "SKIP: why"."""
-
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "launcher"))
+from launcher_common import Skip, case, expect, expect_eq, main  # noqa: E402
 
 def need(tool):
     if not shutil.which(tool):
         raise Skip("%s is not installed (tools/deps.sh installs it)" % tool)
-
-
-def expect(cond, what, proc=None):
-    if cond:
-        return
-    if proc is not None:
-        what += "\n  command: %s\n  exit status: %r\n  stdout: %s\n  stderr: %s" % (
-            " ".join(proc.args), proc.returncode, proc.stdout[-4000:],
-            proc.stderr[-4000:])
-    raise Failure(what)
-
-
-def expect_eq(got, want, what, proc=None):
-    expect(got == want, "%s: got %r, want %r" % (what, got, want), proc)
 
 
 def clean_env(**extra):
@@ -370,46 +339,7 @@ def case_man_renders(args, tmp):
         expect(want in page, "rendered page lacks %r" % want, p)
 
 
-def parse_args():
-    p = argparse.ArgumentParser()
-    p.add_argument("--list", action="store_true")
-    p.add_argument("--case")
-    for name in ("hcguard", "build-dir", "cmake", "cc", "version", "sanitize",
-                 "sanitizer-runtime", "fakecuda-dir", "demo", "consumer-dir", "man"):
-        p.add_argument("--" + name, default="")
-    return p.parse_args()
-
-
-def main():
-    args = parse_args()
-    if args.list:
-        print("\n".join(CASES))
-        return 0
-    names = [args.case] if args.case else list(CASES)
-    failed = skipped = 0
-    for name in names:
-        if name not in CASES:
-            print("no such case: %s" % name, file=sys.stderr)
-            return 2
-        tmp = tempfile.mkdtemp(prefix="hcg-package-")
-        try:
-            CASES[name](args, tmp)
-            print("ok   %s" % name)
-        except Skip as exc:
-            skipped += 1
-            print("SKIP: %s: %s" % (name, exc))
-        except Failure as exc:
-            failed += 1
-            print("FAIL %s: %s" % (name, exc))
-        except Exception:
-            failed += 1
-            print("FAIL %s: %s" % (name, traceback.format_exc()))
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-    if failed:
-        return 1
-    return 77 if skipped and len(names) == 1 else 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(("hcguard", "build-dir", "cmake", "cc", "version", "sanitize",
+                   "sanitizer-runtime", "fakecuda-dir", "demo", "consumer-dir", "man"),
+                  "hcg-package-"))
