@@ -6,7 +6,9 @@ host functions in whole JSON lines, and the process end as it would have.
 
   check_sig_attack.py LIBHCGUARD HC_SIGATTACK DIR CASE
 CASE: signalret, resethand, resethand-early, resethand-info, thread, stats,
-fork, reraise, abort, flood, python-catch, python-uncaught.
+fork, reraise, abort, flood, python-catch, python-uncaught; scribble runs
+under `hcguard run` (HCG_LAUNCHER), which must not read the file names the
+program wrote over in its flight record past their fields.
 HCG_CHILD_PRELOAD, if set, goes ahead of LIBHCGUARD in LD_PRELOAD.
 """
 import json
@@ -77,8 +79,45 @@ def log_check(path):
     return runs, bad
 
 
+def scribble(prog, where):
+    """hcguard run recovers a program that wrote over its record's names."""
+    report = os.path.join(where, "attack-scribble.txt")
+    log = os.path.join(where, "attack-scribble.jsonl")
+    for f in (report, log):
+        if os.path.exists(f):
+            os.unlink(f)
+    env = dict(os.environ)
+    pre = env.pop("HCG_CHILD_PRELOAD", "")
+    if pre:
+        env["LD_PRELOAD"] = pre
+    p = subprocess.run([env["HCG_LAUNCHER"], "run", "--log=" + log, "--log-file=" + report,
+                        "--", prog, "scribble"], env=env, capture_output=True, text=True,
+                       timeout=60)
+    sys.stdout.write(p.stdout + p.stderr)
+    with open(report) as f:
+        text = f.read()
+    sys.stdout.write(text)
+    bad = []
+    if p.returncode != -signal.SIGKILL:
+        bad.append("hcguard run ended %d, want death by SIGKILL" % p.returncode)
+    if "scribble: passed" not in p.stdout:
+        bad.append("the program did not write over its record")
+    if text.count("file name is not terminated") != 3:
+        bad.append("not each of the three names was refused")
+    if "AAAA" in text or "CCCC" in text or "host functions: 100 launched" not in text:
+        bad.append("the names written over were used, or no summary")
+    return bad
+
+
 def main():
     lib, prog, where, case = sys.argv[1:5]
+    if case == "scribble":
+        os.makedirs(where, exist_ok=True)
+        bad = scribble(prog, where)
+        for b in bad:
+            print("check_sig_attack: " + b)
+        print("check_sig_attack %s: %s" % (case, "failed" if bad else "passed"))
+        return 1 if bad else 0
     os.makedirs(where, exist_ok=True)
     log = os.path.join(where, "attack-%s.jsonl" % case)
     if os.path.exists(log):

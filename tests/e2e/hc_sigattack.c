@@ -17,6 +17,8 @@
  *                              SIGTERM; the parent launches 100 and exits
  *   hc_sigattack reraise       its SIGTERM handler sets SIG_DFL and raises again
  *   hc_sigattack abort         abort() while two threads malloc and free
+ *   hc_sigattack scribble      under hcguard run: writes over the file names
+ *                              in its flight record, then SIGKILL
  *   hc_sigattack flood N       N host functions, then SIGTERM at once
  * Each launches 100 host functions before it dies unless said otherwise,
  * and prints "<mode>: passed" when every check it makes held. */
@@ -24,16 +26,19 @@
 #include <cuda.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "events/events.h" /* hcg_flight: the record this attack writes over */
 #include "hcguard.h"
 #include "testutil.h"
 
@@ -267,6 +272,27 @@ static void abort_malloc(void)
     abort();
 }
 
+/* Under hcguard run: the program writes over the file names in its own
+ * flight record (a stray write would), with no terminating zero, and is
+ * killed; hcguard run must not read them on past their fields. */
+static void scribble(void)
+{
+    launch(100);
+    const char *path = getenv("HCGUARD_FLIGHT");
+    int fd = path ? open(path, O_RDWR | O_CLOEXEC) : -1;
+    hcg_flight *f = fd >= 0 ? mmap(NULL, sizeof *f, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
+                            : MAP_FAILED;
+    if (f == MAP_FAILED) {
+        fprintf(stderr, "FAIL: no flight record (run this under hcguard run)\n");
+        exit(1);
+    }
+    memset(f->log_path, 'A', sizeof f->log_path);
+    memset(f->trace_path, 'B', sizeof f->trace_path);
+    memset(f->report_path, 'C', sizeof f->report_path);
+    passed("scribble");
+    raise(SIGKILL);
+}
+
 static void flood(long n)
 {
     for (long i = 0; i < n; i++)
@@ -304,6 +330,8 @@ int main(int argc, char **argv)
         reraise();
     else if (!strcmp(m, "abort"))
         abort_malloc();
+    else if (!strcmp(m, "scribble"))
+        scribble();
     else if (!strcmp(m, "flood") && argc > 2)
         flood(atol(argv[2]));
     else
