@@ -435,16 +435,35 @@ static void drain_to_files(ring *r, const hcg_clock_ref_t *ref)
     atomic_store_explicit(&r->tail, t, memory_order_release);
 }
 
+/* How far the rings have been drained: moves while a drain makes progress. */
+static uint64_t drained_so_far(void)
+{
+    uint64_t sum = 0;
+    for (ring *r = atomic_load(&rings); r; r = r->next)
+        sum += atomic_load_explicit(&r->tail, memory_order_relaxed);
+    return sum;
+}
+
 void hcg_events_flush_from_signal(void)
 {
-    /* Another thread draining (the collector) goes on running: waited
-     * for, briefly. This one, interrupted while draining, cannot be. */
+    /* Another thread draining (the collector) goes on running: waited for
+     * while it makes progress (a big backlog), up to 10 s in all, but no
+     * more than 500 ms without progress (it may wait for a lock the
+     * interrupted code holds). This thread, interrupted while draining,
+     * cannot be waited for. */
     uint32_t me = hcg_gettid();
-    for (int ms = 0; pthread_mutex_trylock(&drain_lock) != 0; ms++) {
-        if (atomic_load_explicit(&drain_owner, memory_order_relaxed) == me || ms >= 500)
+    uint64_t seen = drained_so_far();
+    for (int idle = 0, ms = 0; pthread_mutex_trylock(&drain_lock) != 0; idle++, ms++) {
+        if (atomic_load_explicit(&drain_owner, memory_order_relaxed) == me || idle >= 500 ||
+            ms >= 10000)
             return;
         struct timespec one = {0, 1000000};
         nanosleep(&one, NULL);
+        uint64_t now = drained_so_far();
+        if (now != seen) {
+            seen = now;
+            idle = 0;
+        }
     }
     atomic_store_explicit(&drain_owner, me, memory_order_relaxed);
     hcg_clock_ref_t ref;
