@@ -573,6 +573,22 @@ void hcg_fault_watch_deaths(void (*hook)(void))
 
 /* ---- the interposers ----------------------------------------------------- */
 
+/* Whether the kernel still runs hcguard's handler for death signal sig:
+ * sysv_signal, bsd_signal, sigset and a raw system call replace it without
+ * passing through sigaction, and the program must then see what they set.
+ * Under the lock. */
+HCG_UNINSTRUMENTED static int still_ours(int sig)
+{
+    struct sigaction now;
+    if (kernel_sigaction(sig, NULL, &now) != 0)
+        return 1;
+    if ((now.sa_flags & SA_SIGINFO) &&
+        (now.sa_sigaction == on_death || now.sa_sigaction == on_reset_death))
+        return 1;
+    atomic_store(&g_ours[slot_of(sig)], 0);
+    return 0;
+}
+
 /* Before hcguard's handlers are installed the call goes straight through;
  * should they be installed during it, the program's action may have
  * replaced hcguard's: it is then taken as the chained one, and hcguard's
@@ -607,7 +623,7 @@ HCG_UNINSTRUMENTED static int program_sigaction(int sig, int slot, const struct 
     sigset_t saved;
     lock_all(&saved);
     int rc = 0, death = slot >= N_FAULT_SLOTS;
-    if (!death || atomic_load(&g_ours[slot]))
+    if (!death || (atomic_load(&g_ours[slot]) && still_ours(sig)))
         chain_read(slot, &view);
     else
         rc = real_sigaction(sig, NULL, &view);

@@ -6,7 +6,7 @@ host functions in whole JSON lines, and the process end as it would have.
 
   check_sig_attack.py LIBHCGUARD HC_SIGATTACK DIR CASE
 CASE: signalret, resethand, resethand-early, resethand-info, thread, stats,
-fork, reraise, abort, flood, python-catch, python-uncaught; scribble runs
+fork, reraise, sysv, abort, flood, python-catch, python-uncaught; scribble runs
 under `hcguard run` (HCG_LAUNCHER), which must not read the file names the
 program wrote over in its flight record past their fields.
 HCG_CHILD_PRELOAD, if set, goes ahead of LIBHCGUARD in LD_PRELOAD.
@@ -27,6 +27,7 @@ CASES = {
     "stats": (["stats"], -signal.SIGINT, 100),
     "fork": (["fork"], 0, 300),
     "reraise": (["reraise"], -signal.SIGTERM, 101),
+    "sysv": (["sysv"], -signal.SIGTERM, 101),
     "abort": (["abort"], -signal.SIGABRT, 100),
     "flood": (["flood", "200000"], -signal.SIGTERM, 200000),
 }

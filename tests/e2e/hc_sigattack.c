@@ -15,6 +15,8 @@
  *   hc_sigattack stats         SIGINT while main is inside hcguard_get_stats
  *   hc_sigattack fork          a fork child launches 100 and is killed by
  *                              SIGTERM; the parent launches 100 and exits
+ *   hc_sigattack sysv          sysv_signal(SIGTERM) is seen; SIG_DFL again dies
+ *                              with the events written
  *   hc_sigattack reraise       its SIGTERM handler sets SIG_DFL and raises again
  *   hc_sigattack abort         abort() while two threads malloc and free
  *   hc_sigattack scribble      under hcguard run: writes over the file names
@@ -234,6 +236,23 @@ static void fork_term(void)
     passed("fork");
 }
 
+/* sysv_signal does not pass through sigaction: the program must still see
+ * what it set, and get hcguard's stand-in back by setting SIG_DFL. */
+static void sysv(void)
+{
+    struct sigaction now;
+    launch(1);
+    sysv_signal(SIGTERM, h1);
+    EXPECT(sigaction(SIGTERM, NULL, &now) == 0 && now.sa_handler == h1,
+           "after sysv_signal the program does not see its handler");
+    EXPECT(signal(SIGTERM, SIG_DFL) == h1, "signal(SIG_DFL) did not return the sysv handler");
+    launch(100);
+    passed("sysv");
+    raise(SIGTERM);
+    fprintf(stderr, "FAIL: SIGTERM did not kill\n");
+    exit(1);
+}
+
 /* The common cleanup pattern: the program's handler puts the default back
  * and raises the signal again, to die of it. */
 static void cleanup_reraise(int sig)
@@ -330,6 +349,8 @@ int main(int argc, char **argv)
         reraise();
     else if (!strcmp(m, "abort"))
         abort_malloc();
+    else if (!strcmp(m, "sysv"))
+        sysv();
     else if (!strcmp(m, "scribble"))
         scribble();
     else if (!strcmp(m, "flood") && argc > 2)
