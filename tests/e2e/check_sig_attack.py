@@ -143,6 +143,9 @@ def main():
         bad.append("the program's own checks failed")
     if case.startswith("python-") and "python: KeyboardInterrupt" not in p.stdout:
         bad.append("no KeyboardInterrupt in Python")
+    for line in p.stdout.splitlines():  # a count the program says it changed
+        if line.startswith("expect-runs: "):
+            n = int(line.split()[1])
     runs, torn = log_check(log)
     if n is not None and runs != n:
         bad.append("the log has %d run events, want %d" % (runs, n))

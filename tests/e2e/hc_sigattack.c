@@ -44,6 +44,16 @@
 #include "hcguard.h"
 #include "testutil.h"
 
+/* ThreadSanitizer: a fork child of a threaded process starts no thread
+ * (the test driver's worker), and its interceptors come before hcguard's. */
+#if defined(__SANITIZE_THREAD__)
+#define FORK_THREADS_OK 0
+#define TSAN 1
+#else
+#define FORK_THREADS_OK 1
+#define TSAN 0
+#endif
+
 static CUstream stream;
 static test_stats_fn get_stats;
 static int failed;
@@ -102,12 +112,16 @@ static void signalret(void)
     EXPECT(signal(SIGTERM, SIG_DFL) == SIG_IGN, "signal(SIG_DFL) did not return SIG_IGN");
     EXPECT(signal(SIGTERM, SIG_DFL) == SIG_DFL, "signal(SIG_DFL) twice: not SIG_DFL");
     errno = 0;
-    EXPECT(signal(SIGTERM, SIG_ERR) == SIG_ERR && errno == EINVAL, "signal(SIG_ERR): not EINVAL");
+    if (!TSAN) /* ThreadSanitizer's own signal() takes SIG_ERR as a handler */
+        EXPECT(signal(SIGTERM, SIG_ERR) == SIG_ERR && errno == EINVAL,
+               "signal(SIG_ERR): not EINVAL");
     struct sigaction *bad = (struct sigaction *)NEVER_MAPPED;
+    errno = 0; /* ThreadSanitizer's sigaction reads act itself, before hcguard */
+    EXPECT(TSAN || (sigaction(SIGTERM, bad, NULL) == -1 && errno == EFAULT),
+           "bad act: not EFAULT");
     errno = 0;
-    EXPECT(sigaction(SIGTERM, bad, NULL) == -1 && errno == EFAULT, "bad act: not EFAULT");
-    errno = 0;
-    EXPECT(sigaction(SIGINT, NULL, bad) == -1 && errno == EFAULT, "bad oldact: not EFAULT");
+    EXPECT(TSAN || (sigaction(SIGINT, NULL, bad) == -1 && errno == EFAULT),
+           "bad oldact: not EFAULT");
     struct sigaction now;
     EXPECT(sigaction(SIGTERM, NULL, &now) == 0 && now.sa_handler == SIG_DFL,
            "SIGTERM not shown as SIG_DFL");
@@ -225,7 +239,11 @@ static void fork_term(void)
     launch(100);
     pid_t pid = fork();
     if (pid == 0) {
-        launch(100);
+        if (!FORK_THREADS_OK)
+            printf("expect-runs: 200\n"); /* only the parent's */
+        fflush(stdout);
+        if (FORK_THREADS_OK)
+            launch(100);
         raise(SIGTERM);
         _exit(3);
     }
