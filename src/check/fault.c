@@ -38,8 +38,10 @@
  * puts the default back and raises the signal again, so the process dies
  * of it as it would have (core, exit status). Any other action the program
  * sets goes to the kernel as it is: its handlers are its own business, and
- * SIG_IGN must survive exec (nohup relies on it). A default-action death by
- * SIGSEGV or SIGBUS calls the hook too, before the fault is let happen.
+ * SIG_IGN must survive exec (nohup relies on it); only a handler with
+ * SA_RESETHAND is run by hcguard's (on_reset_death), since the kernel would
+ * put the default back unseen. A default-action death by SIGSEGV or SIGBUS
+ * calls the hook too, before the fault is let happen.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -488,11 +490,53 @@ static void death_action(struct sigaction *a)
     sigemptyset(&a->sa_mask);
 }
 
+/* The program's SA_RESETHAND handler for a death signal: the kernel would
+ * put back SIG_DFL itself, unseen, and the next such signal would kill
+ * without the events being written. So hcguard's stands in for it, with
+ * the program's mask and other flags: it puts hcguard's stand-in for the
+ * default in its place, then runs the program's handler. A second thread
+ * taking the signal meanwhile finds the default (it dies, as it would). */
+static void on_reset_death(int sig, siginfo_t *si, void *uc)
+{
+    int slot = slot_of(sig), reset = 0;
+    struct sigaction a, ours;
+    sigset_t saved;
+    lock_all(&saved);
+    chain_read(slot, &a);
+    if (a.sa_handler != SIG_DFL && a.sa_handler != SIG_IGN && (a.sa_flags & SA_RESETHAND)) {
+        struct sigaction dfl;
+        memset(&dfl, 0, sizeof dfl);
+        dfl.sa_handler = SIG_DFL;
+        chain_write(slot, &dfl);
+        death_action(&ours);
+        kernel_sigaction(sig, &ours, NULL);
+        reset = 1;
+    }
+    unlock_all(&saved);
+    if (!reset)
+        on_death(sig, si, uc);
+    else if (a.sa_flags & SA_SIGINFO)
+        a.sa_sigaction(sig, si, uc);
+    else
+        a.sa_handler(sig);
+}
+
 /* The program sets a (its copy) for death slot `slot`: hcguard's handler in
  * place of the default once watching, else a as it is. Under the lock. */
 HCG_UNINSTRUMENTED static int set_death_action(int sig, int slot, const struct sigaction *a)
 {
     int rc;
+    if (atomic_load(&g_deaths) && a->sa_handler != SIG_DFL && a->sa_handler != SIG_IGN &&
+        (a->sa_flags & SA_RESETHAND)) {
+        struct sigaction ours = *a;
+        ours.sa_sigaction = on_reset_death;
+        ours.sa_flags = (a->sa_flags & ~SA_RESETHAND) | SA_SIGINFO;
+        chain_write(slot, a);
+        rc = kernel_sigaction(sig, &ours, NULL);
+        if (rc == 0)
+            atomic_store(&g_ours[slot], 1);
+        return rc;
+    }
     if (atomic_load(&g_deaths) && a->sa_handler == SIG_DFL) {
         struct sigaction ours;
         death_action(&ours);
@@ -518,13 +562,32 @@ void hcg_fault_watch_deaths(void (*hook)(void))
         sigset_t saved;
         struct sigaction now;
         lock_all(&saved);
-        if (real_sigaction(sig, NULL, &now) == 0 && now.sa_handler == SIG_DFL)
+        /* The default, or a handler the kernel would reset to it unseen. */
+        if (real_sigaction(sig, NULL, &now) == 0 &&
+            (now.sa_handler == SIG_DFL ||
+             (now.sa_handler != SIG_IGN && (now.sa_flags & SA_RESETHAND))))
             set_death_action(sig, slot, &now);
         unlock_all(&saved);
     }
 }
 
 /* ---- the interposers ----------------------------------------------------- */
+
+/* Whether the kernel still runs hcguard's handler for death signal sig:
+ * sysv_signal, bsd_signal, sigset and a raw system call replace it without
+ * passing through sigaction, and the program must then see what they set.
+ * Under the lock. */
+HCG_UNINSTRUMENTED static int still_ours(int sig)
+{
+    struct sigaction now;
+    if (kernel_sigaction(sig, NULL, &now) != 0)
+        return 1;
+    if ((now.sa_flags & SA_SIGINFO) &&
+        (now.sa_sigaction == on_death || now.sa_sigaction == on_reset_death))
+        return 1;
+    atomic_store(&g_ours[slot_of(sig)], 0);
+    return 0;
+}
 
 /* Before hcguard's handlers are installed the call goes straight through;
  * should they be installed during it, the program's action may have
@@ -560,7 +623,7 @@ HCG_UNINSTRUMENTED static int program_sigaction(int sig, int slot, const struct 
     sigset_t saved;
     lock_all(&saved);
     int rc = 0, death = slot >= N_FAULT_SLOTS;
-    if (!death || atomic_load(&g_ours[slot]))
+    if (!death || (atomic_load(&g_ours[slot]) && still_ours(sig)))
         chain_read(slot, &view);
     else
         rc = real_sigaction(sig, NULL, &view);

@@ -395,9 +395,37 @@ void hcg_events_recover(const hcg_flight *f, hcg_counts *counts, uint64_t *dropp
     }
 }
 
+static _Thread_local int is_collector; /* its signals are all blocked */
+
+/* A program thread draining holds back the signals whose default action
+ * hcguard stands in for (src/check/fault.c): their handler, were it to
+ * interrupt this drain, could not write the events this thread has taken
+ * from the rings and not yet written out; once the drain is done it can. */
+static void hold_deaths(sigset_t *old)
+{
+    sigset_t s;
+    if (is_collector)
+        return;
+    sigemptyset(&s);
+    sigaddset(&s, SIGABRT);
+    sigaddset(&s, SIGTERM);
+    sigaddset(&s, SIGINT);
+    sigaddset(&s, SIGHUP);
+    sigaddset(&s, SIGQUIT);
+    pthread_sigmask(SIG_BLOCK, &s, old);
+}
+
+static void release_deaths(const sigset_t *old)
+{
+    if (!is_collector)
+        pthread_sigmask(SIG_SETMASK, old, NULL);
+}
+
 void hcg_events_flush(void)
 {
     hcg_clock_ref_t ref;
+    sigset_t held;
+    hold_deaths(&held);
     drain_enter();
     hcg_clock_ref(&ref);
     for (ring *r = atomic_load(&rings); r; r = r->next)
@@ -405,6 +433,7 @@ void hcg_events_flush(void)
     /* Written continuously, not only at exit. */
     flush_files();
     drain_leave();
+    release_deaths(&held);
     atomic_fetch_add_explicit(&drain_gen, 1, memory_order_release);
     if (atomic_load_explicit(&drain_waiters, memory_order_seq_cst))
         syscall(SYS_futex, &drain_gen, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
@@ -412,10 +441,13 @@ void hcg_events_flush(void)
 
 void hcg_events_flush_files(void)
 {
+    sigset_t held;
     hcg_events_flush();
+    hold_deaths(&held);
     drain_enter();
     flush_files();
     drain_leave();
+    release_deaths(&held);
 }
 
 /* The process is dying of a signal: its events to the log and the trace
@@ -435,16 +467,35 @@ static void drain_to_files(ring *r, const hcg_clock_ref_t *ref)
     atomic_store_explicit(&r->tail, t, memory_order_release);
 }
 
+/* How far the rings have been drained: moves while a drain makes progress. */
+static uint64_t drained_so_far(void)
+{
+    uint64_t sum = 0;
+    for (ring *r = atomic_load(&rings); r; r = r->next)
+        sum += atomic_load_explicit(&r->tail, memory_order_relaxed);
+    return sum;
+}
+
 void hcg_events_flush_from_signal(void)
 {
-    /* Another thread draining (the collector) goes on running: waited
-     * for, briefly. This one, interrupted while draining, cannot be. */
+    /* Another thread draining (the collector) goes on running: waited for
+     * while it makes progress (a big backlog), up to 10 s in all, but no
+     * more than 500 ms without progress (it may wait for a lock the
+     * interrupted code holds). This thread, interrupted while draining,
+     * cannot be waited for. */
     uint32_t me = hcg_gettid();
-    for (int ms = 0; pthread_mutex_trylock(&drain_lock) != 0; ms++) {
-        if (atomic_load_explicit(&drain_owner, memory_order_relaxed) == me || ms >= 500)
+    uint64_t seen = drained_so_far();
+    for (int idle = 0, ms = 0; pthread_mutex_trylock(&drain_lock) != 0; idle++, ms++) {
+        if (atomic_load_explicit(&drain_owner, memory_order_relaxed) == me || idle >= 500 ||
+            ms >= 10000)
             return;
         struct timespec one = {0, 1000000};
         nanosleep(&one, NULL);
+        uint64_t now = drained_so_far();
+        if (now != seen) {
+            seen = now;
+            idle = 0;
+        }
     }
     atomic_store_explicit(&drain_owner, me, memory_order_relaxed);
     hcg_clock_ref_t ref;
@@ -533,6 +584,7 @@ static void collector_sleep(uint32_t seen)
 static void *collector(void *arg)
 {
     (void)arg;
+    is_collector = 1;
     while (!atomic_load(&coll_stop)) {
         uint32_t seen = atomic_load_explicit(&wake_word, memory_order_acquire);
         hcg_events_flush();

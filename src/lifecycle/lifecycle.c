@@ -240,8 +240,10 @@ HCG_EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file
 }
 
 /* The hook for the chained handlers of fatal signals (src/check/fault.c): the
- * events still in the rings go to the log and the trace, unless a drain is
- * under way (it is never waited for). Takes no lock it would wait on and
+ * events still in the rings go to the log and the trace, unless this thread
+ * was interrupted draining them (another thread's drain is waited for while
+ * it makes progress; see hcg_events_flush_from_signal). Takes no lock it
+ * would wait on without bound and
  * allocates nothing; the sinks format with snprintf, which glibc does not
  * promise to be async-signal-safe but which allocates nothing for the
  * formats used. The summary is not printed here. */

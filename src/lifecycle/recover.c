@@ -3,11 +3,26 @@
  * fatal signal), the events left in the record's rings go to the program's
  * log and trace, and its summary is printed from the record's counts. */
 #include <fcntl.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "lifecycle/lifecycle.h"
+
+/* A path from the record, copied out whole: the program may have written
+ * over its record (a stray write, or a fork child still running), so a
+ * path that does not end inside its field is taken as none, rather than
+ * read on into the fields after it. */
+static const char *record_path(const char *field, char out[HCG_PATH_MAX])
+{
+    memcpy(out, field, HCG_PATH_MAX);
+    if (!memchr(out, 0, HCG_PATH_MAX)) {
+        hcg_msg("the flight record's file name is not terminated (written over?): ignored");
+        return NULL;
+    }
+    return out[0] ? out : NULL;
+}
 
 int hcg_flight_recover(const char *path, pid_t pid, const char *how, uint64_t *errors)
 {
@@ -28,12 +43,13 @@ int hcg_flight_recover(const char *path, pid_t pid, const char *how, uint64_t *e
         f->rings_off + HCG_FLIGHT_MAX_RINGS * f->ring_bytes > f->bytes)
         rc = -1; /* the program never recorded (no hcguard in it, mode off) */
     else if (atomic_load(&f->pid) == (int32_t)pid && !atomic_load(&f->finished)) {
-        if (f->report_path[0])
-            hcg_report_continue(f->report_path);
-        if (f->log_path[0])
-            hcg_jsonl_reopen(f->log_path, pid);
-        if (f->trace_path[0])
-            hcg_trace_reopen(f->trace_path, pid);
+        static char report[HCG_PATH_MAX], log[HCG_PATH_MAX], trace[HCG_PATH_MAX];
+        if (record_path(f->report_path, report))
+            hcg_report_continue(report);
+        if (record_path(f->log_path, log))
+            hcg_jsonl_reopen(log, pid);
+        if (record_path(f->trace_path, trace))
+            hcg_trace_reopen(trace, pid);
         hcg_counts c;
         uint64_t dropped;
         hcg_fn_names_gone();

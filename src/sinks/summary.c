@@ -416,9 +416,10 @@ void hcg_summary_print_recovered(const hcg_flight *f, const hcg_counts *c, uint6
     print_counts(&t, f->mode);
     hcg_msg("(times and histograms ended with the program; the counts are exact)");
     print_dropped(&t, hcg_config_get()->buffer_bytes);
-    if (f->log_path[0])
+    /* Names not ended inside their field were written over: not shown. */
+    if (f->log_path[0] && memchr(f->log_path, 0, sizeof f->log_path))
         hcg_msg("event log: %s (the events left in memory appended)", f->log_path);
-    if (f->trace_path[0])
+    if (f->trace_path[0] && memchr(f->trace_path, 0, sizeof f->trace_path))
         hcg_msg("trace: %s (the events left in memory appended, and closed)", f->trace_path);
     print_errors(&t, 0);
 }

@@ -1,0 +1,379 @@
+/* Deaths by signal, preloaded by hand: programs that try to break
+ * hcguard's stand-in for the default action (src/check/fault.c).
+ *
+ *   hc_sigattack signalret     signal() and sigaction() give the program its
+ *                              previous action back through every change
+ *                              (handler, SIG_IGN, SIG_DFL again), a bad
+ *                              pointer gives EFAULT; then dies of SIGTERM
+ *   hc_sigattack resethand [early][info]  an SA_RESETHAND SIGTERM handler
+ *                              (installed before hcguard starts: early; an
+ *                              SA_SIGINFO one: info) runs once; the program
+ *                              then sees SIG_DFL, and the second SIGTERM
+ *                              kills it, its events written
+ *   hc_sigattack thread        SIGTERM sent to a thread other than main
+ *                              while main launches host functions
+ *   hc_sigattack stats         SIGINT while main is inside hcguard_get_stats
+ *   hc_sigattack fork          a fork child launches 100 and is killed by
+ *                              SIGTERM; the parent launches 100 and exits
+ *   hc_sigattack sysv          sysv_signal(SIGTERM) is seen; SIG_DFL again dies
+ *                              with the events written
+ *   hc_sigattack reraise       its SIGTERM handler sets SIG_DFL and raises again
+ *   hc_sigattack abort         abort() while two threads malloc and free
+ *   hc_sigattack scribble      under hcguard run: writes over the file names
+ *                              in its flight record, then SIGKILL
+ *   hc_sigattack flood N       N host functions, then SIGTERM at once
+ * Each launches 100 host functions before it dies unless said otherwise,
+ * and prints "<mode>: passed" when every check it makes held. */
+
+#include <cuda.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "events/events.h" /* hcg_flight: the record this attack writes over */
+#include "hcguard.h"
+#include "testutil.h"
+
+/* ThreadSanitizer: a fork child of a threaded process starts no thread
+ * (the test driver's worker), and its interceptors come before hcguard's. */
+#if defined(__SANITIZE_THREAD__)
+#define FORK_THREADS_OK 0
+#define TSAN 1
+#else
+#define FORK_THREADS_OK 1
+#define TSAN 0
+#endif
+
+static CUstream stream;
+static test_stats_fn get_stats;
+static int failed;
+
+#define EXPECT(cond, ...)                                                                     \
+    do {                                                                                      \
+        if (!(cond)) {                                                                        \
+            fprintf(stderr, "FAIL: " __VA_ARGS__);                                            \
+            fputc('\n', stderr);                                                              \
+            failed = 1;                                                                       \
+        }                                                                                     \
+    } while (0)
+
+static void noop(void *p)
+{
+    (void)p;
+}
+
+static void launch(int n)
+{
+    for (int i = 0; i < n; i++)
+        if (cuLaunchHostFunc(stream, noop, NULL) != CUDA_SUCCESS) {
+            fprintf(stderr, "FAIL: cuLaunchHostFunc\n");
+            exit(1);
+        }
+    if (cuStreamSynchronize(stream) != CUDA_SUCCESS) {
+        fprintf(stderr, "FAIL: cuStreamSynchronize\n");
+        exit(1);
+    }
+}
+
+static void passed(const char *mode)
+{
+    if (failed)
+        exit(1);
+    printf("%s: passed\n", mode);
+    fflush(stdout);
+}
+
+static void h1(int s)
+{
+    (void)s;
+}
+static void h2(int s)
+{
+    (void)s;
+}
+
+static void signalret(void)
+{
+    launch(100);
+    EXPECT(signal(SIGTERM, h1) == SIG_DFL, "signal(h1) did not return SIG_DFL");
+    EXPECT(signal(SIGTERM, h2) == h1, "signal(h2) did not return h1");
+    EXPECT(signal(SIGTERM, SIG_IGN) == h2, "signal(SIG_IGN) did not return h2");
+    raise(SIGTERM); /* ignored */
+    EXPECT(signal(SIGTERM, SIG_DFL) == SIG_IGN, "signal(SIG_DFL) did not return SIG_IGN");
+    EXPECT(signal(SIGTERM, SIG_DFL) == SIG_DFL, "signal(SIG_DFL) twice: not SIG_DFL");
+    errno = 0;
+    if (!TSAN) /* ThreadSanitizer's own signal() takes SIG_ERR as a handler */
+        EXPECT(signal(SIGTERM, SIG_ERR) == SIG_ERR && errno == EINVAL,
+               "signal(SIG_ERR): not EINVAL");
+    struct sigaction *bad = (struct sigaction *)NEVER_MAPPED;
+    errno = 0; /* ThreadSanitizer's sigaction reads act itself, before hcguard */
+    EXPECT(TSAN || (sigaction(SIGTERM, bad, NULL) == -1 && errno == EFAULT),
+           "bad act: not EFAULT");
+    errno = 0;
+    EXPECT(TSAN || (sigaction(SIGINT, NULL, bad) == -1 && errno == EFAULT),
+           "bad oldact: not EFAULT");
+    struct sigaction now;
+    EXPECT(sigaction(SIGTERM, NULL, &now) == 0 && now.sa_handler == SIG_DFL,
+           "SIGTERM not shown as SIG_DFL");
+    EXPECT(sigaction(SIGINT, NULL, &now) == 0 && now.sa_handler == SIG_DFL,
+           "SIGINT not shown as SIG_DFL after the bad oldact");
+    passed("signalret");
+    raise(SIGTERM);
+    fprintf(stderr, "FAIL: SIGTERM did not kill\n");
+    exit(1);
+}
+
+static atomic_int reset_ran;
+
+static void once(int s)
+{
+    (void)s;
+    atomic_fetch_add(&reset_ran, 1);
+}
+
+static void once_info(int s, siginfo_t *si, void *uc)
+{
+    (void)si;
+    (void)uc;
+    once(s);
+}
+
+/* early: installed before hcguard starts; info: an SA_SIGINFO handler. */
+static void resethand(int early, int info)
+{
+    struct sigaction a, now;
+    memset(&a, 0, sizeof a);
+    if (info)
+        a.sa_sigaction = once_info;
+    else
+        a.sa_handler = once;
+    a.sa_flags = SA_RESETHAND | (info ? SA_SIGINFO : 0);
+    if (!early)
+        launch(1); /* hcguard has started: it watches deaths */
+    EXPECT(sigaction(SIGTERM, &a, NULL) == 0, "sigaction");
+    if (early)
+        launch(1);
+    EXPECT(sigaction(SIGTERM, NULL, &now) == 0 && now.sa_sigaction == a.sa_sigaction &&
+               (now.sa_flags & SA_RESETHAND),
+           "the program does not see its own SA_RESETHAND handler");
+    raise(SIGTERM);
+    EXPECT(atomic_load(&reset_ran) == 1, "the SA_RESETHAND handler did not run once");
+    EXPECT(sigaction(SIGTERM, NULL, &now) == 0 && now.sa_handler == SIG_DFL,
+           "after SA_RESETHAND the program does not see SIG_DFL");
+    passed("resethand");
+    launch(100);
+    raise(SIGTERM);
+    fprintf(stderr, "FAIL: SIGTERM did not kill\n");
+    exit(1);
+}
+
+static atomic_int side_ready;
+
+static void *side(void *p)
+{
+    (void)p;
+    atomic_store(&side_ready, (int)syscall(SYS_gettid));
+    for (;;)
+        pause();
+    return NULL;
+}
+
+/* Main launches; the side thread, which launches nothing, takes SIGTERM. */
+static void thread_term(void)
+{
+    pthread_t t;
+    pthread_create(&t, NULL, side, NULL);
+    while (!atomic_load(&side_ready))
+        sched_yield();
+    launch(100);
+    passed("thread");
+    syscall(SYS_tgkill, getpid(), atomic_load(&side_ready), SIGTERM);
+    for (;;)
+        launch(1); /* host functions go on until the process dies */
+}
+
+static volatile sig_atomic_t ints;
+
+static void *interrupter(void *p)
+{
+    pid_t pid = getpid();
+    (void)p;
+    for (;;) {
+        syscall(SYS_tgkill, pid, pid, SIGINT);
+        usleep(1000);
+    }
+    return NULL;
+}
+
+/* SIGINT lands on main wherever it is, hcguard_get_stats (which drains)
+ * included: the process dies of it, and the log holds every event. */
+static void stats_int(void)
+{
+    launch(100);
+    sigset_t s;
+    sigemptyset(&s);
+    sigaddset(&s, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &s, NULL); /* the thread made below inherits it */
+    pthread_t t;
+    pthread_create(&t, NULL, interrupter, NULL);
+    passed("stats");
+    pthread_sigmask(SIG_UNBLOCK, &s, NULL);
+    for (;;) {
+        hcguard_stats st;
+        get_stats(&st, sizeof st);
+    }
+}
+
+static void fork_term(void)
+{
+    launch(100);
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (!FORK_THREADS_OK)
+            printf("expect-runs: 200\n"); /* only the parent's */
+        fflush(stdout);
+        if (FORK_THREADS_OK)
+            launch(100);
+        raise(SIGTERM);
+        _exit(3);
+    }
+    int st = 0;
+    EXPECT(waitpid(pid, &st, 0) == pid && WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM,
+           "the fork child did not die of SIGTERM (status %#x)", st);
+    launch(100);
+    passed("fork");
+}
+
+/* sysv_signal does not pass through sigaction: the program must still see
+ * what it set, and get hcguard's stand-in back by setting SIG_DFL. */
+static void sysv(void)
+{
+    struct sigaction now;
+    launch(1);
+    sysv_signal(SIGTERM, h1);
+    EXPECT(sigaction(SIGTERM, NULL, &now) == 0 && now.sa_handler == h1,
+           "after sysv_signal the program does not see its handler");
+    EXPECT(signal(SIGTERM, SIG_DFL) == h1, "signal(SIG_DFL) did not return the sysv handler");
+    launch(100);
+    passed("sysv");
+    raise(SIGTERM);
+    fprintf(stderr, "FAIL: SIGTERM did not kill\n");
+    exit(1);
+}
+
+/* The common cleanup pattern: the program's handler puts the default back
+ * and raises the signal again, to die of it. */
+static void cleanup_reraise(int sig)
+{
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+static void reraise(void)
+{
+    launch(1);
+    EXPECT(signal(SIGTERM, cleanup_reraise) == SIG_DFL, "signal did not return SIG_DFL");
+    launch(100);
+    passed("reraise");
+    raise(SIGTERM);
+    fprintf(stderr, "FAIL: SIGTERM did not kill\n");
+    exit(1);
+}
+
+static void *churn(void *p)
+{
+    (void)p;
+    for (;;)
+        free(malloc(1 + (size_t)rand() % 4096));
+    return NULL;
+}
+
+/* abort() while another thread is inside malloc all the time. */
+static void abort_malloc(void)
+{
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++)
+        pthread_create(&t[i], NULL, churn, NULL);
+    launch(100);
+    passed("abort");
+    abort();
+}
+
+/* Under hcguard run: the program writes over the file names in its own
+ * flight record (a stray write would), with no terminating zero, and is
+ * killed; hcguard run must not read them on past their fields. */
+static void scribble(void)
+{
+    launch(100);
+    const char *path = getenv("HCGUARD_FLIGHT");
+    int fd = path ? open(path, O_RDWR | O_CLOEXEC) : -1;
+    hcg_flight *f = fd >= 0 ? mmap(NULL, sizeof *f, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
+                            : MAP_FAILED;
+    if (f == MAP_FAILED) {
+        fprintf(stderr, "FAIL: no flight record (run this under hcguard run)\n");
+        exit(1);
+    }
+    memset(f->log_path, 'A', sizeof f->log_path);
+    memset(f->trace_path, 'B', sizeof f->trace_path);
+    memset(f->report_path, 'C', sizeof f->report_path);
+    passed("scribble");
+    raise(SIGKILL);
+}
+
+static void flood(long n)
+{
+    for (long i = 0; i < n; i++)
+        if (cuLaunchHostFunc(stream, noop, NULL) != CUDA_SUCCESS)
+            exit(1);
+    passed("flood");
+    raise(SIGTERM);
+    fprintf(stderr, "FAIL: SIGTERM did not kill\n");
+    exit(1);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2)
+        return 2;
+    stream = test_context();
+    get_stats = (test_stats_fn)dlsym(RTLD_DEFAULT, "hcguard_get_stats");
+    if (!get_stats) {
+        fprintf(stderr, "FAIL: run this under hcguard\n");
+        return 1;
+    }
+    const char *m = argv[1];
+    if (!strcmp(m, "signalret"))
+        signalret();
+    else if (!strcmp(m, "resethand"))
+        resethand(argc > 2 && strstr(argv[2], "early") != NULL,
+                  argc > 2 && strstr(argv[2], "info") != NULL);
+    else if (!strcmp(m, "thread"))
+        thread_term();
+    else if (!strcmp(m, "stats"))
+        stats_int();
+    else if (!strcmp(m, "fork"))
+        fork_term();
+    else if (!strcmp(m, "reraise"))
+        reraise();
+    else if (!strcmp(m, "abort"))
+        abort_malloc();
+    else if (!strcmp(m, "sysv"))
+        sysv();
+    else if (!strcmp(m, "scribble"))
+        scribble();
+    else if (!strcmp(m, "flood") && argc > 2)
+        flood(atol(argv[2]));
+    else
+        return 2;
+    return failed;
+}
