@@ -170,16 +170,6 @@ static hcguard_stats stats(void)
     return test_stats(get_stats);
 }
 
-static void *map(size_t n, int prot)
-{
-    void *p = mmap(NULL, n, prot, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) {
-        perror("mmap");
-        exit(1);
-    }
-    return p;
-}
-
 /* npages of read-write memory followed by a page the copy cannot write:
  * unmapped where a free address can be had far above where mmap puts
  * things (so that no mapping made meanwhile fills the hole), else a guard
@@ -198,7 +188,7 @@ static unsigned char *rw_then_end(size_t npages)
         return p;
     if (p != MAP_FAILED)
         munmap(p, npages * pg);
-    p = map((npages + 1) * pg, PROT_READ | PROT_WRITE);
+    p = test_map((npages + 1) * pg, PROT_READ | PROT_WRITE);
     mprotect(p + npages * pg, pg, PROT_NONE);
     return p;
 }
@@ -303,8 +293,8 @@ static void bad(void)
     long pg = sysconf(_SC_PAGESIZE);
     CUdeviceptr dev = 0;
     REQUIRE_OK(cuMemAlloc(&dev, 1 << 20));
-    unsigned char *ro = map((size_t)pg, PROT_READ);
-    unsigned char *none = map((size_t)pg, PROT_NONE);
+    unsigned char *ro = test_map((size_t)pg, PROT_READ);
+    unsigned char *none = test_map((size_t)pg, PROT_NONE);
     uintptr_t gone = NEVER_MAPPED;
     unsigned char *rw = rw_then_end(4);
     uintptr_t a = (uintptr_t)rw, b = (uintptr_t)rw + (uintptr_t)pg * 2;

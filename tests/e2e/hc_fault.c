@@ -70,16 +70,6 @@ static hcguard_stats stats(void)
     return test_stats(get_stats);
 }
 
-static void *map(size_t n, int prot)
-{
-    void *p = mmap(NULL, n, prot, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) {
-        perror("mmap");
-        exit(1);
-    }
-    return p;
-}
-
 /* What glibc's free does to a large block: no munmap through the PLT. */
 static void raw_munmap(void *p, size_t n)
 {
@@ -234,7 +224,7 @@ static void spoil_raw_none(void *p)
 static void handlers(void)
 {
     struct sigaction old, cur;
-    none_page = map(pg, PROT_NONE);
+    none_page = test_map(pg, PROT_NONE);
     /* Before hcguard's start-up. */
     set_handler(h_a, 0, &old);
     CHECK_MSG(old.sa_handler == SIG_DFL, "first oldact is SIG_DFL");
@@ -255,8 +245,8 @@ static void handlers(void)
     raise(SIGSEGV);
     CHECK_MSG(hits_b == 2, "raise(SIGSEGV) reached the handler (%d)", (int)hits_b);
     /* A fault inside hcguard's copy is hcguard's: the handler never sees it. */
-    unsigned char *src = map(pg, PROT_READ | PROT_WRITE);
-    unsigned char *dst = map(pg, PROT_READ | PROT_WRITE);
+    unsigned char *src = test_map(pg, PROT_READ | PROT_WRITE);
+    unsigned char *dst = test_map(pg, PROT_READ | PROT_WRITE);
     hcguard_copy_record rec = {(uintptr_t)dst, (uintptr_t)src, pg};
     if (get_stats) {
         spoilt_copy("fault in hcguard's copy with the program's handler", &rec, spoil_raw_none,
@@ -344,7 +334,7 @@ static int run_child(child_fn fn)
 
 static void deaths(void)
 {
-    none_page = map(pg, PROT_NONE);
+    none_page = test_map(pg, PROT_NONE);
     start_hcguard();
     int st;
     CHECK_MSG((st = run_child(child_segv)) == SIGSEGV, "no handler: killed by SIGSEGV (got %d)", st);
@@ -391,8 +381,8 @@ static int spoil_unmaps(spoil_fn spoil)
 
 static void buffer_case(const char *what, int spoil_dst, spoil_fn spoil)
 {
-    unsigned char *src = map(pg, PROT_READ | PROT_WRITE);
-    unsigned char *dst = map(pg, PROT_READ | PROT_WRITE);
+    unsigned char *src = test_map(pg, PROT_READ | PROT_WRITE);
+    unsigned char *dst = test_map(pg, PROT_READ | PROT_WRITE);
     hcguard_copy_record rec = {(uintptr_t)dst, (uintptr_t)src, pg};
     spoilt_copy(what, &rec, spoil, spoil_dst ? dst : src);
     if (!spoil_unmaps(spoil) || !spoil_dst)
@@ -409,7 +399,7 @@ static void file_case(const char *what, int spoil_dst)
     if (fd < 0)
         return;
     unsigned char *file = mmap(NULL, 4 * pg, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    unsigned char *mem = map(4 * pg, PROT_READ | PROT_WRITE);
+    unsigned char *mem = test_map(4 * pg, PROT_READ | PROT_WRITE);
     CHECK_MSG(file != MAP_FAILED, "mmap file");
     hcguard_copy_record rec = {(uintptr_t)(spoil_dst ? file : mem),
                                (uintptr_t)(spoil_dst ? mem : file), 4 * pg};
@@ -450,8 +440,8 @@ static void buffers(void)
 /* ---- the record itself ----------------------------------------------------- */
 static void record_case(const char *what, spoil_fn spoil)
 {
-    unsigned char *buf = map(2 * pg, PROT_READ | PROT_WRITE);
-    hcguard_copy_record *rec = map(pg, PROT_READ | PROT_WRITE);
+    unsigned char *buf = test_map(2 * pg, PROT_READ | PROT_WRITE);
+    hcguard_copy_record *rec = test_map(pg, PROT_READ | PROT_WRITE);
     *rec = (hcguard_copy_record){(uintptr_t)buf, (uintptr_t)buf + pg, pg};
     spoilt_copy(what, rec, spoil, rec);
     if (!spoil_unmaps(spoil))
@@ -467,7 +457,7 @@ static void record_gone(void)
     record_case("record PROT_NONE past libc, unchanged", spoil_raw_none);
     if (!ASAN) {
         size_t big = 8u << 20;
-        unsigned char *buf = map(2 * pg, PROT_READ | PROT_WRITE);
+        unsigned char *buf = test_map(2 * pg, PROT_READ | PROT_WRITE);
         hcguard_copy_record *rec = malloc(big);
         *rec = (hcguard_copy_record){(uintptr_t)buf, (uintptr_t)buf + pg, pg};
         spoilt_copy("record freed (large malloc)", rec, spoil_free, rec);
@@ -498,9 +488,9 @@ static void refused_or_skipped(const char *what, hcguard_copy_record *rec)
 static void relaunch(void)
 {
     start_hcguard();
-    unsigned char *buf = map(2 * pg, PROT_READ | PROT_WRITE);
+    unsigned char *buf = test_map(2 * pg, PROT_READ | PROT_WRITE);
     /* The record: checked good (and remembered), then unmapped past libc. */
-    hcguard_copy_record *rec = map(pg, PROT_READ | PROT_WRITE);
+    hcguard_copy_record *rec = test_map(pg, PROT_READ | PROT_WRITE);
     *rec = (hcguard_copy_record){(uintptr_t)buf, (uintptr_t)buf + pg, pg};
     REQUIRE_OK(cuLaunchHostFunc(stream, copy_fn, rec));
     REQUIRE_OK(cuStreamSynchronize(stream));
@@ -515,7 +505,7 @@ static void relaunch(void)
     if (!ASAN) {
         size_t big = 8u << 20;
         hcguard_copy_record *m = malloc(big);
-        unsigned char *b = map(2 * pg, PROT_READ | PROT_WRITE);
+        unsigned char *b = test_map(2 * pg, PROT_READ | PROT_WRITE);
         *m = (hcguard_copy_record){(uintptr_t)b, (uintptr_t)b + pg, pg};
         REQUIRE_OK(cuLaunchHostFunc(stream, copy_fn, m));
         REQUIRE_OK(cuStreamSynchronize(stream));
@@ -552,7 +542,7 @@ static void past_eof(int noreadv)
         return;
     unsigned char *file = mmap(NULL, 3 * pg, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     CHECK_MSG(file != MAP_FAILED, "mmap");
-    unsigned char *mem = map(2 * pg, PROT_READ | PROT_WRITE);
+    unsigned char *mem = test_map(2 * pg, PROT_READ | PROT_WRITE);
     /* The record past the end of the file. */
     refused_or_skipped("record past EOF", (hcguard_copy_record *)(void *)(file + pg));
     refused_or_skipped("record straddling EOF", (hcguard_copy_record *)(void *)(file + pg - 8));
@@ -643,11 +633,11 @@ static void race(void)
         exit(77);
     }
     start_hcguard();
-    unsigned char *src = map(pg, PROT_READ | PROT_WRITE);
-    unsigned char *good = map(pg, PROT_READ | PROT_WRITE);
-    unsigned char *bad = map(pg, PROT_NONE);
+    unsigned char *src = test_map(pg, PROT_READ | PROT_WRITE);
+    unsigned char *good = test_map(pg, PROT_READ | PROT_WRITE);
+    unsigned char *bad = test_map(pg, PROT_NONE);
     memset(src, 3, pg);
-    hcguard_copy_record *rec = map(pg, PROT_READ | PROT_WRITE);
+    hcguard_copy_record *rec = test_map(pg, PROT_READ | PROT_WRITE);
     *rec = (hcguard_copy_record){(uintptr_t)good, (uintptr_t)src, 64};
     flip_args fa = {rec, (uintptr_t)good, (uintptr_t)bad};
     hcguard_stats before = stats();

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 /* Checks: CHECK_MSG, REQUIRE_OK (a driver call that must succeed, or the
  * test cannot go on) and the rest of tests/common/check.h. */
@@ -58,6 +59,18 @@ static inline hcguard_stats test_stats(test_stats_fn get)
     return s;
 }
 #endif
+
+/* n bytes of fresh anonymous memory with protection prot; exits if there
+ * is none (the test cannot go on). */
+static inline void *test_map(size_t n, int prot)
+{
+    void *p = mmap(NULL, n, prot, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+        perror("mmap");
+        exit(1);
+    }
+    return p;
+}
 
 /* An address no mapping can ever have: past the largest user address
  * space of the architecture (below the top byte that aarch64 may ignore). */
