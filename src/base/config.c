@@ -287,6 +287,22 @@ static int parse_positive(const char *name, const char *v, double *out, char *er
             show_more(v));
     return -1;
 }
+/* The process's rank, as MPI launchers and Slurm export it: the first of
+ * these that is set and a plain decimal number. Not an error when none
+ * is: most programs are not ranks. */
+static void read_rank(hcg_config *c, hcg_getenv_fn getenv_fn)
+{
+    static const char *const vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK",
+                                       "MV2_COMM_WORLD_RANK", "SLURM_PROCID"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = env(getenv_fn, vars[i]);
+        size_t n = v ? strspn(v, "0123456789") : 0;
+        if (n > 0 && v[n] == '\0' && n < sizeof c->rank) {
+            memcpy(c->rank, v, n + 1);
+            return;
+        }
+    }
+}
 
 int hcg_config_parse(hcg_config *c, hcg_getenv_fn getenv_fn, char *err,
                      size_t errlen)
@@ -329,6 +345,7 @@ int hcg_config_parse(hcg_config *c, hcg_getenv_fn getenv_fn, char *err,
                             err, errlen);
     if ((v = env(getenv_fn, "HCGUARD_PRINT_LIMIT")))
         bad |= parse_print_limit(c, v, err, errlen);
+    read_rank(c, getenv_fn);
     return bad ? -1 : 0;
 }
 

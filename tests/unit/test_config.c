@@ -416,7 +416,34 @@ static void test_expand_sanitised(void)
     CHECK_STR(g_out, "../logs/3/x");
 }
 
+/* The rank: the first launcher variable that is a plain number; others
+ * (empty, signed, with text, too long) are passed over, never an error. */
+static void test_rank(void)
+{
+    CHECK(parse1("HCGUARD_MODE", "audit") == 0 && g_cfg.rank[0] == '\0');
+    CHECK(parse1("SLURM_PROCID", "12") == 0);
+    CHECK_STR(g_cfg.rank, "12");
+    static const char *const ignored[] = {"-1", "1x", " 3", "3 ", "0x10",
+                                          "12345678901234567890"};
+    for (size_t i = 0; i < sizeof ignored / sizeof ignored[0]; i++) {
+        CHECK(parse1("OMPI_COMM_WORLD_RANK", ignored[i]) == 0);
+        CHECK_STR(g_cfg.rank, "");
+    }
+    /* Open MPI's own variable wins over Slurm's; a bad one falls through */
+    env_clear();
+    env_set("SLURM_PROCID", "7");
+    env_set("OMPI_COMM_WORLD_RANK", "3");
+    CHECK(hcg_config_parse(&g_cfg, fake_getenv, g_err, sizeof g_err) == 0);
+    CHECK_STR(g_cfg.rank, "3");
+    env_clear();
+    env_set("SLURM_PROCID", "7");
+    env_set("PMI_RANK", "x");
+    CHECK(hcg_config_parse(&g_cfg, fake_getenv, g_err, sizeof g_err) == 0);
+    CHECK_STR(g_cfg.rank, "7");
+}
+
 static const check_case cases[] = {
+    CHECK_CASE(rank),
     CHECK_CASE(hostile_vars),
     CHECK_CASE(expand_sanitised),
     CHECK_CASE(defaults),
