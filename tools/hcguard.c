@@ -45,61 +45,17 @@ enum {
 #define LIB_FROM_PREFIX "/lib/libhcguard.so"
 #define PY_FROM_PREFIX "/share/hcguard/python"
 
-#define COPY_FN_NAME_MAX (sizeof(((hcg_config *)0)->copy_fns[0]) - 1)
-
-typedef enum opt_id {
-    OPT_MODE,
-    OPT_LOG,
-    OPT_TRACE,
-    OPT_ERROR_EXITCODE,
-    OPT_COPY_FN,
-    OPT_NO_SUMMARY,
-    OPT_DRIVER,
-    OPT_DEBUG,
-    OPT_SLOW_MS,
-    OPT_HANG_S,
-    OPT_RECHECK,
-    OPT_BUFFER,
-    OPT_LOG_FILE,
-    OPT_FILE_MODE,
-    OPT_PRINT_LIMIT,
-    OPT_HELP,
-    OPT_VERSION,
-    OPT_COUNT
-} opt_id;
-
-typedef struct opt_def {
+/* The launcher's own options; the others are the rows of
+ * src/base/options.def (hcg_options[]), each setting a variable. */
+typedef enum own_opt { OWN_NONE, OWN_HELP, OWN_VERSION } own_opt;
+static const struct {
     const char *name;
-    int takes_value;
-    opt_id id;
-} opt_def;
-
-static const opt_def opt_table[] = {
-    {"--mode", 1, OPT_MODE},
-    {"--log", 1, OPT_LOG},
-    {"--trace", 1, OPT_TRACE},
-    {"--error-exitcode", 1, OPT_ERROR_EXITCODE},
-    {"--copy-fn", 1, OPT_COPY_FN},
-    {"--no-summary", 0, OPT_NO_SUMMARY},
-    {"--driver", 1, OPT_DRIVER},
-    {"--debug", 0, OPT_DEBUG},
-    {"--slow-ms", 1, OPT_SLOW_MS},
-    {"--hang-s", 1, OPT_HANG_S},
-    {"--recheck", 1, OPT_RECHECK},
-    {"--buffer", 1, OPT_BUFFER},
-    {"--log-file", 1, OPT_LOG_FILE},
-    {"--file-mode", 1, OPT_FILE_MODE},
-    {"--print-limit", 1, OPT_PRINT_LIMIT},
-    {"--help", 0, OPT_HELP},
-    {"-h", 0, OPT_HELP},
-    {"--version", 0, OPT_VERSION},
-};
+    own_opt id;
+} own_opts[] = {{"--help", OWN_HELP}, {"-h", OWN_HELP}, {"--version", OWN_VERSION}};
 
 typedef struct run_opts {
-    const char *value[OPT_COUNT]; /* last value given, or NULL */
-    int given[OPT_COUNT];
-    const char **copy_fns; /* every --copy-fn value, in order */
-    size_t n_copy_fns;
+    char *value[HCG_OPT_COUNT]; /* the value to set; a LIST's values joined */
+    own_opt own;                /* --help or --version was given */
 } run_opts;
 
 typedef struct locations {
@@ -358,99 +314,54 @@ static int set_list(const char *var, const char *item, const char *seps,
 
 /* ---- options --------------------------------------------------------- */
 
-static const opt_def *find_opt(const char *arg, size_t namelen)
+static int name_is(const char *name, const char *arg, size_t namelen)
 {
-    for (size_t i = 0; i < sizeof opt_table / sizeof opt_table[0]; i++)
-        if (strlen(opt_table[i].name) == namelen &&
-            strncmp(opt_table[i].name, arg, namelen) == 0)
-            return &opt_table[i];
+    return strlen(name) == namelen && strncmp(name, arg, namelen) == 0;
+}
+
+/* The row of the option arg[0, namelen), or NULL (*own then says if it is
+ * one of the launcher's own). */
+static const hcg_option *find_opt(const char *arg, size_t namelen, own_opt *own)
+{
+    *own = OWN_NONE;
+    for (size_t i = 0; i < HCG_OPT_COUNT; i++)
+        if (name_is(hcg_options[i].option, arg, namelen))
+            return &hcg_options[i];
+    for (size_t i = 0; i < sizeof own_opts / sizeof own_opts[0]; i++)
+        if (name_is(own_opts[i].name, arg, namelen))
+            *own = own_opts[i].id;
     return NULL;
 }
 
-static int check_mode(const char *v)
+static const char *plain_getenv(const char *name)
 {
-    if (strcmp(v, "guard") == 0 || strcmp(v, "audit") == 0 ||
-        strcmp(v, "off") == 0)
-        return 0;
-    return usage_error("bad value '%s' for --mode: expected guard, audit "
-                       "or off", v);
+    return getenv(name);
 }
 
-/* As the library: 0 leaves the exit status alone. */
-static int check_exitcode(const char *v)
+/* v checked by the library's own parser of the option's variable. */
+static int check_value(const hcg_option *d, const char *v)
 {
-    size_t n = strspn(v, "0123456789");
-    if (n > 0 && n <= 3 && v[n] == '\0') {
-        int code = atoi(v);
-        if (code >= 0 && code <= 255)
-            return 0;
+    char why[1024];
+    if (hcg_option_check(d, v, plain_getenv, why, sizeof why) == 0)
+        return 0;
+    return usage_error("bad value for %s: %s", d->option, why);
+}
+
+/* The value to set: a LIST's values joined with ','. */
+static int keep_value(run_opts *o, const hcg_option *d, const char *v)
+{
+    char *old = o->value[d - hcg_options];
+    size_t len = old && d->kind == HCG_OPT_KIND_LIST ? strlen(old) + 1 : 0;
+    char *joined = malloc(len + strlen(v) + 1);
+    if (!joined) {
+        msg("out of memory");
+        return EXIT_SETUP;
     }
-    return usage_error("bad value '%s' for --error-exitcode: expected a "
-                       "number from 1 to 255 (0 leaves the exit status alone)", v);
-}
-
-/* The library accepts a positive number below 1e9, in strtod's forms. */
-static int check_positive(const char *opt, const char *v)
-{
-    char *end = NULL;
-    errno = 0;
-    double d = strtod(v, &end);
-    if (errno == 0 && end != v && *end == '\0' && d > 0 && d < 1e9)
-        return 0;
-    return usage_error("bad value '%s' for %s: expected a positive number", v, opt);
-}
-
-static int check_recheck(const char *v)
-{
-    if (strcmp(v, "changed") == 0 || strcmp(v, "always") == 0)
-        return 0;
-    return usage_error("bad value '%s' for --recheck: expected changed or always", v);
-}
-
-/* Each comma-separated name must fit the library's table, else the
- * library would refuse the whole list at start-up. */
-static int check_copy_fns(const run_opts *o, size_t *total)
-{
-    for (size_t i = 0; i < o->n_copy_fns; i++) {
-        const char *v = o->copy_fns[i];
-        do {
-            size_t n = strcspn(v, ",");
-            /* as the library: blanks around a name are dropped, not inside */
-            const char *b = v, *e = v + n;
-            while (b < e && isspace((unsigned char)*b))
-                b++;
-            while (e > b && isspace((unsigned char)e[-1]))
-                e--;
-            int inner = 0;
-            for (const char *q = b; q < e; q++)
-                inner |= isspace((unsigned char)*q) || iscntrl((unsigned char)*q);
-            if (e == b || (size_t)(e - b) > COPY_FN_NAME_MAX || inner)
-                return usage_error("bad value '%s' for --copy-fn: expected "
-                                   "function names of 1 to %zu characters, "
-                                   "separated by commas",
-                                   o->copy_fns[i], COPY_FN_NAME_MAX);
-            if (++*total > HCG_MAX_COPY_FNS)
-                return usage_error("too many --copy-fn names: at most %d",
-                                   HCG_MAX_COPY_FNS);
-            v += n;
-        } while (*v++ == ',');
-    }
-    return 0;
-}
-
-static int check_value(const opt_def *d, const char *v)
-{
-    if (d->id == OPT_MODE)
-        return check_mode(v);
-    if (d->id == OPT_ERROR_EXITCODE)
-        return check_exitcode(v);
-    if (d->id == OPT_SLOW_MS || d->id == OPT_HANG_S)
-        return check_positive(d->name, v);
-    if (d->id == OPT_RECHECK)
-        return check_recheck(v);
-    size_t size;
-    if (d->id == OPT_BUFFER && hcg_parse_buffer_size(v, &size) != 0)
-        return usage_error("bad value '%s' for --buffer: expected %s", v, HCG_BUFFER_EXPECTED);
+    if (len)
+        memcpy(joined, old, len - 1), joined[len - 1] = ',';
+    strcpy(joined + len, v);
+    free(old);
+    o->value[d - hcg_options] = joined;
     return 0;
 }
 
@@ -460,28 +371,27 @@ static int parse_one(run_opts *o, int argc, char **argv, int *i)
     const char *arg = argv[*i];
     const char *eq = strchr(arg, '=');
     size_t namelen = eq && arg[1] == '-' ? (size_t)(eq - arg) : strlen(arg);
-    const opt_def *d = find_opt(arg, namelen);
-    if (!d)
+    own_opt own;
+    const hcg_option *d = find_opt(arg, namelen, &own);
+    if (!d && own == OWN_NONE)
         return usage_error("unknown option '%.*s'", (int)namelen, arg);
     const char *v = NULL;
-    if (d->takes_value) {
+    if (d && d->kind != HCG_OPT_KIND_FLAG) {
         if (namelen < strlen(arg))
             v = arg + namelen + 1;
         else if (*i + 1 < argc && strncmp(argv[*i + 1], "--", 2) != 0)
             v = argv[++*i];
         if (!v || !*v)
-            return usage_error("option '%s' needs a value", d->name);
+            return usage_error("option '%s' needs a value", d->option);
     } else if (namelen < strlen(arg)) {
-        return usage_error("option '%s' takes no value", d->name);
+        return usage_error("option '%.*s' takes no value", (int)namelen, arg);
+    }
+    if (!d) {
+        o->own = own;
+        return 0;
     }
     int rc = v ? check_value(d, v) : 0;
-    if (rc)
-        return rc;
-    o->given[d->id] = 1;
-    o->value[d->id] = v;
-    if (d->id == OPT_COPY_FN)
-        o->copy_fns[o->n_copy_fns++] = v;
-    return 0;
+    return rc ? rc : keep_value(o, d, v ? v : d->arg);
 }
 
 /* Options up to the program; returns 0 with *prog set, or an exit code
@@ -499,75 +409,44 @@ static int parse_run(run_opts *o, int argc, char **argv, int *prog)
         int rc = parse_one(o, argc, argv, &i);
         if (rc)
             return rc;
-        if (o->given[OPT_HELP] || o->given[OPT_VERSION])
+        if (o->own != OWN_NONE)
             return -1;
     }
     if (i >= argc)
         return usage_error("no program given");
-    size_t total = 0;
     *prog = i;
-    return check_copy_fns(o, &total);
-}
-
-static char *join_copy_fns(const run_opts *o)
-{
-    size_t len = 1;
-    for (size_t i = 0; i < o->n_copy_fns; i++)
-        len += strlen(o->copy_fns[i]) + 1;
-    char *s = malloc(len);
-    if (!s)
-        return NULL;
-    *s = '\0';
-    for (size_t i = 0; i < o->n_copy_fns; i++) {
-        if (i)
-            strcat(s, ",");
-        strcat(s, o->copy_fns[i]);
-    }
-    return s;
+    /* Each value of a repeated option was good alone; together they may
+     * be too many. */
+    for (size_t k = 0; k < HCG_OPT_COUNT; k++)
+        if (o->value[k] && hcg_options[k].kind == HCG_OPT_KIND_LIST) {
+            int rc = check_value(&hcg_options[k], o->value[k]);
+            if (rc)
+                return rc;
+        }
+    return 0;
 }
 
 /* Options given override the environment; the rest is inherited. */
 static int apply_options(const run_opts *o)
 {
-    static const struct {
-        opt_id id;
-        const char *var;
-        const char *fixed; /* value of a flag option */
-    } map[] = {
-        {OPT_MODE, "HCGUARD_MODE", NULL},
-        {OPT_LOG, "HCGUARD_LOG", NULL},
-        {OPT_TRACE, "HCGUARD_TRACE", NULL},
-        {OPT_ERROR_EXITCODE, "HCGUARD_ERROR_EXITCODE", NULL},
-        {OPT_NO_SUMMARY, "HCGUARD_SUMMARY", "0"},
-        {OPT_DRIVER, "HCGUARD_DRIVER", NULL},
-        {OPT_DEBUG, "HCGUARD_DEBUG", "1"},
-        {OPT_SLOW_MS, "HCGUARD_SLOW_MS", NULL},
-        {OPT_HANG_S, "HCGUARD_HANG_S", NULL},
-        {OPT_RECHECK, "HCGUARD_RECHECK", NULL},
-        {OPT_BUFFER, "HCGUARD_BUFFER", NULL},
-        {OPT_LOG_FILE, "HCGUARD_LOG_FILE", NULL},
-        {OPT_FILE_MODE, "HCGUARD_FILE_MODE", NULL},
-        {OPT_PRINT_LIMIT, "HCGUARD_PRINT_LIMIT", NULL},
-    };
     int rc = 0;
-    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
-        if (o->given[map[i].id])
-            rc |= setenv(map[i].var,
-                         map[i].fixed ? map[i].fixed : o->value[map[i].id],
-                         1);
-    if (o->n_copy_fns) {
-        char *fns = join_copy_fns(o);
-        rc |= fns ? setenv("HCGUARD_COPY_FN", fns, 1) : -1;
-        free(fns);
-    }
+    for (size_t i = 0; i < HCG_OPT_COUNT; i++)
+        if (o->value[i])
+            rc |= setenv(hcg_options[i].var, o->value[i], 1);
     if (rc)
         msg("cannot set the environment: %s", strerror(ENOMEM));
     return rc ? -1 : 0;
 }
 
+static void free_opts(run_opts *o)
+{
+    for (size_t i = 0; i < HCG_OPT_COUNT; i++)
+        free(o->value[i]);
+}
+
 /* ---- help ------------------------------------------------------------ */
 
-static const char help_text[] =
+static const char help_head[] =
     "Usage: hcguard run [options] [--] program [args...]\n"
     "       hcguard --help | --version\n"
     "\n"
@@ -583,46 +462,9 @@ static const char help_text[] =
     "to the log and trace the events the program had not written, and the\n"
     "summary, from a flight recorder in $TMPDIR (removed at the end).\n"
     "\n"
-    "Options of run:\n"
-    "  --mode MODE         guard  refuse a bad host copy: the launch returns\n"
-    "                             CUDA_ERROR_INVALID_VALUE, nothing is copied\n"
-    "                      audit  report a bad host copy and let it run\n"
-    "                      off    check and report nothing\n"
-    "                      (default: guard)\n"
-    "  --log FILE          write one JSON line per event to FILE; FILE may\n"
-    "                      hold %%p (pid), %%h (host name), %%q{VAR} (the\n"
-    "                      value of variable VAR, e.g. a rank) and %%%%\n"
-    "                      (default: no log)\n"
-    "  --trace FILE        write a timeline of the host functions to FILE in\n"
-    "                      Chrome's trace format, for Perfetto or\n"
-    "                      chrome://tracing; FILE as for --log\n"
-    "                      (default: no trace)\n"
-    "  --error-exitcode N  exit with N (1-255) if hcguard found errors\n"
-    "                      (default, or 0: the program's own exit status)\n"
-    "  --copy-fn NAME      treat function NAME as a host copy too; repeat it\n"
-    "                      or give names separated by commas (default: none)\n"
-    "  --no-summary        print no summary at exit (default: print one)\n"
-    "  --driver PATH       the CUDA driver library to wrap\n"
-    "                      (default: libcuda.so.1, found as the program would)\n"
-    "  --debug             explain on stderr what hcguard intercepts and why\n"
-    "                      (default: off)\n"
-    "  --slow-ms MS        report host functions that run longer than MS\n"
-    "                      milliseconds (default: 1)\n"
-    "  --hang-s S          report a host function still running after S\n"
-    "                      seconds, while the program goes on (default: 10)\n"
-    "  --recheck WHEN      re-check a copy record when it runs: changed (only\n"
-    "                      if it differs from what was checked at enqueue) or\n"
-    "                      always (default: changed)\n"
-    "  --buffer SIZE       each thread's event buffer, e.g. 4M; from 64K to\n"
-    "                      1G; K, M, G are KiB, MiB, GiB (default: 4M)\n"
-    "  --log-file FILE     write hcguard's messages and summary to FILE\n"
-    "                      instead of stderr; FILE as for --log\n"
-    "  --file-mode MODE    the mode of files hcguard creates, octal, from\n"
-    "                      0600 to 0666 (default: 0600); it never follows a\n"
-    "                      symlink, and replaces an existing file only if it\n"
-    "                      is a regular file of the user it runs as\n"
-    "  --print-limit N     print at most N findings, count the rest\n"
-    "                      (default: 100; 0: no limit)\n"
+    "Options of run:\n";
+
+static const char help_own_options[] =
     "  -h, --help          print this help\n"
     "  --                  end of options; needed only if the program's name\n"
     "                      starts with '-'\n"
@@ -630,37 +472,87 @@ static const char help_text[] =
     "after the program's name is the program's own.\n"
     "\n"
     "Environment: each option sets a variable, and overrides it if it is\n"
-    "already set; a variable set without its option is used as it is.\n"
-    "  HCGUARD_MODE            --mode\n"
-    "  HCGUARD_LOG             --log\n"
-    "  HCGUARD_TRACE           --trace\n"
-    "  HCGUARD_ERROR_EXITCODE  --error-exitcode\n"
-    "  HCGUARD_COPY_FN         --copy-fn (names separated by commas)\n"
-    "  HCGUARD_SUMMARY=0       --no-summary\n"
-    "  HCGUARD_DRIVER          --driver\n"
-    "  HCGUARD_DEBUG=1         --debug\n"
-    "  HCGUARD_SLOW_MS         --slow-ms\n"
-    "  HCGUARD_HANG_S          --hang-s\n"
-    "  HCGUARD_RECHECK         --recheck\n"
-    "  HCGUARD_BUFFER          --buffer\n"
-    "  HCGUARD_LOG_FILE        --log-file\n"
-    "  HCGUARD_FILE_MODE       --file-mode\n"
-    "  HCGUARD_PRINT_LIMIT     --print-limit\n"
-    "  HCGUARD_LIBRARY         the libhcguard.so to preload (default: the\n"
-    "                          one installed with this launcher:\n"
-    "    %s)\n"
+    "already set; a variable set without its option is used as it is.\n";
+
+static const char help_tail[] =
     "hcguard puts libhcguard.so first in LD_PRELOAD, keeping what was there,\n"
     "and its Python hook, which tells hcguard about cuda.core's host-copy\n"
     "function, first on PYTHONPATH.\n"
     "\n"
     "Exit status: the program's own, or N of --error-exitcode; 2 for a usage\n"
-    "error (a bad option or HCGUARD_* value, a %%q{VAR} not set, a --driver\n"
+    "error (a bad option or HCGUARD_* value, a %q{VAR} not set, a --driver\n"
     "path that is not there), 125 if hcguard itself cannot start (library\n"
     "missing), 126 if the program cannot be executed, 127 if it is not found.\n"
     "\n"
     "Examples:\n"
     "  hcguard run ./my_app --size 1024\n"
-    "  hcguard run --mode audit --log hcguard.%%p.jsonl -- python3 train.py\n";
+    "  hcguard run --mode audit --log hcguard.%p.jsonl -- python3 train.py\n";
+
+/* Help text starts at this column, and is wrapped at HELP_WIDTH columns. */
+#define HELP_INDENT 22
+#define HELP_WIDTH 50
+
+/* One line of text at most HELP_WIDTH wide, from *p: up to a '\n', or
+ * broken at the last space that fits; *p moves past it. Printed without
+ * its newline; returns its length. */
+static size_t help_line(const char **p)
+{
+    const char *s = *p;
+    size_t n = strcspn(s, "\n");
+    if (n > HELP_WIDTH) {
+        n = HELP_WIDTH;
+        while (n > 0 && s[n] != ' ')
+            n--;
+        if (n == 0)
+            n = strcspn(s, " \n");
+    }
+    printf("%.*s", (int)n, s);
+    s += n;
+    if (*s == '\n' || *s == ' ')
+        s++;
+    *p = s;
+    return n;
+}
+
+/* An option's entry: its name and value, then its help, wrapped, each
+ * line after the first indented to HELP_INDENT; its default ends the last
+ * line if it fits there whole, else it has a line of its own. */
+static void help_option(const hcg_option *o)
+{
+    char head[64], dflt[128];
+    int n = o->kind == HCG_OPT_KIND_FLAG
+                ? snprintf(head, sizeof head, "  %s", o->option)
+                : snprintf(head, sizeof head, "  %s %s", o->option, o->arg);
+    printf("%-*s", HELP_INDENT, head);
+    if (n >= HELP_INDENT)
+        printf("\n%*s", HELP_INDENT, "");
+    size_t last = 0;
+    for (const char *p = o->help; *p;) {
+        last = help_line(&p);
+        if (*p)
+            printf("\n%*s", HELP_INDENT, "");
+    }
+    if (o->shown_default) {
+        int len = snprintf(dflt, sizeof dflt, "(default: %s)", o->shown_default);
+        if (last + 1 + (size_t)len <= HELP_WIDTH)
+            printf(" %s", dflt);
+        else
+            printf("\n%*s%s", HELP_INDENT, "", dflt);
+    }
+    putchar('\n');
+}
+
+/* "  HCGUARD_MODE            --mode": the variable each option sets. */
+static void help_variable(const hcg_option *o)
+{
+    char var[64];
+    if (o->kind == HCG_OPT_KIND_FLAG)
+        snprintf(var, sizeof var, "%s=%s", o->var, o->arg);
+    else
+        snprintf(var, sizeof var, "%s", o->var);
+    printf("  %-22s  %s%s\n", var, o->option,
+           o->kind == HCG_OPT_KIND_LIST ? " (values separated by commas)" : "");
+}
 
 static int print_help(void)
 {
@@ -669,7 +561,16 @@ static int print_help(void)
         snprintf(lib, sizeof lib, "%s%s", prefix, LIB_FROM_PREFIX);
     else
         snprintf(lib, sizeof lib, "<prefix>%s", LIB_FROM_PREFIX);
-    printf(help_text, lib);
+    fputs(help_head, stdout);
+    for (size_t i = 0; i < HCG_OPT_COUNT; i++)
+        help_option(&hcg_options[i]);
+    fputs(help_own_options, stdout);
+    for (size_t i = 0; i < HCG_OPT_COUNT; i++)
+        help_variable(&hcg_options[i]);
+    printf("  HCGUARD_LIBRARY         the libhcguard.so to preload (default: the\n"
+           "                          one installed with this launcher:\n"
+           "    %s)\n", lib);
+    fputs(help_tail, stdout);
     /* Longer than stdio's buffer: a failed write may come before the flush. */
     return fflush(stdout) == 0 && !ferror(stdout) ? 0 : EXIT_SETUP;
 }
@@ -719,11 +620,6 @@ static int exec_failed(const char *prog, int err)
     msg("cannot run '%s': %s%s", prog, strerror(err), hint);
     return err == ENOENT || err == ENOTDIR ? EXIT_NOT_FOUND
                                            : EXIT_CANNOT_EXEC;
-}
-
-static const char *plain_getenv(const char *name)
-{
-    return getenv(name);
 }
 
 /* The environment the program will see, as the library will read it (the
@@ -860,16 +756,11 @@ static int die_of(int sig)
     return 128 + sig;
 }
 
-static const char *plain_env(const char *name)
-{
-    return getenv(name);
-}
-
 /* The library's configuration, as the program got it, without a word: the
  * program has said what was wrong with it already. */
 static void load_config_quietly(void)
 {
-    hcg_config_parse(&hcg_g_config, plain_env, NULL, 0);
+    hcg_config_parse(&hcg_g_config, plain_getenv, NULL, 0);
     atomic_store(&hcg_g_config_ready, 1);
 }
 
@@ -922,18 +813,14 @@ static int run_child(char **argv)
 
 static int cmd_run(int argc, char **argv)
 {
-    run_opts o = {.copy_fns = calloc((size_t)argc + 1, sizeof(char *))};
+    run_opts o = {0};
     int prog = 0;
-    if (!o.copy_fns) {
-        msg("out of memory");
-        return EXIT_SETUP;
-    }
     int rc = parse_run(&o, argc, argv, &prog);
     if (rc == 0)
         rc = setup_environment(&o);
-    free(o.copy_fns);
+    free_opts(&o);
     if (rc == -1)
-        return o.given[OPT_HELP] ? print_help() : print_version();
+        return o.own == OWN_HELP ? print_help() : print_version();
     if (rc)
         return rc;
     return run_child(argv + prog);
@@ -946,7 +833,8 @@ static int top_level_option(const char *arg)
     if (strcmp(arg, "--version") == 0)
         return print_version();
     size_t n = strcspn(arg, "=");
-    if (find_opt(arg, n))
+    own_opt own;
+    if (find_opt(arg, n, &own))
         msg("'%.*s' is an option of run: write 'hcguard run %.*s ...' (see "
             "'hcguard run --help')", (int)n, arg, (int)strlen(arg), arg);
     else

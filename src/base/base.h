@@ -70,6 +70,35 @@ static inline const hcg_config *hcg_config_get(void)
  * each bad value, separated by '\n' (each such field keeps its default). */
 int hcg_config_parse(hcg_config *c, hcg_getenv_fn getenv_fn, char *err,
                      size_t errlen);
+/* The settings, one row each of options.def, in its order: what the
+ * library parses and the launcher's options are made from. */
+typedef enum hcg_option_id {
+#define HCG_OPTION(id, ...) HCG_OPT_##id,
+#include "base/options.def"
+#undef HCG_OPTION
+    HCG_OPT_COUNT
+} hcg_option_id;
+typedef enum hcg_option_kind {
+    HCG_OPT_KIND_VALUE, /* --option VALUE sets the variable to VALUE */
+    HCG_OPT_KIND_LIST,  /* the same; values of repeated options joined with ',' */
+    HCG_OPT_KIND_FLAG   /* --option sets the variable to arg */
+} hcg_option_kind;
+typedef struct hcg_option {
+    const char *var;    /* "HCGUARD_MODE" */
+    const char *option; /* "--mode" */
+    hcg_option_kind kind;
+    const char *arg;    /* the value's name in --help, or a flag's value */
+    const char *shown_default; /* NULL: --help shows none */
+    const char *help;
+    int (*parse)(hcg_config *c, void *field, const char *v, hcg_getenv_fn getenv_fn,
+                 char *why, size_t whylen);
+    size_t field_offset; /* of the hcg_config field parse writes */
+} hcg_option;
+extern const hcg_option hcg_options[HCG_OPT_COUNT];
+/* Check v as the value of o, with the parser the library uses: 0, or -1
+ * with the quoted value and what is wrong with it in why. */
+int hcg_option_check(const hcg_option *o, const char *v, hcg_getenv_fn getenv_fn,
+                     char *why, size_t whylen);
 /* Expand %p (pid), %h (host), %q{VAR}, %% in pattern. Returns 0, or -1
  * with a message in err (unknown %x, unset VAR, unterminated %q{, too long). */
 int hcg_expand_path(const char *pattern, char *out, size_t outlen,

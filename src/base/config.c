@@ -39,114 +39,145 @@ static void err_add(char *err, size_t errlen, const char *fmt, ...)
     va_end(ap);
 }
 
-/* The value as shown in a message: at most SHOW_MAX bytes. */
-static int show_len(const char *v)
-{
-    size_t n = strlen(v);
-    return n > SHOW_MAX ? SHOW_MAX : (int)n;
-}
-
-static const char *show_more(const char *v)
-{
-    return strlen(v) > SHOW_MAX ? "..." : "";
-}
-
 static const char *env(hcg_getenv_fn getenv_fn, const char *name)
 {
     const char *v = getenv_fn(name);
     return v && v[0] ? v : NULL;
 }
 
-static int parse_mode(hcg_config *c, const char *v, char *err, size_t errlen)
+/* ---- the parsers of options.def ----------------------------------------
+ * Each: (config, the row's field, value, getenv, why, whylen); 0, or -1
+ * with why = the value, quoted and cut at SHOW_MAX bytes, and what is
+ * wrong with it ("'fast' is not one of guard, audit, off"), which the
+ * library puts after "VARIABLE=" and the launcher after its option. */
+
+static int bad(char *why, size_t whylen, const char *v, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static int bad(char *why, size_t whylen, const char *v, const char *fmt, ...)
+{
+    if (!why || whylen == 0)
+        return -1;
+    size_t n = strlen(v);
+    int shown = snprintf(why, whylen, "'%.*s%s'", n > SHOW_MAX ? SHOW_MAX : (int)n, v,
+                         n > SHOW_MAX ? "..." : "");
+    if (shown > 0 && (size_t)shown < whylen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(why + shown, whylen - (size_t)shown, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+/* Every parser has this signature; field is where its row's field is. */
+#define PARSER(name)                                                                   \
+    static int parse_##name(hcg_config *c, void *field, const char *v,                \
+                            hcg_getenv_fn getenv_fn, char *why, size_t whylen)
+
+/* The type of the field each parser writes, checked against each row. */
+#define FIELD_TYPE_mode hcg_mode
+#define FIELD_TYPE_bool int
+#define FIELD_TYPE_exitcode int
+#define FIELD_TYPE_recheck int
+#define FIELD_TYPE_output char *
+#define FIELD_TYPE_driver char *
+#define FIELD_TYPE_copy_fns char(*)[128]
+#define FIELD_TYPE_buffer size_t
+#define FIELD_TYPE_file_mode unsigned
+#define FIELD_TYPE_print_limit unsigned
+#define FIELD_TYPE_positive double
+
+PARSER(mode)
 {
     static const struct { const char *name; hcg_mode mode; } modes[] = {
         {"guard", HCG_MODE_GUARD}, {"audit", HCG_MODE_AUDIT}, {"off", HCG_MODE_OFF},
     };
+    (void)c, (void)getenv_fn;
     for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
         if (strcmp(v, modes[i].name) == 0) {
-            c->mode = modes[i].mode;
+            *(hcg_mode *)field = modes[i].mode;
             return 0;
         }
     }
-    err_add(err, errlen, "HCGUARD_MODE='%.*s%s' is not one of guard, audit, off",
-            show_len(v), v, show_more(v));
-    return -1;
+    return bad(why, whylen, v, " is not one of guard, audit, off");
 }
 
-/* "0" or "1" into *out. */
-static int parse_bool(const char *var, const char *v, int *out, char *err,
-                      size_t errlen)
+/* "0" or "1". */
+PARSER(bool)
 {
+    (void)c, (void)getenv_fn;
     if ((v[0] == '0' || v[0] == '1') && v[1] == '\0') {
-        *out = v[0] - '0';
+        *(int *)field = v[0] - '0';
         return 0;
     }
-    err_add(err, errlen, "%s='%.*s%s' is not one of 0, 1", var, show_len(v), v,
-            show_more(v));
-    return -1;
+    return bad(why, whylen, v, " is not one of 0, 1");
 }
 
-static int parse_exitcode(hcg_config *c, const char *v, char *err, size_t errlen)
+PARSER(exitcode)
 {
+    (void)c, (void)getenv_fn;
     size_t n = strlen(v);
     int ok = n > 0 && n <= 3;
     for (size_t i = 0; ok && i < n; i++)
         ok = isdigit((unsigned char)v[i]);
     long code = ok ? strtol(v, NULL, 10) : -1;
     if (code >= 0 && code <= 255) {
-        c->error_exitcode = (int)code;
+        *(int *)field = (int)code;
         return 0;
     }
-    err_add(err, errlen,
-            "HCGUARD_ERROR_EXITCODE='%.*s%s' is not an integer from 1 to 255 "
-            "(0 leaves the exit status alone)",
-            show_len(v), v, show_more(v));
-    return -1;
+    return bad(why, whylen, v,
+               " is not an integer from 1 to 255 (0 leaves the exit status alone)");
 }
 
-static int parse_recheck(hcg_config *c, const char *v, char *err, size_t errlen)
+PARSER(recheck)
 {
+    (void)c, (void)getenv_fn;
     if (strcmp(v, "changed") == 0 || strcmp(v, "always") == 0) {
-        c->recheck_always = strcmp(v, "always") == 0;
+        *(int *)field = strcmp(v, "always") == 0;
         return 0;
     }
-    err_add(err, errlen, "HCGUARD_RECHECK='%.*s%s' is not one of changed, always",
-            show_len(v), v, show_more(v));
-    return -1;
+    return bad(why, whylen, v, " is not one of changed, always");
 }
 
-/* An output file's name (HCGUARD_LOG, HCGUARD_TRACE): expanded into path,
- * and kept as given in pattern for a fork child's own %p. */
-static int parse_output(const char *var, const char *v, char *path, char *pattern,
-                        hcg_getenv_fn getenv_fn, char *err, size_t errlen)
+/* An output file's name (HCGUARD_LOG, HCGUARD_TRACE, HCGUARD_LOG_FILE):
+ * expanded into the field, and kept as given in the pattern that follows
+ * it, for a fork child's own %p. */
+#define PATTERN_FOLLOWS(path, pattern)                                                 \
+    _Static_assert(offsetof(hcg_config, pattern) ==                                    \
+                       offsetof(hcg_config, path) + HCG_PATH_MAX, #pattern " after " #path)
+PATTERN_FOLLOWS(log_path, log_pattern);
+PATTERN_FOLLOWS(trace_path, trace_pattern);
+PATTERN_FOLLOWS(report_path, report_pattern);
+
+PARSER(output)
 {
-    char why[600];
-    if (hcg_expand_path(v, path, HCG_PATH_MAX, getenv_fn, why, sizeof why) == 0) {
+    char *path = field, *pattern = path + HCG_PATH_MAX, reason[600];
+    (void)c;
+    if (hcg_expand_path(v, path, HCG_PATH_MAX, getenv_fn, reason, sizeof reason) == 0) {
         /* One too long to keep is only used as expanded, by every process. */
         if (strlen(v) < HCG_PATH_MAX)
             memcpy(pattern, v, strlen(v) + 1);
         return 0;
     }
     path[0] = '\0';
-    err_add(err, errlen, "%s='%.*s%s': %s", var, show_len(v), v, show_more(v), why);
-    return -1;
+    return bad(why, whylen, v, ": %s", reason);
 }
 
-static int parse_driver(hcg_config *c, const char *v, char *err, size_t errlen)
+PARSER(driver)
 {
+    (void)c, (void)getenv_fn;
     size_t n = strlen(v);
-    if (n < sizeof c->driver_path) {
-        memcpy(c->driver_path, v, n + 1);
+    if (n < HCG_PATH_MAX) {
+        memcpy(field, v, n + 1);
         return 0;
     }
-    err_add(err, errlen, "HCGUARD_DRIVER='%.*s%s' is not a path shorter than %zu bytes",
-            show_len(v), v, show_more(v), sizeof c->driver_path);
-    return -1;
+    return bad(why, whylen, v, " is not a path shorter than %d bytes", HCG_PATH_MAX);
 }
 
 /* One comma-separated item, [b, e), trimmed into the next slot. */
 static int copy_fn_item(hcg_config *c, const char *b, const char *e,
-                        const char **why)
+                        const char **reason)
 {
     while (b < e && isspace((unsigned char)*b))
         b++;
@@ -157,13 +188,13 @@ static int copy_fn_item(hcg_config *c, const char *b, const char *e,
     for (const char *q = b; q < e; q++)
         blank |= isspace((unsigned char)*q) || iscntrl((unsigned char)*q);
     if (n == 0)
-        *why = "an empty name";
+        *reason = "an empty name";
     else if (blank)
-        *why = "a name with a space or control character in it";
+        *reason = "a name with a space or control character in it";
     else if (n >= sizeof c->copy_fns[0])
-        *why = "a name of 128 bytes or more";
+        *reason = "a name of 128 bytes or more";
     else if (c->n_copy_fns >= HCG_MAX_COPY_FNS)
-        *why = "more than 32 names";
+        *reason = "more than 32 names";
     else {
         memcpy(c->copy_fns[c->n_copy_fns], b, n);
         c->copy_fns[c->n_copy_fns++][n] = '\0';
@@ -172,15 +203,17 @@ static int copy_fn_item(hcg_config *c, const char *b, const char *e,
     return -1;
 }
 
-static int parse_copy_fns(hcg_config *c, const char *v, char *err, size_t errlen)
+/* The names and their count: the field is copy_fns, the count beside it. */
+PARSER(copy_fns)
 {
     _Static_assert(HCG_MAX_COPY_FNS == 32, "message below says 32");
-    const char *why = NULL;
+    (void)field, (void)getenv_fn;
+    const char *reason = NULL;
     for (const char *b = v;;) {
         const char *e = strchr(b, ',');
         if (!e)
             e = b + strlen(b);
-        if (copy_fn_item(c, b, e, &why) != 0)
+        if (copy_fn_item(c, b, e, &reason) != 0)
             break;
         if (*e == '\0')
             return 0;
@@ -188,23 +221,10 @@ static int parse_copy_fns(hcg_config *c, const char *v, char *err, size_t errlen
     }
     c->n_copy_fns = 0;
     memset(c->copy_fns, 0, sizeof c->copy_fns);
-    err_add(err, errlen,
-            "HCGUARD_COPY_FN='%.*s%s' has %s; it takes comma-separated symbol "
-            "names, at most 32, each shorter than 128 bytes, without spaces",
-            show_len(v), v, show_more(v), why);
-    return -1;
-}
-
-static void config_defaults(hcg_config *c)
-{
-    memset(c, 0, sizeof *c);
-    c->mode = HCG_MODE_GUARD;
-    c->summary = 1;
-    c->slow_ms = 1.0;
-    c->hang_s = 10.0;
-    c->buffer_bytes = HCG_BUFFER_DEFAULT;
-    c->file_mode = 0600;
-    c->print_limit = HCG_PRINT_LIMIT_DEFAULT;
+    return bad(why, whylen, v,
+               " has %s; it takes comma-separated symbol names, at most 32, each "
+               "shorter than 128 bytes, without spaces",
+               reason);
 }
 
 /* A size in bytes, with an optional K, M or G (binary: KiB, MiB, GiB),
@@ -228,65 +248,106 @@ int hcg_parse_buffer_size(const char *v, size_t *out)
     return 0;
 }
 
-static int parse_buffer(hcg_config *c, const char *v, char *err, size_t errlen)
+PARSER(buffer)
 {
-    if (hcg_parse_buffer_size(v, &c->buffer_bytes) == 0)
+    (void)c, (void)getenv_fn;
+    if (hcg_parse_buffer_size(v, field) == 0)
         return 0;
-    err_add(err, errlen, "HCGUARD_BUFFER='%.*s%s' is not %s", show_len(v), v, show_more(v),
-            HCG_BUFFER_EXPECTED);
-    return -1;
+    return bad(why, whylen, v, " is not %s", HCG_BUFFER_EXPECTED);
 }
 
 /* An octal file mode for created files: read and write for the owner,
  * nothing executable or special ("0600", "0644", "640"). */
-static int parse_file_mode(hcg_config *c, const char *v, char *err, size_t errlen)
+PARSER(file_mode)
 {
+    (void)c, (void)getenv_fn;
     size_t n = strlen(v);
     int ok = n >= 3 && n <= 4 && strspn(v, "01234567") == n;
     unsigned long m = ok ? strtoul(v, NULL, 8) : 0;
     if (ok && (m & ~0666ul) == 0 && (m & 0600) == 0600) {
-        c->file_mode = (unsigned)m;
+        *(unsigned *)field = (unsigned)m;
         return 0;
     }
-    err_add(err, errlen,
-            "HCGUARD_FILE_MODE='%.*s%s' is not an octal mode with read and write for the "
-            "owner and nothing executable, from 0600 to 0666 (e.g. 0600, 0644)",
-            show_len(v), v, show_more(v));
-    return -1;
+    return bad(why, whylen, v,
+               " is not an octal mode with read and write for the owner and nothing "
+               "executable, from 0600 to 0666 (e.g. 0600, 0644)");
 }
 
 /* How many findings are printed: 0 (no limit) to 1e9. */
-static int parse_print_limit(hcg_config *c, const char *v, char *err, size_t errlen)
+PARSER(print_limit)
 {
+    (void)c, (void)getenv_fn;
     size_t n = strlen(v);
     if (n > 0 && n <= 10 && strspn(v, "0123456789") == n) {
         unsigned long long l = strtoull(v, NULL, 10);
         if (l <= 1000000000ull) {
-            c->print_limit = (unsigned)l;
+            *(unsigned *)field = (unsigned)l;
             return 0;
         }
     }
-    err_add(err, errlen,
-            "HCGUARD_PRINT_LIMIT='%.*s%s' is not an integer from 0 (no limit) to 1000000000",
-            show_len(v), v, show_more(v));
-    return -1;
+    return bad(why, whylen, v, " is not an integer from 0 (no limit) to 1000000000");
 }
 
 /* A positive number (milliseconds or seconds), e.g. "1", "0.5", "50". */
-static int parse_positive(const char *name, const char *v, double *out, char *err,
-                          size_t errlen)
+PARSER(positive)
 {
+    (void)c, (void)getenv_fn;
     char *end = NULL;
     errno = 0;
     double d = strtod(v, &end);
     if (errno == 0 && end && end != v && *end == '\0' && d > 0 && d < 1e9) {
-        *out = d;
+        *(double *)field = d;
         return 0;
     }
-    err_add(err, errlen, "%s='%.*s%s' is not a positive number", name, show_len(v), v,
-            show_more(v));
-    return -1;
+    return bad(why, whylen, v, " is not a positive number");
 }
+
+/* ---- the table ---------------------------------------------------------- */
+
+#define HCG_OPTION(id, var, opt, kind, arg, parser, field, dflt, help)                 \
+    _Static_assert(_Generic(((hcg_config *)0)->field, FIELD_TYPE_##parser: 1, default: 0), \
+                   var ": parse_" #parser " does not write a field of this type");
+#include "base/options.def"
+#undef HCG_OPTION
+
+const hcg_option hcg_options[HCG_OPT_COUNT] = {
+#define HCG_OPTION(id, var, opt, kind, arg, parser, field, dflt, help)                 \
+    [HCG_OPT_##id] = {var, opt, HCG_OPT_KIND_##kind, arg, dflt, help, parse_##parser,   \
+                      offsetof(hcg_config, field)},
+#include "base/options.def"
+#undef HCG_OPTION
+};
+
+static void config_defaults(hcg_config *c)
+{
+    memset(c, 0, sizeof *c);
+    c->mode = HCG_MODE_GUARD;
+    c->summary = 1;
+    c->slow_ms = 1.0;
+    c->hang_s = 10.0;
+    c->buffer_bytes = HCG_BUFFER_DEFAULT;
+    c->file_mode = 0600;
+    c->print_limit = HCG_PRINT_LIMIT_DEFAULT;
+}
+
+static int option_parse(hcg_config *c, const hcg_option *o, const char *v,
+                        hcg_getenv_fn getenv_fn, char *why, size_t whylen)
+{
+    return o->parse(c, (char *)c + o->field_offset, v, getenv_fn, why, whylen);
+}
+
+int hcg_option_check(const hcg_option *o, const char *v, hcg_getenv_fn getenv_fn,
+                     char *why, size_t whylen)
+{
+    static hcg_config scratch; /* 40 KiB: not on the stack */
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&lock);
+    config_defaults(&scratch);
+    int rc = option_parse(&scratch, o, v, getenv_fn, why, whylen);
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
 /* The process's rank, as MPI launchers and Slurm export it: the first of
  * these that is set and a plain decimal number. Not an error when none
  * is: most programs are not ranks. */
@@ -307,46 +368,21 @@ static void read_rank(hcg_config *c, hcg_getenv_fn getenv_fn)
 int hcg_config_parse(hcg_config *c, hcg_getenv_fn getenv_fn, char *err,
                      size_t errlen)
 {
-    int bad = 0;
-    const char *v;
+    int bad_values = 0;
     if (err && errlen)
         err[0] = '\0';
     config_defaults(c);
-    if ((v = env(getenv_fn, "HCGUARD_MODE")))
-        bad |= parse_mode(c, v, err, errlen);
-    if ((v = env(getenv_fn, "HCGUARD_LOG")))
-        bad |= parse_output("HCGUARD_LOG", v, c->log_path, c->log_pattern, getenv_fn, err,
-                            errlen);
-    if ((v = env(getenv_fn, "HCGUARD_TRACE")))
-        bad |= parse_output("HCGUARD_TRACE", v, c->trace_path, c->trace_pattern, getenv_fn, err,
-                            errlen);
-    if ((v = env(getenv_fn, "HCGUARD_ERROR_EXITCODE")))
-        bad |= parse_exitcode(c, v, err, errlen);
-    if ((v = env(getenv_fn, "HCGUARD_SUMMARY")))
-        bad |= parse_bool("HCGUARD_SUMMARY", v, &c->summary, err, errlen);
-    if ((v = env(getenv_fn, "HCGUARD_DEBUG")))
-        bad |= parse_bool("HCGUARD_DEBUG", v, &c->debug, err, errlen);
-    if ((v = env(getenv_fn, "HCGUARD_RECHECK")))
-        bad |= parse_recheck(c, v, err, errlen);
-    if ((v = env(getenv_fn, "HCGUARD_DRIVER")))
-        bad |= parse_driver(c, v, err, errlen);
-    if ((v = env(getenv_fn, "HCGUARD_COPY_FN")))
-        bad |= parse_copy_fns(c, v, err, errlen);
-    if ((v = env(getenv_fn, "HCGUARD_SLOW_MS")))
-        bad |= parse_positive("HCGUARD_SLOW_MS", v, &c->slow_ms, err, errlen);
-    if ((v = env(getenv_fn, "HCGUARD_HANG_S")))
-        bad |= parse_positive("HCGUARD_HANG_S", v, &c->hang_s, err, errlen);
-    if ((v = env(getenv_fn, "HCGUARD_BUFFER")))
-        bad |= parse_buffer(c, v, err, errlen);
-    if ((v = env(getenv_fn, "HCGUARD_FILE_MODE")))
-        bad |= parse_file_mode(c, v, err, errlen);
-    if ((v = env(getenv_fn, "HCGUARD_LOG_FILE")))
-        bad |= parse_output("HCGUARD_LOG_FILE", v, c->report_path, c->report_pattern, getenv_fn,
-                            err, errlen);
-    if ((v = env(getenv_fn, "HCGUARD_PRINT_LIMIT")))
-        bad |= parse_print_limit(c, v, err, errlen);
+    for (size_t i = 0; i < HCG_OPT_COUNT; i++) {
+        const hcg_option *o = &hcg_options[i];
+        const char *v = env(getenv_fn, o->var);
+        char why[SHOW_MAX + 800];
+        if (v && option_parse(c, o, v, getenv_fn, why, sizeof why) != 0) {
+            err_add(err, errlen, "%s=%s", o->var, why);
+            bad_values = 1;
+        }
+    }
     read_rank(c, getenv_fn);
-    return bad ? -1 : 0;
+    return bad_values ? -1 : 0;
 }
 
 /* ---- %-expansion of file names ----------------------------------------- */

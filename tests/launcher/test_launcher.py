@@ -134,7 +134,7 @@ def case_missing_value(args, tmp):
 @case
 def case_bad_mode(args, tmp):
     for value in ("fast", "GUARD", "guard ", "0"):
-        want = ("bad value '%s' for --mode: expected guard, audit or off"
+        want = ("bad value for --mode: '%s' is not one of guard, audit, off"
                 % value + SEE_RUN_HELP)
         expect_usage_error(args, ["run", "--mode", value, "true"], want)
         expect_usage_error(args, ["run", "--mode=" + value, "true"], want)
@@ -144,7 +144,7 @@ def case_bad_mode(args, tmp):
 def case_bad_exitcode(args, tmp):
     for value in ("256", "x", "-1", "+5", " 5", "1x", "0x10", "1000",
                   "99999999999999999999"):
-        want = ("bad value '%s' for --error-exitcode: expected a number from "
+        want = ("bad value for --error-exitcode: '%s' is not an integer from "
                 "1 to 255 (0 leaves the exit status alone)" % value + SEE_RUN_HELP)
         expect_usage_error(args, ["run", "--error-exitcode", value, "true"],
                            want)
@@ -158,8 +158,8 @@ def case_bad_exitcode(args, tmp):
 def case_bad_thresholds(args, tmp):
     for opt in ("--slow-ms", "--hang-s"):
         for value in ("0", "-1", "x", "1x", "1e9", "nan", "inf", "0x"):
-            want = ("bad value '%s' for %s: expected a positive number"
-                    % (value, opt) + SEE_RUN_HELP)
+            want = ("bad value for %s: '%s' is not a positive number"
+                    % (opt, value) + SEE_RUN_HELP)
             expect_usage_error(args, ["run", opt, value, "true"], want)
             expect_usage_error(args, ["run", opt + "=" + value, "true"], want)
         for value in ("0.5", "20", "1e3"):
@@ -168,7 +168,7 @@ def case_bad_thresholds(args, tmp):
             expect_eq(p.returncode, 0, "%s %s" % (opt, value), p)
     for value in ("never", "Always", ""):
         if value:
-            want = ("bad value '%s' for --recheck: expected changed or always"
+            want = ("bad value for --recheck: '%s' is not one of changed, always"
                     % value + SEE_RUN_HELP)
         else:
             want = "option '--recheck' needs a value" + SEE_RUN_HELP
@@ -178,7 +178,7 @@ def case_bad_thresholds(args, tmp):
 @case
 def case_bad_buffer(args, tmp):
     for value in ("0", "63K", "2G", "4MB", "-1", "x", "4M5", "0x100000", "1e6"):
-        want = ("bad value '%s' for --buffer: expected a size from 64K to 1G "
+        want = ("bad value for --buffer: '%s' is not a size from 64K to 1G "
                 "(bytes, or a number with K, M or G)" % value + SEE_RUN_HELP)
         expect_usage_error(args, ["run", "--buffer", value, "true"], want)
         expect_usage_error(args, ["run", "--buffer=" + value, "true"], want)
@@ -190,19 +190,26 @@ def case_bad_buffer(args, tmp):
 
 @case
 def case_bad_copy_fn(args, tmp):
-    def want(value):
-        return ("bad value '%s' for --copy-fn: expected function names of 1 "
-                "to 127 characters, separated by commas" % value
-                + SEE_RUN_HELP)
-    for value in ("a,,b", ",a", "a,", "my fn", "a\tb", " , ", "x" * 128):
+    """The library's parser and message, for each value and for all the
+    values of repeated options together."""
+    tail = ("; it takes comma-separated symbol names, at most 32, each shorter "
+            "than 128 bytes, without spaces" + SEE_RUN_HELP)
+
+    def want(value, reason):
+        return "bad value for --copy-fn: '%s' has %s" % (value, reason) + tail
+    for value, reason in (("a,,b", "an empty name"), (",a", "an empty name"),
+                          ("a,", "an empty name"), (" , ", "an empty name"),
+                          ("my fn", "a name with a space or control character in it"),
+                          ("a\tb", "a name with a space or control character in it"),
+                          ("x" * 128, "a name of 128 bytes or more")):
         expect_usage_error(args, ["run", "--copy-fn", value, "true"],
-                           want(value))
+                           want(value, reason))
     names = ",".join("f%d" % i for i in range(33))
     expect_usage_error(args, ["run", "--copy-fn", names, "true"],
-                       "too many --copy-fn names: at most 32" + SEE_RUN_HELP)
+                       want(names, "more than 32 names"))
     split = ["--copy-fn=f%d" % i for i in range(33)]
     expect_usage_error(args, ["run"] + split + ["true"],
-                       "too many --copy-fn names: at most 32" + SEE_RUN_HELP)
+                       want(names, "more than 32 names"))
     ok = ",".join("f%d" % i for i in range(31))
     p, seen = child_env(args, ["--mode", "off", "--copy-fn", ok,
                                "--copy-fn", "y" * 127], dummy_env(args))

@@ -1,7 +1,8 @@
 """hcguard as a package: what `cmake --install` puts under a prefix, the
 library's versioned SONAME (build tree and installed), the CMake package
 and the pkg-config file used by a consumer built against a fresh install,
-and the man page against `hcguard --help`. Each case is a CTest test,
+the man page against `hcguard --help`, and the README's options table and
+the man page against the settings of src/base/options.def. Each case is a CTest test,
 package_<case>; the script lists its own cases (--list)."""
 
 import os
@@ -326,6 +327,62 @@ def case_man_sync(args, tmp):
     expect_eq(th.group(1), p.stdout.strip(), ".TH version against hcguard --version", p)
 
 
+# ---- the options documented against src/base/options.def ----------------
+
+# The launcher's own options and variables, which are no row of the table.
+LAUNCHER_OPTIONS = {"--help", "-h", "--version"}
+LAUNCHER_VARIABLES = {"HCGUARD_LIBRARY"}
+ROW = re.compile(r'^HCG_OPTION\(\s*(\w+),\s*"(HCGUARD_\w+)",\s*"(--[a-z-]+)",', re.M)
+
+
+def table_rows(path):
+    """(option, variable) of each row of options.def."""
+    with open(path) as f:
+        text = f.read()
+    rows = set((m.group(3), m.group(2)) for m in ROW.finditer(text))
+    expect_eq(len(rows), text.count("\nHCG_OPTION("), "rows of %s read" % path)
+    expect(len(rows) >= 15, "too few rows read from %s" % path)
+    return rows
+
+
+def readme_rows(path):
+    """(option, variable) of each row of README.md's options table: the
+    table whose header begins "| option | variable"."""
+    with open(path) as f:
+        lines = f.read().splitlines()
+    start = [i for i, l in enumerate(lines) if re.match(r"\|\s*option\s*\|\s*variable", l)]
+    expect_eq(len(start), 1, "options tables in README.md")
+    rows = set()
+    for line in lines[start[0] + 2:]:
+        if not line.startswith("|"):
+            break
+        cells = [c.strip() for c in re.split(r"(?<!\\)\|", line)[1:-1]]
+        opt = OPTION.findall(cells[0])
+        var = VARIABLE.findall(cells[1])
+        expect(len(opt) == 1 and len(var) == 1, "README.md options row %r" % line)
+        rows.add((opt[0], var[0]))
+    return rows
+
+
+@case
+def case_options_documented(args, tmp):
+    """README.md's options table and the man page's OPTIONS and ENVIRONMENT
+    list exactly the settings of options.def (with the launcher's own)."""
+    rows = table_rows(args.options_def)
+    expect_eq(sorted(readme_rows(args.readme) - rows), [],
+              "README.md options rows that are not in options.def")
+    expect_eq(sorted(rows - readme_rows(args.readme)), [],
+              "options.def rows missing from README.md's options table")
+    with open(args.man) as f:
+        m_opts, m_vars = man_names(f.read())
+    want_opts = set(o for o, _ in rows) | LAUNCHER_OPTIONS
+    want_vars = set(v for _, v in rows) | LAUNCHER_VARIABLES
+    expect_eq(sorted(m_opts ^ want_opts), [],
+              "options the man page and options.def do not share")
+    expect_eq(sorted(m_vars ^ want_vars), [],
+              "variables the man page and options.def do not share")
+
+
 @case
 def case_man_renders(args, tmp):
     """groff with every warning on: a typo in a request or an escape shows."""
@@ -341,5 +398,6 @@ def case_man_renders(args, tmp):
 
 if __name__ == "__main__":
     sys.exit(main(("hcguard", "build-dir", "cmake", "cc", "version", "sanitize",
-                   "sanitizer-runtime", "fakecuda-dir", "demo", "consumer-dir", "man"),
+                   "sanitizer-runtime", "fakecuda-dir", "demo", "consumer-dir", "man",
+                   "options-def", "readme"),
                   "hcg-package-"))

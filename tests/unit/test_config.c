@@ -442,6 +442,42 @@ static void test_rank(void)
     CHECK_STR(g_cfg.rank, "7");
 }
 
+/* The launcher checks an option's value with hcg_option_check; the
+ * library parses the variable with hcg_config_parse. Both come from the
+ * same row of options.def: for every row and every value here they must
+ * accept and refuse alike, with the same words after "VARIABLE=". */
+static void test_option_table_agrees(void)
+{
+    static const char *const values[] = {
+        "0", "1", "2", "guard", "audit", "off", "always", "changed", "x", "0.5", "-1",
+        "64K", "4M", "2G", "0644", "0777", "255", "256", "a,b", "a,,b", "lib.so",
+        "out.%p", "out.%z", "1000000001", " 5", "nan",
+    };
+    CHECK_EQ((int)HCG_OPT_COUNT, 15);
+    for (size_t i = 0; i < HCG_OPT_COUNT; i++) {
+        const hcg_option *o = &hcg_options[i];
+        CHECK(strncmp(o->var, "HCGUARD_", 8) == 0 && strncmp(o->option, "--", 2) == 0);
+        CHECK(o->help && o->help[0] && o->arg && o->arg[0] && o->parse);
+        CHECK(o->field_offset < sizeof(hcg_config));
+        for (size_t k = 0; k < sizeof values / sizeof values[0]; k++) {
+            char why[1024], want[1200];
+            int lib = parse1(o->var, values[k]);
+            int launcher = hcg_option_check(o, values[k], fake_getenv, why, sizeof why);
+            CHECK_MSG(lib == launcher, "%s=%s: library %d, launcher %d", o->var, values[k],
+                      lib, launcher);
+            if (lib != 0 && launcher != 0) {
+                snprintf(want, sizeof want, "%s=%s", o->var, why);
+                CHECK_STR(g_err, want);
+            }
+        }
+    }
+    /* A flag's fixed value is one its parser takes. */
+    for (size_t i = 0; i < HCG_OPT_COUNT; i++)
+        if (hcg_options[i].kind == HCG_OPT_KIND_FLAG)
+            CHECK(hcg_option_check(&hcg_options[i], hcg_options[i].arg, fake_getenv, NULL,
+                                   0) == 0);
+}
+
 static const check_case cases[] = {
     CHECK_CASE(rank),
     CHECK_CASE(hostile_vars),
@@ -460,6 +496,7 @@ static const check_case cases[] = {
     CHECK_CASE(expand_good),
     CHECK_CASE(expand_bad),
     CHECK_CASE(config_get),
+    CHECK_CASE(option_table_agrees),
 };
 
 int main(int argc, char **argv)
