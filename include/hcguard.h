@@ -33,31 +33,48 @@ typedef struct hcguard_copy_record {
 } hcguard_copy_record;
 
 /*
- * Outcome of checking a record. The names returned by
- * hcguard_status_name() are stable: they appear in the summary and in the
- * JSON Lines event log, and scripts may match on them.
+ * Outcome of checking a record, listed once (in the manner of libuv's
+ * UV_ERRNO_MAP): HCGUARD_STATUS_MAP(X) calls X(enumerator, value, name,
+ * description) for each, and the enumeration below, hcguard_status_name()
+ * and hcguard_status_string() are made from it; a program may expand it
+ * too. The values are ABI and the names are stable (they appear in the
+ * summary and in the JSON Lines event log, and scripts match on them): a
+ * new status is a new row at the end, with the next value; no row is ever
+ * renumbered or renamed.
+ *
+ * "copy-faulted": the record was good when checked, but hcguard's own copy
+ * faulted when it ran (a buffer unmapped, mprotect'ed, freed or a file
+ * truncated under it meanwhile): the fault was contained, the copy is
+ * incomplete, and the program goes on. Run time only.
  */
+#define HCGUARD_STATUS_MAP(X)                                                            \
+    X(OK, 0, "ok", "the record is valid")                                               \
+    X(ERR_NULL_RECORD, 1, "null-record", "the record pointer is NULL")                  \
+    X(ERR_RECORD_UNREADABLE, 2, "record-unreadable", "the record's bytes cannot be read") \
+    X(ERR_NULL_DST, 3, "null-dst", "destination address is 0 with a non-zero size")     \
+    X(ERR_NULL_SRC, 4, "null-src", "source address is 0 with a non-zero size")          \
+    X(ERR_DST_OVERFLOW, 5, "dst-overflow",                                              \
+      "destination range runs past the end of the address space")                       \
+    X(ERR_SRC_OVERFLOW, 6, "src-overflow",                                              \
+      "source range runs past the end of the address space")                            \
+    X(ERR_OVERLAP, 7, "overlap", "destination range overlaps source range")             \
+    X(ERR_DST_UNMAPPED, 8, "dst-unmapped", "part of the destination range is not mapped") \
+    X(ERR_SRC_UNMAPPED, 9, "src-unmapped", "part of the source range is not mapped")    \
+    X(ERR_DST_NOT_WRITABLE, 10, "dst-not-writable",                                     \
+      "part of the destination range is not writable")                                  \
+    X(ERR_SRC_NOT_READABLE, 11, "src-not-readable",                                     \
+      "part of the source range is not readable")                                       \
+    X(ERR_DST_DEVICE, 12, "dst-device", "destination is device memory, not host-accessible") \
+    X(ERR_SRC_DEVICE, 13, "src-device", "source is device memory, not host-accessible") \
+    X(ERR_COPY_FAULTED, 14, "copy-faulted",                                             \
+      "the copy faulted when it ran (a buffer changed since the check): contained, "     \
+      "the copy is incomplete")
+
 typedef enum hcguard_status {
-    HCGUARD_OK = 0,
-    HCGUARD_ERR_NULL_RECORD,       /* "null-record"       userData is NULL          */
-    HCGUARD_ERR_RECORD_UNREADABLE, /* "record-unreadable" the 24 bytes can't be read */
-    HCGUARD_ERR_NULL_DST,          /* "null-dst"          nbytes > 0, dst == 0      */
-    HCGUARD_ERR_NULL_SRC,          /* "null-src"          nbytes > 0, src == 0      */
-    HCGUARD_ERR_DST_OVERFLOW,      /* "dst-overflow"      dst + nbytes wraps        */
-    HCGUARD_ERR_SRC_OVERFLOW,      /* "src-overflow"      src + nbytes wraps        */
-    HCGUARD_ERR_OVERLAP,           /* "overlap"           the two ranges overlap    */
-    HCGUARD_ERR_DST_UNMAPPED,      /* "dst-unmapped"      part of dst is not mapped */
-    HCGUARD_ERR_SRC_UNMAPPED,      /* "src-unmapped"      part of src is not mapped */
-    HCGUARD_ERR_DST_NOT_WRITABLE,  /* "dst-not-writable"  mapped, but not writable  */
-    HCGUARD_ERR_SRC_NOT_READABLE,  /* "src-not-readable"  mapped, but not readable  */
-    HCGUARD_ERR_DST_DEVICE,        /* "dst-device"        dst is device-only memory */
-    HCGUARD_ERR_SRC_DEVICE,        /* "src-device"        src is device-only memory */
-    /* "copy-faulted": the record was good when checked, but hcguard's own
-     * copy faulted when it ran (a buffer unmapped, mprotect'ed, freed or a
-     * file truncated under it meanwhile): the fault was contained, the copy
-     * is incomplete, and the program goes on. Run time only. */
-    HCGUARD_ERR_COPY_FAULTED,
-    HCGUARD_STATUS_COUNT
+#define HCGUARD_STATUS_ENUM_(e, value, name, text) HCGUARD_##e = value,
+    HCGUARD_STATUS_MAP(HCGUARD_STATUS_ENUM_)
+#undef HCGUARD_STATUS_ENUM_
+    HCGUARD_STATUS_COUNT /* one more than the last value */
 } hcguard_status;
 
 /* Stable short name ("null-dst") and a one-line description. */

@@ -91,6 +91,25 @@ static void test_host_copy(void)
     hcguard_host_copy(NULL);
 }
 
+/* HCGUARD_STATUS_MAP, as a program expanding it sees it: values 0, 1, ...
+ * in order, one row per value below HCGUARD_STATUS_COUNT, and the names
+ * and descriptions the library returns. */
+static void test_status_map(void)
+{
+    static const struct { int value; const char *name, *text; } rows[] = {
+#define ROW(e, value, name, text) {value, name, text},
+        HCGUARD_STATUS_MAP(ROW)
+#undef ROW
+    };
+    CHECK_EQ((int)(sizeof rows / sizeof rows[0]), (int)HCGUARD_STATUS_COUNT);
+    for (int i = 0; i < (int)(sizeof rows / sizeof rows[0]); i++) {
+        CHECK_EQ(rows[i].value, i);
+        CHECK_STR(hcguard_status_name((hcguard_status)i), rows[i].name);
+        CHECK_STR(hcguard_status_string((hcguard_status)i), rows[i].text);
+    }
+    CHECK_EQ((int)HCGUARD_ERR_COPY_FAULTED, 14); /* ABI: values never move */
+}
+
 static void test_names(void)
 {
     static const char *const want[HCGUARD_STATUS_COUNT] = {
@@ -121,6 +140,7 @@ static const check_case cases[] = {
     CHECK_CASE(pack_bad),
     CHECK_CASE(host_copy),
     CHECK_CASE(names),
+    CHECK_CASE(status_map),
 };
 
 int main(int argc, char **argv)
