@@ -187,7 +187,7 @@ uint64_t hcg_ticks_to_ns(const hcg_clock_ref_t *r, uint64_t t);
 
 /* ---- outfile.c: output files ------------------------------------------- */
 /* Which sink a file is, for HCGUARD_EXEC (see outfile.c). */
-enum { HCG_SINK_LOG = 0, HCG_SINK_TRACE = 1, HCG_SINK_REPORT = 2 };
+enum { HCG_SINK_LOG = 0, HCG_SINK_TRACE = 1, HCG_SINK_REPORT = 2, HCG_SINK_SLOTS = 3 };
 /* How the image before this one left the file of sink slot (HCGUARD_EXEC):
  * 'c' continue it, 'n' write none, '-' start it anew. pattern: the file's
  * name before expansion (one with %p is a process's own). */

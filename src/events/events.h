@@ -95,12 +95,32 @@ uint32_t hcg_gettid(void); /* cached per thread */
 void hcg_events_on_drained(void (*hook)(uint64_t seq));
 
 /* ---- the sinks: what consumes events ----------------------------------- */
-/* A sink (src/sinks) is called by the collector, one drain at a time.
+/* A sink (src/sinks) is one of these, a row of hcg_sinks[]: the collector
+ * walks the table for event and flush, the layers above through the
+ * sinks layer's hcg_sinks_* (src/sinks/sinks.c) for the rest; nothing
+ * outside src/sinks names a sink. Any function may be NULL but event.
  * Only file sinks (flush set) get the events of a record left by a
  * program that died, and those written from a fatal signal's handler. */
+struct hcg_flight;
 typedef struct hcg_sink {
-    void (*event)(const hcg_event *e);
-    void (*flush)(void); /* NULL: not a file */
+    const char *name;
+    void (*event)(const hcg_event *e); /* collector, one drain at a time */
+    void (*flush)(void);               /* write out buffered events (a file) */
+    /* At start-up: open what the configuration names (0, or -1 said). */
+    int (*open)(const hcg_config *c);
+    /* The launcher: continue the file of the program at pid, which died
+     * with its record f. */
+    int (*recover)(const struct hcg_flight *f, pid_t pid);
+    void (*after_fork)(void);  /* in a fork child: its own from now on */
+    int exec_slot;             /* its letter in HCGUARD_EXEC (HCG_SINK_LOG, ...) */
+    char (*exec_state)(void);  /* what the next image does with its file */
+    void (*close)(void);       /* at exit, after the last drain */
+    void (*summary)(void);     /* its line in the exit summary */
+    /* The run's report: whether there is anything to report, print it
+     * (exit, exec), and the errors --error-exitcode counts. */
+    int (*active)(void);
+    void (*report)(void);
+    uint64_t (*errors)(void);
 } hcg_sink;
 /* Every sink, in the order they see each event; NULL-terminated. Defined
  * by the sinks layer (src/sinks/sinks.c). */
@@ -136,6 +156,11 @@ void hcg_flight_attach(void);
 /* Memory for the next ring in the file (ring_bytes, not zeroed), or NULL. */
 void *hcg_flight_ring(void);
 void hcg_flight_finished(int done);
+/* A path field of a record (log_path, ...) copied out whole into out: out,
+ * or NULL if it is empty or does not end inside its field (the program
+ * may have written over its record: a stray write, a fork child still
+ * running), rather than read on into the fields after it. */
+const char *hcg_flight_path(const char *field, char out[HCG_PATH_MAX]);
 void hcg_flight_after_fork(void); /* first of the fork child's hooks */
 /* The run layer's pools (src/run/pool.c), which the record keeps too: the
  * bytes of their store, and the record's memory to use for it. */

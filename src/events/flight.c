@@ -134,3 +134,13 @@ void hcg_flight_after_fork(void)
     close(flight_fd);
     flight_fd = -1;
 }
+
+const char *hcg_flight_path(const char *field, char out[HCG_PATH_MAX])
+{
+    memcpy(out, field, HCG_PATH_MAX);
+    if (!memchr(out, 0, HCG_PATH_MAX)) {
+        hcg_msg("the flight record's file name is not terminated (written over?): ignored");
+        return NULL;
+    }
+    return out[0] ? out : NULL;
+}

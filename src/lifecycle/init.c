@@ -31,10 +31,7 @@ static void start(void)
     const hcg_config *c = hcg_config_get();
     hcg_clock_init();
     hcg_flight_attach(); /* before any ring or pool is made */
-    if (c->log_path[0])
-        hcg_jsonl_open(c->log_path, c->log_pattern);
-    if (c->trace_path[0])
-        hcg_trace_open(c->trace_path, c->trace_pattern);
+    hcg_sinks_open(c);
     hcg_fork_register();
     /* Before the first check: reads of user memory and the copies hcguard
      * makes are fault-contained from here on (not in mode off, where
@@ -62,7 +59,7 @@ HCG_EXPORT int hcguard_get_stats(hcguard_stats *out, size_t size)
         return -1;
     hcguard_stats all;
     hcg_events_flush();
-    hcg_summary_stats(&all);
+    hcg_sinks_stats(&all);
     all.graph_calls_live = hcg_graph_calls_live();
     memcpy(out, &all, size < sizeof all ? size : sizeof all);
     return 0;
@@ -73,8 +70,8 @@ HCG_EXPORT int hcguard_get_stats(hcguard_stats *out, size_t size)
  * its own at exit). */
 void hcg_lifecycle_exec_summary(void)
 {
-    if (hcg_config_get()->summary && hcg_summary_active())
-        hcg_summary_print();
+    if (hcg_config_get()->summary && hcg_sinks_active())
+        hcg_sinks_report();
 }
 
 __attribute__((destructor)) static void finish(void)
@@ -83,14 +80,13 @@ __attribute__((destructor)) static void finish(void)
         return;
     const hcg_config *c = hcg_config_get();
     hcg_collector_stop();
-    hcg_jsonl_close();
-    hcg_trace_close();
-    if (forked && !hcg_summary_active())
+    hcg_sinks_close();
+    if (forked && !hcg_sinks_active())
         return;
     if (c->summary)
-        hcg_summary_print();
+        hcg_sinks_report();
     hcg_flight_finished(1); /* the launcher has nothing left to do */
-    if (c->error_exitcode && hcg_summary_errors() > 0) {
+    if (c->error_exitcode && hcg_sinks_errors() > 0) {
         fflush(NULL); /* _exit skips stdio's flush at exit */
         _exit(c->error_exitcode);
     }

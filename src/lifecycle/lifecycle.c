@@ -67,8 +67,11 @@ static char exec_var[64];
 /* What this process hands its next image (or a spawned child). */
 static const char *make_exec_var(void)
 {
-    snprintf(exec_var, sizeof exec_var, "HCGUARD_EXEC=%d:%c%c%c", (int)getpid(),
-             hcg_jsonl_exec_state(), hcg_trace_exec_state(), hcg_report_exec_state());
+    char states[HCG_SINK_SLOTS] = {'-', '-', '-'};
+    hcg_sinks_exec_states(states);
+    states[HCG_SINK_REPORT] = hcg_report_exec_state();
+    snprintf(exec_var, sizeof exec_var, "HCGUARD_EXEC=%d:%c%c%c", (int)getpid(), states[0],
+             states[1], states[2]);
     return exec_var;
 }
 

@@ -1,14 +1,78 @@
-/* The sinks the collector walks (src/events/events.c), in the order each
- * event reaches them: the summary and the audit's findings count and
- * print; the event log and the trace are files, which also take the
- * events of a program that died and those written from a fatal signal's
- * handler. */
+/* The sinks, one row each of hcg_sinks[], in the order each event reaches
+ * them: the summary and the audit's findings count and print; the event
+ * log and the trace are files, which also take the events of a program
+ * that died and those written from a fatal signal's handler. The
+ * collector (src/events) walks the table for events; start-up, fork, exec,
+ * exit and the launcher's recovery (src/lifecycle) walk it through the
+ * hcg_sinks_* functions below. A new sink is a file in src/sinks, its
+ * declarations in sinks.h and one row here: nothing else names it. */
 #include "sinks/sinks.h"
 
-static const hcg_sink summary_sink = {hcg_summary_event, NULL};
-static const hcg_sink findings_sink = {hcg_audit_event, NULL};
-static const hcg_sink jsonl_sink = {hcg_jsonl_event, hcg_jsonl_flush};
-static const hcg_sink trace_sink = {hcg_trace_event, hcg_trace_flush};
+/* ---- the event log and the trace: files named by the configuration --- */
+
+static int log_open(const hcg_config *c)
+{
+    return c->log_path[0] ? hcg_jsonl_open(c->log_path, c->log_pattern) : 0;
+}
+
+static int log_recover(const hcg_flight *f, pid_t pid)
+{
+    char path[HCG_PATH_MAX];
+    return hcg_flight_path(f->log_path, path) ? hcg_jsonl_reopen(path, pid) : 0;
+}
+
+static int trace_open(const hcg_config *c)
+{
+    return c->trace_path[0] ? hcg_trace_open(c->trace_path, c->trace_pattern) : 0;
+}
+
+static int trace_recover(const hcg_flight *f, pid_t pid)
+{
+    char path[HCG_PATH_MAX];
+    return hcg_flight_path(f->trace_path, path) ? hcg_trace_reopen(path, pid) : 0;
+}
+
+/* ---- the table ---------------------------------------------------------- */
+
+static const hcg_sink summary_sink = {
+    .name = "summary",
+    .event = hcg_summary_event,
+    .after_fork = hcg_summary_after_fork,
+    .exec_slot = -1,
+    .active = hcg_summary_active,
+    .report = hcg_summary_print, /* the findings' part too */
+    .errors = hcg_summary_errors, /* the findings' errors too */
+};
+static const hcg_sink findings_sink = {
+    .name = "findings",
+    .event = hcg_audit_event,
+    .after_fork = hcg_audit_after_fork,
+    .exec_slot = -1,
+};
+static const hcg_sink jsonl_sink = {
+    .name = "event log",
+    .event = hcg_jsonl_event,
+    .flush = hcg_jsonl_flush,
+    .open = log_open,
+    .recover = log_recover,
+    .after_fork = hcg_jsonl_after_fork,
+    .exec_slot = HCG_SINK_LOG,
+    .exec_state = hcg_jsonl_exec_state,
+    .close = hcg_jsonl_close,
+    .summary = hcg_jsonl_summary,
+};
+static const hcg_sink trace_sink = {
+    .name = "trace",
+    .event = hcg_trace_event,
+    .flush = hcg_trace_flush,
+    .open = trace_open,
+    .recover = trace_recover,
+    .after_fork = hcg_trace_after_fork,
+    .exec_slot = HCG_SINK_TRACE,
+    .exec_state = hcg_trace_exec_state,
+    .close = hcg_trace_close,
+    .summary = hcg_trace_summary,
+};
 
 const hcg_sink *const hcg_sinks[] = {&summary_sink, &findings_sink, &jsonl_sink, &trace_sink,
                                      NULL};
@@ -16,3 +80,91 @@ const hcg_sink *const hcg_sinks[] = {&summary_sink, &findings_sink, &jsonl_sink,
 /* Function names are looked up only from their cache while a signal
  * handler writes (no lock, no allocation). */
 void (*const hcg_sinks_signal_mode)(int on) = hcg_fn_names_cached_only;
+
+/* ---- every sink --------------------------------------------------------- */
+
+#define EACH_SINK(k) for (const hcg_sink *const *k = hcg_sinks; *k; k++)
+
+void hcg_sinks_open(const hcg_config *c)
+{
+    EACH_SINK(k)
+        if ((*k)->open)
+            (*k)->open(c);
+}
+
+void hcg_sinks_recover(const hcg_flight *f, pid_t pid)
+{
+    EACH_SINK(k)
+        if ((*k)->recover)
+            (*k)->recover(f, pid);
+}
+
+void hcg_sinks_after_fork(void)
+{
+    EACH_SINK(k)
+        if ((*k)->after_fork)
+            (*k)->after_fork();
+}
+
+void hcg_sinks_exec_states(char states[HCG_SINK_SLOTS])
+{
+    EACH_SINK(k)
+        if ((*k)->exec_state && (*k)->exec_slot >= 0 && (*k)->exec_slot < HCG_SINK_SLOTS)
+            states[(*k)->exec_slot] = (*k)->exec_state();
+}
+
+void hcg_sinks_close(void)
+{
+    EACH_SINK(k)
+        if ((*k)->close)
+            (*k)->close();
+}
+
+void hcg_sinks_summary_lines(void)
+{
+    EACH_SINK(k)
+        if ((*k)->summary)
+            (*k)->summary();
+}
+
+int hcg_sinks_active(void)
+{
+    int active = 0;
+    EACH_SINK(k)
+        active |= (*k)->active && (*k)->active();
+    return active;
+}
+
+void hcg_sinks_report(void)
+{
+    EACH_SINK(k)
+        if ((*k)->report)
+            (*k)->report();
+}
+
+uint64_t hcg_sinks_errors(void)
+{
+    uint64_t errors = 0;
+    EACH_SINK(k)
+        if ((*k)->errors)
+            errors += (*k)->errors();
+    return errors;
+}
+
+/* ---- the run's counts, which the summary keeps -------------------------- */
+
+void hcg_sinks_stats(hcguard_stats *out)
+{
+    hcg_summary_stats(out);
+}
+
+void hcg_sinks_report_recovered(const hcg_flight *f, const hcg_counts *c, uint64_t dropped,
+                                pid_t pid, const char *how)
+{
+    hcg_summary_print_recovered(f, c, dropped, pid, how);
+}
+
+uint64_t hcg_sinks_errors_of(const hcg_counts *c)
+{
+    return hcg_summary_errors_of(c);
+}

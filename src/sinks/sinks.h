@@ -7,7 +7,34 @@
 
 #include "run/run.h"
 
+/* ---- sinks.c: the table of sinks, walked ------------------------------ */
+/* Each sink's open (start-up), recover (the launcher, for a program that
+ * died with its record f), after_fork, close (exit), in table order. */
+void hcg_sinks_open(const hcg_config *c);
+void hcg_sinks_recover(const hcg_flight *f, pid_t pid);
+void hcg_sinks_after_fork(void);
+void hcg_sinks_close(void);
+/* Each file sink's state for the next image, in its slot of states
+ * (HCG_SINK_LOG, HCG_SINK_TRACE); other slots are left as they are. */
+void hcg_sinks_exec_states(char states[HCG_SINK_SLOTS]);
+/* The exit summary's lines about the sinks' files. */
+void hcg_sinks_summary_lines(void);
+/* The run's report: 1 if any sink has something to report; print each
+ * sink's report (at exit, before exec); the errors found, for
+ * --error-exitcode. */
+int hcg_sinks_active(void);
+void hcg_sinks_report(void);
+uint64_t hcg_sinks_errors(void);
+/* hcguard_get_stats's figures. */
+void hcg_sinks_stats(hcguard_stats *out);
+/* The launcher: the report of a program that died, from its record's
+ * counts, and the errors among them. */
+void hcg_sinks_report_recovered(const hcg_flight *f, const hcg_counts *c, uint64_t dropped,
+                                pid_t pid, const char *how);
+uint64_t hcg_sinks_errors_of(const hcg_counts *c);
+
 /* ---- summary.c: aggregation and the exit summary ----------------------- */
+
 void hcg_summary_event(const hcg_event *e); /* collector thread only */
 void hcg_summary_stats(hcguard_stats *out);
 void hcg_summary_print(void); /* where messages go */

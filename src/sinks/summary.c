@@ -392,8 +392,7 @@ void hcg_summary_print(void)
         print_threads();
     }
     print_dropped(&t, cfg->buffer_bytes);
-    hcg_jsonl_summary();
-    hcg_trace_summary();
+    hcg_sinks_summary_lines();
     pthread_mutex_unlock(&S.lock);
     print_errors(&t, 1);
 }
