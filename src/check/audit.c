@@ -60,13 +60,10 @@ static pthread_once_t libc_once = PTHREAD_ONCE_INIT;
 /* Both what the program gets (a sanitizer's interceptor, say) and libc's own. */
 static void find_libc_fns(void)
 {
-    void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
     for (size_t i = 0; i < N_LIBC; i++) {
-        libc_fns[2 * i] = hcg_real_dlsym(RTLD_DEFAULT, libc_names[i]);
-        libc_fns[2 * i + 1] = libc ? hcg_real_dlsym(libc, libc_names[i]) : NULL;
+        libc_fns[2 * i] = hcg_libc_find(libc_names[i], HCG_LIBC_HOW_DEFAULT, NULL);
+        libc_fns[2 * i + 1] = hcg_libc_find(libc_names[i], HCG_LIBC_HOW_LIBC_DLSYM, NULL);
     }
-    if (libc)
-        dlclose(libc);
 }
 
 const char *hcg_audit_libc_name(const void *fn)

@@ -223,34 +223,12 @@ HCG_UNINSTRUMENTED static int slot_of(int sig)
     return -1;
 }
 
-typedef int (*sigaction_fn)(int, const struct sigaction *, struct sigaction *);
-typedef void (*(*signal_fn)(int, void (*)(int)))(int);
-
-static _Thread_local int in_lookup;
-
-/* The next definition in the search order (a sanitizer's or libc's); libc's
- * own while that is being looked up (dlsym may itself ask for it). */
-HCG_UNINSTRUMENTED static void *next_fn(_Atomic(void *) *slot, const char *name)
-{
-    void *p = atomic_load_explicit(slot, memory_order_acquire);
-    if (HCG_LIKELY(p))
-        return p;
-    if (in_lookup)
-        return hcg_dynsym("libc.so.", name, NULL);
-    in_lookup = 1;
-    p = hcg_real_dlsym(RTLD_NEXT, name);
-    in_lookup = 0;
-    if (!p)
-        p = hcg_dynsym("libc.so.", name, NULL);
-    atomic_store_explicit(slot, p, memory_order_release);
-    return p;
-}
-
+/* The program's sigaction: the next definition in the search order (a
+ * sanitizer's or libc's; driver/libc.def). */
 HCG_UNINSTRUMENTED static int real_sigaction(int sig, const struct sigaction *act,
                                              struct sigaction *old)
 {
-    static _Atomic(void *) real;
-    sigaction_fn f = (sigaction_fn)next_fn(&real, "sigaction");
+    hcg_libc_sigaction_fn f = HCG_REAL(sigaction);
     if (!f) {
         errno = ENOSYS;
         return -1;
@@ -264,14 +242,9 @@ HCG_UNINSTRUMENTED static int real_sigaction(int sig, const struct sigaction *ac
 HCG_UNINSTRUMENTED static int kernel_sigaction(int sig, const struct sigaction *act,
                                                struct sigaction *old)
 {
-    static _Atomic(void *) libc;
-    sigaction_fn f = (sigaction_fn)atomic_load_explicit(&libc, memory_order_acquire);
-    if (!f) {
-        f = (sigaction_fn)hcg_dynsym("libc.so.", "sigaction", NULL);
-        if (!f)
-            return real_sigaction(sig, act, old);
-        atomic_store_explicit(&libc, (void *)f, memory_order_release);
-    }
+    hcg_libc_libc_sigaction_fn f = HCG_REAL(libc_sigaction);
+    if (!f)
+        return real_sigaction(sig, act, old);
     return f(sig, act, old);
 }
 
@@ -645,7 +618,7 @@ HCG_UNINSTRUMENTED HCG_EXPORT int sigaction(int sig, const struct sigaction *act
                                             struct sigaction *oldact)
 {
     int slot = slot_of(sig);
-    if (slot < 0 || in_lookup)
+    if (slot < 0 || hcg_libc_looking_up())
         return real_sigaction(sig, act, oldact);
     if (slot >= N_FAULT_SLOTS) {
         if (atomic_load(&g_deaths))
@@ -666,8 +639,7 @@ HCG_UNINSTRUMENTED HCG_EXPORT void (*signal(int sig, void (*handler)(int)))(int)
 {
     int slot = slot_of(sig);
     if (slot < 0 || !atomic_load(slot < N_FAULT_SLOTS ? &g_installed : &g_deaths)) {
-        static _Atomic(void *) real;
-        signal_fn f = (signal_fn)next_fn(&real, "signal");
+        hcg_libc_signal_fn f = HCG_REAL(signal);
         if (!f) {
             errno = ENOSYS;
             return SIG_ERR;

@@ -595,31 +595,11 @@ const char *hcg_oracle_method(void)
 /* ---- mapping changes ----------------------------------------------------
  * Wrapped so that cached VMAs are dropped as soon as the program changes
  * its mappings through libc. The real function is the next definition in
- * the search order (a sanitizer's, or libc's); the system call itself is
- * the fallback while that is being looked up. */
-typedef int (*munmap_fn)(void *, size_t);
-typedef int (*mprotect_fn)(void *, size_t, int);
-typedef void *(*mremap_fn)(void *, size_t, size_t, int, ...);
-typedef int (*shmdt_fn)(const void *);
-
-static _Thread_local int in_lookup;
-
-static void *next_fn(_Atomic(void *) *slot, const char *name)
-{
-    void *p = atomic_load_explicit(slot, memory_order_acquire);
-    if (HCG_LIKELY(p) || in_lookup)
-        return p;
-    in_lookup = 1;
-    p = hcg_real_dlsym(RTLD_NEXT, name);
-    in_lookup = 0;
-    atomic_store_explicit(slot, p, memory_order_release);
-    return p;
-}
-
+ * the search order (a sanitizer's, or libc's: driver/libc.def); the system
+ * call itself is the fallback if there is none. */
 HCG_EXPORT int munmap(void *addr, size_t len)
 {
-    static _Atomic(void *) real;
-    munmap_fn f = (munmap_fn)next_fn(&real, "munmap");
+    hcg_libc_munmap_fn f = HCG_REAL(munmap);
     int r = f ? f(addr, len) : (int)syscall(SYS_munmap, addr, len);
     hcg_oracle_invalidate();
     return r;
@@ -627,8 +607,7 @@ HCG_EXPORT int munmap(void *addr, size_t len)
 
 HCG_EXPORT int mprotect(void *addr, size_t len, int prot)
 {
-    static _Atomic(void *) real;
-    mprotect_fn f = (mprotect_fn)next_fn(&real, "mprotect");
+    hcg_libc_mprotect_fn f = HCG_REAL(mprotect);
     int r = f ? f(addr, len, prot) : (int)syscall(SYS_mprotect, addr, len, prot);
     hcg_oracle_invalidate();
     return r;
@@ -636,7 +615,6 @@ HCG_EXPORT int mprotect(void *addr, size_t len, int prot)
 
 HCG_EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...)
 {
-    static _Atomic(void *) real;
     void *new_addr = NULL;
     if (flags & MREMAP_FIXED) {
         va_list ap;
@@ -644,7 +622,7 @@ HCG_EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int flags, ..
         new_addr = va_arg(ap, void *);
         va_end(ap);
     }
-    mremap_fn f = (mremap_fn)next_fn(&real, "mremap");
+    hcg_libc_mremap_fn f = HCG_REAL(mremap);
     void *r = f ? f(old, old_len, new_len, flags, new_addr)
                 : (void *)syscall(SYS_mremap, old, old_len, new_len, flags, new_addr);
     hcg_oracle_invalidate();
@@ -653,8 +631,7 @@ HCG_EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int flags, ..
 
 HCG_EXPORT int shmdt(const void *addr)
 {
-    static _Atomic(void *) real;
-    shmdt_fn f = (shmdt_fn)next_fn(&real, "shmdt");
+    hcg_libc_shmdt_fn f = HCG_REAL(shmdt);
     int r = f ? f(addr) : (int)syscall(SYS_shmdt, addr);
     hcg_oracle_invalidate();
     return r;

@@ -7,6 +7,7 @@
 #include <cuda.h>
 
 #include "base/base.h"
+#include "driver/libc.h"
 
 /* ---- driver.c: the real libcuda -------------------------------------- */
 /* A pointer to the real entry point name: hcg_pfn_<name> (driver/entries.def). */

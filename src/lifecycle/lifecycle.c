@@ -22,26 +22,7 @@
 
 #include "lifecycle/lifecycle.h"
 
-#if defined(__aarch64__)
-#define GLIBC_BASE "GLIBC_2.17"
-#else
-#define GLIBC_BASE "GLIBC_2.2.5"
-#endif
-
 extern char **environ;
-
-typedef int (*execve_fn)(const char *, char *const[], char *const[]);
-typedef int (*fexecve_fn)(int, char *const[], char *const[]);
-typedef int (*spawn_fn)(pid_t *, const char *, const posix_spawn_file_actions_t *,
-                        const posix_spawnattr_t *, char *const[], char *const[]);
-
-/* libc's own, from its symbol table (no dlsym: this may run in a fork
- * child, or inside a sanitizer's interceptor). */
-static void *libc_fn(const char *name, const char *version)
-{
-    void *p = version ? hcg_dynsym("libc.so.", name, version) : NULL;
-    return p ? p : hcg_dynsym("libc.so.", name, NULL);
-}
 
 /* envp with HCGUARD_EXEC=var in place of any it had; NULL if out of memory
  * (then envp is passed as it is). */
@@ -100,17 +81,16 @@ static int after_failed_exec(int was_running, int err)
 
 static int do_execve(const char *path, char *const argv[], char *const envp[], int search)
 {
-    static execve_fn real_execve, real_execvpe;
-    execve_fn *slot = search ? &real_execvpe : &real_execve;
-    if (!*slot)
-        *slot = (execve_fn)libc_fn(search ? "execvpe" : "execve", NULL);
-    if (!*slot) {
+    /* libc's own (driver/libc.def): no dlsym, as this may run in a fork
+     * child or inside a sanitizer's interceptor. */
+    hcg_libc_execve_fn real = search ? HCG_REAL(execvpe) : HCG_REAL(execve);
+    if (!real) {
         errno = ENOSYS;
         return -1;
     }
     int running = before_exec();
     char **env = with_exec_var(envp, make_exec_var());
-    (*slot)(path, argv, env ? env : envp);
+    real(path, argv, env ? env : envp);
     int err = errno;
     free(env);
     return after_failed_exec(running, err);
@@ -138,8 +118,8 @@ HCG_EXPORT int execvp(const char *file, char *const argv[])
 
 HCG_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 {
-    static fexecve_fn real;
-    if (!real && !(real = (fexecve_fn)libc_fn("fexecve", NULL))) {
+    hcg_libc_fexecve_fn real = HCG_REAL(fexecve);
+    if (!real) {
         errno = ENOSYS;
         return -1;
     }
@@ -213,11 +193,10 @@ HCG_EXPORT int execle(const char *path, const char *arg, ...)
     return r;
 }
 
-static int do_spawn(const char *name, pid_t *pid, const char *path,
+static int do_spawn(hcg_libc_posix_spawn_fn real, pid_t *pid, const char *path,
                     const posix_spawn_file_actions_t *fa, const posix_spawnattr_t *attr,
                     char *const argv[], char *const envp[])
 {
-    spawn_fn real = (spawn_fn)libc_fn(name, "GLIBC_2.15");
     if (!real)
         return ENOSYS;
     /* The child is another process: the files stay this one's, flushed so
@@ -233,13 +212,13 @@ static int do_spawn(const char *name, pid_t *pid, const char *path,
 HCG_EXPORT int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
                            const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
-    return do_spawn("posix_spawn", pid, path, fa, attr, argv, envp);
+    return do_spawn(HCG_REAL(posix_spawn), pid, path, fa, attr, argv, envp);
 }
 
 HCG_EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *fa,
                             const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
-    return do_spawn("posix_spawnp", pid, file, fa, attr, argv, envp);
+    return do_spawn(HCG_REAL(posix_spawnp), pid, file, fa, attr, argv, envp);
 }
 
 /* The hook for the chained handlers of fatal signals (src/check/fault.c): the
