@@ -105,6 +105,30 @@ int hcg_expand_path(const char *pattern, char *out, size_t outlen,
                     hcg_getenv_fn getenv_fn, char *err, size_t errlen);
 
 
+/* ---- thread.c: each thread's own state, one block --------------------- */
+/* Every thread-local hcguard keeps for a thread, but the copy's fault
+ * arming (check/fault.c: its assembly entry arms it with one store) and the
+ * oracle's per-thread caches (check/oracle.c, arrays). Initial-exec: one
+ * load from the thread pointer, no __tls_get_addr (see thread.c). Each
+ * layer touches only its own fields; the pointers are opaque here. */
+struct hcg_ring;
+struct hcg_pool;
+struct hcg_call;
+typedef struct hcg_thread {
+    /* intercept: the thread runs a host function (set by the trampoline).
+     * First: the thunks' stubs read the byte at the block's address. */
+    unsigned char in_host_fn;
+    unsigned char libc_lookup;    /* driver/libc.c: a dlsym lookup runs (re-entry guard) */
+    unsigned char driver_loading; /* driver/driver.c: inside the driver's load */
+    unsigned char collector;      /* events: the collector (its signals all blocked) */
+    uint32_t tid;                 /* events: gettid(), cached; 0 not yet */
+    struct hcg_ring *ring;        /* events: this thread's event ring */
+    struct hcg_pool *pool;        /* run: this thread's call pool */
+    const struct hcg_call *current; /* run: the call whose host function runs now */
+} hcg_thread;
+extern _Thread_local hcg_thread hcg_self
+    __attribute__((tls_model("initial-exec"), visibility("hidden")));
+
 /* ---- report.c: messages ------------------------------------------------ */
 /* "==hcguard== " prefixed line, serialised, on hcguard's own duplicate of
  * stderr (taken at load, so a program reusing fd 2 never gets it) or the

@@ -135,7 +135,7 @@ void hcg_audit_report_fn(hcg_finding f, hcg_api api, CUstream s, void *fn, void 
  * thread-local load), else as hcg_audit_wrapper_call_slow. */
 static inline int hcg_audit_wrapper_call(hcg_api api)
 {
-    return HCG_UNLIKELY(hcg_in_host_fn) ? hcg_audit_wrapper_call_slow(api) : 0;
+    return HCG_UNLIKELY(hcg_self.in_host_fn) ? hcg_audit_wrapper_call_slow(api) : 0;
 }
 
 /* ---- src/run/trampoline.c ------------------------------------------------ */

@@ -103,7 +103,6 @@ hcg_driver hcg_g_drv;
 __attribute__((weak)) void (*hcg_driver_loaded_hook)(void);
 _Atomic int hcg_g_drv_state;
 static pthread_mutex_t drv_lock = PTHREAD_MUTEX_INITIALIZER;
-static _Thread_local int loading; /* this thread is inside the load */
 static char drv_error[HCG_PATH_MAX + 256];
 
 const char *hcg_driver_error(void)
@@ -121,15 +120,15 @@ static void load_driver(int first)
     const char *path = hcg_config_get()->driver_path;
     if (!path[0])
         path = "libcuda.so.1";
-    loading = 1;
+    hcg_self.driver_loading = 1;
     hcg_g_drv.handle = dlopen(path, first ? RTLD_NOW | RTLD_GLOBAL : RTLD_NOW | RTLD_NOLOAD);
     if (!hcg_g_drv.handle) {
         if (!first) {
-            loading = 0;
+            hcg_self.driver_loading = 0;
             return;
         }
         const char *err = dlerror();
-        loading = 0;
+        hcg_self.driver_loading = 0;
         /* Said when a wrapped call needs it: a process that only probes
          * for CUDA through dlsym should hear nothing. */
         snprintf(drv_error, sizeof drv_error, "cannot load the CUDA driver %s: %s", path,
@@ -147,7 +146,7 @@ static void load_driver(int first)
 #define HCG_ENTRY(where, name, params) FILL(name);
 #include "driver/entries.def"
 #undef HCG_ENTRY
-    loading = 0;
+    hcg_self.driver_loading = 0;
     if (hcg_driver_loaded_hook)
         hcg_driver_loaded_hook(); /* before any thunk can be handed out */
     atomic_store(&hcg_g_drv_state, 1);
@@ -158,7 +157,7 @@ hcg_driver *hcg_driver_load(void)
 {
     if (atomic_load_explicit(&hcg_g_drv_state, memory_order_acquire) == 1)
         return &hcg_g_drv;
-    if (loading) /* the driver's own start-up called back into us */
+    if (hcg_self.driver_loading) /* the driver's own start-up called back into us */
         return NULL;
     pthread_mutex_lock(&drv_lock);
     int st = atomic_load(&hcg_g_drv_state);
@@ -177,5 +176,5 @@ void hcg_driver_reset_after_fork(void)
 {
     pthread_mutex_init(&drv_lock, NULL);
     /* The table stays valid in a child; only a load in progress is lost. */
-    loading = 0;
+    hcg_self.driver_loading = 0;
 }

@@ -20,12 +20,12 @@ static const libc_row rows[HCG_LIBC_COUNT] = {
 
 _Atomic(void *) hcg_g_libc[HCG_LIBC_COUNT];
 
-/* Set while this thread looks a function up with dlsym. */
-static _Thread_local int in_lookup;
+/* hcg_self.libc_lookup: set while this thread looks a function up with
+ * dlsym. */
 
 HCG_NO_SANITIZE int hcg_libc_looking_up(void)
 {
-    return in_lookup;
+    return hcg_self.libc_lookup;
 }
 
 HCG_NO_SANITIZE static void *own(const char *symbol, const char *version)
@@ -36,11 +36,11 @@ HCG_NO_SANITIZE static void *own(const char *symbol, const char *version)
 
 HCG_NO_SANITIZE static void *next(const char *symbol)
 {
-    if (in_lookup)
+    if (hcg_self.libc_lookup)
         return NULL;
-    in_lookup = 1;
+    hcg_self.libc_lookup = 1;
     void *p = hcg_real_dlsym(RTLD_NEXT, symbol);
-    in_lookup = 0;
+    hcg_self.libc_lookup = 0;
     return p;
 }
 
@@ -71,7 +71,7 @@ HCG_NO_SANITIZE void *hcg_libc_find(const char *symbol, hcg_libc_how how, const 
 HCG_NO_SANITIZE void *hcg_libc_slow(hcg_libc_id id)
 {
     const libc_row *r = &rows[id];
-    int nested = r->how == HCG_LIBC_HOW_NEXT && in_lookup;
+    int nested = r->how == HCG_LIBC_HOW_NEXT && hcg_self.libc_lookup;
     void *p = hcg_libc_find(r->symbol, r->how, r->version);
     if (p && !nested)
         atomic_store_explicit(&hcg_g_libc[id], p, memory_order_release);

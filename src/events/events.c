@@ -21,7 +21,7 @@
 /* Producer and consumer indices on lines of their own, and the producer
  * reads the consumer's only when the ring looks half full: in the common
  * case a push touches no line the collector writes. */
-typedef struct ring {
+typedef struct hcg_ring {
     _Alignas(64) _Atomic uint64_t head; /* next slot the producer writes */
     uint64_t tail_seen;                 /* the producer's copy of tail */
     uint64_t check_at;                  /* producer: head at which to look at tail again */
@@ -36,7 +36,7 @@ typedef struct ring {
     _Atomic uint32_t run_tid;
     uint64_t reported_since;            /* collector: run_since already reported */
     _Alignas(64) atomic_int owned;      /* a live thread produces into it */
-    struct ring *next;                  /* list of all rings; only grows */
+    struct hcg_ring *next;                  /* list of all rings; only grows */
     size_t map_bytes;
     hcg_event ev[];
 } ring;
@@ -58,8 +58,6 @@ static atomic_int drain_waiters;
 static atomic_int coll_live; /* a collector thread runs */
 
 static _Atomic(ring *) rings;
-static _Thread_local ring *mine;
-static _Thread_local uint32_t tid_cache;
 static pthread_key_t ring_key;
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 
@@ -80,9 +78,9 @@ static uint64_t next_seq(void)
 
 uint32_t hcg_gettid(void)
 {
-    if (HCG_UNLIKELY(tid_cache == 0))
-        tid_cache = (uint32_t)syscall(SYS_gettid);
-    return tid_cache;
+    if (HCG_UNLIKELY(hcg_self.tid == 0))
+        hcg_self.tid = (uint32_t)syscall(SYS_gettid);
+    return hcg_self.tid;
 }
 
 /* drain_lock, with its holder known (the signal path must not wait for
@@ -105,8 +103,8 @@ static void drain_leave(void)
  * one with the thread that took this over. */
 static void release_ring(void *p)
 {
-    if (mine == p)
-        mine = NULL;
+    if (hcg_self.ring == p)
+        hcg_self.ring = NULL;
     atomic_store_explicit(&((ring *)p)->owned, 0, memory_order_release);
 }
 
@@ -275,9 +273,9 @@ hcg_event hcg_event_make(hcg_evkind kind, unsigned reason, hcg_api api, uintptr_
 
 void hcg_event_push(const hcg_event *e)
 {
-    ring *r = mine;
+    ring *r = hcg_self.ring;
     if (HCG_UNLIKELY(!r)) {
-        r = mine = acquire_ring();
+        r = hcg_self.ring = acquire_ring();
         if (!r)
             return;
     }
@@ -395,7 +393,6 @@ void hcg_events_recover(const hcg_flight *f, hcg_counts *counts, uint64_t *dropp
     }
 }
 
-static _Thread_local int is_collector; /* its signals are all blocked */
 
 /* A program thread draining holds back the signals whose default action
  * hcguard stands in for (src/check/fault.c): their handler, were it to
@@ -404,7 +401,7 @@ static _Thread_local int is_collector; /* its signals are all blocked */
 static void hold_deaths(sigset_t *old)
 {
     sigset_t s;
-    if (is_collector)
+    if (hcg_self.collector)
         return;
     sigemptyset(&s);
     sigaddset(&s, SIGABRT);
@@ -417,7 +414,7 @@ static void hold_deaths(sigset_t *old)
 
 static void release_deaths(const sigset_t *old)
 {
-    if (!is_collector)
+    if (!hcg_self.collector)
         pthread_sigmask(SIG_SETMASK, old, NULL);
 }
 
@@ -529,8 +526,8 @@ void hcg_events_wait_drain(uint32_t gen, unsigned ms)
 
 void hcg_event_running(uintptr_t fn, uint64_t since)
 {
-    ring *r = mine;
-    if (HCG_UNLIKELY(!r) && !(r = mine = acquire_ring()))
+    ring *r = hcg_self.ring;
+    if (HCG_UNLIKELY(!r) && !(r = hcg_self.ring = acquire_ring()))
         return;
     atomic_store_explicit(&r->run_fn, fn, memory_order_relaxed);
     atomic_store_explicit(&r->run_tid, hcg_gettid(), memory_order_relaxed);
@@ -584,7 +581,7 @@ static void collector_sleep(uint32_t seen)
 static void *collector(void *arg)
 {
     (void)arg;
-    is_collector = 1;
+    hcg_self.collector = 1;
     while (!atomic_load(&coll_stop)) {
         uint32_t seen = atomic_load_explicit(&wake_word, memory_order_acquire);
         hcg_events_flush();
@@ -641,11 +638,11 @@ void hcg_events_after_fork(void)
     atomic_store(&drain_waiters, 0);
     for (unsigned i = 0; i < HCG_CNT_N; i++)
         atomic_store(&coll_cnt_own[i], 0);
-    tid_cache = 0;
+    hcg_self.tid = 0;
     /* The parent's events, and the host functions its threads were running
      * (the watchdog would call them hung), are the parent's. */
     for (ring *r = atomic_load(&rings); r; r = r->next) {
-        if (r != mine)
+        if (r != hcg_self.ring)
             atomic_store(&r->owned, 0);
         atomic_store(&r->tail, atomic_load(&r->head));
         r->tail_seen = atomic_load(&r->head);

@@ -8,10 +8,8 @@
 #include "driver/driver.h"
 
 /* ---- thunk.c: entry points handed out for any driver function ---------- */
-/* Set by the trampoline while the thread runs a host function. Initial-exec
- * TLS, so the thunks read it with one load from the thread pointer. */
-extern _Thread_local unsigned char hcg_in_host_fn
-    __attribute__((tls_model("initial-exec"), visibility("hidden")));
+/* hcg_self.in_host_fn (base.h) is set by the trampoline while the thread
+ * runs a host function; the thunks read it from the thread pointer. */
 
 
 #include "intercept/thunk_layout.h" /* HCG_THUNK_MAX */
@@ -19,7 +17,7 @@ extern _Thread_local unsigned char hcg_in_host_fn
 #define HCG_THUNK_PASS ((CUresult)-1)
 /* Called when a thunk is entered inside a host function: HCG_THUNK_PASS
  * calls real with the caller's arguments; anything else is returned to the
- * caller instead. Runs with hcg_in_host_fn cleared. For an export not yet
+ * caller instead. Runs with hcg_self.in_host_fn cleared. For an export not yet
  * called, real is its resolver. */
 typedef CUresult (*hcg_thunk_handler)(unsigned idx, const char *name, void *real);
 

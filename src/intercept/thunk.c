@@ -31,21 +31,6 @@
 #include "intercept/intercept.h"
 #include "hcg_driver_exports.h" /* HCG_DRIVER_EXPORTS: generated at configure time */
 
-/* Initial-exec TLS lets the stubs reach the flag through the thread
- * pointer (%fs, tpidr_el0) and one GOT slot, without __tls_get_addr. It
- * marks libhcguard DF_STATIC_TLS: its whole TLS segment (every
- * _Thread_local of the library, about 1.1 KiB now) must live in the static
- * TLS block. Preloaded, or linked, that is always so: the block is sized at
- * start-up for every initial module. A library dlopen'd later can only take
- * glibc's surplus static TLS, 1664 bytes by default since glibc 2.32
- * (192 * (nns - 1) + 144 * nns + glibc.rtld.optional_static_tls, nns = 4,
- * optional = 512) and shared with every other such library: a late dlopen
- * of libhcguard alone works (glibc 2.36 here takes up to about 1.6 KiB),
- * after libraries that took some 600 bytes of it fails with "cannot allocate
- * memory in static TLS block". GLIBC_TUNABLES=glibc.rtld.optional_static_tls=
- * 4096 lifts the limit. hcguard is meant to be preloaded. */
-_Thread_local unsigned char hcg_in_host_fn __attribute__((tls_model("initial-exec")));
-
 #define NAME_LEN 64
 
 /* HCG_THUNK_NO_ASM builds the portable fallback anywhere (its test). */
@@ -98,10 +83,10 @@ unsigned hcg_thunk_slow(unsigned idx)
     if (!h)
         return (unsigned)HCG_THUNK_PASS;
     /* A handler that calls a thunk itself must not come back here. */
-    unsigned char was = hcg_in_host_fn;
-    hcg_in_host_fn = 0;
+    unsigned char was = hcg_self.in_host_fn;
+    hcg_self.in_host_fn = 0;
     CUresult r = h(idx, name_at(idx), __atomic_load_n(&hcg_thunk_real[idx], __ATOMIC_ACQUIRE));
-    hcg_in_host_fn = was;
+    hcg_self.in_host_fn = was;
     return (unsigned)r;
 }
 

@@ -61,8 +61,8 @@ hcg_thunk_stubs:
     .org hcg_thunk_stubs + hcg_thunk_i * HCG_THUNK_STRIDE, 0
     HCG_LANDING
     mrs x17, tpidr_el0
-    adrp x16, :gottprel:hcg_in_host_fn
-    ldr x16, [x16, #:gottprel_lo12:hcg_in_host_fn]
+    adrp x16, :gottprel:hcg_self /* hcg_self.in_host_fn: offset 0 */
+    ldr x16, [x16, #:gottprel_lo12:hcg_self]
     ldrb w16, [x17, x16]
     cbnz w16, hcg_thunk_cold + hcg_thunk_i * 8
     adrp x16, hcg_thunk_real + hcg_thunk_i * 8

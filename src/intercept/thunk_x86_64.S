@@ -77,7 +77,7 @@ hcg_thunk_stubs:
     .rept (HCG_THUNK_MAX + HCG_N_EXPORTS)
     .org hcg_thunk_stubs + hcg_thunk_i * HCG_THUNK_STRIDE, 0xcc
     HCG_LANDING
-    movq hcg_in_host_fn@gottpoff(%rip), %r11
+    movq hcg_self@gottpoff(%rip), %r11 /* hcg_self.in_host_fn: offset 0 */
     cmpb $0, %fs:(%r11)
     jne hcg_thunk_cold + hcg_thunk_i * 16
     jmp *hcg_thunk_real + hcg_thunk_i * 8(%rip)

@@ -45,7 +45,6 @@ static hcg_pool pool_store_own[MAX_POOLS];
 static hcg_pool *pool_store = pool_store_own;
 static atomic_uint pools_used;
 static _Atomic(hcg_pool *) pools;
-static _Thread_local hcg_pool *my_pool;
 static pthread_key_t pool_key;
 static pthread_once_t pool_key_once = PTHREAD_ONCE_INIT;
 
@@ -55,8 +54,8 @@ static pthread_once_t pool_key_once = PTHREAD_ONCE_INIT;
  * free list is not thread-safe) with the thread that took it over. */
 static void pool_exit(void *p)
 {
-    if (my_pool == p)
-        my_pool = NULL;
+    if (hcg_self.pool == p)
+        hcg_self.pool = NULL;
     atomic_store_explicit(&((hcg_pool *)p)->owned, 0, memory_order_release);
 }
 
@@ -137,8 +136,8 @@ static int refill(hcg_pool *p)
 /* Calls come from a pool of the allocating thread; NULL if out of memory. */
 static hcg_call *call_alloc(void)
 {
-    hcg_pool *p = my_pool;
-    if (HCG_UNLIKELY(!p) && !(p = my_pool = acquire_pool()))
+    hcg_pool *p = hcg_self.pool;
+    if (HCG_UNLIKELY(!p) && !(p = hcg_self.pool = acquire_pool()))
         return NULL;
     if (HCG_UNLIKELY(!p->free) && !refill(p))
         return NULL;
@@ -263,7 +262,7 @@ static uint64_t flow_wait_for_room(hcg_pool *p, uint64_t room, uint64_t all)
 __attribute__((noinline, cold)) static void flow_wait(hcg_pool *p)
 {
     uint64_t room = hcg_events_flow_room();
-    if (!room || hcg_in_host_fn) {
+    if (!room || hcg_self.in_host_fn) {
         p->credit = room ? 1024 : INT64_MAX / 2; /* no collector, or a launch inside a host function */
         return;
     }
@@ -370,7 +369,7 @@ void hcg_count_node(hcg_fnkind kind)
 void hcg_pool_after_fork(void)
 {
     for (hcg_pool *p = atomic_load(&pools); p; p = p->next) {
-        if (p != my_pool)
+        if (p != hcg_self.pool)
             atomic_store(&p->owned, 0);
         for (int k = 0; k < HCG_FN_KIND_COUNT; k++)
             atomic_store(&p->launched[k], 0);

@@ -8,16 +8,15 @@
 #include "run/run.h"
 
 /* ---- the trampoline ---------------------------------------------------- */
-static _Thread_local const hcg_call *current;
 
 const hcg_call *hcg_current_call(void)
 {
-    return current;
+    return hcg_self.current;
 }
 
 void hcg_current_call_describe(hcg_event *e)
 {
-    const hcg_call *c = current;
+    const hcg_call *c = hcg_self.current;
     if (!c)
         return;
     e->fn = (uintptr_t)c->fn;
@@ -96,12 +95,12 @@ static void call_fn(hcg_call *c, CUstream s, CUresult status, int stream_cb,
 {
     /* Only the user's code counts as inside a host function: hcguard's
      * checks and copies are its own. Nested trampolines keep theirs. */
-    unsigned char was = hcg_in_host_fn;
+    unsigned char was = hcg_self.in_host_fn;
     hcg_event_running(e->fn, e->t_start);
     if (snap && hcguard_copies((hcg_fnkind)c->kind)) {
         copy_snapshot(snap, e);
     } else {
-        hcg_in_host_fn = 1;
+        hcg_self.in_host_fn = 1;
         if (stream_cb)
             ((CUstreamCallback)(void *)c->fn)(s, status, c->user);
         else if (snap) /* --copy-fn: called with the checked snapshot */
@@ -110,7 +109,7 @@ static void call_fn(hcg_call *c, CUstream s, CUresult status, int stream_cb,
             c->inner(c->rec); /* a wrapper that frees its data, in a graph */
         else
             c->fn(c->user);
-        hcg_in_host_fn = was;
+        hcg_self.in_host_fn = was;
     }
     hcg_event_running(0, 0);
 }
@@ -136,7 +135,7 @@ static void run(hcg_call *c, CUstream s, CUresult status, int stream_cb)
     e.graph = c->oneshot ? 0 : c->graph; /* the second line only when needed */
     e.node = c->oneshot ? 0 : c->node;
     e.t_start = hcg_ticks();
-    current = c;
+    hcg_self.current = c;
     hcguard_copy_record now = {0, 0, 0};
     const hcguard_copy_record *snap = NULL;
     int go = 1;
@@ -159,7 +158,7 @@ static void run(hcg_call *c, CUstream s, CUresult status, int stream_cb)
     if (c->wrapped && c->oneshot && (!go || snap))
         free(c->user);
     e.t_end = hcg_ticks();
-    current = NULL;
+    hcg_self.current = NULL;
     int oneshot = c->oneshot;
     hcg_event_push(&e);
     if (oneshot)

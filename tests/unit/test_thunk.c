@@ -152,7 +152,7 @@ static NOINLINE void clobber(void)
 static void note(unsigned idx, const char *name, void *real)
 {
     handled++;
-    handled_flag_set += hcg_in_host_fn != 0;
+    handled_flag_set += hcg_self.in_host_fn != 0;
     last_idx = idx;
     last_name = name;
     last_real = real;
@@ -381,18 +381,18 @@ static void inside_pass_with(const fns *t)
 {
     hcg_thunk_set_handler(pass_handler);
     handled = handled_flag_set = 0;
-    hcg_in_host_fn = 1;
+    hcg_self.in_host_fn = 1;
     int ok = compare_all(t);
-    hcg_in_host_fn = 0;
+    hcg_self.in_host_fn = 0;
     CHECK(ok);
     CHECK_EQ(handled, (int)N_FNS); /* one call through each thunk */
     CHECK_EQ(handled_flag_set, 0); /* the handler runs with the flag cleared */
 
     /* The handler sees the entry it was called for. */
-    hcg_in_host_fn = 1;
+    hcg_self.in_host_fn = 1;
     long r = t->f3(4, 5, 6);
-    CHECK_EQ(hcg_in_host_fn, 1); /* restored after the handler */
-    hcg_in_host_fn = 0;
+    CHECK_EQ(hcg_self.in_host_fn, 1); /* restored after the handler */
+    hcg_self.in_host_fn = 0;
     CHECK_EQ(r, f3(4, 5, 6));
     CHECK(last_real == (void *)f3);
     CHECK(last_name && strcmp(last_name, "f3") == 0);
@@ -403,9 +403,9 @@ static void inside_pass_with(const fns *t)
     nested_result = 0;
     hcg_thunk_set_handler(nested_handler);
     handled = 0;
-    hcg_in_host_fn = 1;
+    hcg_self.in_host_fn = 1;
     r = t->f2(8, 9);
-    hcg_in_host_fn = 0;
+    hcg_self.in_host_fn = 0;
     CHECK_EQ(r, f2(8, 9));
     CHECK_EQ(handled, 1);
     CHECK_EQ(nested_result, f1((long)last_idx));
@@ -414,9 +414,9 @@ static void inside_pass_with(const fns *t)
     /* No handler: everything passes. */
     hcg_thunk_set_handler(NULL);
     handled = 0;
-    hcg_in_host_fn = 1;
+    hcg_self.in_host_fn = 1;
     ok = compare_all(t);
-    hcg_in_host_fn = 0;
+    hcg_self.in_host_fn = 0;
     CHECK(ok);
     CHECK_EQ(handled, 0);
 }
@@ -428,10 +428,10 @@ static void deny_with(const fns *t)
     int out = 0;
     hcg_thunk_set_handler(deny_handler);
     real_calls = 0;
-    hcg_in_host_fn = 1;
+    hcg_self.in_host_fn = 1;
     CUresult r = dl(&out, 7);
     long z = t->f0(); /* any signature: the CUresult lands in the return register */
-    hcg_in_host_fn = 0;
+    hcg_self.in_host_fn = 0;
     CHECK_EQ(r, CUDA_ERROR_NOT_PERMITTED);
     CHECK_EQ((CUresult)z, CUDA_ERROR_NOT_PERMITTED);
     CHECK_EQ(real_calls, 0);
@@ -452,10 +452,10 @@ static void test_registers(void)
     CHECK(regs_survive((void *)regs_probe, 0)); /* the probe itself */
     CHECK(regs_survive(th, 1));
     hcg_thunk_set_handler(pass_handler);
-    hcg_in_host_fn = 1;
+    hcg_self.in_host_fn = 1;
     handled = 0;
     CHECK(regs_survive(th, 2));
-    hcg_in_host_fn = 0;
+    hcg_self.in_host_fn = 0;
     CHECK_EQ(handled, 1);
     hcg_thunk_set_handler(NULL);
 }
@@ -478,9 +478,9 @@ static CUresult unwind_check_handler(unsigned idx, const char *name, void *real)
 static NOINLINE long call_for_unwind(const fns *t)
 {
     want_frame = __builtin_extract_return_addr(__builtin_return_address(0));
-    hcg_in_host_fn = 1;
+    hcg_self.in_host_fn = 1;
     long r = t->f2(3, 4);
-    hcg_in_host_fn = 0;
+    hcg_self.in_host_fn = 0;
     return r;
 }
 
@@ -547,10 +547,10 @@ static void *registrar(void *arg)
     /* Each thread's flag is its own. */
     int ok = 1;
     for (int i = 0; i < 1000; i++) {
-        hcg_in_host_fn = (unsigned char)(i & 1);
+        hcg_self.in_host_fn = (unsigned char)(i & 1);
         ok &= thread_fns->f2(i, k) == f2(i, k);
     }
-    hcg_in_host_fn = 0;
+    hcg_self.in_host_fn = 0;
     return (void *)(intptr_t)ok;
 }
 
@@ -624,9 +624,9 @@ static void *test_export_first_inside(void)
     void *before = hcg_thunk_real[idx];
     int version = 0;
     hcg_thunk_set_handler(deny_handler);
-    hcg_in_host_fn = 1;
+    hcg_self.in_host_fn = 1;
     CUresult r = v(&version);
-    hcg_in_host_fn = 0;
+    hcg_self.in_host_fn = 0;
     CHECK_EQ(r, CUDA_ERROR_NOT_PERMITTED);
     CHECK_EQ(version, 0);
     CHECK(hcg_thunk_real[idx] == before);
@@ -635,9 +635,9 @@ static void *test_export_first_inside(void)
 
     hcg_thunk_set_handler(pass_handler);
     handled = 0;
-    hcg_in_host_fn = 1;
+    hcg_self.in_host_fn = 1;
     r = v(&version);
-    hcg_in_host_fn = 0;
+    hcg_self.in_host_fn = 0;
     hcg_thunk_set_handler(NULL); /* loading the driver installed the audit's */
     CHECK_EQ(r, CUDA_SUCCESS);
     CHECK_EQ(version, 4242);
@@ -676,9 +676,9 @@ static void test_export_registers(void *driver)
 
     hcg_thunk_set_handler(pass_handler);
     handled = 0;
-    hcg_in_host_fn = 1;
+    hcg_self.in_host_fn = 1;
     CHECK(regs_survive(ctx, 6));
-    hcg_in_host_fn = 0;
+    hcg_self.in_host_fn = 0;
     hcg_thunk_set_handler(NULL);
     CHECK_EQ(handled, 1);
     CHECK_EQ(last_idx, ic);
@@ -702,9 +702,9 @@ static void test_export_missing(void)
     CHECK_EQ(load(&m, "x"), CUDA_ERROR_NOT_FOUND);
     CHECK(hcg_thunk_real[idx] == answer);
     hcg_thunk_set_handler(pass_handler);
-    hcg_in_host_fn = 1;
+    hcg_self.in_host_fn = 1;
     CUresult r = load(&m, "x");
-    hcg_in_host_fn = 0;
+    hcg_self.in_host_fn = 0;
     hcg_thunk_set_handler(NULL);
     CHECK_EQ(r, CUDA_ERROR_NOT_FOUND);
     CHECK(m == NULL);
@@ -771,9 +771,9 @@ static void test_full(void)
     CHECK(last(3, 1.5, "A") == last_fn(3, 1.5, "A"));
     hcg_thunk_set_handler(pass_handler);
     handled = 0;
-    hcg_in_host_fn = 1;
+    hcg_self.in_host_fn = 1;
     double r = last(-2, 0.25, "b");
-    hcg_in_host_fn = 0;
+    hcg_self.in_host_fn = 0;
     hcg_thunk_set_handler(NULL);
     CHECK(r == last_fn(-2, 0.25, "b"));
     CHECK_EQ(handled, 1);
@@ -813,9 +813,9 @@ static void test_cost(void)
         best_t = t < best_t ? t : best_t;
     }
     hcg_thunk_set_handler(count_handler);
-    hcg_in_host_fn = 1;
+    hcg_self.in_host_fn = 1;
     double slow = ns_per_call(th, iters / 20);
-    hcg_in_host_fn = 0;
+    hcg_self.in_host_fn = 0;
     hcg_thunk_set_handler(NULL);
     printf("call cost: direct %.2f ns, through a thunk %.2f ns (+%.2f), slow path %.2f ns\n",
            best_d, best_t, best_t - best_d, slow);
@@ -829,9 +829,9 @@ static void test_portable(void)
     fns t = thunked(0);
     hcg_thunk_set_handler(deny_handler);
     handled = 0;
-    hcg_in_host_fn = 1;
+    hcg_self.in_host_fn = 1;
     int ok = compare_all(&t);
-    hcg_in_host_fn = 0;
+    hcg_self.in_host_fn = 0;
     hcg_thunk_set_handler(NULL);
     CHECK(ok);
     CHECK_EQ(handled, 0);
@@ -843,9 +843,9 @@ static void test_portable(void)
         (CUresult(*)(int *, int))hcg_thunk_for("driver_like", (void *)driver_like);
     int out = 0;
     hcg_thunk_set_handler(pass_handler);
-    hcg_in_host_fn = 1;
+    hcg_self.in_host_fn = 1;
     CHECK_EQ(dl(&out, 5), CUDA_SUCCESS);
-    hcg_in_host_fn = 0;
+    hcg_self.in_host_fn = 0;
     hcg_thunk_set_handler(NULL);
     CHECK_EQ(out, 5);
     CHECK_EQ(handled, 0);

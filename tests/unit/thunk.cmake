@@ -18,7 +18,7 @@ set_tests_properties(test_thunk_nodriver PROPERTIES
 
 # The portable fallback (no stubs), as other architectures build it.
 add_executable(test_thunk_portable ${CMAKE_CURRENT_LIST_DIR}/test_thunk.c
-  ${PROJECT_SOURCE_DIR}/src/intercept/thunk.c)
+  ${PROJECT_SOURCE_DIR}/src/intercept/thunk.c ${PROJECT_SOURCE_DIR}/src/base/thread.c)
 target_include_directories(test_thunk_portable PRIVATE
   ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/src ${HCG_GENERATED_DIR} ${HCGUARD_CUDA_INCLUDE})
 target_compile_definitions(test_thunk_portable PRIVATE HCG_THUNK_NO_ASM)
