@@ -153,10 +153,21 @@ int hcg_print_take(void);
 uint64_t hcg_print_suppressed(void);
 void hcg_report_after_fork(void); /* fork hook: msg_lock made anew */
 
-/* ---- src/lifecycle/fork.c -------------------------------------------------
- * One pthread_atfork registration for every module's hooks. Idempotent;
- * called by the modules that hold locks, before they take one. */
+/* ---- fork.c: one pthread_atfork registration ----------------------------
+ * For every module's hooks. Idempotent; called by the modules that hold
+ * locks, before they take one. */
 void hcg_fork_register(void);
+/* A module's hooks: prepare (take its locks; NULL none), parent (release
+ * them), child (start afresh: locks made anew). */
+typedef struct hcg_fork_hook {
+    void (*prepare)(void);
+    void (*parent)(void);
+    void (*child)(void);
+} hcg_fork_hook;
+/* Every module's, in order; provided by the top layer (src/lifecycle/fork.c),
+ * which knows every module, as the sinks layer provides hcg_sinks[]. */
+extern const hcg_fork_hook hcg_fork_hooks[];
+extern const size_t hcg_n_fork_hooks;
 
 /* ---- dynsym.c: dynamic symbols of loaded objects ----------------------- */
 /* name (at version, or any if NULL) in the dynamic symbol table of the

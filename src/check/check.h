@@ -139,13 +139,11 @@ static inline int hcg_audit_wrapper_call(hcg_api api)
 }
 
 /* ---- src/run/trampoline.c ------------------------------------------------ */
-/* The call the current thread is running, or NULL (defined by the run
- * layer: the oracle makes no driver call inside a host function, and the
- * audit names the host function a CUDA call was made in). */
-struct hcg_call;
-const struct hcg_call *hcg_current_call(void);
 /* The running call's function, data, stream, graph node, kind and entry
- * point into *e (left as they are when it runs none). */
+ * point into *e (left as they are when it runs none): the audit names the
+ * host function a CUDA call was made in. Defined by the run layer, which
+ * knows the call's layout. (Whether a call runs at all, the oracle reads
+ * in hcg_self.current.) */
 void hcg_current_call_describe(hcg_event *e);
 
 /* ---- reject.c: bad records found at enqueue ------------------------------ */

@@ -483,7 +483,7 @@ static int driver_kind(uintptr_t addr)
     uint64_t type = 0, managed = 0;
     void *data[2] = {&type, &managed};
     hcg_pfn_cuPointerGetAttributes f;
-    if (hcg_current_call() != NULL)
+    if (hcg_self.current != NULL)
         return DK_UNKNOWN; /* no CUDA call may be made inside a host function */
     f = ptr_attrs_fn();
     if (!f || f(2, attrs, data, (CUdeviceptr)addr) != CUDA_SUCCESS)

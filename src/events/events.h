@@ -151,8 +151,10 @@ typedef struct hcg_flight {
 
 extern hcg_flight *hcg_g_flight; /* NULL: not recording */
 /* Map HCGUARD_FLIGHT's file, if set and not another process's (start-up,
- * before any ring or pool is made). */
-void hcg_flight_attach(void);
+ * before any ring or pool is made), with pools_size bytes in it for the
+ * call pools' store (the run layer's launch counts, which the record keeps
+ * too). Returns that memory, or NULL if not recording. */
+void *hcg_flight_attach(size_t pools_size);
 /* Memory for the next ring in the file (ring_bytes, not zeroed), or NULL. */
 void *hcg_flight_ring(void);
 void hcg_flight_finished(int done);
@@ -162,10 +164,6 @@ void hcg_flight_finished(int done);
  * running), rather than read on into the fields after it. */
 const char *hcg_flight_path(const char *field, char out[HCG_PATH_MAX]);
 void hcg_flight_after_fork(void); /* first of the fork child's hooks */
-/* The run layer's pools (src/run/pool.c), which the record keeps too: the
- * bytes of their store, and the record's memory to use for it. */
-size_t hcg_pool_store_bytes(void);
-void hcg_pool_use_store(void *mem);
 /* events.c, trampoline.c: the parts of the record they keep. */
 size_t hcg_events_ring_bytes(void);
 /* events.c: the events left in a record's rings, to the file sinks; its counts. */

@@ -25,6 +25,7 @@
 hcg_flight *hcg_g_flight;
 static int flight_fd = -1;
 static size_t flight_bytes;
+static size_t pools_bytes; /* the call pools' store, as the caller said */
 
 /* Whether the file at fd is a plain file of this user (not a link to
  * something else: it was opened with O_NOFOLLOW). */
@@ -46,7 +47,7 @@ static size_t pools_off(void)
 
 static size_t rings_off(void)
 {
-    return page_up(pools_off() + hcg_pool_store_bytes());
+    return page_up(pools_off() + pools_bytes);
 }
 
 static void set_up(hcg_flight *f, size_t bytes, size_t ring_bytes, const hcg_config *c)
@@ -64,17 +65,18 @@ static void set_up(hcg_flight *f, size_t bytes, size_t ring_bytes, const hcg_con
     f->magic = HCG_FLIGHT_MAGIC;
 }
 
-void hcg_flight_attach(void)
+void *hcg_flight_attach(size_t pools_size)
 {
     const char *path = secure_getenv("HCGUARD_FLIGHT");
     if (!path || !path[0] || hcg_g_flight)
-        return;
+        return NULL;
     int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0 || !ours(fd)) {
         if (fd >= 0)
             close(fd);
-        return;
+        return NULL;
     }
+    pools_bytes = pools_size;
     size_t ring_bytes = hcg_events_ring_bytes();
     size_t bytes = rings_off() + HCG_FLIGHT_MAX_RINGS * ring_bytes;
     hcg_flight *f = MAP_FAILED;
@@ -82,20 +84,20 @@ void hcg_flight_attach(void)
         f = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (f == MAP_FAILED) {
         close(fd);
-        return;
+        return NULL;
     }
     /* A file another process records into is not this one's. */
     int32_t owner = atomic_load(&f->pid);
     if (f->magic == HCG_FLIGHT_MAGIC && owner != 0 && owner != (int32_t)getpid()) {
         munmap(f, bytes);
         close(fd);
-        return;
+        return NULL;
     }
     set_up(f, bytes, ring_bytes, hcg_config_get());
     flight_fd = fd;
     flight_bytes = bytes;
-    hcg_pool_use_store((char *)f + f->pools_off);
     hcg_g_flight = f;
+    return (char *)f + f->pools_off;
 }
 
 void *hcg_flight_ring(void)

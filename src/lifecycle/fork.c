@@ -1,7 +1,8 @@
-/* Fork handling from one place: one pthread_atfork registration, each
- * module a hook in it. Before the fork, the locks guarding what a child
- * keeps (the thunk table, the oracle's query fd, the graph-exec table) are
- * taken in a fixed order, so that the child finds that state whole; after
+/* Fork handling from one place: one pthread_atfork registration
+ * (base/fork.c, which every module that holds a lock calls before it takes
+ * it), and here, where every module is known, its table of hooks. Before
+ * the fork, the locks guarding what a child keeps (the thunk table, the
+ * oracle's query fd, the graph-exec table) are taken in a fixed order, so that the child finds that state whole; after
  * it the parent releases them. In the child, which has only the forking
  * thread, every lock hcguard has is made anew (a message being printed,
  * a drain, a driver load in another thread at the fork would otherwise
@@ -19,13 +20,9 @@ __attribute__((weak)) void hcg_graph_fork_unlock(void) {}
 __attribute__((weak)) void hcg_graph_after_fork(void) {}
 __attribute__((weak)) void hcg_init_after_fork(void) {}
 
-typedef struct fork_hook {
-    void (*prepare)(void); /* NULL: nothing to take */
-    void (*parent)(void);
-    void (*child)(void);
-} fork_hook;
-
-static const fork_hook hooks[] = {
+/* In order: prepare and child hooks first to last, parent hooks last to
+ * first. Walked by the one pthread_atfork registration (base/fork.c). */
+const hcg_fork_hook hcg_fork_hooks[] = {
     {NULL, NULL, hcg_flight_after_fork},      /* first: the parent's record left alone */
     {hcg_thunk_fork_lock, hcg_thunk_fork_unlock, hcg_thunk_after_fork},
     {hcg_oracle_fork_lock, hcg_oracle_fork_unlock, hcg_oracle_after_fork},
@@ -37,36 +34,4 @@ static const fork_hook hooks[] = {
     {NULL, NULL, hcg_sinks_after_fork},      /* each sink's, their locks too */
     {NULL, NULL, hcg_init_after_fork},        /* last: the child starts anew */
 };
-#define N_HOOKS (sizeof hooks / sizeof hooks[0])
-
-static void prepare(void)
-{
-    for (size_t i = 0; i < N_HOOKS; i++)
-        if (hooks[i].prepare)
-            hooks[i].prepare();
-}
-
-static void parent(void)
-{
-    for (size_t i = N_HOOKS; i-- > 0;)
-        if (hooks[i].parent)
-            hooks[i].parent();
-}
-
-static void child(void)
-{
-    for (size_t i = 0; i < N_HOOKS; i++)
-        hooks[i].child();
-}
-
-static pthread_once_t once = PTHREAD_ONCE_INIT;
-
-static void do_register(void)
-{
-    pthread_atfork(prepare, parent, child);
-}
-
-void hcg_fork_register(void)
-{
-    pthread_once(&once, do_register);
-}
+const size_t hcg_n_fork_hooks = sizeof hcg_fork_hooks / sizeof hcg_fork_hooks[0];

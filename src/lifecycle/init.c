@@ -30,7 +30,11 @@ static void start(void)
 {
     const hcg_config *c = hcg_config_get();
     hcg_clock_init();
-    hcg_flight_attach(); /* before any ring or pool is made */
+    /* Before any ring or pool is made: the pools' launch counts are kept
+     * in the record too. */
+    void *pools = hcg_flight_attach(hcg_pool_store_bytes());
+    if (pools)
+        hcg_pool_use_store(pools);
     hcg_sinks_open(c);
     hcg_fork_register();
     /* Before the first check: reads of user memory and the copies hcguard

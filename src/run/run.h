@@ -58,6 +58,10 @@ void hcg_pool_flow(struct hcg_pool *p);
 /* Make c stop loudly if it ever runs again (graph calls, before release). */
 void hcg_call_poison(hcg_call *c);
 void hcg_pool_after_fork(void);
+/* The bytes of the pools' store, and memory to keep it in instead (the
+ * flight record's, at start-up before any pool is made). */
+size_t hcg_pool_store_bytes(void);
+void hcg_pool_use_store(void *mem);
 void CUDA_CB hcg_trampoline(void *call);
 /* The same for cuStreamAddCallback's CUstreamCallback (fn is one). */
 void CUDA_CB hcg_stream_cb_trampoline(CUstream s, CUresult status, void *call);

@@ -9,11 +9,6 @@
 
 /* ---- the trampoline ---------------------------------------------------- */
 
-const hcg_call *hcg_current_call(void)
-{
-    return hcg_self.current;
-}
-
 void hcg_current_call_describe(hcg_event *e)
 {
     const hcg_call *c = hcg_self.current;
