@@ -216,4 +216,63 @@ static inline int check_main(const char *program, const check_case *cases, size_
     return 0;
 }
 
+/* ---- scenarios: the end-to-end programs ---------------------------------
+ * An end-to-end program (tests/e2e/hc_*.c) runs one scenario a process,
+ * named on its command line with the scenario's own arguments
+ * ("hc_lost flood 1000"), since each needs an environment of its own (a
+ * preload, a driver, files, a signal to die of). They are listed once in
+ * a table too; "--list" prints their names. */
+typedef struct check_scenario {
+    const char *name;
+    void (*run)(void);                  /* a scenario without arguments */
+    void (*run_args)(int argc, char **argv); /* or with min..max of them */
+    int min_args, max_args;
+    const char *usage;                  /* of its arguments */
+} check_scenario;
+
+#define CHECK_SCENARIO(name, fn) {name, fn, NULL, 0, 0, ""}
+#define CHECK_SCENARIO_ARGS(name, fn, min, max, usage) {name, NULL, fn, min, max, usage}
+
+static inline int check_scenario_usage(const char *program, const check_scenario *s, size_t n)
+{
+    fprintf(stderr, "usage: %s SCENARIO [ARGS], the scenarios:\n", program);
+    for (size_t i = 0; i < n; i++)
+        fprintf(stderr, "  %s%s%s\n", s[i].name, s[i].usage[0] ? " " : "", s[i].usage);
+    return 2;
+}
+
+/* The whole main of such a program: argv[1] names the scenario, the rest
+ * are its arguments. setup (may be NULL) runs before it, teardown (may
+ * be NULL) after it; then one line, done ("audit %s", the scenario's name
+ * for %s, or a fixed "fork") followed by ": passed" or ": FAILED". Exit
+ * status 0, 1 if a check failed, 2 for a usage error. */
+static inline int check_scenario_main(const char *program, const char *done,
+                                      const check_scenario *s, size_t n, int argc,
+                                      char **argv, void (*setup)(void),
+                                      void (*teardown)(void))
+{
+    if (argc == 2 && strcmp(argv[1], "--list") == 0) {
+        for (size_t i = 0; i < n; i++)
+            printf("%s\n", s[i].name);
+        return 0;
+    }
+    const check_scenario *c = NULL;
+    for (size_t i = 0; argc >= 2 && i < n && !c; i++)
+        if (strcmp(s[i].name, argv[1]) == 0)
+            c = &s[i];
+    if (!c || argc - 2 < c->min_args || argc - 2 > c->max_args)
+        return check_scenario_usage(program, s, n);
+    if (setup)
+        setup();
+    if (c->run)
+        c->run();
+    else
+        c->run_args(argc - 2, argv + 2);
+    if (teardown)
+        teardown();
+    printf(done, c->name);
+    printf(": %s\n", check_failures ? "FAILED" : "passed");
+    return check_failures ? 1 : 0;
+}
+
 #endif /* HCG_TEST_CHECK_H */

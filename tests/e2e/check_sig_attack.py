@@ -13,6 +13,7 @@ HCG_CHILD_PRELOAD, if set, goes ahead of LIBHCGUARD in LD_PRELOAD.
 """
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -139,7 +140,7 @@ def main():
     bad = []
     if p.returncode != want:
         bad.append("exit status %d, want %d" % (p.returncode, want))
-    if "FAIL" in p.stdout + p.stderr:
+    if re.search(r"FAIL|CHECK failed|REQUIRE failed", p.stdout + p.stderr):
         bad.append("the program's own checks failed")
     if case.startswith("python-") and "python: KeyboardInterrupt" not in p.stdout:
         bad.append("no KeyboardInterrupt in Python")

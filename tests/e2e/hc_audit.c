@@ -202,32 +202,30 @@ static void hang(void)
     REQUIRE_OK(cuStreamSynchronize(s1));
 }
 
-int main(int argc, char **argv)
+static void preloaded(void)
 {
-    if (argc != 2) {
-        fprintf(stderr, "usage: hc_audit cuda-call|libc|closure|slow|hang\n");
-        return 2;
-    }
     if (!dlsym(RTLD_DEFAULT, "hcguard_get_stats")) {
         fprintf(stderr, "FAIL: hcguard is not preloaded\n");
-        return 1;
+        exit(1);
     }
     setup();
-    if (strcmp(argv[1], "cuda-call") == 0)
-        cuda_call();
-    else if (strcmp(argv[1], "libc") == 0)
-        libc();
-    else if (strcmp(argv[1], "closure") == 0)
-        closure();
-    else if (strcmp(argv[1], "slow") == 0)
-        slow();
-    else if (strcmp(argv[1], "hang") == 0)
-        hang();
-    else {
-        fprintf(stderr, "unknown scenario '%s'\n", argv[1]);
-        return 2;
-    }
+}
+
+static void teardown(void)
+{
     cuMemFree(dev);
-    printf("audit %s: %s\n", argv[1], check_failures ? "FAILED" : "passed");
-    return check_failures ? 1 : 0;
+}
+
+static const check_scenario scenarios[] = {
+    CHECK_SCENARIO("cuda-call", cuda_call),
+    CHECK_SCENARIO("libc", libc),
+    CHECK_SCENARIO("closure", closure),
+    CHECK_SCENARIO("slow", slow),
+    CHECK_SCENARIO("hang", hang),
+};
+
+int main(int argc, char **argv)
+{
+    return check_scenario_main("hc_audit", "audit %s", CHECK_CASES(scenarios), argc, argv,
+                               preloaded, teardown);
 }

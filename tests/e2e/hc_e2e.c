@@ -427,6 +427,18 @@ static int passthrough_check(void)
     return check_failures ? 1 : 0;
 }
 
+static void teardown(void)
+{
+    cuStreamDestroy(stream);
+}
+
+static const check_scenario scenarios[] = {
+    CHECK_SCENARIO("good", good),
+    CHECK_SCENARIO("bad", bad),
+    CHECK_SCENARIO("changed", changed),
+};
+
+/* hc_e2e PATH SCENARIO: PATH is how the program reaches the driver. */
 int main(int argc, char **argv)
 {
     if (argc != 3) {
@@ -444,17 +456,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "SKIP: the test driver was loaded, not the real one\n");
         return SKIP;
     }
-    if (strcmp(argv[2], "good") == 0)
-        good();
-    else if (strcmp(argv[2], "bad") == 0)
-        bad();
-    else if (strcmp(argv[2], "changed") == 0)
-        changed();
-    else {
-        fprintf(stderr, "unknown scenario '%s'\n", argv[2]);
-        return 2;
-    }
-    cuStreamDestroy(stream);
-    printf("%s %s: %s\n", argv[1], argv[2], check_failures ? "FAILED" : "passed");
-    return check_failures ? 1 : 0;
+    char done[128];
+    snprintf(done, sizeof done, "%s %%s", argv[1]);
+    return check_scenario_main("hc_e2e", done, CHECK_CASES(scenarios), argc - 1, argv + 1, NULL,
+                               teardown);
 }

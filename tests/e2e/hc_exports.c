@@ -148,26 +148,27 @@ static void not_found(void)
     CHECK_MSG(cuStreamQuery(s1) == CUDA_SUCCESS, "cuStreamQuery after a missing entry point");
 }
 
-int main(int argc, char **argv)
+static void preloaded(void)
 {
-    if (argc != 2) {
-        fprintf(stderr, "usage: hc_exports cuda-call|not-found\n");
-        return 2;
-    }
     if (!dlsym(RTLD_DEFAULT, "hcguard_get_stats")) {
         fprintf(stderr, "FAIL: hcguard is not preloaded\n");
-        return 1;
+        exit(1);
     }
     setup();
-    if (strcmp(argv[1], "cuda-call") == 0)
-        cuda_call();
-    else if (strcmp(argv[1], "not-found") == 0)
-        not_found();
-    else {
-        fprintf(stderr, "unknown scenario '%s'\n", argv[1]);
-        return 2;
-    }
+}
+
+static void teardown(void)
+{
     cuMemFree(dev);
-    printf("exports %s: %s\n", argv[1], check_failures ? "FAILED" : "passed");
-    return check_failures ? 1 : 0;
+}
+
+static const check_scenario scenarios[] = {
+    CHECK_SCENARIO("cuda-call", cuda_call),
+    CHECK_SCENARIO("not-found", not_found),
+};
+
+int main(int argc, char **argv)
+{
+    return check_scenario_main("hc_exports", "exports %s", CHECK_CASES(scenarios), argc, argv,
+                               preloaded, teardown);
 }

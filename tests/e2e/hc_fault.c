@@ -684,38 +684,38 @@ static void race(void)
     munmap(rec, pg);
 }
 
+/* past-eof [noreadv] */
+static void past_eof_args(int argc, char **argv)
+{
+    past_eof(argc > 0 && strcmp(argv[0], "noreadv") == 0);
+}
+
+/* race [user]: with "user", the program's own copy function. */
+static void race_args(int argc, char **argv)
+{
+    if (argc > 0 && strcmp(argv[0], "user") == 0)
+        copy_fn = hc_fault_user_copy;
+    race();
+}
+
+static void teardown(void)
+{
+    cuStreamDestroy(stream);
+}
+
+static const check_scenario scenarios[] = {
+    CHECK_SCENARIO("handlers", handlers),
+    CHECK_SCENARIO("deaths", deaths),
+    CHECK_SCENARIO("buffers", buffers),
+    CHECK_SCENARIO("record-gone", record_gone),
+    CHECK_SCENARIO("relaunch", relaunch),
+    CHECK_SCENARIO_ARGS("past-eof", past_eof_args, 0, 1, "[noreadv]"),
+    CHECK_SCENARIO_ARGS("race", race_args, 0, 1, "[user]"),
+    CHECK_SCENARIO("snapshot", snapshot),
+};
+
 int main(int argc, char **argv)
 {
-    if (argc < 2) {
-        fprintf(stderr, "usage: hc_fault handlers|deaths|buffers|record-gone|relaunch|"
-                        "past-eof [noreadv]|race\n");
-        return 2;
-    }
-    setup();
-    const char *s = argv[1];
-    if (strcmp(s, "handlers") == 0)
-        handlers();
-    else if (strcmp(s, "deaths") == 0)
-        deaths();
-    else if (strcmp(s, "buffers") == 0)
-        buffers();
-    else if (strcmp(s, "record-gone") == 0)
-        record_gone();
-    else if (strcmp(s, "relaunch") == 0)
-        relaunch();
-    else if (strcmp(s, "past-eof") == 0)
-        past_eof(argc > 2 && strcmp(argv[2], "noreadv") == 0);
-    else if (strcmp(s, "race") == 0) {
-        if (argc > 2 && strcmp(argv[2], "user") == 0)
-            copy_fn = hc_fault_user_copy;
-        race();
-    } else if (strcmp(s, "snapshot") == 0)
-        snapshot();
-    else {
-        fprintf(stderr, "unknown scenario '%s'\n", s);
-        return 2;
-    }
-    cuStreamDestroy(stream);
-    printf("fault %s: %s\n", s, check_failures ? "FAILED" : "passed");
-    return check_failures ? 1 : 0;
+    return check_scenario_main("hc_fault", "fault %s", CHECK_CASES(scenarios), argc, argv,
+                               setup, teardown);
 }

@@ -99,17 +99,15 @@ static void child_reports_its_own(void)
         fprintf(stderr, "child: %s\n", line);
 }
 
-int main(int argc, char **argv)
+/* The parent launches, forks children that do nothing or (busy) launch
+ * on their own, and launches again. */
+static void parent(int busy)
 {
-    if (argc != 2 || (strcmp(argv[1], "quiet") != 0 && strcmp(argv[1], "busy") != 0)) {
-        fprintf(stderr, "usage: hc_fork quiet|busy\n");
-        return 2;
-    }
     CUstream s = stream = test_context();
     CUhostFn copy = (CUhostFn)dlsym(RTLD_DEFAULT, "hcguard_host_copy");
     if (!copy) {
         fprintf(stderr, "SKIP: hcguard is not preloaded\n");
-        return 77;
+        exit(77);
     }
     static unsigned char a[64], b[64];
     hcguard_copy_record good = {(uintptr_t)a, (uintptr_t)b, sizeof a};
@@ -121,12 +119,30 @@ int main(int argc, char **argv)
     REQUIRE_OK(cuStreamSynchronize(s));
     child_says_nothing(0);
     child_says_nothing(3);
-    if (strcmp(argv[1], "busy") == 0)
+    if (busy)
         child_reports_its_own();
     for (int i = 0; i < 5; i++)
         REQUIRE_OK(cuLaunchHostFunc(s, ordinary, NULL));
     REQUIRE_OK(cuStreamSynchronize(s));
     CHECK_MSG(atomic_load(&runs) == 10, "ordinary ran %d times", atomic_load(&runs));
-    printf("fork: %s\n", check_failures ? "FAILED" : "passed");
-    return check_failures ? 1 : 0;
+}
+
+static void quiet(void)
+{
+    parent(0);
+}
+
+static void busy(void)
+{
+    parent(1);
+}
+
+static const check_scenario scenarios[] = {
+    CHECK_SCENARIO("quiet", quiet),
+    CHECK_SCENARIO("busy", busy),
+};
+
+int main(int argc, char **argv)
+{
+    return check_scenario_main("hc_fork", "fork", CHECK_CASES(scenarios), argc, argv, NULL, NULL);
 }

@@ -369,33 +369,24 @@ static void capture_bindings(void)
         capture_with(launch, 5, "wrapped");
 }
 
-int main(int argc, char **argv)
+/* Every graph is gone: so is everything hcguard kept for them. */
+static void none_alive(void)
 {
-    if (argc != 2) {
-        fprintf(stderr, "usage: hc_graph replay|bad|getparams|lifetime|capture|"
-                        "capture-bindings\n");
-        return 2;
-    }
-    setup();
-    if (strcmp(argv[1], "replay") == 0)
-        replay();
-    else if (strcmp(argv[1], "bad") == 0)
-        bad();
-    else if (strcmp(argv[1], "getparams") == 0)
-        getparams();
-    else if (strcmp(argv[1], "lifetime") == 0)
-        lifetime();
-    else if (strcmp(argv[1], "capture") == 0)
-        capture();
-    else if (strcmp(argv[1], "capture-bindings") == 0)
-        capture_bindings();
-    else {
-        fprintf(stderr, "unknown scenario '%s'\n", argv[1]);
-        return 2;
-    }
-    /* Every graph is gone: so is everything hcguard kept for them. */
     uint64_t live = live_after_drain(0);
     CHECK_MSG(live == 0, "%llu graph calls alive at exit", (unsigned long long)live);
-    printf("graph %s: %s\n", argv[1], check_failures ? "FAILED" : "passed");
-    return check_failures ? 1 : 0;
+}
+
+static const check_scenario scenarios[] = {
+    CHECK_SCENARIO("replay", replay),
+    CHECK_SCENARIO("bad", bad),
+    CHECK_SCENARIO("getparams", getparams),
+    CHECK_SCENARIO("lifetime", lifetime),
+    CHECK_SCENARIO("capture", capture),
+    CHECK_SCENARIO("capture-bindings", capture_bindings),
+};
+
+int main(int argc, char **argv)
+{
+    return check_scenario_main("hc_graph", "graph %s", CHECK_CASES(scenarios), argc, argv,
+                               setup, none_alive);
 }

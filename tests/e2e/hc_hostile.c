@@ -258,39 +258,54 @@ static void closures(long n)
     REQUIRE_OK(cuStreamSynchronize(stream));
 }
 
-int main(int argc, char **argv)
+/* The scenarios' argument: a count, 0 if not given. */
+static long count_arg(int argc, char **argv)
 {
-    if (argc < 2) {
-        fprintf(stderr, "usage: hc_hostile MODE [ARG]\n");
-        return 2;
-    }
-    const char *mode = argv[1];
-    long n = argc > 2 ? atol(argv[2]) : 0;
+    return argc > 0 ? atol(argv[0]) : 0;
+}
+
+static void s_setparams_graph(int argc, char **argv) { setparams_graph(count_arg(argc, argv)); }
+static void s_setparams_exec(int argc, char **argv) { setparams_exec(count_arg(argc, argv)); }
+static void s_reuse_fd2(int argc, char **argv) { (void)argc; reuse_fd2(argv[0]); }
+static void s_many_execs(int argc, char **argv) { many_execs(count_arg(argc, argv)); }
+static void s_closures(int argc, char **argv) { closures(count_arg(argc, argv)); }
+
+static void s_flood(int argc, char **argv)
+{
+    for (long i = 0, n = count_arg(argc, argv); i < n; i++)
+        bad_launch();
+}
+
+static void good(void)
+{
+    REQUIRE_OK(cuLaunchHostFunc(stream, copy_fn(), &rec));
+}
+
+static void setup(void)
+{
     stream = test_context();
     rec.dst = (uintptr_t)dst;
     rec.src = (uintptr_t)src;
-    if (strcmp(mode, "setparams-graph") == 0)
-        setparams_graph(n);
-    else if (strcmp(mode, "setparams-exec") == 0)
-        setparams_exec(n);
-    else if (strcmp(mode, "reuse-fd2") == 0 && argc > 2)
-        reuse_fd2(argv[2]);
-    else if (strcmp(mode, "flood") == 0)
-        for (long i = 0; i < n; i++)
-            bad_launch();
-    else if (strcmp(mode, "many-execs") == 0)
-        many_execs(n);
-    else if (strcmp(mode, "launch-in-hostfn") == 0)
-        launch_in_hostfn();
-    else if (strcmp(mode, "closures") == 0)
-        closures(n);
-    else if (strcmp(mode, "good") == 0)
-        REQUIRE_OK(cuLaunchHostFunc(stream, copy_fn(), &rec));
-    else {
-        fprintf(stderr, "hc_hostile: unknown mode %s\n", mode);
-        return 2;
-    }
+}
+
+static void drain(void)
+{
     REQUIRE_OK(cuStreamSynchronize(stream));
-    printf("%s: %s\n", mode, check_failures ? "FAILED" : "passed");
-    return check_failures ? 1 : 0;
+}
+
+static const check_scenario scenarios[] = {
+    CHECK_SCENARIO_ARGS("setparams-graph", s_setparams_graph, 0, 1, "[N]"),
+    CHECK_SCENARIO_ARGS("setparams-exec", s_setparams_exec, 0, 1, "[N]"),
+    CHECK_SCENARIO_ARGS("reuse-fd2", s_reuse_fd2, 1, 1, "PATH"),
+    CHECK_SCENARIO_ARGS("flood", s_flood, 0, 1, "[N]"),
+    CHECK_SCENARIO_ARGS("many-execs", s_many_execs, 0, 1, "[N]"),
+    CHECK_SCENARIO("launch-in-hostfn", launch_in_hostfn),
+    CHECK_SCENARIO_ARGS("closures", s_closures, 0, 1, "[N]"),
+    CHECK_SCENARIO("good", good),
+};
+
+int main(int argc, char **argv)
+{
+    return check_scenario_main("hc_hostile", "%s", CHECK_CASES(scenarios), argc, argv, setup,
+                               drain);
 }

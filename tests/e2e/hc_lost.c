@@ -450,50 +450,78 @@ static void die(const char *how, int bad)
     exit(1);
 }
 
+/* ---- the scenarios, with their arguments -------------------------------- */
+static unsigned long num(int argc, char **argv, int i)
+{
+    return i < argc ? strtoul(argv[i], NULL, 10) : 0;
+}
+
+static void s_flood(int argc, char **argv) { flood(num(argc, argv, 0)); }
+static void s_copies(int argc, char **argv) { copies(num(argc, argv, 0)); }
+static void s_warnings(int argc, char **argv) { warnings(num(argc, argv, 0)); }
+static void s_copies_only(int argc, char **argv) { do_copies(num(argc, argv, 0)); }
+
+static void s_threads(int argc, char **argv)
+{
+    threads((unsigned)num(argc, argv, 0), num(argc, argv, 1));
+}
+
+static void s_dtor(int argc, char **argv)
+{
+    dtor((unsigned)num(argc, argv, 0), num(argc, argv, 1));
+}
+
+static void s_forkprint(int argc, char **argv)
+{
+    forkprint((unsigned)num(argc, argv, 0), argc > 1 && !strcmp(argv[1], "busy"));
+}
+
+/* exec N M: N copies, then this program again with "copies-only M". */
+static void s_exec(int argc, char **argv)
+{
+    (void)argc;
+    do_copies(num(argc, argv, 0));
+    exec_self(argv[1]);
+}
+
+/* forkexec N M: the same in a fork child, which must succeed. */
+static void s_forkexec(int argc, char **argv)
+{
+    do_copies(num(argc, argv, 0));
+    pid_t pid = fork();
+    if (pid == 0)
+        exec_self(argv[1]);
+    int st;
+    waitpid(pid, &st, 0);
+    CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the child failed: %d", st);
+}
+
+static void s_die(int argc, char **argv)
+{
+    die(argv[0], argc > 1 && !strcmp(argv[1], "bad"));
+}
+
+static void s_sigview(int argc, char **argv)
+{
+    (void)argc;
+    sigview((int)num(argc, argv, 0), argv[1]);
+}
+
+static const check_scenario scenarios[] = {
+    CHECK_SCENARIO_ARGS("flood", s_flood, 1, 1, "N"),
+    CHECK_SCENARIO_ARGS("copies", s_copies, 1, 1, "N"),
+    CHECK_SCENARIO_ARGS("threads", s_threads, 1, 2, "THREADS [N]"),
+    CHECK_SCENARIO_ARGS("warnings", s_warnings, 1, 1, "N"),
+    CHECK_SCENARIO_ARGS("dtor", s_dtor, 1, 2, "THREADS [N]"),
+    CHECK_SCENARIO_ARGS("forkprint", s_forkprint, 1, 2, "FORKS [busy]"),
+    CHECK_SCENARIO_ARGS("copies-only", s_copies_only, 1, 1, "N"),
+    CHECK_SCENARIO_ARGS("exec", s_exec, 2, 2, "N M"),
+    CHECK_SCENARIO_ARGS("forkexec", s_forkexec, 2, 2, "N M"),
+    CHECK_SCENARIO_ARGS("die", s_die, 1, 2, "HOW [bad]"),
+    CHECK_SCENARIO_ARGS("sigview", s_sigview, 2, 2, "SIGNAL dfl|ign"),
+};
+
 int main(int argc, char **argv)
 {
-    if (argc < 3) {
-        fprintf(stderr, "usage: hc_lost MODE ARGS (see the source)\n");
-        return 2;
-    }
-    setup();
-    const char *m = argv[1];
-    unsigned long a = strtoul(argv[2], NULL, 10), b = argc > 3 ? strtoul(argv[3], NULL, 10) : 0;
-    if (!strcmp(m, "flood"))
-        flood(a);
-    else if (!strcmp(m, "copies"))
-        copies(a);
-    else if (!strcmp(m, "threads"))
-        threads((unsigned)a, b);
-    else if (!strcmp(m, "warnings"))
-        warnings(a);
-    else if (!strcmp(m, "dtor"))
-        dtor((unsigned)a, b);
-    else if (!strcmp(m, "forkprint"))
-        forkprint((unsigned)a, argc > 3 && !strcmp(argv[3], "busy"));
-    else if (!strcmp(m, "copies-only"))
-        do_copies(a);
-    else if (!strcmp(m, "exec")) {
-        do_copies(a);
-        exec_self(argv[3]);
-    } else if (!strcmp(m, "forkexec")) {
-        do_copies(a);
-        pid_t pid = fork();
-        if (pid == 0)
-            exec_self(argv[3]);
-        int st;
-        waitpid(pid, &st, 0);
-        CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the child failed: %d", st);
-    } else if (!strcmp(m, "die"))
-        die(argv[2], argc > 3 && !strcmp(argv[3], "bad"));
-    else if (!strcmp(m, "sigview") && argc > 3)
-        sigview((int)a, argv[3]);
-    else {
-        fprintf(stderr, "usage: hc_lost MODE ARGS (see the source)\n");
-        return 2;
-    }
-    if (check_failures)
-        return 1;
-    printf("%s: passed\n", m);
-    return 0;
+    return check_scenario_main("hc_lost", "%s", CHECK_CASES(scenarios), argc, argv, setup, NULL);
 }

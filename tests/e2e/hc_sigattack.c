@@ -56,17 +56,6 @@
 
 static CUstream stream;
 static test_stats_fn get_stats;
-static int failed;
-
-#define EXPECT(cond, ...)                                                                     \
-    do {                                                                                      \
-        if (!(cond)) {                                                                        \
-            fprintf(stderr, "FAIL: " __VA_ARGS__);                                            \
-            fputc('\n', stderr);                                                              \
-            failed = 1;                                                                       \
-        }                                                                                     \
-    } while (0)
-
 static void noop(void *p)
 {
     (void)p;
@@ -85,9 +74,10 @@ static void launch(int n)
     }
 }
 
+/* Said before the scenario dies of its signal: main never regains control. */
 static void passed(const char *mode)
 {
-    if (failed)
+    if (check_failures)
         exit(1);
     printf("%s: passed\n", mode);
     fflush(stdout);
@@ -105,27 +95,27 @@ static void h2(int s)
 static void signalret(void)
 {
     launch(100);
-    EXPECT(signal(SIGTERM, h1) == SIG_DFL, "signal(h1) did not return SIG_DFL");
-    EXPECT(signal(SIGTERM, h2) == h1, "signal(h2) did not return h1");
-    EXPECT(signal(SIGTERM, SIG_IGN) == h2, "signal(SIG_IGN) did not return h2");
+    CHECK_MSG(signal(SIGTERM, h1) == SIG_DFL, "signal(h1) did not return SIG_DFL");
+    CHECK_MSG(signal(SIGTERM, h2) == h1, "signal(h2) did not return h1");
+    CHECK_MSG(signal(SIGTERM, SIG_IGN) == h2, "signal(SIG_IGN) did not return h2");
     raise(SIGTERM); /* ignored */
-    EXPECT(signal(SIGTERM, SIG_DFL) == SIG_IGN, "signal(SIG_DFL) did not return SIG_IGN");
-    EXPECT(signal(SIGTERM, SIG_DFL) == SIG_DFL, "signal(SIG_DFL) twice: not SIG_DFL");
+    CHECK_MSG(signal(SIGTERM, SIG_DFL) == SIG_IGN, "signal(SIG_DFL) did not return SIG_IGN");
+    CHECK_MSG(signal(SIGTERM, SIG_DFL) == SIG_DFL, "signal(SIG_DFL) twice: not SIG_DFL");
     errno = 0;
     if (!TSAN) /* ThreadSanitizer's own signal() takes SIG_ERR as a handler */
-        EXPECT(signal(SIGTERM, SIG_ERR) == SIG_ERR && errno == EINVAL,
+        CHECK_MSG(signal(SIGTERM, SIG_ERR) == SIG_ERR && errno == EINVAL,
                "signal(SIG_ERR): not EINVAL");
     struct sigaction *bad = (struct sigaction *)NEVER_MAPPED;
     errno = 0; /* ThreadSanitizer's sigaction reads act itself, before hcguard */
-    EXPECT(TSAN || (sigaction(SIGTERM, bad, NULL) == -1 && errno == EFAULT),
+    CHECK_MSG(TSAN || (sigaction(SIGTERM, bad, NULL) == -1 && errno == EFAULT),
            "bad act: not EFAULT");
     errno = 0;
-    EXPECT(TSAN || (sigaction(SIGINT, NULL, bad) == -1 && errno == EFAULT),
+    CHECK_MSG(TSAN || (sigaction(SIGINT, NULL, bad) == -1 && errno == EFAULT),
            "bad oldact: not EFAULT");
     struct sigaction now;
-    EXPECT(sigaction(SIGTERM, NULL, &now) == 0 && now.sa_handler == SIG_DFL,
+    CHECK_MSG(sigaction(SIGTERM, NULL, &now) == 0 && now.sa_handler == SIG_DFL,
            "SIGTERM not shown as SIG_DFL");
-    EXPECT(sigaction(SIGINT, NULL, &now) == 0 && now.sa_handler == SIG_DFL,
+    CHECK_MSG(sigaction(SIGINT, NULL, &now) == 0 && now.sa_handler == SIG_DFL,
            "SIGINT not shown as SIG_DFL after the bad oldact");
     passed("signalret");
     raise(SIGTERM);
@@ -160,15 +150,15 @@ static void resethand(int early, int info)
     a.sa_flags = SA_RESETHAND | (info ? SA_SIGINFO : 0);
     if (!early)
         launch(1); /* hcguard has started: it watches deaths */
-    EXPECT(sigaction(SIGTERM, &a, NULL) == 0, "sigaction");
+    CHECK_MSG(sigaction(SIGTERM, &a, NULL) == 0, "sigaction");
     if (early)
         launch(1);
-    EXPECT(sigaction(SIGTERM, NULL, &now) == 0 && now.sa_sigaction == a.sa_sigaction &&
+    CHECK_MSG(sigaction(SIGTERM, NULL, &now) == 0 && now.sa_sigaction == a.sa_sigaction &&
                (now.sa_flags & SA_RESETHAND),
            "the program does not see its own SA_RESETHAND handler");
     raise(SIGTERM);
-    EXPECT(atomic_load(&reset_ran) == 1, "the SA_RESETHAND handler did not run once");
-    EXPECT(sigaction(SIGTERM, NULL, &now) == 0 && now.sa_handler == SIG_DFL,
+    CHECK_MSG(atomic_load(&reset_ran) == 1, "the SA_RESETHAND handler did not run once");
+    CHECK_MSG(sigaction(SIGTERM, NULL, &now) == 0 && now.sa_handler == SIG_DFL,
            "after SA_RESETHAND the program does not see SIG_DFL");
     passed("resethand");
     launch(100);
@@ -248,7 +238,7 @@ static void fork_term(void)
         _exit(3);
     }
     int st = 0;
-    EXPECT(waitpid(pid, &st, 0) == pid && WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM,
+    CHECK_MSG(waitpid(pid, &st, 0) == pid && WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM,
            "the fork child did not die of SIGTERM (status %#x)", st);
     launch(100);
     passed("fork");
@@ -261,9 +251,9 @@ static void sysv(void)
     struct sigaction now;
     launch(1);
     sysv_signal(SIGTERM, h1);
-    EXPECT(sigaction(SIGTERM, NULL, &now) == 0 && now.sa_handler == h1,
+    CHECK_MSG(sigaction(SIGTERM, NULL, &now) == 0 && now.sa_handler == h1,
            "after sysv_signal the program does not see its handler");
-    EXPECT(signal(SIGTERM, SIG_DFL) == h1, "signal(SIG_DFL) did not return the sysv handler");
+    CHECK_MSG(signal(SIGTERM, SIG_DFL) == h1, "signal(SIG_DFL) did not return the sysv handler");
     launch(100);
     passed("sysv");
     raise(SIGTERM);
@@ -282,7 +272,7 @@ static void cleanup_reraise(int sig)
 static void reraise(void)
 {
     launch(1);
-    EXPECT(signal(SIGTERM, cleanup_reraise) == SIG_DFL, "signal did not return SIG_DFL");
+    CHECK_MSG(signal(SIGTERM, cleanup_reraise) == SIG_DFL, "signal did not return SIG_DFL");
     launch(100);
     passed("reraise");
     raise(SIGTERM);
@@ -341,39 +331,46 @@ static void flood(long n)
     exit(1);
 }
 
-int main(int argc, char **argv)
+static void preloaded(void)
 {
-    if (argc < 2)
-        return 2;
     stream = test_context();
     get_stats = (test_stats_fn)dlsym(RTLD_DEFAULT, "hcguard_get_stats");
     if (!get_stats) {
         fprintf(stderr, "FAIL: run this under hcguard\n");
-        return 1;
+        exit(1);
     }
-    const char *m = argv[1];
-    if (!strcmp(m, "signalret"))
-        signalret();
-    else if (!strcmp(m, "resethand"))
-        resethand(argc > 2 && strstr(argv[2], "early") != NULL,
-                  argc > 2 && strstr(argv[2], "info") != NULL);
-    else if (!strcmp(m, "thread"))
-        thread_term();
-    else if (!strcmp(m, "stats"))
-        stats_int();
-    else if (!strcmp(m, "fork"))
-        fork_term();
-    else if (!strcmp(m, "reraise"))
-        reraise();
-    else if (!strcmp(m, "abort"))
-        abort_malloc();
-    else if (!strcmp(m, "sysv"))
-        sysv();
-    else if (!strcmp(m, "scribble"))
-        scribble();
-    else if (!strcmp(m, "flood") && argc > 2)
-        flood(atol(argv[2]));
-    else
-        return 2;
-    return failed;
+}
+
+/* resethand [early][info] */
+static void s_resethand(int argc, char **argv)
+{
+    resethand(argc > 0 && strstr(argv[0], "early") != NULL,
+              argc > 0 && strstr(argv[0], "info") != NULL);
+}
+
+static void s_flood(int argc, char **argv)
+{
+    (void)argc;
+    flood(atol(argv[0]));
+}
+
+/* Each scenario says "NAME: passed" and then dies of its signal (one
+ * that does not says FAIL and exits 1), but fork, which comes back. */
+static const check_scenario scenarios[] = {
+    CHECK_SCENARIO("signalret", signalret),
+    CHECK_SCENARIO_ARGS("resethand", s_resethand, 0, 1, "[early|info|early-info]"),
+    CHECK_SCENARIO("thread", thread_term),
+    CHECK_SCENARIO("stats", stats_int),
+    CHECK_SCENARIO("fork", fork_term),
+    CHECK_SCENARIO("reraise", reraise),
+    CHECK_SCENARIO("abort", abort_malloc),
+    CHECK_SCENARIO("sysv", sysv),
+    CHECK_SCENARIO("scribble", scribble),
+    CHECK_SCENARIO_ARGS("flood", s_flood, 1, 1, "N"),
+};
+
+int main(int argc, char **argv)
+{
+    return check_scenario_main("hc_sigattack", "%s", CHECK_CASES(scenarios), argc, argv,
+                               preloaded, NULL);
 }

@@ -260,6 +260,14 @@ void fc_lock(void);
 void fc_unlock(void);
 int fc_inited(void);
 CUresult fc_enter(void);
+/* The start of every entry point but cuInit: what fc_enter says, returned
+ * unless it is CUDA_SUCCESS. */
+#define FC_ENTER()                                                             \
+    do {                                                                       \
+        CUresult fc_enter_r_ = fc_enter();                                     \
+        if (fc_enter_r_ != CUDA_SUCCESS)                                       \
+            return fc_enter_r_;                                                \
+    } while (0)
 uint64_t fc_id(void);
 void fc_obj_add(fc_obj *o, int kind);
 void fc_obj_del(fc_obj *o);

@@ -65,9 +65,7 @@ CUresult fc_capture_graph(fc_stream *s, const fc_graph *src)
 
 static CUresult begin_capture(CUstream h, int ptsz, CUstreamCaptureMode mode)
 {
-    CUresult r0 = fc_enter();
-    if (r0 != CUDA_SUCCESS)
-        return r0;
+    FC_ENTER();
     if ((unsigned)mode > CU_STREAM_CAPTURE_MODE_RELAXED)
         return CUDA_ERROR_INVALID_VALUE;
     fc_lock();
@@ -138,9 +136,7 @@ static CUresult end_capture_locked(fc_stream *s, CUgraph *phGraph)
 
 static CUresult end_capture(CUstream h, int ptsz, CUgraph *phGraph)
 {
-    CUresult r0 = fc_enter();
-    if (r0 != CUDA_SUCCESS)
-        return r0;
+    FC_ENTER();
     if (!phGraph)
         return CUDA_ERROR_INVALID_VALUE;
     fc_lock();
@@ -165,9 +161,7 @@ FC_API CUresult CUDAAPI cuStreamEndCapture_ptsz(CUstream hStream,
 
 static CUresult is_capturing(CUstream h, int ptsz, CUstreamCaptureStatus *st)
 {
-    CUresult r0 = fc_enter();
-    if (r0 != CUDA_SUCCESS)
-        return r0;
+    FC_ENTER();
     if (!st)
         return CUDA_ERROR_INVALID_VALUE;
     fc_lock();
@@ -219,9 +213,7 @@ static void capture_info_fill(const fc_stream *s, const fc_capinfo *o)
 
 static CUresult capture_info(CUstream h, int ptsz, const fc_capinfo *o)
 {
-    CUresult r0 = fc_enter();
-    if (r0 != CUDA_SUCCESS)
-        return r0;
+    FC_ENTER();
     if (!o->status || (o->edges && !o->deps) || (o->deps && !o->ndeps))
         return CUDA_ERROR_INVALID_VALUE;
     fc_lock();

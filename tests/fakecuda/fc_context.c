@@ -28,9 +28,7 @@ FC_API CUresult CUDAAPI cuDriverGetVersion(int *driverVersion)
 
 FC_API CUresult CUDAAPI cuDeviceGetCount(int *count)
 {
-    CUresult r0 = fc_enter();
-    if (r0 != CUDA_SUCCESS)
-        return r0;
+    FC_ENTER();
     if (!count)
         return CUDA_ERROR_INVALID_VALUE;
     *count = 1;
@@ -39,9 +37,7 @@ FC_API CUresult CUDAAPI cuDeviceGetCount(int *count)
 
 FC_API CUresult CUDAAPI cuDeviceGet(CUdevice *device, int ordinal)
 {
-    CUresult r0 = fc_enter();
-    if (r0 != CUDA_SUCCESS)
-        return r0;
+    FC_ENTER();
     if (!device)
         return CUDA_ERROR_INVALID_VALUE;
     if (ordinal != 0)
@@ -52,9 +48,7 @@ FC_API CUresult CUDAAPI cuDeviceGet(CUdevice *device, int ordinal)
 
 FC_API CUresult CUDAAPI cuDeviceGetName(char *name, int len, CUdevice dev)
 {
-    CUresult r0 = fc_enter();
-    if (r0 != CUDA_SUCCESS)
-        return r0;
+    FC_ENTER();
     if (!name || len <= 0)
         return CUDA_ERROR_INVALID_VALUE;
     if (dev != 0)
@@ -65,9 +59,7 @@ FC_API CUresult CUDAAPI cuDeviceGetName(char *name, int len, CUdevice dev)
 
 FC_API CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 {
-    CUresult r0 = fc_enter();
-    if (r0 != CUDA_SUCCESS)
-        return r0;
+    FC_ENTER();
     if (!pctx)
         return CUDA_ERROR_INVALID_VALUE;
     if (dev != 0)
@@ -81,9 +73,7 @@ FC_API CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 
 static CUresult primary_release(CUdevice dev)
 {
-    CUresult r0 = fc_enter();
-    if (r0 != CUDA_SUCCESS)
-        return r0;
+    FC_ENTER();
     if (dev != 0)
         return CUDA_ERROR_INVALID_DEVICE;
     fc_lock();
@@ -107,9 +97,7 @@ FC_API CUresult CUDAAPI cuDevicePrimaryCtxRelease_v2(CUdevice dev)
 /* A new context, made current on this thread (the driver pushes it). */
 static CUresult ctx_create(CUcontext *pctx, CUdevice dev)
 {
-    CUresult r0 = fc_enter();
-    if (r0 != CUDA_SUCCESS)
-        return r0;
+    FC_ENTER();
     if (!pctx)
         return CUDA_ERROR_INVALID_VALUE;
     if (dev != 0)
@@ -193,9 +181,7 @@ static void ctx_free_resources(fc_ctx *c)
 
 static CUresult ctx_destroy(CUcontext ctx)
 {
-    CUresult r0 = fc_enter();
-    if (r0 != CUDA_SUCCESS)
-        return r0;
+    FC_ENTER();
     fc_lock();
     fc_ctx *c = fc_obj_get(ctx, FC_CTX);
     CUresult r = c && !c->primary ? fc_wait_done(fc_state.enq_seq)
@@ -221,9 +207,7 @@ FC_API CUresult CUDAAPI cuCtxDestroy_v2(CUcontext ctx) { return ctx_destroy(ctx)
 
 FC_API CUresult CUDAAPI cuCtxSetCurrent(CUcontext ctx)
 {
-    CUresult r0 = fc_enter();
-    if (r0 != CUDA_SUCCESS)
-        return r0;
+    FC_ENTER();
     fc_lock();
     fc_ctx *c = fc_obj_get(ctx, FC_CTX);
     fc_unlock();
@@ -235,9 +219,7 @@ FC_API CUresult CUDAAPI cuCtxSetCurrent(CUcontext ctx)
 
 FC_API CUresult CUDAAPI cuCtxGetCurrent(CUcontext *pctx)
 {
-    CUresult r0 = fc_enter();
-    if (r0 != CUDA_SUCCESS)
-        return r0;
+    FC_ENTER();
     if (!pctx)
         return CUDA_ERROR_INVALID_VALUE;
     fc_lock();
@@ -250,9 +232,7 @@ FC_API CUresult CUDAAPI cuCtxGetCurrent(CUcontext *pctx)
  * progress makes this an error, and is invalidated by it. */
 static CUresult ctx_sync(CUcontext c)
 {
-    CUresult r0 = fc_enter();
-    if (r0 != CUDA_SUCCESS)
-        return r0;
+    FC_ENTER();
     fc_lock();
     CUresult r = CUDA_SUCCESS;
     if (c && !fc_obj_get(c, FC_CTX)) {

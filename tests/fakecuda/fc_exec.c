@@ -39,9 +39,7 @@ static CUresult instantiate_locked(CUgraphExec *ph, CUgraph hGraph,
 static CUresult instantiate(CUgraphExec *ph, CUgraph hGraph,
                             unsigned long long flags)
 {
-    CUresult r0 = fc_enter();
-    if (r0 != CUDA_SUCCESS)
-        return r0;
+    FC_ENTER();
     if (!ph)
         return CUDA_ERROR_INVALID_VALUE;
     fc_lock();
@@ -91,9 +89,7 @@ FC_API CUresult CUDAAPI cuGraphInstantiate_v2(CUgraphExec *phGraphExec,
 static CUresult instantiate_params(CUgraphExec *ph, CUgraph hGraph,
                                    CUDA_GRAPH_INSTANTIATE_PARAMS *p, int ptsz)
 {
-    CUresult r0 = fc_enter();
-    if (r0 != CUDA_SUCCESS)
-        return r0;
+    FC_ENTER();
     if (!p)
         return CUDA_ERROR_INVALID_VALUE;
     CUresult r = CUDA_SUCCESS;
@@ -127,9 +123,7 @@ FC_API CUresult CUDAAPI cuGraphInstantiateWithParams_ptsz(
 
 FC_API CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec hGraphExec)
 {
-    CUresult r0 = fc_enter();
-    if (r0 != CUDA_SUCCESS)
-        return r0;
+    FC_ENTER();
     fc_lock();
     fc_exec *e = fc_obj_get(hGraphExec, FC_EXEC);
     if (e) {
@@ -157,9 +151,7 @@ static CUresult graph_enqueue(fc_stream *s, const fc_graph *snap)
 
 static CUresult graph_launch(CUgraphExec hExec, CUstream h, int ptsz)
 {
-    CUresult r0 = fc_enter();
-    if (r0 != CUDA_SUCCESS)
-        return r0;
+    FC_ENTER();
     fc_lock();
     fc_exec *e = fc_obj_get(hExec, FC_EXEC);
     fc_stream *s;
@@ -198,9 +190,7 @@ FC_API CUresult CUDAAPI cuGraphExecHostNodeSetParams(
     CUgraphExec hGraphExec, CUgraphNode hNode,
     const CUDA_HOST_NODE_PARAMS *nodeParams)
 {
-    CUresult r0 = fc_enter();
-    if (r0 != CUDA_SUCCESS)
-        return r0;
+    FC_ENTER();
     if (!nodeParams || !nodeParams->fn)
         return CUDA_ERROR_INVALID_VALUE;
     fc_lock();
@@ -218,9 +208,7 @@ FC_API CUresult CUDAAPI cuGraphExecNodeSetParams(CUgraphExec hGraphExec,
                                                  CUgraphNode hNode,
                                                  CUgraphNodeParams *nodeParams)
 {
-    CUresult r0 = fc_enter();
-    if (r0 != CUDA_SUCCESS)
-        return r0;
+    FC_ENTER();
     fc_lock();
     fc_exec *e = fc_obj_get(hGraphExec, FC_EXEC);
     fc_node *x = e ? exec_node(e, hNode) : NULL;
@@ -304,9 +292,7 @@ static CUresult exec_update(CUgraphExec hExec, CUgraph hGraph,
                             CUgraphNode *err_node,
                             CUgraphExecUpdateResult *result)
 {
-    CUresult r0 = fc_enter();
-    if (r0 != CUDA_SUCCESS)
-        return r0;
+    FC_ENTER();
     fc_lock();
     fc_exec *e = fc_obj_get(hExec, FC_EXEC);
     fc_graph *gr = fc_obj_get(hGraph, FC_GRAPH);
@@ -343,9 +329,7 @@ FC_API CUresult CUDAAPI cuGraphExecUpdate_v2(CUgraphExec hGraphExec,
                                              CUgraph hGraph,
                                              CUgraphExecUpdateResultInfo *resultInfo)
 {
-    CUresult r0 = fc_enter();
-    if (r0 != CUDA_SUCCESS)
-        return r0;
+    FC_ENTER();
     if (!resultInfo)
         return CUDA_ERROR_INVALID_VALUE;
     memset(resultInfo, 0, sizeof *resultInfo);

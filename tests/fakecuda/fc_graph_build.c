@@ -100,9 +100,7 @@ static CUresult add_node(CUgraphNode *ph, CUgraph hGraph,
                          const CUgraphNode *deps, size_t ndeps,
                          const fc_newnode *nn)
 {
-    CUresult r0 = fc_enter();
-    if (r0 != CUDA_SUCCESS)
-        return r0;
+    FC_ENTER();
     if (!ph)
         return CUDA_ERROR_INVALID_VALUE;
     fc_lock();
@@ -113,9 +111,7 @@ static CUresult add_node(CUgraphNode *ph, CUgraph hGraph,
 
 FC_API CUresult CUDAAPI cuGraphCreate(CUgraph *phGraph, unsigned int flags)
 {
-    CUresult r0 = fc_enter();
-    if (r0 != CUDA_SUCCESS)
-        return r0;
+    FC_ENTER();
     if (!phGraph || flags != 0)
         return CUDA_ERROR_INVALID_VALUE;
     fc_lock();
@@ -131,9 +127,7 @@ FC_API CUresult CUDAAPI cuGraphCreate(CUgraph *phGraph, unsigned int flags)
  * destroy. */
 FC_API CUresult CUDAAPI cuGraphDestroy(CUgraph hGraph)
 {
-    CUresult r0 = fc_enter();
-    if (r0 != CUDA_SUCCESS)
-        return r0;
+    FC_ENTER();
     fc_lock();
     fc_graph *gr = fc_obj_get(hGraph, FC_GRAPH);
     CUresult r = gr && !gr->owner && !gr->capturer ? CUDA_SUCCESS
@@ -150,9 +144,7 @@ FC_API CUresult CUDAAPI cuGraphAddHostNode(CUgraphNode *phGraphNode,
                                            size_t numDependencies,
                                            const CUDA_HOST_NODE_PARAMS *nodeParams)
 {
-    CUresult r0 = fc_enter();
-    if (r0 != CUDA_SUCCESS)
-        return r0;
+    FC_ENTER();
     if (!nodeParams)
         return CUDA_ERROR_INVALID_VALUE;
     fc_newnode nn = {.type = CU_GRAPH_NODE_TYPE_HOST, .host = *nodeParams};
@@ -209,9 +201,7 @@ static CUresult add_node_params(CUgraphNode *ph, CUgraph hGraph,
                                 const CUgraphEdgeData *edges, size_t ndeps,
                                 const CUgraphNodeParams *p)
 {
-    CUresult r0 = fc_enter();
-    if (r0 != CUDA_SUCCESS)
-        return r0;
+    FC_ENTER();
     fc_newnode nn;
     CUresult r = node_params_in(p, &nn);
     if (r == CUDA_SUCCESS)
@@ -249,9 +239,7 @@ fc_node *fc_node_get(CUgraphNode h, int type)
 FC_API CUresult CUDAAPI cuGraphHostNodeGetParams(CUgraphNode hNode,
                                                  CUDA_HOST_NODE_PARAMS *nodeParams)
 {
-    CUresult r0 = fc_enter();
-    if (r0 != CUDA_SUCCESS)
-        return r0;
+    FC_ENTER();
     if (!nodeParams)
         return CUDA_ERROR_INVALID_VALUE;
     fc_lock();
@@ -265,9 +253,7 @@ FC_API CUresult CUDAAPI cuGraphHostNodeGetParams(CUgraphNode hNode,
 FC_API CUresult CUDAAPI cuGraphHostNodeSetParams(
     CUgraphNode hNode, const CUDA_HOST_NODE_PARAMS *nodeParams)
 {
-    CUresult r0 = fc_enter();
-    if (r0 != CUDA_SUCCESS)
-        return r0;
+    FC_ENTER();
     if (!nodeParams || !nodeParams->fn)
         return CUDA_ERROR_INVALID_VALUE;
     fc_lock();
@@ -281,9 +267,7 @@ FC_API CUresult CUDAAPI cuGraphHostNodeSetParams(
 FC_API CUresult CUDAAPI cuGraphChildGraphNodeGetGraph(CUgraphNode hNode,
                                                       CUgraph *phGraph)
 {
-    CUresult r0 = fc_enter();
-    if (r0 != CUDA_SUCCESS)
-        return r0;
+    FC_ENTER();
     if (!phGraph)
         return CUDA_ERROR_INVALID_VALUE;
     fc_lock();
@@ -314,9 +298,7 @@ CUresult fc_node_params_set(fc_node *n, const CUgraphNodeParams *p)
 FC_API CUresult CUDAAPI cuGraphNodeSetParams(CUgraphNode hNode,
                                              CUgraphNodeParams *nodeParams)
 {
-    CUresult r0 = fc_enter();
-    if (r0 != CUDA_SUCCESS)
-        return r0;
+    FC_ENTER();
     fc_lock();
     fc_node *n = fc_node_get(hNode, -1);
     CUresult r = n ? fc_node_params_set(n, nodeParams) : CUDA_ERROR_INVALID_VALUE;
@@ -327,9 +309,7 @@ FC_API CUresult CUDAAPI cuGraphNodeSetParams(CUgraphNode hNode,
 FC_API CUresult CUDAAPI cuGraphNodeGetParams(CUgraphNode hNode,
                                              CUgraphNodeParams *nodeParams)
 {
-    CUresult r0 = fc_enter();
-    if (r0 != CUDA_SUCCESS)
-        return r0;
+    FC_ENTER();
     if (!nodeParams)
         return CUDA_ERROR_INVALID_VALUE;
     fc_lock();
@@ -351,9 +331,7 @@ FC_API CUresult CUDAAPI cuGraphNodeGetParams(CUgraphNode hNode,
 FC_API CUresult CUDAAPI cuGraphNodeGetType(CUgraphNode hNode,
                                            CUgraphNodeType *type)
 {
-    CUresult r0 = fc_enter();
-    if (r0 != CUDA_SUCCESS)
-        return r0;
+    FC_ENTER();
     if (!type)
         return CUDA_ERROR_INVALID_VALUE;
     fc_lock();

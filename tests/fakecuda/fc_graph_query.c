@@ -29,9 +29,7 @@ static void list_out(fc_node *const *items, size_t count, int roots_only,
 static CUresult graph_list(CUgraph hGraph, int roots_only, CUgraphNode *nodes,
                            size_t *num)
 {
-    CUresult r0 = fc_enter();
-    if (r0 != CUDA_SUCCESS)
-        return r0;
+    FC_ENTER();
     if (!num)
         return CUDA_ERROR_INVALID_VALUE;
     fc_lock();
@@ -58,9 +56,7 @@ FC_API CUresult CUDAAPI cuGraphGetRootNodes(CUgraph hGraph,
 static CUresult node_deps(CUgraphNode hNode, CUgraphNode *deps,
                           CUgraphEdgeData *edges, size_t *num)
 {
-    CUresult r0 = fc_enter();
-    if (r0 != CUDA_SUCCESS)
-        return r0;
+    FC_ENTER();
     if (!num || (edges && !deps))
         return CUDA_ERROR_INVALID_VALUE;
     fc_lock();
@@ -88,9 +84,7 @@ FC_API CUresult CUDAAPI cuGraphNodeGetDependencies_v2(CUgraphNode hNode,
 
 FC_API CUresult CUDAAPI cuGraphClone(CUgraph *phGraphClone, CUgraph originalGraph)
 {
-    CUresult r0 = fc_enter();
-    if (r0 != CUDA_SUCCESS)
-        return r0;
+    FC_ENTER();
     if (!phGraphClone)
         return CUDA_ERROR_INVALID_VALUE;
     fc_lock();
@@ -123,9 +117,7 @@ FC_API CUresult CUDAAPI cuGraphNodeFindInClone(CUgraphNode *phNode,
                                                CUgraphNode hOriginalNode,
                                                CUgraph hClonedGraph)
 {
-    CUresult r0 = fc_enter();
-    if (r0 != CUDA_SUCCESS)
-        return r0;
+    FC_ENTER();
     if (!phNode)
         return CUDA_ERROR_INVALID_VALUE;
     fc_lock();
@@ -170,9 +162,7 @@ FC_API CUresult CUDAAPI cuGraphDebugDotPrint(CUgraph hGraph, const char *path,
                                              unsigned int flags)
 {
     (void)flags;
-    CUresult r0 = fc_enter();
-    if (r0 != CUDA_SUCCESS)
-        return r0;
+    FC_ENTER();
     if (!path)
         return CUDA_ERROR_INVALID_VALUE;
     fc_lock();

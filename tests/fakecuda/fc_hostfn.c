@@ -61,19 +61,14 @@ static void *worker_main(void *arg)
 static void atfork_prepare(void) { fc_lock(); }
 static void atfork_parent(void) { fc_unlock(); }
 
-/* The child has no callback thread: forget the parent's queue. */
+/* The child has no callback thread: forget the parent's queue (its
+ * condition variables made anew first: no waiter of the parent's is here). */
 static void atfork_child(void)
 {
-    while (fc_state.head) {
-        fc_work *w = fc_state.head;
-        fc_state.head = w->next;
-        free(w);
-    }
-    fc_state.tail = NULL;
-    fc_state.done_seq = fc_state.enq_seq;
-    fc_state.worker_started = fc_state.worker_running = 0;
     pthread_cond_init(&fc_state.work_cv, NULL);
     pthread_cond_init(&fc_state.done_cv, NULL);
+    drop_queued();
+    fc_state.worker_started = fc_state.worker_running = 0;
     fc_unlock();
 }
 
@@ -140,9 +135,7 @@ CUresult fc_wait_done(uint64_t seq)
  * ====================================================================== */
 static CUresult launch_task(CUstream h, int ptsz, const fc_task *t)
 {
-    CUresult r0 = fc_enter();
-    if (r0 != CUDA_SUCCESS)
-        return r0;
+    FC_ENTER();
     fc_lock();
     fc_stream *s;
     CUresult r = fc_stream_get(h, ptsz, &s);
@@ -163,9 +156,7 @@ static CUresult launch_task(CUstream h, int ptsz, const fc_task *t)
 static CUresult launch_host(CUstream h, int ptsz, CUhostFn fn, void *user,
                             unsigned sync_mode)
 {
-    CUresult r0 = fc_enter();
-    if (r0 != CUDA_SUCCESS)
-        return r0;
+    FC_ENTER();
     if (!fn || (sync_mode != FC_HOST_TASK_BLOCKING &&
                 sync_mode != FC_HOST_TASK_SPINWAIT))
         return CUDA_ERROR_INVALID_VALUE;
@@ -202,9 +193,7 @@ FC_API CUresult CUDAAPI cuLaunchHostFunc_v2_ptsz(CUstream hStream, CUhostFn fn,
 static CUresult add_callback(CUstream h, int ptsz, CUstreamCallback cb,
                              void *user, unsigned flags)
 {
-    CUresult r0 = fc_enter();
-    if (r0 != CUDA_SUCCESS)
-        return r0;
+    FC_ENTER();
     if (!cb || flags != 0)
         return CUDA_ERROR_INVALID_VALUE;
     fc_task t = {.cb = cb, .stream = h, .user = user};

@@ -88,9 +88,7 @@ static CUresult mem_free(uintptr_t base, int device)
 
 FC_API CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
-    CUresult r0 = fc_enter();
-    if (r0 != CUDA_SUCCESS)
-        return r0;
+    FC_ENTER();
     if (!dptr)
         return CUDA_ERROR_INVALID_VALUE;
     uintptr_t p;
@@ -102,9 +100,7 @@ FC_API CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 
 FC_API CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr)
 {
-    CUresult r0 = fc_enter();
-    if (r0 != CUDA_SUCCESS)
-        return r0;
+    FC_ENTER();
     if (dptr == 0)
         return CUDA_SUCCESS;
     return mem_free((uintptr_t)dptr, 1);
@@ -114,9 +110,7 @@ static CUresult host_alloc(void **pp, size_t bytesize, unsigned flags)
 {
     const unsigned known = CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP |
                            CU_MEMHOSTALLOC_WRITECOMBINED;
-    CUresult r0 = fc_enter();
-    if (r0 != CUDA_SUCCESS)
-        return r0;
+    FC_ENTER();
     if (!pp || (flags & ~known))
         return CUDA_ERROR_INVALID_VALUE;
     if (bytesize == 0) { /* measured: success, and no memory */
@@ -143,9 +137,7 @@ FC_API CUresult CUDAAPI cuMemHostAlloc(void **pp, size_t bytesize,
 
 FC_API CUresult CUDAAPI cuMemFreeHost(void *p)
 {
-    CUresult r0 = fc_enter();
-    if (r0 != CUDA_SUCCESS)
-        return r0;
+    FC_ENTER();
     if (!p)
         return CUDA_SUCCESS; /* what a zero-size cuMemAllocHost gave */
     return mem_free((uintptr_t)p, 0);
@@ -171,9 +163,7 @@ static unsigned char *bytes_of(uintptr_t p, size_t n, int need_device)
 static CUresult copy_sync(uintptr_t dev, void *host, size_t n, int to_device,
                           int ptds)
 {
-    CUresult r0 = fc_enter();
-    if (r0 != CUDA_SUCCESS)
-        return r0;
+    FC_ENTER();
     if (n == 0)
         return CUDA_SUCCESS;
     fc_lock();
@@ -295,9 +285,7 @@ FC_API CUresult CUDAAPI cuPointerGetAttribute(void *data,
                                               CUpointer_attribute attribute,
                                               CUdeviceptr ptr)
 {
-    CUresult r0 = fc_enter();
-    if (r0 != CUDA_SUCCESS)
-        return r0;
+    FC_ENTER();
     if (!data)
         return CUDA_ERROR_INVALID_VALUE;
     fc_lock();
@@ -315,9 +303,7 @@ FC_API CUresult CUDAAPI cuPointerGetAttributes(unsigned int numAttributes,
                                                CUpointer_attribute *attributes,
                                                void **data, CUdeviceptr ptr)
 {
-    CUresult r0 = fc_enter();
-    if (r0 != CUDA_SUCCESS)
-        return r0;
+    FC_ENTER();
     if (numAttributes && (!attributes || !data))
         return CUDA_ERROR_INVALID_VALUE;
     for (unsigned i = 0; i < numAttributes; i++)

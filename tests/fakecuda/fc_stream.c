@@ -30,9 +30,7 @@ CUresult fc_stream_get(CUstream h, int ptsz, fc_stream **out)
 
 FC_API CUresult CUDAAPI cuStreamCreate(CUstream *phStream, unsigned int Flags)
 {
-    CUresult r0 = fc_enter();
-    if (r0 != CUDA_SUCCESS)
-        return r0;
+    FC_ENTER();
     if (!phStream || (Flags & ~(unsigned)CU_STREAM_NON_BLOCKING))
         return CUDA_ERROR_INVALID_VALUE;
     fc_stream *s = calloc(1, sizeof *s);
@@ -55,9 +53,7 @@ FC_API CUresult CUDAAPI cuStreamCreate(CUstream *phStream, unsigned int Flags)
 /* Work already enqueued still runs: queue entries do not refer to streams. */
 static CUresult stream_destroy(CUstream hStream)
 {
-    CUresult r0 = fc_enter();
-    if (r0 != CUDA_SUCCESS)
-        return r0;
+    FC_ENTER();
     fc_lock();
     fc_stream *s = fc_obj_get(hStream, FC_STREAM);
     if (s) {
@@ -88,9 +84,7 @@ CUresult fc_capture_forbid(fc_stream *s)
 
 static CUresult stream_sync(CUstream h, int ptsz)
 {
-    CUresult r0 = fc_enter();
-    if (r0 != CUDA_SUCCESS)
-        return r0;
+    FC_ENTER();
     fc_lock();
     fc_stream *s;
     CUresult r = fc_stream_get(h, ptsz, &s);
@@ -112,9 +106,7 @@ FC_API CUresult CUDAAPI cuStreamSynchronize_ptsz(CUstream hStream)
 
 static CUresult stream_query(CUstream h, int ptsz)
 {
-    CUresult r0 = fc_enter();
-    if (r0 != CUDA_SUCCESS)
-        return r0;
+    FC_ENTER();
     fc_lock();
     fc_stream *s;
     CUresult r = fc_stream_get(h, ptsz, &s);

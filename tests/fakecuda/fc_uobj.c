@@ -42,9 +42,7 @@ FC_API CUresult CUDAAPI cuUserObjectCreate(CUuserObject *object_out, void *ptr,
                                            unsigned int initialRefcount,
                                            unsigned int flags)
 {
-    CUresult r0 = fc_enter();
-    if (r0 != CUDA_SUCCESS)
-        return r0;
+    FC_ENTER();
     if (!object_out || !destroy || !uobj_count_ok(initialRefcount) ||
         flags != CU_USER_OBJECT_NO_DESTRUCTOR_SYNC)
         return CUDA_ERROR_INVALID_VALUE;
@@ -71,9 +69,7 @@ FC_API CUresult CUDAAPI cuUserObjectCreate(CUuserObject *object_out, void *ptr,
 FC_API CUresult CUDAAPI cuUserObjectRetain(CUuserObject object,
                                            unsigned int count)
 {
-    CUresult r0 = fc_enter();
-    if (r0 != CUDA_SUCCESS)
-        return r0;
+    FC_ENTER();
     if (!uobj_count_ok(count))
         return CUDA_ERROR_INVALID_VALUE;
     fc_lock();
@@ -90,9 +86,7 @@ FC_API CUresult CUDAAPI cuUserObjectRetain(CUuserObject object,
 FC_API CUresult CUDAAPI cuUserObjectRelease(CUuserObject object,
                                             unsigned int count)
 {
-    CUresult r0 = fc_enter();
-    if (r0 != CUDA_SUCCESS)
-        return r0;
+    FC_ENTER();
     if (!uobj_count_ok(count))
         return CUDA_ERROR_INVALID_VALUE;
     fc_lock();
@@ -129,9 +123,7 @@ FC_API CUresult CUDAAPI cuGraphRetainUserObject(CUgraph graph,
                                                 unsigned int count,
                                                 unsigned int flags)
 {
-    CUresult r0 = fc_enter();
-    if (r0 != CUDA_SUCCESS)
-        return r0;
+    FC_ENTER();
     if (!uobj_count_ok(count) || (flags & ~(unsigned)CU_GRAPH_USER_OBJECT_MOVE))
         return CUDA_ERROR_INVALID_VALUE;
     fc_lock();
@@ -146,9 +138,7 @@ FC_API CUresult CUDAAPI cuGraphReleaseUserObject(CUgraph graph,
                                                  CUuserObject object,
                                                  unsigned int count)
 {
-    CUresult r0 = fc_enter();
-    if (r0 != CUDA_SUCCESS)
-        return r0;
+    FC_ENTER();
     if (!uobj_count_ok(count))
         return CUDA_ERROR_INVALID_VALUE;
     fc_lock();
