@@ -357,8 +357,10 @@ static int keep_value(run_opts *o, const hcg_option *d, const char *v)
         msg("out of memory");
         return EXIT_SETUP;
     }
-    if (len)
-        memcpy(joined, old, len - 1), joined[len - 1] = ',';
+    if (len) {
+        memcpy(joined, old, len - 1);
+        joined[len - 1] = ',';
+    }
     strcpy(joined + len, v);
     free(old);
     o->value[d - hcg_options] = joined;
