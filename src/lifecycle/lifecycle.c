@@ -48,7 +48,8 @@ static char exec_var[64];
 /* What this process hands its next image (or a spawned child). */
 static const char *make_exec_var(void)
 {
-    char states[HCG_SINK_SLOTS] = {'-', '-', '-'};
+    char states[HCG_SINK_SLOTS];
+    memset(states, '-', sizeof states); /* '-': no file to continue */
     hcg_sinks_exec_states(states);
     states[HCG_SINK_REPORT] = hcg_report_exec_state();
     snprintf(exec_var, sizeof exec_var, "HCGUARD_EXEC=%d:%c%c%c", (int)getpid(), states[0],

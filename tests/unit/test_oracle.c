@@ -50,8 +50,28 @@ static int oread(uintptr_t p, void *buf, size_t n)
     } while (0)
 
 /* n pages with prot, and unmapped pages on both sides. */
+/* A sanitizer's runtime may map memory of its own lazily, at the first
+ * munmap or mprotect through hcguard's interposers (ThreadSanitizer's
+ * first look at the oracle's counters, after the real call): that mapping
+ * could fill a fence just unmapped. One of each first, on a mapping of
+ * its own. */
+static void warm_up_interposers(void)
+{
+    static int done;
+    if (done++)
+        return;
+    char *w = mmap(NULL, 2 * pg, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (w == MAP_FAILED) {
+        perror("mmap");
+        exit(2);
+    }
+    mprotect(w, pg, PROT_READ);
+    munmap(w, 2 * pg);
+}
+
 static char *map_fenced(size_t n, int prot)
 {
+    warm_up_interposers();
     char *p = mmap(NULL, (n + 2) * pg, PROT_NONE,
                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) {
