@@ -11,9 +11,11 @@
  *   cb    the driver's own, with a CUPTI callback subscriber on
  *         cuLaunchHostFunc that reads its parameters (stream, function,
  *         data) and counts, as a tool built on the callback API would
- *   act   the driver's own, with CUPTI's activity API recording
- *         CUPTI_ACTIVITY_KIND_HOST_LAUNCH (start, end, stream, thread of
- *         each host function), buffers read after each batch
+ *   act   the driver's own, with CUPTI's activity API recording the
+ *         driver API calls (CUPTI_ACTIVITY_KIND_DRIVER, as a tracer does)
+ *         and, where this CUPTI has it, CUPTI_ACTIVITY_KIND_HOST_LAUNCH
+ *         (start, end, stream, thread of each host function); buffers
+ *         read after each batch
  *
  * Figures, ns (median over batches):
  *   enqueue   per launch while the callback thread runs the earlier ones
@@ -27,7 +29,6 @@
  */
 #include <cuda.h>
 #include <cupti.h>
-#include <generated_cuda_meta.h>
 #include <dlfcn.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -79,6 +80,7 @@ static uint64_t now_ns(void)
 static CUpti_SubscriberHandle subscriber;
 static uint64_t cb_seen, cb_with_fn;   /* callbacks, and those naming our function */
 static uint64_t act_records, act_ns;   /* host-launch records, their summed run time */
+static uint64_t act_api;               /* driver-API records of cuLaunchHostFunc */
 static uint64_t act_dropped;
 static void noop(void *p);
 
@@ -123,12 +125,19 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
     (void)size;
     CUpti_Activity *rec = NULL;
     while (cuptiActivityGetNextRecord(buf, valid, &rec) == CUPTI_SUCCESS) {
-        if (rec->kind != CUPTI_ACTIVITY_KIND_HOST_LAUNCH)
-            continue;
-        const CUpti_ActivityHostLaunch *h = (const CUpti_ActivityHostLaunch *)rec;
-        act_records++;
-        if (h->end > h->start)
-            act_ns += h->end - h->start;
+        if (rec->kind == CUPTI_ACTIVITY_KIND_DRIVER) {
+            const CUpti_ActivityAPI *a = (const CUpti_ActivityAPI *)rec;
+            act_api += a->cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchHostFunc ||
+                       a->cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchHostFunc_ptsz;
+        }
+#ifdef HCG_CUPTI_HOST_LAUNCH
+        if (rec->kind == CUPTI_ACTIVITY_KIND_HOST_LAUNCH) {
+            const CUpti_ActivityHostLaunch *h = (const CUpti_ActivityHostLaunch *)rec;
+            act_records++;
+            if (h->end > h->start)
+                act_ns += h->end - h->start;
+        }
+#endif
     }
     free(buf);
 }
@@ -155,9 +164,15 @@ static void watch(int w, int on)
         set_callbacks(on);
     if (w == WAY_ACT) {
         if (on) {
+            CUPTI(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DRIVER));
+#ifdef HCG_CUPTI_HOST_LAUNCH
             CUPTI(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_HOST_LAUNCH));
+#endif
         } else {
+            CUPTI(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_DRIVER));
+#ifdef HCG_CUPTI_HOST_LAUNCH
             CUPTI(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_HOST_LAUNCH));
+#endif
             CUPTI(cuptiActivityFlushAll(1));
         }
     }
@@ -298,11 +313,17 @@ static void print_reports(int preloaded)
            "(parameters at enqueue only: nothing about when or how long it ran)\n",
            (unsigned long long)launched[WAY_CB], (unsigned long long)cb_seen,
            (unsigned long long)cb_with_fn);
-    printf("  act: %llu launches watched; %llu host-launch records (%llu dropped), mean run "
-           "time %.0f ns (start and end, stream, thread; no function, no record contents)\n",
-           (unsigned long long)launched[WAY_ACT], (unsigned long long)act_records,
-           (unsigned long long)act_dropped,
+    printf("  act: %llu launches watched; %llu cuLaunchHostFunc API records (when the call "
+           "was made; no function, no data)",
+           (unsigned long long)launched[WAY_ACT], (unsigned long long)act_api);
+#ifdef HCG_CUPTI_HOST_LAUNCH
+    printf(", %llu host-launch records, mean run time %.0f ns (start and end, stream, thread; "
+           "no function, no record contents)", (unsigned long long)act_records,
            act_records ? (double)act_ns / (double)act_records : 0.0);
+#else
+    printf("; this CUPTI has no host-launch records (CUPTI_ACTIVITY_KIND_HOST_LAUNCH)");
+#endif
+    printf(", %llu dropped\n", (unsigned long long)act_dropped);
 }
 
 int main(int argc, char **argv)
