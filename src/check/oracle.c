@@ -14,7 +14,7 @@
  * record of the same buffers again costs no system call. An entry is
  * dropped by any munmap, mremap, mprotect or shmdt made through libc
  * (hcguard wraps them to bump the unmap generation, compared on every use)
- * and is trusted for at most VC_TTL_NS: mappings changed past libc's
+ * and is trusted for at most VC_TTL_NS (records found good: RC_TTL_NS): mappings changed past libc's
  * exported functions (glibc's malloc freeing a large block) are noticed
  * once the entry ages out. A verdict that is stale in that window costs
  * no crash: the copy it lets through is fault-contained (copy-faulted).
@@ -176,54 +176,79 @@ static void vc_put(const struct hcg_procmap_query *q, uint64_t gen, uint64_t now
 
 /* ---- records checked lately ----------------------------------------------
  * A record found good is remembered with its contents; while no mapping
- * changed (same generation) and the entry is young, the same record with
- * the same contents is good again, and checking it costs a compare. A
- * record has at most one entry: a stale one is replaced in place. */
+ * changed through libc (same generation) the same record with the same
+ * contents is good again, and checking it costs a compare. That makes the
+ * launch path's cost depend on what the program did, not on how fast it
+ * ran. Mappings changed past libc (glibc's free unmapping a large block)
+ * are noticed once the entry is RC_TTL_NS old, measured on the launches'
+ * own time stamps (no clock read of its own); a stale verdict in that
+ * window costs no crash: the copy it lets through is fault-contained.
+ * A record has at most one entry: a stale one is replaced in place. */
 #define RC_SLOTS 8
+#define RC_TTL_NS 100000000u /* 100 ms */
 
 typedef struct rc_entry {
     const void *rec;
     hcguard_copy_record r;
-    uint64_t gen, t;
+    uint64_t gen, t, ttl; /* t, ttl: hcg_ticks() */
 } rc_entry;
 
 static _Thread_local rc_entry rc[RC_SLOTS];
-static _Thread_local unsigned rc_next;
+static _Thread_local unsigned rc_next, rc_last;
 
 uint64_t hcg_oracle_gen(void)
 {
     return atomic_load_explicit(&vc_gen, memory_order_acquire);
 }
 
-int hcg_oracle_recent(const void *rec, const hcguard_copy_record *r)
+/* The entry of rec, or NULL; the last one found is looked at first (a
+ * program launching one record again and again). */
+static rc_entry *rc_find(const void *rec)
 {
-    if (atomic_load_explicit(&vc_disabled, memory_order_relaxed) || !rec)
-        return 0;
-    uint64_t gen = hcg_oracle_gen();
-    for (unsigned i = 0; i < RC_SLOTS; i++) {
-        const rc_entry *e = &rc[i];
-        if (e->rec != rec)
-            continue;
-        return e->gen == gen && coarse_ns() - e->t <= VC_TTL_NS &&
-               memcmp(r, &e->r, sizeof *r) == 0;
-    }
-    return 0;
+    rc_entry *e = &rc[rc_last];
+    if (HCG_LIKELY(e->rec == rec))
+        return e;
+    for (unsigned i = 0; i < RC_SLOTS; i++)
+        if (rc[i].rec == rec) {
+            rc_last = i;
+            return &rc[i];
+        }
+    return NULL;
 }
 
-void hcg_oracle_remember(const void *rec, const hcguard_copy_record *r, uint64_t gen)
+int hcg_oracle_recent(const void *rec, const hcguard_copy_record *r, uint64_t t)
+{
+    /* (Turning the cache off moves the generation: nothing remembered
+     * before answers, and nothing is remembered while it is off.) */
+    const rc_entry *e = rec ? rc_find(rec) : NULL;
+    return e && e->gen == hcg_oracle_gen() && t - e->t <= e->ttl && e->r.dst == r->dst &&
+           e->r.src == r->src && e->r.nbytes == r->nbytes;
+}
+
+/* RC_TTL_NS in ticks (an estimate of their rate: the first 100 us after
+ * start-up take one tick a nanosecond, which errs short). Rare path. */
+static uint64_t rc_ttl_ticks(void)
+{
+    hcg_clock_ref_t ref;
+    hcg_clock_ref(&ref);
+    double ticks = (double)RC_TTL_NS / (ref.ns_per_tick > 0 ? ref.ns_per_tick : 1.0);
+    return ticks >= 1.0 && ticks < 1e15 ? (uint64_t)ticks : RC_TTL_NS;
+}
+
+void hcg_oracle_remember(const void *rec, const hcguard_copy_record *r, uint64_t gen, uint64_t t)
 {
     if (atomic_load_explicit(&vc_disabled, memory_order_relaxed) || !rec)
         return;
-    rc_entry *e = NULL;
-    for (unsigned i = 0; i < RC_SLOTS && !e; i++)
-        if (rc[i].rec == rec)
-            e = &rc[i];
-    if (!e)
-        e = &rc[rc_next++ % RC_SLOTS];
+    rc_entry *e = rc_find(rec);
+    if (!e) {
+        rc_last = rc_next++ % RC_SLOTS;
+        e = &rc[rc_last];
+    }
     e->rec = rec;
     e->r = *r;
     e->gen = gen;
-    e->t = coarse_ns();
+    e->t = t;
+    e->ttl = rc_ttl_ticks();
 }
 
 /* ---- PROCMAP_QUERY ------------------------------------------------------ */
