@@ -37,13 +37,45 @@ void hcg_oracle_invalidate(void);
 /* The unmap generation: it moves on every munmap, mremap, mprotect or
  * shmdt made through libc. A verdict reached at generation g holds only
  * while it is still g. */
-uint64_t hcg_oracle_gen(void);
+extern _Atomic uint64_t hcg_g_oracle_gen __attribute__((visibility("hidden")));
+static inline uint64_t hcg_oracle_gen(void)
+{
+    return atomic_load_explicit(&hcg_g_oracle_gen, memory_order_acquire);
+}
+/* Records this thread found good lately (oracle.c), inline for the launch
+ * path: a copy of the entry found last (hot) is looked at first, at a
+ * fixed place. */
+#define HCG_RC_SLOTS 8
+typedef struct hcg_rc_entry {
+    const void *rec;
+    hcguard_copy_record r;
+    uint64_t gen, t, ttl; /* t, ttl: hcg_ticks() */
+} hcg_rc_entry;
+typedef struct hcg_rc_cache {
+    hcg_rc_entry hot;
+    hcg_rc_entry e[HCG_RC_SLOTS];
+    unsigned next;
+} hcg_rc_cache;
+extern _Thread_local hcg_rc_cache hcg_t_rc
+    __attribute__((tls_model("initial-exec"), visibility("hidden")));
+static inline int hcg_rc_holds(const hcg_rc_entry *e, const void *rec,
+                               const hcguard_copy_record *r, uint64_t t, uint64_t gen)
+{
+    return e->rec == rec && e->gen == gen && t - e->t <= e->ttl && e->r.dst == r->dst &&
+           e->r.src == r->src && e->r.nbytes == r->nbytes;
+}
+int hcg_oracle_recent_slow(const void *rec, const hcguard_copy_record *r, uint64_t t);
 /* 1 if the record at rec, whose contents are *r (read by the caller), was
  * found good by this thread lately (at most RC_TTL_NS, src/check/oracle.c,
  * before t, a hcg_ticks() time stamp) with the same contents, and the
  * generation has not moved since; else 0 (check it). Reads no user memory;
  * no clock, no system call. */
-int hcg_oracle_recent(const void *rec, const hcguard_copy_record *r, uint64_t t);
+static inline int hcg_oracle_recent(const void *rec, const hcguard_copy_record *r, uint64_t t)
+{
+    if (HCG_LIKELY(hcg_rc_holds(&hcg_t_rc.hot, rec, r, t, hcg_oracle_gen())))
+        return rec != NULL;
+    return hcg_oracle_recent_slow(rec, r, t);
+}
 /* Remember rec as good with contents *r, checked at generation gen (read
  * before the check began) and time t (hcg_ticks). One entry per record:
  * replaced in place. */

@@ -131,7 +131,7 @@ typedef struct vc_entry {
 
 static _Thread_local vc_entry vc[VC_SLOTS];
 static _Thread_local unsigned vc_next;
-static atomic_uint_fast64_t vc_gen = 1;
+_Atomic uint64_t hcg_g_oracle_gen = 1;
 static atomic_int vc_disabled;
 
 static uint64_t coarse_ns(void)
@@ -143,7 +143,7 @@ static uint64_t coarse_ns(void)
 
 void hcg_oracle_invalidate(void)
 {
-    atomic_fetch_add_explicit(&vc_gen, 1, memory_order_release);
+    atomic_fetch_add_explicit(&hcg_g_oracle_gen, 1, memory_order_release);
 }
 
 void hcg_oracle_set_cache(int on)
@@ -184,45 +184,28 @@ static void vc_put(const struct hcg_procmap_query *q, uint64_t gen, uint64_t now
  * own time stamps (no clock read of its own); a stale verdict in that
  * window costs no crash: the copy it lets through is fault-contained.
  * A record has at most one entry: a stale one is replaced in place. */
-#define RC_SLOTS 8
 #define RC_TTL_NS 100000000u /* 100 ms */
 
-typedef struct rc_entry {
-    const void *rec;
-    hcguard_copy_record r;
-    uint64_t gen, t, ttl; /* t, ttl: hcg_ticks() */
-} rc_entry;
+_Thread_local hcg_rc_cache hcg_t_rc;
 
-static _Thread_local rc_entry rc[RC_SLOTS];
-static _Thread_local unsigned rc_next, rc_last;
-
-uint64_t hcg_oracle_gen(void)
+/* The entry of rec, or NULL. */
+static hcg_rc_entry *rc_find(const void *rec)
 {
-    return atomic_load_explicit(&vc_gen, memory_order_acquire);
-}
-
-/* The entry of rec, or NULL; the last one found is looked at first (a
- * program launching one record again and again). */
-static rc_entry *rc_find(const void *rec)
-{
-    rc_entry *e = &rc[rc_last];
-    if (HCG_LIKELY(e->rec == rec))
-        return e;
-    for (unsigned i = 0; i < RC_SLOTS; i++)
-        if (rc[i].rec == rec) {
-            rc_last = i;
-            return &rc[i];
-        }
+    hcg_rc_cache *rc = &hcg_t_rc;
+    for (unsigned i = 0; i < HCG_RC_SLOTS; i++)
+        if (rc->e[i].rec == rec)
+            return &rc->e[i];
     return NULL;
 }
 
-int hcg_oracle_recent(const void *rec, const hcguard_copy_record *r, uint64_t t)
+/* Not the entry looked at first (hcg_oracle_recent): the others. */
+int hcg_oracle_recent_slow(const void *rec, const hcguard_copy_record *r, uint64_t t)
 {
-    /* (Turning the cache off moves the generation: nothing remembered
-     * before answers, and nothing is remembered while it is off.) */
-    const rc_entry *e = rec ? rc_find(rec) : NULL;
-    return e && e->gen == hcg_oracle_gen() && t - e->t <= e->ttl && e->r.dst == r->dst &&
-           e->r.src == r->src && e->r.nbytes == r->nbytes;
+    const hcg_rc_entry *e = rec ? rc_find(rec) : NULL;
+    if (!e || !hcg_rc_holds(e, rec, r, t, hcg_oracle_gen()))
+        return 0;
+    hcg_t_rc.hot = *e; /* looked at first next time */
+    return 1;
 }
 
 /* RC_TTL_NS in ticks (an estimate of their rate: the first 100 us after
@@ -239,16 +222,15 @@ void hcg_oracle_remember(const void *rec, const hcguard_copy_record *r, uint64_t
 {
     if (atomic_load_explicit(&vc_disabled, memory_order_relaxed) || !rec)
         return;
-    rc_entry *e = rc_find(rec);
-    if (!e) {
-        rc_last = rc_next++ % RC_SLOTS;
-        e = &rc[rc_last];
-    }
+    hcg_rc_entry *e = rc_find(rec);
+    if (!e)
+        e = &hcg_t_rc.e[hcg_t_rc.next++ % HCG_RC_SLOTS];
     e->rec = rec;
     e->r = *r;
     e->gen = gen;
     e->t = t;
     e->ttl = rc_ttl_ticks();
+    hcg_t_rc.hot = *e;
 }
 
 /* ---- PROCMAP_QUERY ------------------------------------------------------ */
@@ -350,7 +332,7 @@ static int pq_walk(int fd, vma_walk *w)
 {
     struct hcg_procmap_query q;
     int cache = !atomic_load_explicit(&vc_disabled, memory_order_relaxed);
-    uint64_t gen = atomic_load_explicit(&vc_gen, memory_order_acquire);
+    uint64_t gen = atomic_load_explicit(&hcg_g_oracle_gen, memory_order_acquire);
     uint64_t now = cache ? coarse_ns() : 0;
     while (!w->done) {
         const vc_entry *e = cache ? vc_find(w->cur, gen, now) : NULL;

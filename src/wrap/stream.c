@@ -137,13 +137,19 @@ __attribute__((noinline)) static CUresult launch_general(hcg_driver *d, launch_a
  * thread found good lately, unchanged, costs a compare), the snapshot in
  * the call's second line. t: the enqueue time stamp, also the verdict's
  * age. */
-__attribute__((noinline)) static CUresult launch_copy(hcg_driver *d, launch_args a,
+static inline __attribute__((always_inline)) CUresult launch_copy(hcg_driver *d, launch_args a,
                                                       hcg_fnkind kind, uint64_t t)
 {
     hcguard_copy_record snap;
     hcguard_status why = HCGUARD_OK;
-    uint64_t gen;
-    if (hcg_prepare_copy(a.api, a.stream, a.fn, a.user, kind, t, &snap, &why, &gen))
+    uint64_t gen = hcg_oracle_gen(); /* before the record is read */
+    /* The record read once, fault-contained, and found among this
+     * thread's recent verdicts; else the whole check (which reads it
+     * again: a record that faulted is reported from there). */
+    if (HCG_UNLIKELY(!a.user || !hcg_fault_ready() ||
+                     hcg_fault_copy(&snap, a.user, sizeof snap, NULL) != 0 ||
+                     !hcg_oracle_recent(a.user, &snap, t)) &&
+        hcg_prepare_copy(a.api, a.stream, a.fn, a.user, kind, t, &snap, &why, &gen))
         return CUDA_ERROR_INVALID_VALUE;
     hcg_call *c = hcg_call_alloc();
     if (HCG_UNLIKELY(!c))
