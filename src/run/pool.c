@@ -31,7 +31,7 @@ static hcg_pool *pool_store = pool_store_own;
 static atomic_uint pools_used;
 static _Atomic(hcg_pool *) pools;
 _Thread_local hcg_pool *hcg_t_pool;
-static pthread_key_t pool_key;
+static pthread_key_t pool_key, give_back_key;
 static pthread_once_t pool_key_once = PTHREAD_ONCE_INIT;
 
 /* At thread exit: the pool is another thread's to take from now on, and
@@ -47,9 +47,12 @@ static void pool_exit(void *p)
 
 static void pool_drained(uint64_t seq);
 
+static void give_back_exit(void *unused);
+
 static void make_pool_key(void)
 {
     pthread_key_create(&pool_key, pool_exit);
+    pthread_key_create(&give_back_key, give_back_exit);
     hcg_events_on_drained(pool_drained); /* before any call exists */
 }
 
@@ -258,16 +261,76 @@ void hcg_call_free_local(hcg_call *c)
     c->owner->free = c;
 }
 
+/* The chain head..tail onto p's stack of returned calls. */
+static void push_returned(hcg_pool *p, hcg_call *head, hcg_call *tail)
+{
+    hcg_call *old = atomic_load_explicit(&p->returned, memory_order_relaxed);
+    do
+        tail->next_free = old;
+    while (!atomic_compare_exchange_weak_explicit(&p->returned, &old, head, memory_order_release,
+                                                  memory_order_relaxed));
+}
+
 /* Writes only next_free: the call's line stays as the launching thread
  * left it, give or take that word. */
 void hcg_call_release(hcg_call *c)
 {
+    push_returned(c->owner, c, c);
+}
+
+/* ---- giving calls back in batches ------------------------------------------
+ * The callback thread gives a stream launch's call back after it ran. One
+ * at a time, a launching thread that the callback thread keeps up with
+ * would find its free list empty at nearly every launch and take the one
+ * call just given back: an atomic exchange on a line the other core has
+ * just written, then a miss on the call's own line. So each thread gives
+ * back up to GIVE_BATCH calls of one pool at once (and what it holds when
+ * the next call is another pool's, or when it exits). A launching thread
+ * that runs dry meanwhile takes a new chunk: at most GIVE_BATCH - 1 calls
+ * a thread are held back. */
+#define GIVE_BATCH 32
+
+typedef struct give_back {
+    hcg_pool *pool;
+    hcg_call *head, *tail;
+    unsigned n;
+    int keyed; /* its exit hook is set */
+} give_back;
+
+static _Thread_local give_back pending;
+
+static void give_back_flush(give_back *g)
+{
+    if (g->n)
+        push_returned(g->pool, g->head, g->tail);
+    g->head = g->tail = NULL;
+    g->n = 0;
+}
+
+static void give_back_exit(void *unused)
+{
+    (void)unused;
+    give_back_flush(&pending);
+}
+
+void hcg_call_release_batched(hcg_call *c)
+{
+    give_back *g = &pending;
     hcg_pool *p = c->owner;
-    hcg_call *head = atomic_load_explicit(&p->returned, memory_order_relaxed);
-    do
-        c->next_free = head;
-    while (!atomic_compare_exchange_weak_explicit(&p->returned, &head, c, memory_order_release,
-                                                  memory_order_relaxed));
+    if (HCG_UNLIKELY(g->pool != p)) {
+        give_back_flush(g);
+        g->pool = p;
+        if (!g->keyed) {
+            g->keyed = 1;
+            pthread_setspecific(give_back_key, g); /* non-NULL: the hook runs */
+        }
+    }
+    c->next_free = g->head;
+    if (!g->head)
+        g->tail = c;
+    g->head = c;
+    if (++g->n >= GIVE_BATCH)
+        give_back_flush(g);
 }
 
 /* ---- launch counts --------------------------------------------------------

@@ -52,6 +52,9 @@ void hcg_call_free_local(hcg_call *c);
 /* Back to its pool from any thread (the callback thread after a stream
  * launch ran, a graph's last holder). */
 void hcg_call_release(hcg_call *c);
+/* The same from the callback thread after a stream launch ran: given back
+ * with others of its pool, GIVE_BATCH at a time (pool.c). */
+void hcg_call_release_batched(hcg_call *c);
 
 /* ---- the call pool (pool.c), inline for the launch path ------------------
  * Each thread that allocates calls has a pool: a free list only it touches,

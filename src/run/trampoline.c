@@ -169,7 +169,7 @@ static void run(hcg_call *c, CUstream s, CUresult status, int stream_cb)
     int oneshot = c->oneshot;
     hcg_event_push(&e);
     if (oneshot)
-        hcg_call_release(c);
+        hcg_call_release_batched(c);
 }
 
 void CUDA_CB hcg_trampoline(void *arg)
