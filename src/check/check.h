@@ -37,14 +37,49 @@ void hcg_oracle_invalidate(void);
 /* The unmap generation: it moves on every munmap, mremap, mprotect or
  * shmdt made through libc. A verdict reached at generation g holds only
  * while it is still g. */
-uint64_t hcg_oracle_gen(void);
+extern _Atomic uint64_t hcg_g_oracle_gen __attribute__((visibility("hidden")));
+static inline uint64_t hcg_oracle_gen(void)
+{
+    return atomic_load_explicit(&hcg_g_oracle_gen, memory_order_acquire);
+}
+/* Records this thread found good lately (oracle.c), inline for the launch
+ * path: a copy of the entry found last (hot) is looked at first, at a
+ * fixed place. */
+#define HCG_RC_SLOTS 8
+typedef struct hcg_rc_entry {
+    const void *rec;
+    hcguard_copy_record r;
+    uint64_t gen, t, ttl; /* t, ttl: hcg_ticks() */
+} hcg_rc_entry;
+typedef struct hcg_rc_cache {
+    hcg_rc_entry hot;
+    hcg_rc_entry e[HCG_RC_SLOTS];
+    unsigned next;
+} hcg_rc_cache;
+extern _Thread_local hcg_rc_cache hcg_t_rc
+    __attribute__((tls_model("initial-exec"), visibility("hidden")));
+static inline int hcg_rc_holds(const hcg_rc_entry *e, const void *rec,
+                               const hcguard_copy_record *r, uint64_t t, uint64_t gen)
+{
+    return e->rec == rec && e->gen == gen && t - e->t <= e->ttl && e->r.dst == r->dst &&
+           e->r.src == r->src && e->r.nbytes == r->nbytes;
+}
+int hcg_oracle_recent_slow(const void *rec, const hcguard_copy_record *r, uint64_t t);
 /* 1 if the record at rec, whose contents are *r (read by the caller), was
- * found good lately with the same contents, and the generation has not
- * moved since; else 0 (check it). Reads no user memory. */
-int hcg_oracle_recent(const void *rec, const hcguard_copy_record *r);
+ * found good by this thread lately (at most RC_TTL_NS, src/check/oracle.c,
+ * before t, a hcg_ticks() time stamp) with the same contents, and the
+ * generation has not moved since; else 0 (check it). Reads no user memory;
+ * no clock, no system call. */
+static inline int hcg_oracle_recent(const void *rec, const hcguard_copy_record *r, uint64_t t)
+{
+    if (HCG_LIKELY(hcg_rc_holds(&hcg_t_rc.hot, rec, r, t, hcg_oracle_gen())))
+        return rec != NULL;
+    return hcg_oracle_recent_slow(rec, r, t);
+}
 /* Remember rec as good with contents *r, checked at generation gen (read
- * before the check began). One entry per record: replaced in place. */
-void hcg_oracle_remember(const void *rec, const hcguard_copy_record *r, uint64_t gen);
+ * before the check began) and time t (hcg_ticks). One entry per record:
+ * replaced in place. */
+void hcg_oracle_remember(const void *rec, const hcguard_copy_record *r, uint64_t gen, uint64_t t);
 /* Turn the VMA and record caches on or off (tests, fuzzing; on by default). */
 void hcg_oracle_set_cache(int on);
 /* For tests and diagnostics. on != 0 forces the fallback: parse
@@ -102,6 +137,25 @@ typedef struct hcg_bindings_cb {
 
 /* Classify fn; cached, so a repeated pointer costs one hash probe. */
 hcg_fnkind hcg_recognize(void *fn);
+/* The answer hcg_recognize last gave on this thread, valid while no
+ * registration completed since (hcg_g_recognize_gen): a launch of the same
+ * function again costs two compares (hcg_recognize_fast). */
+typedef struct hcg_recognized {
+    uintptr_t fn;
+    unsigned gen;
+    uint8_t kind;
+} hcg_recognized;
+extern _Thread_local hcg_recognized hcg_t_recognized
+    __attribute__((tls_model("initial-exec"), visibility("hidden")));
+extern _Atomic unsigned hcg_g_recognize_gen __attribute__((visibility("hidden")));
+static inline hcg_fnkind hcg_recognize_fast(void *fn)
+{
+    if (HCG_LIKELY(hcg_t_recognized.fn == (uintptr_t)fn &&
+                   hcg_t_recognized.gen ==
+                       atomic_load_explicit(&hcg_g_recognize_gen, memory_order_acquire)))
+        return (hcg_fnkind)hcg_t_recognized.kind;
+    return hcg_recognize(fn);
+}
 /* Best symbol name for fn ("memcpy", "__pyx_f_..._host_copy") into buf,
  * with the object file in obj; returns 0, or -1 if none ("anonymous"). */
 int hcg_symbolize(const void *fn, char *buf, size_t len, char *obj,

@@ -52,9 +52,99 @@ void hcg_call_free_local(hcg_call *c);
 /* Back to its pool from any thread (the callback thread after a stream
  * launch ran, a graph's last holder). */
 void hcg_call_release(hcg_call *c);
+/* The same from the callback thread after a stream launch ran: given back
+ * with others of its pool, GIVE_BATCH at a time (pool.c). */
+void hcg_call_release_batched(hcg_call *c);
+
+/* ---- the call pool (pool.c), inline for the launch path ------------------
+ * Each thread that allocates calls has a pool: a free list only it touches,
+ * and a stack of calls given back by other threads (the driver's callback
+ * thread, after a run), taken whole when the free list runs dry. So
+ * allocating costs no atomic operation on a line another core writes. */
+typedef struct hcg_pool {
+    hcg_call *free;                 /* owner only */
+    uint64_t seq;                   /* owner only: sequence numbers it gave */
+    _Atomic uint64_t launched[HCG_FN_KIND_COUNT]; /* owner writes, summary reads */
+    unsigned index;
+    /* Flow control, owner only: one-shot launches made, launches it may
+     * still make before it looks again, and launches given up on. */
+    _Atomic uint64_t flow_launched, flow_forgiven;
+    int64_t credit;
+    _Alignas(64) _Atomic(hcg_call *) returned;
+    atomic_int owned;
+    struct hcg_pool *next;          /* all pools; the list only grows */
+    /* The collector: this pool's one-shot launches whose event it drained. */
+    _Alignas(64) _Atomic uint64_t flow_drained;
+} hcg_pool;
+
+/* This thread's pool, NULL until its first call. */
+extern _Thread_local hcg_pool *hcg_t_pool
+    __attribute__((tls_model("initial-exec"), visibility("hidden")));
+hcg_call *hcg_call_alloc_slow(void);
+
+/* A call from this thread's pool; NULL if out of memory. */
+static inline hcg_call *hcg_call_alloc(void)
+{
+    hcg_pool *p = hcg_t_pool;
+    if (HCG_UNLIKELY(!p || !p->free))
+        return hcg_call_alloc_slow();
+    hcg_call *c = p->free;
+    hcg_call *next = c->next_free;
+    p->free = next;
+    /* The next call's line was last written by the callback thread that
+     * gave it back: fetch it now, for writing, while this launch goes on
+     * into the driver, rather than stall on it at the next launch. (A
+     * prefetch of NULL is harmless.) */
+    __builtin_prefetch(next, 1, 3);
+    __builtin_prefetch((char *)next + 64, 1, 3); /* copies' line */
+    return c;
+}
+
+/* Fill a call's first line. Sequence numbers carry the pool in their top
+ * bits (unique, ordered per thread), so a launch costs no atomic
+ * read-modify-write. t: its enqueue time stamp (hcg_ticks). */
+static inline void hcg_call_init(hcg_call *c, hcg_api api, CUstream s, CUhostFn fn, void *user,
+                                 hcg_fnkind kind, hcguard_status why, int wrapped, uint64_t t)
+{
+    hcg_pool *p = c->owner;
+    c->fn = fn;
+    c->user = user;
+    c->stream = (uintptr_t)s;
+    c->t_enqueue = t;
+    c->seq = (uint64_t)(p->index + 1) << 44 | ++p->seq;
+    c->kind = (uint8_t)kind;
+    c->oneshot = 1;
+    c->api = (uint8_t)api;
+    c->enqueue_status = (uint8_t)why;
+    c->wrapped = (uint8_t)wrapped;
+}
+
+/* An owner-only counter others read: a plain add, no locked instruction. */
+static inline void hcg_owner_inc(_Atomic uint64_t *n)
+{
+    atomic_store_explicit(n, atomic_load_explicit(n, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
+}
+
+/* Count a launch that reached the driver, by the launching thread, in its
+ * own pool p, taken before the driver call (after it, the call may be
+ * another thread's already). */
+static inline void hcg_count_launch(hcg_pool *p, hcg_fnkind kind)
+{
+    hcg_owner_inc(&p->launched[kind]);
+}
+
 /* Flow control: a one-shot launch made from p (after the driver took it),
- * which may wait for the collector (see pool.c). */
-void hcg_pool_flow(struct hcg_pool *p);
+ * which may wait for the collector once the thread's credit is spent (see
+ * pool.c). */
+void hcg_pool_flow_wait(hcg_pool *p);
+static inline void hcg_pool_flow(hcg_pool *p)
+{
+    hcg_owner_inc(&p->flow_launched);
+    if (HCG_UNLIKELY(--p->credit <= 0))
+        hcg_pool_flow_wait(p);
+}
+
 /* Make c stop loudly if it ever runs again (graph calls, before release). */
 void hcg_call_poison(hcg_call *c);
 void hcg_pool_after_fork(void);
@@ -62,10 +152,6 @@ void CUDA_CB hcg_trampoline(void *call);
 /* The same for cuStreamAddCallback's CUstreamCallback (fn is one). */
 void CUDA_CB hcg_stream_cb_trampoline(CUstream s, CUresult status, void *call);
 
-/* Count a launch that reached the driver, by the launching thread, in its
- * own pool p, taken before the driver call (after it, the call may be
- * another thread's already). */
-void hcg_count_launch(struct hcg_pool *p, hcg_fnkind kind);
 /* Count a host function set on a graph node. */
 void hcg_count_node(hcg_fnkind kind);
 /* Launched on streams (counted in the pools) and set on graph nodes. */
@@ -84,6 +170,15 @@ void hcg_debug_call(hcg_api api, CUhostFn fn, void *user, hcg_fnkind kind, CUhos
  * a copy, and make the call the trampoline will run. CUDA_ERROR_INVALID_VALUE
  * if refused (reported); else CUDA_SUCCESS and *out, NULL if out of memory. */
 CUresult hcg_prepare_call(hcg_api api, CUstream s, CUhostFn fn, void *user, hcg_call **out);
+/* The check of a copy fn recognised as kind (not through a wrapper) at
+ * enqueue, for the launch's fast path: its record rec read once,
+ * fault-contained, into *snap and checked (a record this thread found good
+ * lately with the same contents, no unmap since, costs a compare). t: the
+ * launch's time stamp (hcg_ticks), also the age of what is remembered.
+ * *why: the verdict; *gen: the unmap generation the check began at.
+ * Returns nonzero if the call must be refused (reported; guard mode). */
+int hcg_prepare_copy(hcg_api api, CUstream s, CUhostFn fn, void *rec, hcg_fnkind kind,
+                     uint64_t t, hcguard_copy_record *snap, hcguard_status *why, uint64_t *gen);
 
 
 #endif /* HCG_RUN_H */

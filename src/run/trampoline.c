@@ -53,10 +53,16 @@ static hcguard_status recheck(const hcg_call *c, hcguard_copy_record *now)
     const hcg_oracle *o = hcg_oracle_process();
     if (HCG_UNLIKELY(!c->rec))
         return HCGUARD_ERR_NULL_RECORD;
-    if (HCG_UNLIKELY(o->read(o->ctx, (uintptr_t)c->rec, now, sizeof *now) != 0))
+    /* The contained copy itself once the handler is in (the oracle's read
+     * adds only its fallback). */
+    int unread = HCG_LIKELY(hcg_fault_ready())
+                     ? hcg_fault_copy(now, c->rec, sizeof *now, NULL)
+                     : o->read(o->ctx, (uintptr_t)c->rec, now, sizeof *now);
+    if (HCG_UNLIKELY(unread != 0))
         return HCGUARD_ERR_RECORD_UNREADABLE;
     /* (A record unreadable at enqueue has no contents to compare.) */
-    int same = memcmp(now, &c->snap, sizeof *now) == 0 &&
+    int same = now->dst == c->snap.dst && now->src == c->snap.src &&
+               now->nbytes == c->snap.nbytes &&
                c->enqueue_status != HCGUARD_ERR_RECORD_UNREADABLE;
     if (HCG_LIKELY(same && hcg_oracle_gen() == c->gen && !hcg_config_get()->recheck_always))
         return (hcguard_status)c->enqueue_status;
@@ -163,7 +169,7 @@ static void run(hcg_call *c, CUstream s, CUresult status, int stream_cb)
     int oneshot = c->oneshot;
     hcg_event_push(&e);
     if (oneshot)
-        hcg_call_release(c);
+        hcg_call_release_batched(c);
 }
 
 void CUDA_CB hcg_trampoline(void *arg)
