@@ -71,7 +71,37 @@ typedef struct hcg_fault_info {
  * (with *out filled, out may be NULL) instead of killing the process.
  * No system call or lock when nothing faults. Contained only once
  * hcg_fault_install has succeeded; before that, a plain memcpy. */
+#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#define HCG_FAULT_FIXUP 1
+/* x86-64 without sanitizers: inline, around entries in fault_x86_64.S
+ * that arm the copy by storing the stack pointer in hcg_fault_sp (0: no
+ * copy armed) and run glibc's memcpy or a word loop; on a fault the
+ * handler makes them return (void *)-1. See src/check/fault.c. */
+#define HCG_HIDDEN __attribute__((visibility("hidden")))
+extern _Thread_local uintptr_t hcg_fault_sp HCG_HIDDEN;
+HCG_HIDDEN void *hcg_fault_memcpy(void *dst, const void *src, size_t n);
+HCG_HIDDEN void *hcg_fault_words(void *dst, const void *src, size_t n);
+HCG_HIDDEN int hcg_fault_failed(hcg_fault_info *out);
+
+static inline int hcg_fault_copy(void *dst, const void *src, size_t n, hcg_fault_info *out)
+{
+    if (HCG_UNLIKELY(n == 0))
+        return 0;
+    uintptr_t outer = hcg_fault_sp; /* a copy this one interrupted (a signal handler's) */
+    /* A record another thread may be rewriting is read a whole aligned
+     * word per field, never a mix of two values (which could be any
+     * address); small aligned copies go word by word. */
+    int words = n <= 64 && (((uintptr_t)dst | (uintptr_t)src | n) & 7) == 0;
+    void *done = words ? hcg_fault_words(dst, src, n) : hcg_fault_memcpy(dst, src, n);
+    hcg_fault_sp = outer;
+    if (HCG_LIKELY(done != (void *)-1))
+        return 0;
+    return hcg_fault_failed(out);
+}
+#else
+#define HCG_FAULT_FIXUP 0
 int hcg_fault_copy(void *dst, const void *src, size_t n, hcg_fault_info *out);
+#endif
 /* Install hcguard's SIGSEGV and SIGBUS handlers, chained to those already
  * there (idempotent); 0, or -1. hcg_fault_ready: installed. */
 int hcg_fault_install(void);

@@ -1,26 +1,32 @@
 /*
  * Fault containment: a copy hcguard makes never kills the process.
  *
- * How: a recovery point on the copying thread's stack, found through one
- * initial-exec thread-local pointer, armed around a plain glibc memcpy.
- * SIGSEGV and SIGBUS go first to hcguard's handler, which recovers (makes
- * hcg_fault_copy return -1 with the address and reason) only when the
- * faulting thread is inside such a copy and the fault address lies in one
- * of its two ranges; any other fault goes on to the program's own handler,
- * or to the default action, as without hcguard.
- *
- * The bulk copy must be glibc's memcpy (whose bandwidth no hand loop
- * matches), and memcpy's code is not hcguard's to fix up, so the recovery
- * point saves the registers memcpy must preserve, and the handler resumes
- * there. On x86-64 a few instructions do it: save the callee-saved
- * registers and the stack pointer, tail-jump to memcpy; on a fault the
- * handler points the interrupted context at a fix-up that restores them
- * and returns -1 from the copy, and the kernel's sigreturn restores the
- * signal mask (about 2 ns per copy; measured by bench/bench_copy). Other
- * architectures and sanitizer builds use sigsetjmp(env, 0) (no mask save:
- * no system call; a few ns more) and siglongjmp, the mask put right on the
- * recovery path alone. Either way: no system call and no lock when nothing
- * faults.
+ * How, on x86-64 (sanitizer builds excepted): the copy is glibc's memcpy
+ * (whose bandwidth no hand loop matches) entered through a few
+ * instructions of assembly (fault_x86_64.S) that arm it with one store:
+ * the stack pointer, into an initial-exec thread-local (hcg_fault_sp; the
+ * caller puts the outer value back after). SIGSEGV and SIGBUS go first to
+ * hcguard's handler, which recovers only when the fault was raised by the
+ * kernel for an instruction of the copy: a copy is armed on the faulting
+ * thread, the interrupted stack pointer is exactly the armed one, and the
+ * interrupted pc lies in glibc's code (libc's executable segment, which
+ * holds its memcpy) or in hcguard's word loop. Then it points the
+ * interrupted context at a fix-up that returns -1 from the copy, and the
+ * kernel's sigreturn restores the signal mask. Anything else goes on to the
+ * program's own handler, or to the default action, as without hcguard: a
+ * signal handler that runs during a copy runs deeper on the stack (or on
+ * its own), so its faults are never taken for the copy's.
+ * Nothing needs restoring on the way back because glibc's memcpy variants
+ * are leaves that use neither the stack nor a callee-saved register (none
+ * of the x86-64 variants of glibc 2.36 does): had one saved a register, it
+ * would have moved the stack pointer, and the fault would not be taken for
+ * the copy's. The fixed cost per copy: one thread-local load, two stores
+ * and a jump (bench/bench_copy).
+ * Other architectures and sanitizer builds use sigsetjmp(env, 0) (no mask
+ * save: no system call; a few ns more) and siglongjmp, recovering when the
+ * fault address lies in the pages of the copy's two ranges, the mask put
+ * right on the recovery path alone. Either way: no system call and no lock
+ * when nothing faults.
  *
  * The program's handlers: sigaction and signal are interposed, so that a
  * handler installed for SIGSEGV or SIGBUS after hcguard's is recorded as the
@@ -45,6 +51,7 @@
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <link.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -58,9 +65,87 @@
  * code: they and what they call on that path are not instrumented. */
 #define HCG_UNINSTRUMENTED __attribute__((no_sanitize("address", "thread", "undefined")))
 
+#if HCG_FAULT_FIXUP
+/* In fault_x86_64.S: the way back from a fault (see there). */
+void hcg_fault_fixup(void);
+extern const char hcg_fault_words_end[];
+
+_Thread_local uintptr_t hcg_fault_sp;
+static _Thread_local hcg_fault_info last_fault;
+/* What hcg_fault_memcpy jumps to: libc's own memcpy once installed (not
+ * one the program defines), and the executable segment that holds it. */
+void *(*hcg_fault_target)(void *, const void *, size_t) HCG_HIDDEN = memcpy;
+static _Atomic uintptr_t g_text[2];
+
+int hcg_fault_failed(hcg_fault_info *out)
+{
+    if (out)
+        *out = last_fault;
+    return -1;
+}
+
+typedef struct find_text {
+    uintptr_t addr, lo, hi;
+} find_text;
+
+static int text_of(struct dl_phdr_info *info, size_t size, void *v)
+{
+    (void)size;
+    find_text *f = v;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
+        if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X) && f->addr >= lo &&
+            f->addr - lo < ph->p_memsz) {
+            f->lo = lo;
+            f->hi = lo + ph->p_memsz;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Point the copy at libc's memcpy and note the code it runs in. Before the
+ * handlers are installed. */
+static void find_memcpy(void)
+{
+    void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+    void *m = libc ? hcg_real_dlsym(libc, "memcpy") : NULL;
+    find_text f = {(uintptr_t)(m ? m : (void *)hcg_fault_target), 0, 0};
+    if (dl_iterate_phdr(text_of, &f) == 0)
+        return; /* unknown: faults in it are not taken for the copy's */
+    if (m)
+        hcg_fault_target = (void *(*)(void *, const void *, size_t))m;
+    atomic_store_explicit(&g_text[0], f.lo, memory_order_relaxed);
+    atomic_store_explicit(&g_text[1], f.hi, memory_order_relaxed);
+}
+
+/* Whether the thread was inside a contained copy when the kernel raised
+ * this fault (see the top of the file); then the way out is prepared. */
+static int recover(int sig, const siginfo_t *si, void *uc)
+{
+    ucontext_t *u = uc;
+    uintptr_t sp = hcg_fault_sp;
+    uintptr_t pc = (uintptr_t)u->uc_mcontext.gregs[REG_RIP];
+    if (!sp || si->si_code <= 0 || (uintptr_t)u->uc_mcontext.gregs[REG_RSP] != sp)
+        return 0;
+    int ours = (pc >= (uintptr_t)hcg_fault_words && pc < (uintptr_t)hcg_fault_words_end) ||
+               (pc >= atomic_load_explicit(&g_text[0], memory_order_relaxed) &&
+                pc < atomic_load_explicit(&g_text[1], memory_order_relaxed));
+    if (!ours)
+        return 0;
+    last_fault.addr = (uintptr_t)si->si_addr;
+    last_fault.sig = sig;
+    last_fault.code = si->si_code;
+    /* Resume at the fix-up, the direction flag clear as the ABI wants it
+     * (a backward rep movsb sets it); sigreturn restores the mask. */
+    u->uc_mcontext.gregs[REG_RIP] = (greg_t)(uintptr_t)hcg_fault_fixup;
+    u->uc_mcontext.gregs[REG_EFL] &= ~(greg_t)0x400;
+    return 1;
+}
+#else
 typedef struct recovery {
-    uint64_t regs[8];           /* x86-64 fast path: rbx rbp r12-r15 rsp */
-    sigjmp_buf env;             /* elsewhere */
+    sigjmp_buf env;
     uintptr_t at[2];            /* dst and src: the ranges a fault may hit */
     size_t n;
     struct recovery *prev;      /* an outer copy (a signal handler's launch) */
@@ -89,10 +174,8 @@ static int by_words(const void *dst, const void *src, size_t n)
     return n <= 64 && (((uintptr_t)dst | (uintptr_t)src | n) & 7) == 0;
 }
 
-__attribute__((no_sanitize("address", "thread"), noinline)) void *
-hcg_copy_words(void *dst, const void *src, size_t n);
-__attribute__((no_sanitize("address", "thread"), noinline)) void *
-hcg_copy_words(void *dst, const void *src, size_t n)
+__attribute__((no_sanitize("address", "thread"), noinline)) static void *
+copy_words(void *dst, const void *src, size_t n)
 {
     volatile uint64_t *d = dst;
     const volatile uint64_t *s = src;
@@ -118,17 +201,6 @@ copy_bytes(void *dst, const void *src, size_t n)
 #define copy_bytes memcpy
 #endif
 
-#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
-#define HCG_FAULT_FIXUP 1
-/* In fault_x86_64.S: the copy with the registers saved, and the way back
- * from a fault (see there). */
-void *hcg_fault_memcpy(void *dst, const void *src, size_t n, uint64_t *save);
-void *hcg_fault_words(void *dst, const void *src, size_t n, uint64_t *save);
-void hcg_fault_fixup(void);
-#else
-#define HCG_FAULT_FIXUP 0
-#endif
-
 int hcg_fault_copy(void *dst, const void *src, size_t n, hcg_fault_info *out)
 {
     recovery r;
@@ -138,19 +210,6 @@ int hcg_fault_copy(void *dst, const void *src, size_t n, hcg_fault_info *out)
     r.at[1] = (uintptr_t)src;
     r.n = n;
     r.prev = armed;
-#if HCG_FAULT_FIXUP
-    armed = &r;
-    atomic_signal_fence(memory_order_seq_cst);
-    void *done = by_words(dst, src, n) ? hcg_fault_words(dst, src, n, r.regs)
-                                       : hcg_fault_memcpy(dst, src, n, r.regs);
-    atomic_signal_fence(memory_order_seq_cst);
-    armed = r.prev;
-    if (HCG_LIKELY(done != (void *)-1))
-        return 0;
-    if (out)
-        *out = r.info;
-    return -1;
-#else
     if (sigsetjmp(r.env, 0) != 0) {
         armed = r.prev;
         if (out)
@@ -160,14 +219,41 @@ int hcg_fault_copy(void *dst, const void *src, size_t n, hcg_fault_info *out)
     armed = &r;
     atomic_signal_fence(memory_order_seq_cst);
     if (by_words(dst, src, n))
-        hcg_copy_words(dst, src, n);
+        copy_words(dst, src, n);
     else
         copy_bytes(dst, src, n);
     atomic_signal_fence(memory_order_seq_cst);
     armed = r.prev;
     return 0;
-#endif
 }
+
+static int in_recovery(const recovery *r, uintptr_t a)
+{
+    return in_range(a, r->at[0], r->n) || in_range(a, r->at[1], r->n);
+}
+
+/* Whether a fault on a thread inside a contained copy is the copy's: a
+ * kernel-raised fault at an address of its ranges, or one whose address
+ * the kernel does not give (SI_KERNEL: a non-canonical address, such as a
+ * record pointer no mapping can have). Then it does not return: the copy
+ * does, with -1. */
+static int recover(int sig, const siginfo_t *si, void *uc)
+{
+    (void)uc;
+    recovery *r = armed;
+    if (!r || si->si_code <= 0 ||
+        (si->si_code != SI_KERNEL && !in_recovery(r, (uintptr_t)si->si_addr)))
+        return 0;
+    r->info.addr = (uintptr_t)si->si_addr;
+    r->info.sig = sig;
+    r->info.code = si->si_code;
+    sigset_t s;
+    sigemptyset(&s);
+    sigaddset(&s, sig);
+    pthread_sigmask(SIG_UNBLOCK, &s, NULL); /* siglongjmp(.., 0 saved) keeps the mask */
+    siglongjmp(r->env, 1);
+}
+#endif
 
 const char *hcg_fault_code_name(int sig, int code)
 {
@@ -363,43 +449,10 @@ static void chain(int sig, siginfo_t *si, void *uc)
     pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
-static int in_recovery(const recovery *r, uintptr_t a)
-{
-    return in_range(a, r->at[0], r->n) || in_range(a, r->at[1], r->n);
-}
-
-/* Whether a fault on a thread inside a contained copy is the copy's: a
- * kernel-raised fault at an address of its ranges, or one whose address
- * the kernel does not give (SI_KERNEL: a non-canonical address, such as a
- * record pointer no mapping can have). */
-static int copy_fault(const recovery *r, const siginfo_t *si)
-{
-    if (si->si_code == SI_KERNEL)
-        return 1;
-    return si->si_code > 0 && in_recovery(r, (uintptr_t)si->si_addr);
-}
-
 static void on_fault(int sig, siginfo_t *si, void *uc)
 {
-    recovery *r = armed;
-    if (r && copy_fault(r, si)) {
-        sigset_t s;
-        r->info.addr = (uintptr_t)si->si_addr;
-        r->info.sig = sig;
-        r->info.code = si->si_code;
-#if HCG_FAULT_FIXUP
-        /* Resume at the fix-up; sigreturn restores the mask. */
-        ucontext_t *u = uc;
-        u->uc_mcontext.gregs[REG_RIP] = (greg_t)(uintptr_t)hcg_fault_fixup;
-        u->uc_mcontext.gregs[REG_RDI] = (greg_t)(uintptr_t)r->regs;
-        return;
-#endif
-        sigemptyset(&s);
-        sigaddset(&s, sig);
-        pthread_sigmask(SIG_UNBLOCK, &s, NULL); /* siglongjmp(.., 0 saved) keeps the mask */
-        siglongjmp(r->env, 1);
-    }
-    chain(sig, si, uc);
+    if (!recover(sig, si, uc))
+        chain(sig, si, uc);
 }
 
 static void our_action(struct sigaction *a)
@@ -424,6 +477,9 @@ int hcg_fault_install(void)
     lock_all(&saved);
     if (!atomic_load(&g_installed)) {
         struct sigaction ours;
+#if HCG_FAULT_FIXUP
+        find_memcpy();
+#endif
         our_action(&ours);
         static const int sigs[N_FAULT_SLOTS] = {SIGSEGV, SIGBUS};
         /* The program's action is recorded before hcguard's takes its
