@@ -75,13 +75,21 @@ typedef struct hcg_fault_info {
 #define HCG_FAULT_FIXUP 1
 /* x86-64 without sanitizers: inline, around entries in fault_x86_64.S
  * that arm the copy by storing the stack pointer in hcg_fault_sp (0: no
- * copy armed) and run glibc's memcpy or a word loop; on a fault the
- * handler makes them return (void *)-1. See src/check/fault.c. */
+ * copy armed) and run glibc's memcpy or a word loop. They return dst (in
+ * rax) or, after a fault, HCG_FAULT_MARK | signal << 16 | si_code, with
+ * the address in rdx: registers, which nothing can overwrite before the
+ * caller reads them (a signal handler's copy could, in memory). See
+ * src/check/fault.c. */
 #define HCG_HIDDEN __attribute__((visibility("hidden")))
+#define HCG_FAULT_MARK ((uintptr_t)0xff << 56) /* no user address has it */
+typedef struct hcg_fault_ret {
+    uintptr_t done; /* rax */
+    uintptr_t addr; /* rdx */
+} hcg_fault_ret;
 extern _Thread_local uintptr_t hcg_fault_sp HCG_HIDDEN;
-HCG_HIDDEN void *hcg_fault_memcpy(void *dst, const void *src, size_t n);
-HCG_HIDDEN void *hcg_fault_words(void *dst, const void *src, size_t n);
-HCG_HIDDEN int hcg_fault_failed(hcg_fault_info *out);
+HCG_HIDDEN hcg_fault_ret hcg_fault_memcpy(void *dst, const void *src, size_t n);
+HCG_HIDDEN hcg_fault_ret hcg_fault_words(void *dst, const void *src, size_t n);
+HCG_HIDDEN int hcg_fault_failed(hcg_fault_ret r, hcg_fault_info *out);
 
 static inline int hcg_fault_copy(void *dst, const void *src, size_t n, hcg_fault_info *out)
 {
@@ -92,11 +100,11 @@ static inline int hcg_fault_copy(void *dst, const void *src, size_t n, hcg_fault
      * word per field, never a mix of two values (which could be any
      * address); small aligned copies go word by word. */
     int words = n <= 64 && (((uintptr_t)dst | (uintptr_t)src | n) & 7) == 0;
-    void *done = words ? hcg_fault_words(dst, src, n) : hcg_fault_memcpy(dst, src, n);
+    hcg_fault_ret r = words ? hcg_fault_words(dst, src, n) : hcg_fault_memcpy(dst, src, n);
     hcg_fault_sp = outer;
-    if (HCG_LIKELY(done != (void *)-1))
+    if (HCG_LIKELY((r.done & HCG_FAULT_MARK) != HCG_FAULT_MARK))
         return 0;
-    return hcg_fault_failed(out);
+    return hcg_fault_failed(r, out);
 }
 #else
 #define HCG_FAULT_FIXUP 0

@@ -71,16 +71,18 @@ void hcg_fault_fixup(void);
 extern const char hcg_fault_words_end[];
 
 _Thread_local uintptr_t hcg_fault_sp;
-static _Thread_local hcg_fault_info last_fault;
 /* What hcg_fault_memcpy jumps to: libc's own memcpy once installed (not
  * one the program defines), and the executable segment that holds it. */
 void *(*hcg_fault_target)(void *, const void *, size_t) HCG_HIDDEN = memcpy;
 static _Atomic uintptr_t g_text[2];
 
-int hcg_fault_failed(hcg_fault_info *out)
+int hcg_fault_failed(hcg_fault_ret r, hcg_fault_info *out)
 {
-    if (out)
-        *out = last_fault;
+    if (out) {
+        out->addr = r.addr;
+        out->sig = (int)(r.done >> 16 & 0xff);
+        out->code = (int)(int16_t)(r.done & 0xffff);
+    }
     return -1;
 }
 
@@ -134,11 +136,12 @@ static int recover(int sig, const siginfo_t *si, void *uc)
                 pc < atomic_load_explicit(&g_text[1], memory_order_relaxed));
     if (!ours)
         return 0;
-    last_fault.addr = (uintptr_t)si->si_addr;
-    last_fault.sig = sig;
-    last_fault.code = si->si_code;
-    /* Resume at the fix-up, the direction flag clear as the ABI wants it
-     * (a backward rep movsb sets it); sigreturn restores the mask. */
+    /* Return from the copy with what happened in rax and rdx (check.h),
+     * the direction flag clear as the ABI wants it (a backward rep movsb
+     * sets it); sigreturn restores the mask. */
+    u->uc_mcontext.gregs[REG_RAX] =
+        (greg_t)(HCG_FAULT_MARK | (uintptr_t)(sig & 0xff) << 16 | (uintptr_t)(si->si_code & 0xffff));
+    u->uc_mcontext.gregs[REG_RDX] = (greg_t)(uintptr_t)si->si_addr;
     u->uc_mcontext.gregs[REG_RIP] = (greg_t)(uintptr_t)hcg_fault_fixup;
     u->uc_mcontext.gregs[REG_EFL] &= ~(greg_t)0x400;
     return 1;
@@ -239,7 +242,6 @@ static int in_recovery(const recovery *r, uintptr_t a)
  * does, with -1. */
 static int recover(int sig, const siginfo_t *si, void *uc)
 {
-    (void)uc;
     recovery *r = armed;
     if (!r || si->si_code <= 0 ||
         (si->si_code != SI_KERNEL && !in_recovery(r, (uintptr_t)si->si_addr)))
@@ -247,10 +249,8 @@ static int recover(int sig, const siginfo_t *si, void *uc)
     r->info.addr = (uintptr_t)si->si_addr;
     r->info.sig = sig;
     r->info.code = si->si_code;
-    sigset_t s;
-    sigemptyset(&s);
-    sigaddset(&s, sig);
-    pthread_sigmask(SIG_UNBLOCK, &s, NULL); /* siglongjmp(.., 0 saved) keeps the mask */
+    /* siglongjmp(.., 0 saved) keeps the handler's mask: the interrupted one back. */
+    pthread_sigmask(SIG_SETMASK, &((ucontext_t *)uc)->uc_sigmask, NULL);
     siglongjmp(r->env, 1);
 }
 #endif
@@ -433,15 +433,16 @@ static void chain(int sig, siginfo_t *si, void *uc)
         chain_write(slot, &dfl);
         unlock_all(&saved);
     }
-    /* The mask the kernel would have set for the program's handler: its
+    /* The mask the kernel would have set for the program's handler (hcguard's
+     * own runs with every signal blocked): the interrupted one, its
      * sa_mask, and the signal itself unless SA_NODEFER. */
-    sigset_t old, unblock;
-    pthread_sigmask(SIG_BLOCK, &a.sa_mask, &old);
-    if (a.sa_flags & SA_NODEFER) {
-        sigemptyset(&unblock);
-        sigaddset(&unblock, sig);
-        pthread_sigmask(SIG_UNBLOCK, &unblock, NULL);
-    }
+    sigset_t old, mask;
+    sigorset(&mask, &((ucontext_t *)uc)->uc_sigmask, &a.sa_mask);
+    if (a.sa_flags & SA_NODEFER)
+        sigdelset(&mask, sig);
+    else
+        sigaddset(&mask, sig);
+    pthread_sigmask(SIG_SETMASK, &mask, &old);
     if (a.sa_flags & SA_SIGINFO)
         a.sa_sigaction(sig, si, uc);
     else
@@ -455,12 +456,16 @@ static void on_fault(int sig, siginfo_t *si, void *uc)
         chain(sig, si, uc);
 }
 
+/* Every signal blocked while hcguard's handler decides: another signal's
+ * handler making a contained copy that faults would otherwise fault with
+ * SIGSEGV blocked, which kills. chain() gives the program's handler the
+ * mask the kernel would have. */
 static void our_action(struct sigaction *a)
 {
     memset(a, 0, sizeof *a);
     a->sa_sigaction = on_fault;
     a->sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
-    sigemptyset(&a->sa_mask);
+    sigfillset(&a->sa_mask);
 }
 
 int hcg_fault_ready(void)

@@ -1,18 +1,19 @@
 /* The fault-contained copy's entries and exit on x86-64 (src/check/fault.c).
  *
- * void *hcg_fault_memcpy(void *dst, const void *src, size_t n):
+ * hcg_fault_ret hcg_fault_memcpy(void *dst, const void *src, size_t n):
  * arms the copy (one store: the stack pointer, which points at the return
  * address, into the thread's hcg_fault_sp) and tail-jumps to glibc's
  * memcpy (hcg_fault_target). glibc's memcpy variants are leaves that touch
  * neither the stack nor a callee-saved register, so at any fault inside
  * them the stack pointer is still the armed one and the caller's registers
  * are intact: returning from the copy needs nothing restored.
- * void *hcg_fault_words(void *dst, const void *src, size_t n): the same
+ * hcg_fault_ret hcg_fault_words(void *dst, const void *src, size_t n): the same
  * around a loop of aligned 8-byte loads and stores (n a multiple of 8, at
  * least 8): each field of a record another thread may be rewriting is one
  * value the program wrote.
  * hcg_fault_fixup, entered in place of the faulting instruction (the stack
- * pointer is the armed one), returns (void *)-1 from the copy.
+ * pointer is the armed one, rax and rdx set by the handler to what
+ * happened), returns from the copy.
  * The caller disarms (hcg_fault_copy in check.h puts back the outer value).
  * The return goes to the address the caller's call pushed, so a shadow
  * stack (CET) sees an ordinary return. */
@@ -57,7 +58,6 @@ hcg_fault_words_end:
     .hidden hcg_fault_fixup
     .type hcg_fault_fixup, @function
 hcg_fault_fixup:
-    movq $-1, %rax
     ret
     .size hcg_fault_fixup, .-hcg_fault_fixup
 #endif
