@@ -110,6 +110,30 @@ static inline int hcg_fault_copy(void *dst, const void *src, size_t n, hcg_fault
 #define HCG_FAULT_FIXUP 0
 int hcg_fault_copy(void *dst, const void *src, size_t n, hcg_fault_info *out);
 #endif
+/* ---- parcopy.c: large copies split across worker threads --------------- */
+/* The least a thread is given of a split copy. */
+#define HCG_COPY_PART_MIN ((size_t)1 << 20)
+/* hcg_fault_copy, split into up to `threads` parts of at least
+ * HCG_COPY_PART_MIN made by the copy pool's workers and the calling
+ * thread; returns when every part is done; a fault in any part: -1 once,
+ * with the first fault. Whole on this thread when it is too small or the
+ * pool is busy with another copy. */
+int hcg_copy_split(void *dst, const void *src, size_t n, unsigned threads, hcg_fault_info *out);
+/* A copy hcguard makes for a host function: split as HCGUARD_COPY_THREADS
+ * says. */
+static inline int hcg_copy_run(void *dst, const void *src, size_t n, hcg_fault_info *out)
+{
+    unsigned threads = hcg_config_get()->copy_threads;
+    if (HCG_LIKELY(threads <= 1 || n < 2 * HCG_COPY_PART_MIN))
+        return hcg_fault_copy(dst, src, n, out);
+    return hcg_copy_split(dst, src, n, threads, out);
+}
+/* Join the workers (exit: closing = 1, none made again; exec: 0, made
+ * again when needed). */
+void hcg_copy_pool_stop(int closing);
+unsigned hcg_copy_pool_workers(void); /* how many there are (tests) */
+void hcg_copy_pool_after_fork(void);  /* fork hook (src/lifecycle/fork.c) */
+
 /* Install hcguard's SIGSEGV and SIGBUS handlers, chained to those already
  * there (idempotent); 0, or -1. hcg_fault_ready: installed. */
 int hcg_fault_install(void);
