@@ -132,6 +132,8 @@ static inline int hcg_copy_run(void *dst, const void *src, size_t n, hcg_fault_i
  * again when needed). */
 void hcg_copy_pool_stop(int closing);
 unsigned hcg_copy_pool_workers(void); /* how many there are (tests) */
+/* Where part i of parts begins in a split copy to dst of n bytes (tests). */
+size_t hcg_copy_part_start(uintptr_t dst, size_t n, unsigned parts, unsigned i);
 void hcg_copy_pool_after_fork(void);  /* fork hook (src/lifecycle/fork.c) */
 
 /* Install hcguard's SIGSEGV and SIGBUS handlers, chained to those already

@@ -63,19 +63,24 @@ static copy_pool g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
 
 #define LINE 64
 
-/* Where part i of j begins: i * n / parts, moved down to a cache line of
- * the destination; 0 and n at the ends. Parts are at least PART_MIN
- * apart, so the boundaries strictly increase: parts never overlap and
- * cover the copy. */
-static size_t part_start(const copy_job *j, unsigned i)
+/* Where part i begins: i * (n / parts), moved down to a cache line of the
+ * destination; 0 and n at the ends. With n / parts at least
+ * HCG_COPY_PART_MIN, the boundaries strictly increase: parts never
+ * overlap and cover the copy. */
+size_t hcg_copy_part_start(uintptr_t dst, size_t n, unsigned parts, unsigned i)
 {
     if (i == 0)
         return 0;
-    if (i >= j->parts)
-        return j->n;
-    size_t off = j->n / j->parts * i;
-    uintptr_t at = ((uintptr_t)j->dst + off) & ~(uintptr_t)(LINE - 1);
-    return at - (uintptr_t)j->dst;
+    if (i >= parts)
+        return n;
+    size_t off = n / parts * i;
+    uintptr_t at = (dst + off) & ~(uintptr_t)(LINE - 1);
+    return at - dst;
+}
+
+static size_t part_start(const copy_job *j, unsigned i)
+{
+    return hcg_copy_part_start((uintptr_t)j->dst, j->n, j->parts, i);
 }
 
 /* Take the next part of job gen: 1 and *i, or 0 when none is left (or the

@@ -1,6 +1,6 @@
 # Unit tests of the record validator (validate.c), the address-space oracle
 # (oracle.c) and the copy API (copy.c). Included from tests/unit/CMakeLists.txt.
-foreach(t test_validate test_oracle test_pack)
+foreach(t test_validate test_oracle test_pack test_parcopy)
   add_executable(${t} ${CMAKE_CURRENT_LIST_DIR}/${t}.c)
   target_link_libraries(${t} PRIVATE hcg_core)
   add_test(NAME ${t} COMMAND ${t})
