@@ -42,12 +42,21 @@ hcg_fault_words:
     movq %rsp, %fs:(%rax)
     movq %rdi, %rax
     xorl %ecx, %ecx
+    testb $8, %dl               /* an odd word first, then pairs */
+    jz 1f
+    movq (%rsi), %r8
+    movq %r8, (%rdi)
+    movl $8, %ecx
+    cmpq %rdx, %rcx
+    jae 2f
 1:  movq (%rsi,%rcx), %r8
+    movq 8(%rsi,%rcx), %r9
     movq %r8, (%rdi,%rcx)
-    addq $8, %rcx
+    movq %r9, 8(%rdi,%rcx)
+    addq $16, %rcx
     cmpq %rdx, %rcx
     jb 1b
-    ret
+2:  ret
     .cfi_endproc
     .globl hcg_fault_words_end
     .hidden hcg_fault_words_end
