@@ -107,8 +107,10 @@ static int text_of(struct dl_phdr_info *info, size_t size, void *v)
     return 0;
 }
 
-/* Point the copy at libc's memcpy and note the code it runs in. Before the
- * handlers are installed. */
+/* Point the copy at libc's memcpy and note the code it runs in. Once,
+ * before the handlers are installed and outside their lock (dlopen takes
+ * the loader's lock, which a library's constructor calling sigaction may
+ * hold while it waits for hcguard's). */
 static void find_memcpy(void)
 {
     void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
@@ -477,14 +479,15 @@ int hcg_fault_install(void)
 {
     if (hcg_fault_ready())
         return 0;
+#if HCG_FAULT_FIXUP
+    static pthread_once_t found = PTHREAD_ONCE_INIT;
+    pthread_once(&found, find_memcpy);
+#endif
     sigset_t saved;
     int rc = 0;
     lock_all(&saved);
     if (!atomic_load(&g_installed)) {
         struct sigaction ours;
-#if HCG_FAULT_FIXUP
-        find_memcpy();
-#endif
         our_action(&ours);
         static const int sigs[N_FAULT_SLOTS] = {SIGSEGV, SIGBUS};
         /* The program's action is recorded before hcguard's takes its
