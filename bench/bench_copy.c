@@ -159,9 +159,23 @@ static figures contained_vs_plain(walker *w, size_t n, unsigned rounds, double *
     return f;
 }
 
-static void part_contained(unsigned char *src, unsigned char *dst, size_t region, size_t max,
-                           unsigned rounds)
+/* size bytes of fresh memory, written (no page fault inside the timing). */
+static unsigned char *buffer(size_t size, int fill)
 {
+    unsigned char *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        die("cannot map the buffers");
+    memset(p, fill, size);
+    return p;
+}
+
+/* Hot copies use src/dst of max bytes (as a program's buffers); cold ones
+ * walk a region of their own. */
+static void part_contained(size_t max, unsigned rounds)
+{
+    size_t region = max > COLD_REGION ? max : COLD_REGION;
+    unsigned char *src = buffer(max, 0x5a), *dst = buffer(max, 0);
+    unsigned char *csrc = buffer(region, 0x5a), *cdst = buffer(region, 0);
     double *tp = calloc(rounds, sizeof *tp), *tc = calloc(rounds, sizeof *tc);
     double *ratio = calloc(rounds, sizeof *ratio);
     if (!tp || !tc || !ratio)
@@ -173,7 +187,7 @@ static void part_contained(unsigned char *src, unsigned char *dst, size_t region
     printf("%-9s | %9s %9s %7s | %9s %9s %7s\n", "size", "hot:plain", "hcguard", "ratio",
            "cold:plain", "hcguard", "ratio");
     for (size_t n = 4096; n <= max; n *= 2) {
-        walker hot = {src, dst, region, 0, 0}, cold = {src, dst, region, 0, 1};
+        walker hot = {src, dst, max, 0, 0}, cold = {csrc, cdst, region, 0, 1};
         figures h = contained_vs_plain(&hot, n, rounds, tp, tc, ratio);
         figures c = contained_vs_plain(&cold, n, rounds, tp, tc, ratio);
         char label[32];
@@ -186,7 +200,7 @@ static void part_contained(unsigned char *src, unsigned char *dst, size_t region
      * million times, best round. */
     static const size_t fixed[] = {24, 100};
     for (size_t k = 0; k < 2; k++) {
-        walker w = {src, dst, region, 0, 0};
+        walker w = {src, dst, max, 0, 0};
         uint64_t bp = UINT64_MAX, bc = UINT64_MAX;
         for (unsigned r = 0; r < rounds; r++) {
             uint64_t p = time_plain(&w, fixed[k], 1000000);
@@ -201,6 +215,10 @@ static void part_contained(unsigned char *src, unsigned char *dst, size_t region
     free(tp);
     free(tc);
     free(ratio);
+    munmap(src, max);
+    munmap(dst, max);
+    munmap(csrc, region);
+    munmap(cdst, region);
 }
 
 /* ---- split copies ----------------------------------------------------------- */
@@ -348,18 +366,7 @@ int main(int argc, char **argv)
     }
     if (hcg_fault_install() != 0 || !hcg_fault_ready())
         die("cannot install the fault handlers");
-    size_t region = max > COLD_REGION ? max : COLD_REGION;
-    unsigned char *src = mmap(NULL, region, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                              -1, 0);
-    unsigned char *dst = mmap(NULL, region, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                              -1, 0);
-    if (src == MAP_FAILED || dst == MAP_FAILED)
-        die("cannot map the buffers");
-    memset(src, 0x5a, region);
-    memset(dst, 0, region);
-    part_contained(src, dst, region, max, rounds);
-    munmap(src, region);
-    munmap(dst, region);
+    part_contained(max, rounds);
     part_split(max, rounds, threads, nt);
     return 0;
 }
