@@ -11,8 +11,12 @@
  * thread, the interrupted stack pointer is exactly the armed one, and the
  * interrupted pc lies in glibc's code (libc's executable segment, which
  * holds its memcpy) or in hcguard's word loop. Then it points the
- * interrupted context at a fix-up that returns -1 from the copy, and the
- * kernel's sigreturn restores the signal mask. Anything else goes on to the
+ * interrupted context at a fix-up that returns from the copy with the
+ * signal, code and address in registers (so that nothing a signal handler
+ * does meanwhile can overwrite them; hcg_fault_copy then returns -1), and
+ * the kernel's sigreturn restores the signal mask. The handler runs with
+ * every signal blocked (another handler's faulting copy would otherwise
+ * fault with SIGSEGV blocked, which kills). Anything else goes on to the
  * program's own handler, or to the default action, as without hcguard: a
  * signal handler that runs during a copy runs deeper on the stack (or on
  * its own), so its faults are never taken for the copy's.
