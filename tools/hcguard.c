@@ -63,6 +63,7 @@ typedef enum opt_id {
     OPT_LOG_FILE,
     OPT_FILE_MODE,
     OPT_PRINT_LIMIT,
+    OPT_COPY_THREADS,
     OPT_HELP,
     OPT_VERSION,
     OPT_COUNT
@@ -90,6 +91,7 @@ static const opt_def opt_table[] = {
     {"--log-file", 1, OPT_LOG_FILE},
     {"--file-mode", 1, OPT_FILE_MODE},
     {"--print-limit", 1, OPT_PRINT_LIMIT},
+    {"--copy-threads", 1, OPT_COPY_THREADS},
     {"--help", 0, OPT_HELP},
     {"-h", 0, OPT_HELP},
     {"--version", 0, OPT_VERSION},
@@ -548,6 +550,7 @@ static int apply_options(const run_opts *o)
         {OPT_LOG_FILE, "HCGUARD_LOG_FILE", NULL},
         {OPT_FILE_MODE, "HCGUARD_FILE_MODE", NULL},
         {OPT_PRINT_LIMIT, "HCGUARD_PRINT_LIMIT", NULL},
+        {OPT_COPY_THREADS, "HCGUARD_COPY_THREADS", NULL},
     };
     int rc = 0;
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
@@ -623,6 +626,9 @@ static const char help_text[] =
     "                      is a regular file of the user it runs as\n"
     "  --print-limit N     print at most N findings, count the rest\n"
     "                      (default: 100; 0: no limit)\n"
+    "  --copy-threads N    split each large host copy hcguard makes (1 MiB\n"
+    "                      and more a thread) across N threads, 1 to 64\n"
+    "                      (default: 1, not split)\n"
     "  -h, --help          print this help\n"
     "  --                  end of options; needed only if the program's name\n"
     "                      starts with '-'\n"
@@ -646,6 +652,7 @@ static const char help_text[] =
     "  HCGUARD_LOG_FILE        --log-file\n"
     "  HCGUARD_FILE_MODE       --file-mode\n"
     "  HCGUARD_PRINT_LIMIT     --print-limit\n"
+    "  HCGUARD_COPY_THREADS    --copy-threads\n"
     "  HCGUARD_LIBRARY         the libhcguard.so to preload (default: the\n"
     "                          one installed with this launcher:\n"
     "    %s)\n"

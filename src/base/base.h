@@ -43,8 +43,12 @@ typedef struct hcg_config {
     char report_pattern[HCG_PATH_MAX];
     unsigned print_limit;                 /* HCGUARD_PRINT_LIMIT: findings printed; 0 = all */
     char rank[16]; /* the MPI/Slurm rank from the launcher's environment; "" = unknown */
+    unsigned copy_threads; /* HCGUARD_COPY_THREADS: threads a large copy is split across */
 } hcg_config;
 #define HCG_PRINT_LIMIT_DEFAULT 100
+/* 1: copies are not split (src/check/parcopy.c). */
+#define HCG_COPY_THREADS_DEFAULT 1
+#define HCG_COPY_THREADS_MAX 64
 
 #define HCG_BUFFER_DEFAULT (4u << 20)
 #define HCG_BUFFER_MIN (64u << 10)

@@ -205,6 +205,7 @@ static void config_defaults(hcg_config *c)
     c->buffer_bytes = HCG_BUFFER_DEFAULT;
     c->file_mode = 0600;
     c->print_limit = HCG_PRINT_LIMIT_DEFAULT;
+    c->copy_threads = HCG_COPY_THREADS_DEFAULT;
 }
 
 /* A size in bytes, with an optional K, M or G (binary: KiB, MiB, GiB),
@@ -269,6 +270,24 @@ static int parse_print_limit(hcg_config *c, const char *v, char *err, size_t err
     err_add(err, errlen,
             "HCGUARD_PRINT_LIMIT='%.*s%s' is not an integer from 0 (no limit) to 1000000000",
             show_len(v), v, show_more(v));
+    return -1;
+}
+
+/* How many threads a large copy is split across: 1 (not split) to
+ * HCG_COPY_THREADS_MAX. */
+static int parse_copy_threads(hcg_config *c, const char *v, char *err, size_t errlen)
+{
+    size_t n = strlen(v);
+    if (n > 0 && n <= 3 && strspn(v, "0123456789") == n) {
+        unsigned long t = strtoul(v, NULL, 10);
+        if (t >= 1 && t <= HCG_COPY_THREADS_MAX) {
+            c->copy_threads = (unsigned)t;
+            return 0;
+        }
+    }
+    err_add(err, errlen, "HCGUARD_COPY_THREADS='%.*s%s' is not an integer from 1 (copies not "
+                         "split) to %d",
+            show_len(v), v, show_more(v), HCG_COPY_THREADS_MAX);
     return -1;
 }
 
@@ -345,6 +364,8 @@ int hcg_config_parse(hcg_config *c, hcg_getenv_fn getenv_fn, char *err,
                             err, errlen);
     if ((v = env(getenv_fn, "HCGUARD_PRINT_LIMIT")))
         bad |= parse_print_limit(c, v, err, errlen);
+    if ((v = env(getenv_fn, "HCGUARD_COPY_THREADS")))
+        bad |= parse_copy_threads(c, v, err, errlen);
     read_rank(c, getenv_fn);
     return bad ? -1 : 0;
 }

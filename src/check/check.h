@@ -106,7 +106,71 @@ typedef struct hcg_fault_info {
  * (with *out filled, out may be NULL) instead of killing the process.
  * No system call or lock when nothing faults. Contained only once
  * hcg_fault_install has succeeded; before that, a plain memcpy. */
+#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#define HCG_FAULT_FIXUP 1
+/* x86-64 without sanitizers: inline, around entries in fault_x86_64.S
+ * that arm the copy by storing the stack pointer in hcg_fault_sp (0: no
+ * copy armed) and run glibc's memcpy or a word loop. They return dst (in
+ * rax) or, after a fault, HCG_FAULT_MARK | signal << 16 | si_code, with
+ * the address in rdx: registers, which nothing can overwrite before the
+ * caller reads them (a signal handler's copy could, in memory). See
+ * src/check/fault.c. */
+#define HCG_HIDDEN __attribute__((visibility("hidden")))
+#define HCG_FAULT_MARK ((uintptr_t)0xff << 56) /* no user address has it */
+typedef struct hcg_fault_ret {
+    uintptr_t done; /* rax */
+    uintptr_t addr; /* rdx */
+} hcg_fault_ret;
+extern _Thread_local uintptr_t hcg_fault_sp HCG_HIDDEN;
+HCG_HIDDEN hcg_fault_ret hcg_fault_memcpy(void *dst, const void *src, size_t n);
+HCG_HIDDEN hcg_fault_ret hcg_fault_words(void *dst, const void *src, size_t n);
+HCG_HIDDEN int hcg_fault_failed(hcg_fault_ret r, hcg_fault_info *out);
+
+static inline int hcg_fault_copy(void *dst, const void *src, size_t n, hcg_fault_info *out)
+{
+    if (HCG_UNLIKELY(n == 0))
+        return 0;
+    uintptr_t outer = hcg_fault_sp; /* a copy this one interrupted (a signal handler's) */
+    /* A record another thread may be rewriting is read a whole aligned
+     * word per field, never a mix of two values (which could be any
+     * address); small aligned copies go word by word. */
+    int words = n <= 64 && (((uintptr_t)dst | (uintptr_t)src | n) & 7) == 0;
+    hcg_fault_ret r = words ? hcg_fault_words(dst, src, n) : hcg_fault_memcpy(dst, src, n);
+    hcg_fault_sp = outer;
+    if (HCG_LIKELY((r.done & HCG_FAULT_MARK) != HCG_FAULT_MARK))
+        return 0;
+    return hcg_fault_failed(r, out);
+}
+#else
+#define HCG_FAULT_FIXUP 0
 int hcg_fault_copy(void *dst, const void *src, size_t n, hcg_fault_info *out);
+#endif
+/* ---- parcopy.c: large copies split across worker threads --------------- */
+/* The least a thread is given of a split copy. */
+#define HCG_COPY_PART_MIN ((size_t)1 << 20)
+/* hcg_fault_copy, split into up to `threads` parts of at least
+ * HCG_COPY_PART_MIN made by the copy pool's workers and the calling
+ * thread; returns when every part is done; a fault in any part: -1 once,
+ * with the first fault. Whole on this thread when it is too small or the
+ * pool is busy with another copy. */
+int hcg_copy_split(void *dst, const void *src, size_t n, unsigned threads, hcg_fault_info *out);
+/* A copy hcguard makes for a host function: split as HCGUARD_COPY_THREADS
+ * says. */
+static inline int hcg_copy_run(void *dst, const void *src, size_t n, hcg_fault_info *out)
+{
+    unsigned threads = hcg_config_get()->copy_threads;
+    if (HCG_LIKELY(threads <= 1 || n < 2 * HCG_COPY_PART_MIN))
+        return hcg_fault_copy(dst, src, n, out);
+    return hcg_copy_split(dst, src, n, threads, out);
+}
+/* Join the workers (exit: closing = 1, none made again; exec: 0, made
+ * again when needed). */
+void hcg_copy_pool_stop(int closing);
+unsigned hcg_copy_pool_workers(void); /* how many there are (tests) */
+/* Where part i of parts begins in a split copy to dst of n bytes (tests). */
+size_t hcg_copy_part_start(uintptr_t dst, size_t n, unsigned parts, unsigned i);
+void hcg_copy_pool_after_fork(void);  /* fork hook (src/lifecycle/fork.c) */
+
 /* Install hcguard's SIGSEGV and SIGBUS handlers, chained to those already
  * there (idempotent); 0, or -1. hcg_fault_ready: installed. */
 int hcg_fault_install(void);

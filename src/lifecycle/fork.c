@@ -34,6 +34,7 @@ static const fork_hook hooks[] = {
     {NULL, NULL, hcg_driver_reset_after_fork}, /* drv_lock */
     {NULL, NULL, hcg_events_after_fork},      /* drain and collector locks, rings */
     {NULL, NULL, hcg_pool_after_fork},
+    {NULL, NULL, hcg_copy_pool_after_fork},   /* no workers: made anew when needed */
     {NULL, NULL, hcg_summary_after_fork},     /* its lock too */
     {NULL, NULL, hcg_audit_after_fork},       /* its lock too */
     {NULL, NULL, hcg_jsonl_after_fork},

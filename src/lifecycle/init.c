@@ -82,6 +82,7 @@ __attribute__((destructor)) static void finish(void)
     if (!atomic_load(&hcg_g_started))
         return;
     const hcg_config *c = hcg_config_get();
+    hcg_copy_pool_stop(1);
     hcg_collector_stop();
     hcg_jsonl_close();
     hcg_trace_close();

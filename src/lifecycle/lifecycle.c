@@ -78,6 +78,7 @@ static int before_exec(void)
 {
     if (!atomic_load(&hcg_g_started))
         return 0;
+    hcg_copy_pool_stop(0);
     hcg_collector_stop();
     hcg_events_flush_files();
     hcg_lifecycle_exec_summary();

@@ -81,11 +81,12 @@ static int hcguard_copies(hcg_fnkind k)
     return k == HCG_FN_COPY_HCGUARD || k == HCG_FN_COPY_CUDA_CORE || k == HCG_FN_COPY_REGISTERED;
 }
 
-/* The copy, fault-contained; a fault is the event's reason. */
+/* The copy, fault-contained (split across the copy threads when large);
+ * a fault is the event's reason. */
 static void copy_snapshot(const hcguard_copy_record *r, hcg_event *e)
 {
     hcg_fault_info fi;
-    if (HCG_LIKELY(hcg_fault_copy((void *)r->dst, (const void *)r->src, r->nbytes, &fi) == 0))
+    if (HCG_LIKELY(hcg_copy_run((void *)r->dst, (const void *)r->src, r->nbytes, &fi) == 0))
         return;
     e->kind = HCG_EV_SKIP;
     e->reason = HCGUARD_ERR_COPY_FAULTED;

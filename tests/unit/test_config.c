@@ -356,6 +356,23 @@ static void test_config_get(void)
     CHECK((size_t)n == total);
 }
 
+/* HCGUARD_COPY_THREADS: 1 (the default, not split) to 64 (empty: unset). */
+static void test_copy_threads(void)
+{
+    env_clear();
+    CHECK(hcg_config_parse(&g_cfg, fake_getenv, g_err, sizeof g_err) == 0);
+    CHECK_EQ(g_cfg.copy_threads, HCG_COPY_THREADS_DEFAULT);
+    CHECK(parse1("HCGUARD_COPY_THREADS", "1") == 0 && g_cfg.copy_threads == 1);
+    CHECK(parse1("HCGUARD_COPY_THREADS", "8") == 0 && g_cfg.copy_threads == 8);
+    CHECK(parse1("HCGUARD_COPY_THREADS", "64") == 0 && g_cfg.copy_threads == 64);
+    const char *bad[] = {"0", "65", "-1", "4x", " 4", "1e1", "0x4", "99999999999"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        CHECK(parse1("HCGUARD_COPY_THREADS", bad[i]) == -1);
+        CHECK_EQ(g_cfg.copy_threads, HCG_COPY_THREADS_DEFAULT);
+        CHECK_HAS(g_err, "is not an integer from 1 (copies not split) to 64");
+    }
+}
+
 /* HCGUARD_FILE_MODE, HCGUARD_LOG_FILE, HCGUARD_PRINT_LIMIT. */
 static void test_hostile_vars(void)
 {
@@ -460,6 +477,7 @@ static const check_case cases[] = {
     CHECK_CASE(expand_good),
     CHECK_CASE(expand_bad),
     CHECK_CASE(config_get),
+    CHECK_CASE(copy_threads),
 };
 
 int main(int argc, char **argv)
