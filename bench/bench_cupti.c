@@ -79,7 +79,9 @@ static uint64_t now_ns(void)
 /* ---- what the CUPTI tools see ------------------------------------------ */
 static CUpti_SubscriberHandle subscriber;
 static uint64_t cb_seen, cb_with_fn;   /* callbacks, and those naming our function */
+#ifdef HCG_CUPTI_HOST_LAUNCH
 static uint64_t act_records, act_ns;   /* host-launch records, their summed run time */
+#endif
 static uint64_t act_api;               /* driver-API records of cuLaunchHostFunc */
 static uint64_t act_dropped;
 static void noop(void *p);
