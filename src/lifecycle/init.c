@@ -3,6 +3,7 @@
  * Python may never touch CUDA), fork handling, and the exit summary. */
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -45,6 +46,8 @@ static void start(void)
      * would take the events still in memory with it. */
     if (c->mode != HCG_MODE_OFF && !hcg_g_flight && (c->log_path[0] || c->trace_path[0]))
         hcg_fault_watch_deaths(hcg_lifecycle_flush_from_signal);
+    hcg_callsite_init();
+    hcg_trampoline_init();
     hcg_collector_start();
     atomic_store(&hcg_g_started, 1);
 }
@@ -77,10 +80,26 @@ void hcg_lifecycle_exec_summary(void)
         hcg_summary_print();
 }
 
+/* A process that launched nothing says in one line that hcguard was
+ * there, unless another process running hcguard speaks for it: its fork
+ * parent, or the process that spawned it or forked and exec'd it
+ * (HCGUARD_EXEC names another pid). An image exec'd by the same process
+ * speaks for itself. */
+static void say_idle(void)
+{
+    const hcg_config *c = hcg_config_get();
+    const char *x = getenv("HCGUARD_EXEC");
+    if (c->mode == HCG_MODE_OFF || !c->summary || forked || (x && atoi(x) != (int)getpid()))
+        return;
+    hcg_summary_print_idle();
+}
+
 __attribute__((destructor)) static void finish(void)
 {
-    if (!atomic_load(&hcg_g_started))
+    if (!atomic_load(&hcg_g_started)) {
+        say_idle();
         return;
+    }
     const hcg_config *c = hcg_config_get();
     hcg_collector_stop();
     hcg_jsonl_close();

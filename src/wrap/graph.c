@@ -216,6 +216,10 @@ static CUresult prepare(hcg_api api, CUhostFn fn, void *user, hcg_call **out)
     c->root = NULL;
     c->uobj = NULL;
     c->graph = c->node = 0;
+    /* A node's run-time findings name its graph and node; the stack is
+     * walked for them only when --backtrace asks for frames. */
+    atomic_store_explicit(&c->caller, hcg_g_backtrace ? hcg_callsite_here() : 0,
+                          memory_order_relaxed);
     hcg_count_node((hcg_fnkind)c->kind);
     *out = c;
     return CUDA_SUCCESS;

@@ -8,6 +8,13 @@
 /* Set once any capture has begun; until then no launch needs the (driver)
  * question "is this stream capturing?". */
 static atomic_int capture_seen;
+/* Launches captured into graphs (not on streams, for the summary). */
+static _Atomic uint64_t captured_launches;
+
+uint64_t hcg_captured_launches(void)
+{
+    return atomic_load_explicit(&captured_launches, memory_order_relaxed);
+}
 
 typedef struct launch_args {
     hcg_api api;
@@ -15,6 +22,7 @@ typedef struct launch_args {
     CUhostFn fn;
     void *user;
     unsigned int sync_mode;
+    uintptr_t ra; /* the wrapper's return address: the enqueue site */
 } launch_args;
 
 static CUresult call_real(hcg_driver *d, const launch_args *a, CUhostFn fn, void *user)
@@ -101,6 +109,10 @@ static CUresult launch(const launch_args *a)
             hcg_audit_report_fn(HCG_FIND_ONESHOT_IN_GRAPH, a->api, a->stream, (void *)c->inner,
                                 c->rec);
     }
+    /* The call site: the return address alone (a store), or the stack when
+     * --backtrace asks for frames. */
+    atomic_store_explicit(&c->caller, HCG_UNLIKELY(hcg_g_backtrace) ? hcg_callsite_here() : a->ra,
+                          memory_order_relaxed);
     hcg_fnkind kind = (hcg_fnkind)c->kind;
     struct hcg_pool *pool = c->owner; /* c is the callback thread's once launched */
     CUresult r = call_real(d, a, hcg_trampoline, c);
@@ -108,8 +120,10 @@ static CUresult launch(const launch_args *a)
         hcg_count_launch(pool, kind);
         if (HCG_LIKELY(!captured))
             hcg_pool_flow(pool);
-        if (HCG_UNLIKELY(captured))
+        if (HCG_UNLIKELY(captured)) {
             hcg_graph_note_captured(c, a->stream, is_ptsz(a->api));
+            atomic_fetch_add_explicit(&captured_launches, 1, memory_order_relaxed);
+        }
     } else if (!captured) {
         hcg_call_free_local(c); /* a captured one belongs to the graph now */
     }
@@ -118,25 +132,25 @@ static CUresult launch(const launch_args *a)
 
 CUresult hcg_w_cuLaunchHostFunc(CUstream s, CUhostFn fn, void *user)
 {
-    launch_args a = {HCG_API_LAUNCH_HOST_FUNC, s, fn, user, 0};
+    launch_args a = {HCG_API_LAUNCH_HOST_FUNC, s, fn, user, 0, (uintptr_t)__builtin_return_address(0)};
     return launch(&a);
 }
 
 CUresult hcg_w_cuLaunchHostFunc_ptsz(CUstream s, CUhostFn fn, void *user)
 {
-    launch_args a = {HCG_API_LAUNCH_HOST_FUNC_PTSZ, s, fn, user, 0};
+    launch_args a = {HCG_API_LAUNCH_HOST_FUNC_PTSZ, s, fn, user, 0, (uintptr_t)__builtin_return_address(0)};
     return launch(&a);
 }
 
 CUresult hcg_w_cuLaunchHostFunc_v2(CUstream s, CUhostFn fn, void *user, unsigned int mode)
 {
-    launch_args a = {HCG_API_LAUNCH_HOST_FUNC_V2, s, fn, user, mode};
+    launch_args a = {HCG_API_LAUNCH_HOST_FUNC_V2, s, fn, user, mode, (uintptr_t)__builtin_return_address(0)};
     return launch(&a);
 }
 
 CUresult hcg_w_cuLaunchHostFunc_v2_ptsz(CUstream s, CUhostFn fn, void *user, unsigned int mode)
 {
-    launch_args a = {HCG_API_LAUNCH_HOST_FUNC_V2_PTSZ, s, fn, user, mode};
+    launch_args a = {HCG_API_LAUNCH_HOST_FUNC_V2_PTSZ, s, fn, user, mode, (uintptr_t)__builtin_return_address(0)};
     return launch(&a);
 }
 
@@ -166,7 +180,7 @@ static hcg_fnkind add_callback_kind(CUstreamCallback cb, void *user, CUstreamCal
 }
 
 static CUresult add_callback(hcg_api api, CUstream s, CUstreamCallback cb, void *user,
-                             unsigned int flags)
+                             unsigned int flags, uintptr_t ra)
 {
     hcg_driver *d = hcg_driver_get();
     if (HCG_UNLIKELY(!d)) {
@@ -197,6 +211,8 @@ static CUresult add_callback(hcg_api api, CUstream s, CUstreamCallback cb, void 
     hcg_call *c = hcg_call_new(api, s, (CUhostFn)(void *)cb, user, HCG_FN_ORDINARY, HCGUARD_OK, 0);
     if (!c)
         return real(s, cb, user, flags);
+    atomic_store_explicit(&c->caller, HCG_UNLIKELY(hcg_g_backtrace) ? hcg_callsite_here() : ra,
+                          memory_order_relaxed);
     struct hcg_pool *pool = c->owner;
     CUresult r = real(s, hcg_stream_cb_trampoline, c, flags);
     if (r == CUDA_SUCCESS) {
@@ -209,13 +225,15 @@ static CUresult add_callback(hcg_api api, CUstream s, CUstreamCallback cb, void 
 
 CUresult hcg_w_cuStreamAddCallback(CUstream s, CUstreamCallback cb, void *user, unsigned int flags)
 {
-    return add_callback(HCG_API_STREAM_ADD_CALLBACK, s, cb, user, flags);
+    return add_callback(HCG_API_STREAM_ADD_CALLBACK, s, cb, user, flags,
+                        (uintptr_t)__builtin_return_address(0));
 }
 
 CUresult hcg_w_cuStreamAddCallback_ptsz(CUstream s, CUstreamCallback cb, void *user,
                                         unsigned int flags)
 {
-    return add_callback(HCG_API_STREAM_ADD_CALLBACK_PTSZ, s, cb, user, flags);
+    return add_callback(HCG_API_STREAM_ADD_CALLBACK_PTSZ, s, cb, user, flags,
+                        (uintptr_t)__builtin_return_address(0));
 }
 
 /* ---- capture ---------------------------------------------------------- */
