@@ -22,18 +22,19 @@
 #define WALK_MAX 128
 #define SITE_SLOTS 16384 /* interned backtraces; past that, return addresses */
 
-typedef struct site {
+typedef struct site_frames {
     unsigned n;
     uintptr_t frame[];
-} site;
+} site_frames;
 
 static pthread_mutex_t site_lock = PTHREAD_MUTEX_INITIALIZER;
-static site **sites; /* open addressing, by the frames' hash */
+static site_frames **sites; /* open addressing, by the frames' hash */
 static unsigned n_sites;
 
 void hcg_callsite_after_fork(void)
 {
     pthread_mutex_init(&site_lock, NULL);
+    hcg_reject_after_fork();
 }
 
 /* 1 if pc is hcguard's own code or the CUDA runtime's or driver's. */
@@ -62,15 +63,15 @@ static uint64_t hash_frames(const uintptr_t *f, unsigned n)
 }
 
 /* The interned copy of frames f[0..n), or NULL when the table is full. */
-static const site *intern(const uintptr_t *f, unsigned n)
+static const site_frames *intern(const uintptr_t *f, unsigned n)
 {
     uint64_t h = hash_frames(f, n);
-    const site *found = NULL;
+    const site_frames *found = NULL;
     pthread_mutex_lock(&site_lock);
     if (!sites)
         sites = calloc(SITE_SLOTS, sizeof *sites);
     for (unsigned i = 0; sites && i < SITE_SLOTS; i++) {
-        site **slot = &sites[(h + i) % SITE_SLOTS];
+        site_frames **slot = &sites[(h + i) % SITE_SLOTS];
         if (*slot && (*slot)->n == n && memcmp((*slot)->frame, f, n * sizeof *f) == 0) {
             found = *slot;
             break;
@@ -79,7 +80,7 @@ static const site *intern(const uintptr_t *f, unsigned n)
             continue;
         if (n_sites >= SITE_SLOTS * 3 / 4)
             break;
-        site *s = malloc(sizeof *s + n * sizeof *f);
+        site_frames *s = malloc(sizeof *s + n * sizeof *f);
         if (s) {
             s->n = n;
             memcpy(s->frame, f, n * sizeof *f);
@@ -109,7 +110,7 @@ uintptr_t hcg_callsite_here(void)
     uintptr_t f[WALK_MAX];
     for (unsigned i = 0; i < keep; i++)
         f[i] = (uintptr_t)raw[first + (int)i];
-    const site *s = intern(f, keep);
+    const site_frames *s = intern(f, keep);
     return s ? (uintptr_t)s | HCG_SITE_BIT : f[0];
 }
 
@@ -129,7 +130,7 @@ size_t hcg_callsite_frames(uintptr_t s, uintptr_t *out, size_t max)
             out[0] = s;
         return max ? 1 : 0;
     }
-    const site *st = (const site *)(s & ~HCG_SITE_BIT);
+    const site_frames *st = (const site_frames *)(s & ~HCG_SITE_BIT);
     size_t n = st->n < max ? st->n : max;
     memcpy(out, st->frame, n * sizeof *out);
     return n;
@@ -159,4 +160,18 @@ void hcg_callsite_pc_name(uintptr_t pc, char *buf, size_t len)
 void hcg_callsite_name(uintptr_t s, char *buf, size_t len)
 {
     hcg_callsite_pc_name(hcg_callsite_pc(s), buf, len);
+}
+
+void hcg_callsite_print(const char *how, uintptr_t site)
+{
+    char where[HCG_PATH_MAX + 600];
+    hcg_callsite_name(site, where, sizeof where);
+    hcg_msg("    %s %s", how, where);
+    unsigned want = hcg_config_get()->backtrace;
+    uintptr_t frames[HCG_BACKTRACE_MAX];
+    size_t n = want ? hcg_callsite_frames(site, frames, want) : 0;
+    for (size_t i = 0; i < n; i++) {
+        hcg_callsite_pc_name(frames[i], where, sizeof where);
+        hcg_msg("        #%zu %s", i, where);
+    }
 }

@@ -171,5 +171,8 @@ uintptr_t hcg_callsite_pc(uintptr_t site); /* its first frame */
 void hcg_callsite_name(uintptr_t site, char *buf, size_t len);
 void hcg_callsite_pc_name(uintptr_t pc, char *buf, size_t len);
 void hcg_callsite_after_fork(void); /* fork hook: the table's lock anew */
+/* "    how main+0x1c (in app)", then --backtrace's frames, one a line. */
+void hcg_callsite_print(const char *how, uintptr_t site);
+void hcg_reject_after_fork(void); /* reject.c's set of what was printed */
 
 #endif /* HCG_CHECK_H */

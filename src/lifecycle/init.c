@@ -81,15 +81,14 @@ void hcg_lifecycle_exec_summary(void)
 }
 
 /* A process that launched nothing says in one line that hcguard was
- * there, unless another process running hcguard speaks for it: its fork
- * parent, or the process that spawned it or forked and exec'd it
- * (HCGUARD_EXEC names another pid). An image exec'd by the same process
- * speaks for itself. */
+ * there, unless another process running hcguard may speak for it: one
+ * that shares its stderr (a fork child, a process spawned, or exec'd after
+ * a fork, by one running hcguard). The first process speaks, also after
+ * it exec'd itself. */
 static void say_idle(void)
 {
     const hcg_config *c = hcg_config_get();
-    const char *x = getenv("HCGUARD_EXEC");
-    if (c->mode == HCG_MODE_OFF || !c->summary || forked || (x && atoi(x) != (int)getpid()))
+    if (c->mode == HCG_MODE_OFF || !c->summary || forked || getenv(HCG_SHARED_STDERR_VAR))
         return;
     hcg_summary_print_idle();
 }

@@ -142,7 +142,11 @@ static group key_of(const hcg_event *e)
     k.fn = e->fn;
     k.site = e->caller;
     k.pc = hcg_callsite_pc(e->caller);
-    k.what = e->kind == HCG_EV_FINDING && e->reason == HCG_FIND_CUDA_CALL ? e->bytes : 0;
+    /* What else tells identical ones apart: the entry point called, or
+     * the signal a copy faulted with. */
+    k.what = e->kind == HCG_EV_FINDING && e->reason == HCG_FIND_CUDA_CALL ? e->bytes
+             : e->kind == HCG_EV_SKIP                                     ? e->fault_sig
+                                                                          : 0;
     k.stream = e->stream;
     k.graph = e->graph;
     return k;
@@ -163,64 +167,15 @@ static void describe(uintptr_t fn, char *buf, size_t len)
              obj[0] ? (base ? base + 1 : obj) : "", obj[0] ? ")" : "");
 }
 
-/* "called from" (at enqueue) or "enqueued at" (run time): where. */
+/* "called from" (at enqueue) or "enqueued at" (run time): where; a graph
+ * node's run without a site names its graph. */
 static void print_site(const char *how, uintptr_t site, uintptr_t graph)
 {
-    char where[HCG_PATH_MAX + 600];
-    if (!site && graph) {
+    if (!site && graph)
         hcg_msg("    %s: a host node of graph %p (--backtrace N names where it was set)", how,
                 (void *)graph);
-        return;
-    }
-    hcg_callsite_name(site, where, sizeof where);
-    hcg_msg("    %s %s", how, where);
-    unsigned want = hcg_config_get()->backtrace;
-    uintptr_t frames[HCG_BACKTRACE_MAX];
-    size_t n = want ? hcg_callsite_frames(site, frames, want) : 0;
-    for (size_t i = 0; i < n; i++) {
-        hcg_callsite_pc_name(frames[i], where, sizeof where);
-        hcg_msg("        #%zu %s", i, where);
-    }
-}
-
-static const char *stream_name(uintptr_t s, char *buf, size_t len)
-{
-    if (s == 0)
-        return "0 (default stream)";
-    if (s == (uintptr_t)CU_STREAM_LEGACY)
-        return "CU_STREAM_LEGACY";
-    if (s == (uintptr_t)CU_STREAM_PER_THREAD)
-        return "CU_STREAM_PER_THREAD";
-    snprintf(buf, len, "%p", (void *)s);
-    return buf;
-}
-
-static void print_reject(const hcg_event *e)
-{
-    char fbuf[HCG_PATH_MAX + 300], sbuf[32];
-    int refused = !(e->flags & HCG_EVF_PASSED);
-    hcguard_status why = (hcguard_status)e->reason;
-    hcg_api api = (hcg_api)e->api;
-    describe(e->fn, fbuf, sizeof fbuf);
-    hcg_msg("ERROR: bad host-copy record %s",
-            refused ? "rejected" : "passed through (audit mode)");
-    hcg_msg("    reason: %s: %s", hcguard_status_name(why), hcguard_status_string(why));
-    if (e->flags & HCG_EVF_HAVE_RECORD)
-        hcg_msg("    record %p: dst 0x%jx, src 0x%jx, nbytes %ju", (void *)e->user,
-                (uintmax_t)e->dst, (uintmax_t)e->src, (uintmax_t)e->bytes);
     else
-        hcg_msg("    record %p", (void *)e->user);
-    hcg_msg("    host function %s (%s)", fbuf, hcg_fnkind_name((hcg_fnkind)e->fnkind));
-    if (api >= HCG_API_GRAPH_ADD_HOST_NODE)
-        hcg_msg("    %s %s", hcg_api_name(api),
-                refused ? "returned CUDA_ERROR_INVALID_VALUE; the graph was not changed"
-                        : "went through; the copy will be skipped whenever the node runs");
-    else
-        hcg_msg("    %s on stream %s %s", hcg_api_name(api),
-                stream_name(e->stream, sbuf, sizeof sbuf),
-                refused ? "returned CUDA_ERROR_INVALID_VALUE; nothing was enqueued"
-                        : "was passed to the driver; the copy will be skipped when it runs");
-    print_site("called from", e->caller, 0);
+        hcg_callsite_print(how, site);
 }
 
 static void print_skip(const hcg_event *e)
@@ -409,9 +364,12 @@ void hcg_audit_event(const hcg_event *e)
             note_hung(e);
         add_and_print(e, print_finding);
         break;
-    case HCG_EV_REJECT:
-        add_and_print(e, print_reject);
+    case HCG_EV_REJECT: { /* printed at enqueue (src/check/reject.c) */
+        group k = key_of(e);
+        int first;
+        group_add(&k, &first);
         break;
+    }
     case HCG_EV_SKIP:
         /* One reported at enqueue is that error, said there already. */
         if (!(e->flags & HCG_EVF_REPORTED))

@@ -268,7 +268,9 @@ static void print_reasons(const char *what, const uint64_t *counts, uint8_t ev,
         total += counts[i];
     if (!total)
         return;
-    hcg_msg("    %s: %" PRIu64 "%s", what, total, note);
+    hcg_msg("    %s: %" PRIu64, what, total);
+    if (note[0])
+        hcg_msg("        %s", note);
     for (int i = 1; i < HCGUARD_STATUS_COUNT; i++)
         if (counts[i]) {
             hcg_msg("        %-18s %8" PRIu64 "  %s", hcguard_status_name((hcguard_status)i),
@@ -391,7 +393,8 @@ static void print_error_list(const totals *t, int mode, int live)
                   &c->v[HCG_CNT_REJECTED], live ? HCG_EV_REJECT : 0, "");
     if (c->v[HCG_CNT_SKIPPED_REPORTED])
         snprintf(note, sizeof note,
-                 " (%" PRIu64 " of them reported at enqueue already, not counted again)",
+                 "(%" PRIu64 " of them reported at enqueue already) not counted or listed "
+                 "again",
                  c->v[HCG_CNT_SKIPPED_REPORTED]);
     if (skipped)
         print_reasons("copies skipped at run time", &c->v[HCG_CNT_SKIPPED],
@@ -428,7 +431,7 @@ static void print_warning_list(const totals *t, int live)
     print_findings(&t->c, HCG_SEV_WARNING, live);
     uint64_t unprinted = live ? hcg_print_suppressed() : 0;
     if (unprinted)
-        hcg_msg("findings not printed when found (print limit %u): %" PRIu64
+        hcg_msg("findings not printed (print limit %u): %" PRIu64
                 "; every one is in the lists above",
                 hcg_config_get()->print_limit, unprinted);
 }
