@@ -97,7 +97,6 @@ static void print_reject(hcg_api api, CUstream s, void *fn, void *user, hcg_fnki
                 refused ? "returned CUDA_ERROR_INVALID_VALUE; nothing was enqueued"
                         : "was passed to the driver; the copy will be skipped when it runs");
     hcg_callsite_print("called from", site);
-    hcg_msg("    (more of the same reason, function and call site are counted, not printed)");
 }
 
 void hcg_report_reject(hcg_api api, CUstream s, void *fn, void *user,
