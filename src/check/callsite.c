@@ -115,10 +115,13 @@ uintptr_t hcg_callsite_here(void)
 }
 
 unsigned hcg_g_backtrace;
+atomic_int hcg_g_launch_rare;
 
 void hcg_callsite_init(void)
 {
     hcg_g_backtrace = hcg_config_get()->backtrace;
+    if (hcg_g_backtrace)
+        atomic_fetch_or(&hcg_g_launch_rare, HCG_LAUNCH_BACKTRACE);
 }
 
 size_t hcg_callsite_frames(uintptr_t s, uintptr_t *out, size_t max)

@@ -161,10 +161,14 @@ void hcg_report_reject(hcg_api api, CUstream s, void *fn, void *user,
 /* The first frame outside hcguard, libcudart* and libcuda* of the calling
  * thread's stack (with --backtrace N, N frames from it, interned). */
 uintptr_t hcg_callsite_here(void);
-/* HCGUARD_BACKTRACE, copied at start-up (hcg_callsite_init): launches
- * walk the stack only when it is set. */
+/* HCGUARD_BACKTRACE, copied at start-up (hcg_callsite_init). */
 extern unsigned hcg_g_backtrace;
 void hcg_callsite_init(void);
+/* The rare paths of a stream launch, tested with one load: a capture has
+ * begun somewhere (set by wrap/stream.c), --backtrace (set at start-up). */
+#define HCG_LAUNCH_CAPTURE 1
+#define HCG_LAUNCH_BACKTRACE 2
+extern atomic_int hcg_g_launch_rare;
 size_t hcg_callsite_frames(uintptr_t site, uintptr_t *out, size_t max);
 uintptr_t hcg_callsite_pc(uintptr_t site); /* its first frame */
 /* "main+0x1c (in app)" for a site, or for one frame's pc. */

@@ -73,9 +73,18 @@ typedef struct thread_use {
     uint64_t calls, busy_ns, first_ns, last_ns;
 } thread_use;
 
+/* Run time per function (collector): a table that grows, never loses a
+ * function. */
+typedef struct fn_use {
+    uintptr_t fn;
+    uint64_t runs, total_ns, max_ns;
+} fn_use;
+
 static struct {
     pthread_mutex_t lock;
     uint64_t bytes, copy_ns; /* of the copies drained: for the bandwidth */
+    fn_use *fns;             /* open addressing, at most half full */
+    size_t fns_cap, n_fns;
     hist fn_time, copy_time, copy_mbps, dispatch;
     thread_use threads[MAX_THREADS];
     unsigned n_threads;
@@ -98,9 +107,46 @@ static void note_thread(uint32_t tid, uint64_t start, uint64_t end)
     S.threads[S.n_threads++] = (thread_use){tid, 1, end - start, start, end};
 }
 
+static int fns_grow(void)
+{
+    size_t cap = S.fns_cap ? S.fns_cap * 2 : 64;
+    fn_use *t = calloc(cap, sizeof *t);
+    if (!t)
+        return -1;
+    for (size_t i = 0; i < S.fns_cap; i++)
+        if (S.fns[i].runs) {
+            size_t j = (size_t)((S.fns[i].fn * 0x9e3779b97f4a7c15ull) >> 20) & (cap - 1);
+            while (t[j].runs)
+                j = (j + 1) & (cap - 1);
+            t[j] = S.fns[i];
+        }
+    free(S.fns);
+    S.fns = t;
+    S.fns_cap = cap;
+    return 0;
+}
+
+static void note_fn(uintptr_t fn, uint64_t d)
+{
+    if ((S.n_fns + 1) * 2 > S.fns_cap && fns_grow() != 0)
+        return;
+    size_t j = (size_t)((fn * 0x9e3779b97f4a7c15ull) >> 20) & (S.fns_cap - 1);
+    while (S.fns[j].runs && S.fns[j].fn != fn)
+        j = (j + 1) & (S.fns_cap - 1);
+    if (!S.fns[j].runs) {
+        S.fns[j].fn = fn;
+        S.n_fns++;
+    }
+    S.fns[j].runs++;
+    S.fns[j].total_ns += d;
+    if (d > S.fns[j].max_ns)
+        S.fns[j].max_ns = d;
+}
+
 static void on_run(const hcg_event *e)
 {
     uint64_t d = e->t_end - e->t_start;
+    note_fn(e->fn, d);
     hist_add(&S.fn_time, d);
     if (!e->graph) /* a graph node's "enqueue" is its creation */
         hist_add(&S.dispatch, e->t_start > e->t_enqueue ? e->t_start - e->t_enqueue : 0);
@@ -330,6 +376,41 @@ static void print_copies(const totals *t)
     }
 }
 
+static int by_total(const void *a, const void *b)
+{
+    const fn_use *x = a, *y = b;
+    return x->total_ns < y->total_ns ? 1 : x->total_ns > y->total_ns ? -1 : 0;
+}
+
+/* Every function that ran, the most time first. */
+static void print_fns(void)
+{
+    char a[32], b[32], c[32], name[256], obj[HCG_PATH_MAX];
+    fn_use *list = S.n_fns ? malloc(S.n_fns * sizeof *list) : NULL;
+    size_t n = 0;
+    for (size_t i = 0; list && i < S.fns_cap; i++)
+        if (S.fns[i].runs)
+            list[n++] = S.fns[i];
+    if (!n) {
+        free(list);
+        return;
+    }
+    qsort(list, n, sizeof *list, by_total);
+    hcg_msg("host functions by run time: %zu (most time first)", n);
+    for (size_t i = 0; i < n; i++) {
+        if (hcg_symbolize((const void *)list[i].fn, name, sizeof name, obj, sizeof obj) != 0)
+            snprintf(name, sizeof name, "anonymous");
+        const char *base = strrchr(obj, '/');
+        hcg_msg("    %#lx %s%s%s%s: %" PRIu64 " run%s, total %s, mean %s, max %s",
+                (unsigned long)list[i].fn, name, obj[0] ? " (in " : "",
+                obj[0] ? (base ? base + 1 : obj) : "", obj[0] ? ")" : "", list[i].runs,
+                list[i].runs == 1 ? "" : "s", fmt_ns(list[i].total_ns, a, sizeof a),
+                fmt_ns(list[i].total_ns / list[i].runs, b, sizeof b),
+                fmt_ns(list[i].max_ns, c, sizeof c));
+    }
+    free(list);
+}
+
 static int by_busy(const void *a, const void *b)
 {
     const thread_use *x = a, *y = b;
@@ -476,6 +557,7 @@ void hcg_summary_print(void)
     print_counts(&t);
     print_time_hist("host function run time", &S.fn_time);
     print_time_hist("dispatch latency (enqueue to start)", &S.dispatch);
+    print_fns();
     if (S.n_threads) {
         hcg_msg("callback threads: %u (busiest first)", S.n_threads);
         print_threads();
@@ -534,6 +616,7 @@ void hcg_summary_print_recovered(const hcg_flight *f, const hcg_counts *c, uint6
 
 void hcg_summary_after_fork(void)
 {
+    /* The parent's table is left behind: the child's own starts empty. */
     memset(&S, 0, sizeof S);
     pthread_mutex_init(&S.lock, NULL);
 }

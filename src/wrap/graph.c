@@ -891,8 +891,17 @@ int hcg_graph_adopt_capture(hcg_call *c, CUstream s, int ptsz)
 }
 
 /* The node a capture just added: the stream's only dependency now. */
+/* Launches captured into graphs (not on streams, for the summary). */
+static _Atomic uint64_t captured_launches;
+
+uint64_t hcg_captured_launches(void)
+{
+    return atomic_load_explicit(&captured_launches, memory_order_relaxed);
+}
+
 void hcg_graph_note_captured(hcg_call *c, CUstream s, int ptsz)
 {
+    atomic_fetch_add_explicit(&captured_launches, 1, memory_order_relaxed);
     hcg_driver *d = hcg_driver_get();
     hcg_pfn_cuStreamGetCaptureInfo_v2 info =
         ptsz ? atomic_load(&d->cuStreamGetCaptureInfo_v2_ptsz) : atomic_load(&d->cuStreamGetCaptureInfo_v2);

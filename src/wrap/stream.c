@@ -5,16 +5,8 @@
 
 #include "wrap/wrap.h"
 
-/* Set once any capture has begun; until then no launch needs the (driver)
- * question "is this stream capturing?". */
-static atomic_int capture_seen;
-/* Launches captured into graphs (not on streams, for the summary). */
-static _Atomic uint64_t captured_launches;
-
-uint64_t hcg_captured_launches(void)
-{
-    return atomic_load_explicit(&captured_launches, memory_order_relaxed);
-}
+/* Until a capture has begun (HCG_LAUNCH_CAPTURE in hcg_g_launch_rare), no
+ * launch needs the (driver) question "is this stream capturing?". */
 
 typedef struct launch_args {
     hcg_api api;
@@ -62,7 +54,7 @@ static int is_ptsz(hcg_api api)
  * after its first run. */
 static int launch_is_captured(hcg_driver *d, const launch_args *a)
 {
-    if (!atomic_load_explicit(&capture_seen, memory_order_relaxed))
+    if (!(atomic_load_explicit(&hcg_g_launch_rare, memory_order_relaxed) & HCG_LAUNCH_CAPTURE))
         return 0;
     hcg_pfn_cuStreamIsCapturing q = is_ptsz(a->api) ? atomic_load(&d->cuStreamIsCapturing_ptsz)
                                              : atomic_load(&d->cuStreamIsCapturing);
@@ -98,7 +90,15 @@ static CUresult launch(const launch_args *a)
         return CUDA_ERROR_INVALID_VALUE;
     if (HCG_UNLIKELY(!c))
         return call_real(d, a, a->fn, a->user);
-    int captured = launch_is_captured(d, a);
+    /* The call site: the return address alone (a store), or the stack when
+     * --backtrace asks for frames. */
+    atomic_store_explicit(&c->caller, a->ra, memory_order_relaxed);
+    int captured = 0;
+    if (HCG_UNLIKELY(atomic_load_explicit(&hcg_g_launch_rare, memory_order_relaxed))) {
+        if (hcg_g_backtrace)
+            atomic_store_explicit(&c->caller, hcg_callsite_here(), memory_order_relaxed);
+        captured = launch_is_captured(d, a);
+    }
     if (HCG_UNLIKELY(captured)) {
         if (hcg_graph_adopt_capture(c, a->stream, is_ptsz(a->api)) != 0)
             hcg_debug("capture graph of stream %p not found: its host call is kept for ever",
@@ -109,10 +109,6 @@ static CUresult launch(const launch_args *a)
             hcg_audit_report_fn(HCG_FIND_ONESHOT_IN_GRAPH, a->api, a->stream, (void *)c->inner,
                                 c->rec);
     }
-    /* The call site: the return address alone (a store), or the stack when
-     * --backtrace asks for frames. */
-    atomic_store_explicit(&c->caller, HCG_UNLIKELY(hcg_g_backtrace) ? hcg_callsite_here() : a->ra,
-                          memory_order_relaxed);
     hcg_fnkind kind = (hcg_fnkind)c->kind;
     struct hcg_pool *pool = c->owner; /* c is the callback thread's once launched */
     CUresult r = call_real(d, a, hcg_trampoline, c);
@@ -120,10 +116,8 @@ static CUresult launch(const launch_args *a)
         hcg_count_launch(pool, kind);
         if (HCG_LIKELY(!captured))
             hcg_pool_flow(pool);
-        if (HCG_UNLIKELY(captured)) {
+        if (HCG_UNLIKELY(captured))
             hcg_graph_note_captured(c, a->stream, is_ptsz(a->api));
-            atomic_fetch_add_explicit(&captured_launches, 1, memory_order_relaxed);
-        }
     } else if (!captured) {
         hcg_call_free_local(c); /* a captured one belongs to the graph now */
     }
@@ -240,7 +234,7 @@ CUresult hcg_w_cuStreamAddCallback_ptsz(CUstream s, CUstreamCallback cb, void *u
 static void note_capture(CUresult r)
 {
     if (r == CUDA_SUCCESS)
-        atomic_store(&capture_seen, 1);
+        atomic_fetch_or(&hcg_g_launch_rare, HCG_LAUNCH_CAPTURE);
 }
 
 /* Every begin-capture variant: the real one, and a success noted. */
