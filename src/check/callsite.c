@@ -37,14 +37,23 @@ void hcg_callsite_after_fork(void)
     hcg_reject_after_fork();
 }
 
+static struct link_map *self_map; /* hcguard's own object */
+static pthread_once_t self_once = PTHREAD_ONCE_INIT;
+
+static void find_self(void)
+{
+    Dl_info dl;
+    if (!dladdr1((void *)find_self, &dl, (void **)&self_map, RTLD_DL_LINKMAP))
+        self_map = NULL;
+}
+
 /* 1 if pc is hcguard's own code or the CUDA runtime's or driver's. */
 static int internal_pc(uintptr_t pc)
 {
-    static struct link_map *self;
     Dl_info dl;
     struct link_map *map = NULL;
-    if (!self && dladdr1((void *)internal_pc, &dl, (void **)&self, RTLD_DL_LINKMAP) == 0)
-        self = NULL;
+    pthread_once(&self_once, find_self);
+    struct link_map *self = self_map;
     if (!dladdr1((void *)pc, &dl, (void **)&map, RTLD_DL_LINKMAP) || !map)
         return 0; /* anonymous memory (JIT code, a closure): the program's */
     if (map == self)

@@ -33,7 +33,8 @@ def env_for(args, extra):
          if not k.startswith("HCGUARD_") and k not in
          ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "MV2_COMM_WORLD_RANK", "SLURM_PROCID")}
     e["LD_PRELOAD"] = args.preload
-    e["LD_LIBRARY_PATH"] = args.fake_dir
+    if not args.gpu:
+        e["LD_LIBRARY_PATH"] = args.fake_dir
     e["HCGUARD_SLOW_MS"] = "10000"
     e.update(extra or {})
     return e
@@ -212,10 +213,14 @@ def main():
     ap.add_argument("--list", action="store_true")
     for a in ("--case", "--prog", "--audit", "--lib", "--preload", "--fake-dir", "--launcher"):
         ap.add_argument(a)
+    ap.add_argument("--gpu", action="store_true", help="on the real driver (skip without one)")
     args = ap.parse_args()
     if args.list:
         print("\n".join(CASES))
         return 0
+    if args.gpu and subprocess.run(["sh", "-c", "nvidia-smi -L"], capture_output=True).returncode:
+        print("SKIP: no GPU or no CUDA driver on this machine")
+        return 77
     try:
         CASES[args.case](args)
     except Failed as e:
