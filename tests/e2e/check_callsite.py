@@ -130,6 +130,21 @@ def fork_prefix(args):
 
 
 @case
+def spawn_prefix(args):
+    rc, out, err = run(args, ["spawn"])
+    expect(rc == 0 and "callsite spawn: passed" in out, f"exit status {rc}", out + err)
+    lines = err.splitlines()
+    expect(lines[0] == P + "ERROR: bad host-copy record rejected", "before the spawn: no pid", err)
+    pids = set(re.findall(r"^==hcguard== \[pid (\d+)\] ", err, re.M))
+    expect(len(pids) == 2, f"the spawned child (marked in its environment) and the parent "
+           f"after it: both with their pid ({pids})", err)
+    expect(re.search(r"^==hcguard== \[pid \d+\] ERROR SUMMARY: 3 errors$", err, re.M),
+           "the child's summary", err)
+    expect(re.search(r"^==hcguard== \[pid \d+\] ERROR SUMMARY: 2 errors$", err, re.M),
+           "the parent's summary", err)
+
+
+@case
 def rank_prefix(args):
     rc, out, err = run(args, ["sites"], {"OMPI_COMM_WORLD_RANK": "3"})
     expect(rc == 0, f"exit status {rc}", out + err)

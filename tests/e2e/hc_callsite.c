@@ -9,6 +9,8 @@
  *   hc_callsite dlopen LIB  a bad record launched by a static function of
  *                         LIB, loaded with dlopen
  *   hc_callsite fork      a bad record in the parent, one in a fork child
+ *   hc_callsite spawn     a bad record, then "hc_callsite sites" started
+ *                         with posix_spawn, then a bad record again
  *   hc_callsite idle      no host function at all
  *
  * Exit 0 passed, 1 failed, 77 not applicable.
@@ -18,6 +20,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <spawn.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -80,6 +83,20 @@ static void fork_child(void)
     launch_bad();
 }
 
+extern char **environ;
+
+static void spawn_sites(const char *self)
+{
+    launch_bad();
+    fflush(NULL);
+    pid_t pid;
+    char *argv[] = {(char *)self, (char *)"sites", NULL};
+    CHECK(posix_spawn(&pid, self, NULL, NULL, argv, environ) == 0);
+    int st = 0;
+    CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    launch_bad();
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -106,6 +123,8 @@ int main(int argc, char **argv)
             return 1;
     } else if (strcmp(argv[1], "fork") == 0)
         fork_child();
+    else if (strcmp(argv[1], "spawn") == 0)
+        spawn_sites(argv[0]);
     else
         return 2;
     REQUIRE_OK(cuStreamSynchronize(stream));
