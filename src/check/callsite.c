@@ -60,7 +60,11 @@ static int internal_pc(uintptr_t pc)
         return 1;
     const char *base = strrchr(map->l_name, '/');
     base = base ? base + 1 : map->l_name;
-    return strncmp(base, "libcuda", 7) == 0; /* libcuda.so.1, libcudart.so.13, ... */
+    /* libcuda.so.1, libcudart.so.13, ...; and a sanitizer runtime's
+     * interceptor of backtrace itself (test builds). */
+    return strncmp(base, "libcuda", 7) == 0 || strncmp(base, "libasan", 7) == 0 ||
+           strncmp(base, "libtsan", 7) == 0 || strncmp(base, "libubsan", 8) == 0 ||
+           strncmp(base, "libclang_rt", 11) == 0;
 }
 
 static uint64_t hash_frames(const uintptr_t *f, unsigned n)

@@ -389,8 +389,9 @@ void hcg_audit_event(const hcg_event *e)
 
 void hcg_audit_after_fork(void)
 {
-    /* The parent's groups are the parent's (the memory is not freed: its
-     * table may be in use by no one now, and a fork child may exec soon). */
+    /* The parent's groups are the parent's: no thread of the child uses
+     * its table (the collector is the parent's), so it is freed here. */
+    free(A.g);
     memset(&A, 0, sizeof A);
     pthread_mutex_init(&A.lock, NULL);
 }

@@ -616,7 +616,8 @@ void hcg_summary_print_recovered(const hcg_flight *f, const hcg_counts *c, uint6
 
 void hcg_summary_after_fork(void)
 {
-    /* The parent's table is left behind: the child's own starts empty. */
+    /* The parent's table is the parent's: no thread of the child uses it. */
+    free(S.fns);
     memset(&S, 0, sizeof S);
     pthread_mutex_init(&S.lock, NULL);
 }

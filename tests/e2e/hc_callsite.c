@@ -33,7 +33,7 @@ static CUhostFn copy;
 static unsigned char buf[64];
 static hcguard_copy_record bad = {(uintptr_t)buf, (uintptr_t)(buf + 8), 32}; /* overlap */
 
-static void launch_bad(void)
+static inline __attribute__((always_inline)) void launch_bad(void)
 {
     CHECK_MSG(cuLaunchHostFunc(stream, copy, &bad) == CUDA_ERROR_INVALID_VALUE,
               "a bad record was not refused");
