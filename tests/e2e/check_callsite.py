@@ -114,17 +114,22 @@ def dlopen_library(args):
 
 @case
 def fork_prefix(args):
-    rc, out, err = run(args, ["fork"])
+    # ThreadSanitizer cannot follow the collector a busy child starts after
+    # a multi-threaded fork: there the child stays quiet, and the parent's
+    # lines after the fork are checked alone
+    quiet = "thread" in (args.sanitize or "")
+    rc, out, err = run(args, ["fork"] + (["quiet"] if quiet else []))
     expect(rc == 0 and "callsite fork: passed" in out, f"exit status {rc}", out + err)
     lines = err.splitlines()
     first = next(i for i, l in enumerate(lines) if "ERROR: bad host-copy record" in l)
     expect(lines[first].startswith(P + "ERROR:"), "before the fork: no pid", err)
     pids = set(re.findall(r"^==hcguard== \[pid (\d+)\] ", err, re.M))
-    expect(len(pids) == 2, f"after the fork: both processes' pids ({pids})", err)
+    expect(len(pids) == (1 if quiet else 2), f"after the fork: the processes' pids ({pids})", err)
     expect(all(l.startswith(P + "[pid ") for l in lines[first + 6:] if l.startswith(P)),
            "every line after the fork has a pid", err)
-    expect(re.search(r"^==hcguard== \[pid \d+\] ERROR SUMMARY: 3 errors$", err, re.M),
-           "the child's summary", err)
+    if not quiet:
+        expect(re.search(r"^==hcguard== \[pid \d+\] ERROR SUMMARY: 3 errors$", err, re.M),
+               "the child's summary", err)
     expect(re.search(r"^==hcguard== \[pid \d+\] ERROR SUMMARY: 2 errors$", err, re.M),
            "the parent's summary", err)
 
@@ -226,7 +231,8 @@ def warnings_exitcode(args):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--list", action="store_true")
-    for a in ("--case", "--prog", "--audit", "--lib", "--preload", "--fake-dir", "--launcher"):
+    for a in ("--case", "--prog", "--audit", "--lib", "--preload", "--fake-dir", "--launcher",
+              "--sanitize"):
         ap.add_argument(a)
     ap.add_argument("--gpu", action="store_true", help="on the real driver (skip without one)")
     args = ap.parse_args()
