@@ -64,6 +64,9 @@ typedef enum opt_id {
     OPT_FILE_MODE,
     OPT_PRINT_LIMIT,
     OPT_COPY_THREADS,
+    OPT_BACKTRACE,
+    OPT_NO_FINDING,
+    OPT_WARNINGS_AS_ERRORS,
     OPT_HELP,
     OPT_VERSION,
     OPT_COUNT
@@ -92,6 +95,9 @@ static const opt_def opt_table[] = {
     {"--file-mode", 1, OPT_FILE_MODE},
     {"--print-limit", 1, OPT_PRINT_LIMIT},
     {"--copy-threads", 1, OPT_COPY_THREADS},
+    {"--backtrace", 1, OPT_BACKTRACE},
+    {"--no-finding", 1, OPT_NO_FINDING},
+    {"--warnings-as-errors", 0, OPT_WARNINGS_AS_ERRORS},
     {"--help", 0, OPT_HELP},
     {"-h", 0, OPT_HELP},
     {"--version", 0, OPT_VERSION},
@@ -102,6 +108,7 @@ typedef struct run_opts {
     int given[OPT_COUNT];
     const char **copy_fns; /* every --copy-fn value, in order */
     size_t n_copy_fns;
+    char no_finding[1024]; /* every --no-finding value, joined with commas */
 } run_opts;
 
 typedef struct locations {
@@ -446,6 +453,8 @@ static int check_value(const opt_def *d, const char *v)
         return check_mode(v);
     if (d->id == OPT_ERROR_EXITCODE)
         return check_exitcode(v);
+    if (d->id == OPT_SLOW_MS && strcmp(v, "0") == 0)
+        return 0; /* slow host functions not reported */
     if (d->id == OPT_SLOW_MS || d->id == OPT_HANG_S)
         return check_positive(d->name, v);
     if (d->id == OPT_RECHECK)
@@ -483,6 +492,12 @@ static int parse_one(run_opts *o, int argc, char **argv, int *i)
     o->value[d->id] = v;
     if (d->id == OPT_COPY_FN)
         o->copy_fns[o->n_copy_fns++] = v;
+    if (d->id == OPT_NO_FINDING) { /* repeatable; checked by the library's parser */
+        size_t used = strlen(o->no_finding);
+        if (used + strlen(v) + 2 > sizeof o->no_finding)
+            return usage_error("too many --no-finding kinds");
+        snprintf(o->no_finding + used, sizeof o->no_finding - used, "%s%s", used ? "," : "", v);
+    }
     return 0;
 }
 
@@ -551,6 +566,8 @@ static int apply_options(const run_opts *o)
         {OPT_FILE_MODE, "HCGUARD_FILE_MODE", NULL},
         {OPT_PRINT_LIMIT, "HCGUARD_PRINT_LIMIT", NULL},
         {OPT_COPY_THREADS, "HCGUARD_COPY_THREADS", NULL},
+        {OPT_BACKTRACE, "HCGUARD_BACKTRACE", NULL},
+        {OPT_WARNINGS_AS_ERRORS, "HCGUARD_WARNINGS_AS_ERRORS", "1"},
     };
     int rc = 0;
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
@@ -558,6 +575,8 @@ static int apply_options(const run_opts *o)
             rc |= setenv(map[i].var,
                          map[i].fixed ? map[i].fixed : o->value[map[i].id],
                          1);
+    if (o->given[OPT_NO_FINDING])
+        rc |= setenv("HCGUARD_NO_FINDING", o->no_finding, 1);
     if (o->n_copy_fns) {
         char *fns = join_copy_fns(o);
         rc |= fns ? setenv("HCGUARD_COPY_FN", fns, 1) : -1;
@@ -610,7 +629,7 @@ static const char help_text[] =
     "  --debug             explain on stderr what hcguard intercepts and why\n"
     "                      (default: off)\n"
     "  --slow-ms MS        report host functions that run longer than MS\n"
-    "                      milliseconds (default: 1)\n"
+    "                      milliseconds (default: 10; 0: none)\n"
     "  --hang-s S          report a host function still running after S\n"
     "                      seconds, while the program goes on (default: 10)\n"
     "  --recheck WHEN      re-check a copy record when it runs: changed (only\n"
@@ -629,6 +648,15 @@ static const char help_text[] =
     "  --copy-threads N    split each large host copy hcguard makes (1 MiB\n"
     "                      and more a thread) across N threads, 1 to 64\n"
     "                      (default: 1, not split)\n"
+    "  --backtrace N       print N frames of the call site under each finding\n"
+    "                      (default: 0, the caller alone; at most 64)\n"
+    "  --no-finding KIND   report no finding of KIND: cuda-call-in-host-fn,\n"
+    "                      libc-function-as-host-fn, closure-host-fn,\n"
+    "                      slow-host-fn, hung-host-fn, oneshot-host-fn-in-graph\n"
+    "                      (or cuda-call, libc-function, closure, slow, hung,\n"
+    "                      oneshot-in-graph); repeat it or separate with commas\n"
+    "  --warnings-as-errors  --error-exitcode counts warnings too\n"
+    "                      (default: errors only)\n"
     "  -h, --help          print this help\n"
     "  --                  end of options; needed only if the program's name\n"
     "                      starts with '-'\n"
@@ -653,6 +681,9 @@ static const char help_text[] =
     "  HCGUARD_FILE_MODE       --file-mode\n"
     "  HCGUARD_PRINT_LIMIT     --print-limit\n"
     "  HCGUARD_COPY_THREADS    --copy-threads\n"
+    "  HCGUARD_BACKTRACE       --backtrace\n"
+    "  HCGUARD_NO_FINDING      --no-finding (kinds separated by commas)\n"
+    "  HCGUARD_WARNINGS_AS_ERRORS=1  --warnings-as-errors\n"
     "  HCGUARD_LIBRARY         the libhcguard.so to preload (default: the\n"
     "                          one installed with this launcher:\n"
     "    %s)\n"

@@ -44,7 +44,16 @@ typedef struct hcg_config {
     unsigned print_limit;                 /* HCGUARD_PRINT_LIMIT: findings printed; 0 = all */
     char rank[16]; /* the MPI/Slurm rank from the launcher's environment; "" = unknown */
     unsigned copy_threads; /* HCGUARD_COPY_THREADS: threads a large copy is split across */
+    unsigned backtrace;          /* HCGUARD_BACKTRACE: frames printed under a finding; 0 none */
+    unsigned no_finding;         /* HCGUARD_NO_FINDING: 1 << hcg_finding of kinds switched off */
+    int warnings_as_errors;      /* HCGUARD_WARNINGS_AS_ERRORS: --error-exitcode counts them */
 } hcg_config;
+#define HCG_BACKTRACE_MAX 64
+/* Whether finding kind f (an hcg_finding) is reported. */
+#define HCG_FINDING_ON(cfg, f) (!((cfg)->no_finding & (1u << (f))))
+/* "cuda-call-in-host-fn" or its short name "cuda-call": the hcg_finding,
+ * or 0 if neither. */
+int hcg_finding_by_name(const char *name, size_t len);
 #define HCG_PRINT_LIMIT_DEFAULT 100
 /* 1: copies are not split (src/check/parcopy.c). */
 #define HCG_COPY_THREADS_DEFAULT 1
@@ -103,6 +112,17 @@ void hcg_problem_keep(const char *fmt, ...) __attribute__((format(printf, 1, 2))
 int hcg_print_take(void);
 uint64_t hcg_print_suppressed(void);
 void hcg_report_after_fork(void); /* fork hook: msg_lock made anew */
+/* More than one process shares stderr: the prefix becomes
+ * "==hcguard== [pid N] " ("[pid N rank R]" with a rank; a known rank sets
+ * it too). Set in a fork child and its parent, in a process spawned or
+ * exec'd by one that had it (HCG_SHARED_STDERR_VAR in its environment),
+ * and in a parent that spawned. */
+#define HCG_SHARED_STDERR_VAR "HCGUARD_SHARED_STDERR"
+void hcg_report_set_shared(void);
+int hcg_report_shared(void);
+/* For the launcher's summary of a program that died: its pid in a prefix
+ * that has one. */
+void hcg_report_set_pid(pid_t pid);
 
 /* ---- src/lifecycle/fork.c -------------------------------------------------
  * One pthread_atfork registration for every module's hooks. Idempotent;

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "base/base.h"
+#include "base/names.h"
 
 /* Long values are cut in messages so that one line stays readable. */
 #define SHOW_MAX 160
@@ -200,7 +201,7 @@ static void config_defaults(hcg_config *c)
     memset(c, 0, sizeof *c);
     c->mode = HCG_MODE_GUARD;
     c->summary = 1;
-    c->slow_ms = 1.0;
+    c->slow_ms = 10.0;
     c->hang_s = 10.0;
     c->buffer_bytes = HCG_BUFFER_DEFAULT;
     c->file_mode = 0600;
@@ -306,6 +307,82 @@ static int parse_positive(const char *name, const char *v, double *out, char *er
             show_more(v));
     return -1;
 }
+/* HCGUARD_SLOW_MS: a positive number of milliseconds, or 0: no slow
+ * host function is reported (as HCGUARD_NO_FINDING=slow). */
+static int parse_slow(hcg_config *c, const char *v, char *err, size_t errlen)
+{
+    if (strcmp(v, "0") == 0) {
+        c->slow_ms = 0;
+        return 0;
+    }
+    return parse_positive("HCGUARD_SLOW_MS", v, &c->slow_ms, err, errlen);
+}
+
+/* HCGUARD_BACKTRACE: frames printed under each finding, 0 to 64. */
+static int parse_backtrace(hcg_config *c, const char *v, char *err, size_t errlen)
+{
+    size_t n = strlen(v);
+    if (n > 0 && n <= 2 && strspn(v, "0123456789") == n && atoi(v) <= HCG_BACKTRACE_MAX) {
+        c->backtrace = (unsigned)atoi(v);
+        return 0;
+    }
+    err_add(err, errlen, "HCGUARD_BACKTRACE='%.*s%s' is not a number of frames from 0 to %d",
+            show_len(v), v, show_more(v), HCG_BACKTRACE_MAX);
+    return -1;
+}
+
+int hcg_finding_by_name(const char *name, size_t len)
+{
+    /* Short names: the stable name without what every kind says. */
+    static const char *const short_names[HCG_FIND_COUNT] = {
+        [HCG_FIND_CUDA_CALL] = "cuda-call", [HCG_FIND_LIBC_FN] = "libc-function",
+        [HCG_FIND_CLOSURE] = "closure",     [HCG_FIND_SLOW] = "slow",
+        [HCG_FIND_HANG] = "hung",           [HCG_FIND_ONESHOT_IN_GRAPH] = "oneshot-in-graph",
+    };
+    for (int f = 1; f < HCG_FIND_COUNT; f++) {
+        const char *full = hcg_finding_name((hcg_finding)f), *sh = short_names[f];
+        if ((strlen(full) == len && strncmp(full, name, len) == 0) ||
+            (sh && strlen(sh) == len && strncmp(sh, name, len) == 0))
+            return f;
+    }
+    return 0;
+}
+
+/* HCGUARD_NO_FINDING: finding kinds separated by commas (blanks around
+ * a name dropped). */
+static int parse_no_finding(hcg_config *c, const char *v, char *err, size_t errlen)
+{
+    unsigned mask = 0;
+    const char *p = v;
+    for (;;) {
+        while (*p == ' ' || *p == '\t')
+            p++;
+        size_t n = strcspn(p, ",");
+        size_t k = n;
+        while (k > 0 && (p[k - 1] == ' ' || p[k - 1] == '\t'))
+            k--;
+        int f = k ? hcg_finding_by_name(p, k) : 0;
+        if (!f) {
+            char kinds[512] = "";
+            for (int i = 1; i < HCG_FIND_COUNT; i++)
+                snprintf(kinds + strlen(kinds), sizeof kinds - strlen(kinds), "%s%s",
+                         i > 1 ? ", " : "", hcg_finding_name((hcg_finding)i));
+            err_add(err, errlen,
+                    "HCGUARD_NO_FINDING='%.*s%s': '%.*s' is not a finding kind; the kinds are "
+                    "%s (or the first word or two: cuda-call, libc-function, closure, slow, "
+                    "hung, oneshot-in-graph)",
+                    show_len(v), v, show_more(v), (int)(k < 64 ? k : 64), p, kinds);
+            return -1;
+        }
+        mask |= 1u << f;
+        if (!p[n])
+            break;
+        p += n + 1;
+    }
+    c->no_finding = mask;
+    return 0;
+}
+
 /* The process's rank, as MPI launchers and Slurm export it: the first of
  * these that is set and a plain decimal number. Not an error when none
  * is: most programs are not ranks. */
@@ -352,7 +429,7 @@ int hcg_config_parse(hcg_config *c, hcg_getenv_fn getenv_fn, char *err,
     if ((v = env(getenv_fn, "HCGUARD_COPY_FN")))
         bad |= parse_copy_fns(c, v, err, errlen);
     if ((v = env(getenv_fn, "HCGUARD_SLOW_MS")))
-        bad |= parse_positive("HCGUARD_SLOW_MS", v, &c->slow_ms, err, errlen);
+        bad |= parse_slow(c, v, err, errlen);
     if ((v = env(getenv_fn, "HCGUARD_HANG_S")))
         bad |= parse_positive("HCGUARD_HANG_S", v, &c->hang_s, err, errlen);
     if ((v = env(getenv_fn, "HCGUARD_BUFFER")))
@@ -366,6 +443,14 @@ int hcg_config_parse(hcg_config *c, hcg_getenv_fn getenv_fn, char *err,
         bad |= parse_print_limit(c, v, err, errlen);
     if ((v = env(getenv_fn, "HCGUARD_COPY_THREADS")))
         bad |= parse_copy_threads(c, v, err, errlen);
+    if ((v = env(getenv_fn, "HCGUARD_BACKTRACE")))
+        bad |= parse_backtrace(c, v, err, errlen);
+    if ((v = env(getenv_fn, "HCGUARD_NO_FINDING")))
+        bad |= parse_no_finding(c, v, err, errlen);
+    if ((v = env(getenv_fn, "HCGUARD_WARNINGS_AS_ERRORS")))
+        bad |= parse_bool("HCGUARD_WARNINGS_AS_ERRORS", v, &c->warnings_as_errors, err, errlen);
+    if (c->slow_ms == 0)
+        c->no_finding |= 1u << HCG_FIND_SLOW;
     read_rank(c, getenv_fn);
     return bad ? -1 : 0;
 }

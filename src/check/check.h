@@ -272,4 +272,29 @@ void hcg_report_reject(hcg_api api, CUstream s, void *fn, void *user,
                        hcg_fnkind kind, const hcguard_copy_record *r,
                        hcguard_status why, int refused);
 
+/* ---- callsite.c: which code of the application made a call ---------------
+ * A site: a return address, or (HCG_SITE_BIT) an interned backtrace whose
+ * first frame is the caller (--backtrace N). 0: unknown. */
+#define HCG_SITE_BIT (1ull << 63)
+/* The first frame outside hcguard, libcudart* and libcuda* of the calling
+ * thread's stack (with --backtrace N, N frames from it, interned). */
+uintptr_t hcg_callsite_here(void);
+/* HCGUARD_BACKTRACE, copied at start-up (hcg_callsite_init). */
+extern unsigned hcg_g_backtrace;
+void hcg_callsite_init(void);
+/* The rare paths of a stream launch, tested with one load: a capture has
+ * begun somewhere (set by wrap/stream.c), --backtrace (set at start-up). */
+#define HCG_LAUNCH_CAPTURE 1
+#define HCG_LAUNCH_BACKTRACE 2
+extern atomic_int hcg_g_launch_rare;
+size_t hcg_callsite_frames(uintptr_t site, uintptr_t *out, size_t max);
+uintptr_t hcg_callsite_pc(uintptr_t site); /* its first frame */
+/* "main+0x1c (in app)" for a site, or for one frame's pc. */
+void hcg_callsite_name(uintptr_t site, char *buf, size_t len);
+void hcg_callsite_pc_name(uintptr_t pc, char *buf, size_t len);
+void hcg_callsite_after_fork(void); /* fork hook: the table's lock anew */
+/* "    how main+0x1c (in app)", then --backtrace's frames, one a line. */
+void hcg_callsite_print(const char *how, uintptr_t site);
+void hcg_reject_after_fork(void); /* reject.c's set of what was printed */
+
 #endif /* HCG_CHECK_H */

@@ -32,6 +32,7 @@ typedef struct ring {
     /* What the owner runs now (fn, since when in ticks; 0: nothing), read
      * by the watchdog. */
     _Atomic uintptr_t run_fn;
+    _Atomic(const void *) run_tag;
     _Atomic uint64_t run_since;
     _Atomic uint32_t run_tid;
     uint64_t reported_since;            /* collector: run_since already reported */
@@ -527,12 +528,20 @@ void hcg_events_wait_drain(uint32_t gen, unsigned ms)
     atomic_fetch_sub_explicit(&drain_waiters, 1, memory_order_relaxed);
 }
 
-void hcg_event_running(uintptr_t fn, uint64_t since)
+static uintptr_t (*_Atomic running_site_of)(const void *tag);
+
+void hcg_events_on_running(uintptr_t (*site_of)(const void *tag))
+{
+    atomic_store(&running_site_of, site_of);
+}
+
+void hcg_event_running(uintptr_t fn, const void *tag, uint64_t since)
 {
     ring *r = mine;
     if (HCG_UNLIKELY(!r) && !(r = mine = acquire_ring()))
         return;
     atomic_store_explicit(&r->run_fn, fn, memory_order_relaxed);
+    atomic_store_explicit(&r->run_tag, tag, memory_order_relaxed);
     atomic_store_explicit(&r->run_tid, hcg_gettid(), memory_order_relaxed);
     atomic_store_explicit(&r->run_since, since, memory_order_release);
 }
@@ -546,13 +555,22 @@ static void watch_hangs(uint64_t hang_ns)
     for (ring *r = atomic_load(&rings); r; r = r->next) {
         uint64_t since = atomic_load_explicit(&r->run_since, memory_order_acquire);
         uintptr_t fn = atomic_load_explicit(&r->run_fn, memory_order_relaxed);
+        const void *tag = atomic_load_explicit(&r->run_tag, memory_order_relaxed);
         if (!since || since == r->reported_since)
             continue;
         uint64_t t0 = hcg_ticks_to_ns(&ref, since), t1 = hcg_ticks_to_ns(&ref, now);
         if (t1 <= t0 || t1 - t0 < hang_ns)
             continue;
         r->reported_since = since;
+        if (!HCG_FINDING_ON(hcg_config_get(), HCG_FIND_HANG))
+            continue;
+        uintptr_t (*site_of)(const void *) = atomic_load(&running_site_of);
+        uintptr_t site = tag && site_of ? site_of(tag) : 0;
+        /* Still the same run: else the tag's call may be another one now. */
+        if (atomic_load_explicit(&r->run_since, memory_order_acquire) != since)
+            site = 0;
         hcg_event e = hcg_event_make(HCG_EV_FINDING, HCG_FIND_HANG, 0, 0, fn, 0);
+        e.caller = site;
         e.t_start = t0;
         e.t_end = t1;
         e.t_enqueue = t0;

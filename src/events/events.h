@@ -12,6 +12,10 @@
 /* A skip of a record already reported at enqueue (audit mode): shown, but
  * not counted as a second error. */
 #define HCG_EVF_REPORTED 0x01
+/* A rejection: the record's fields were read (dst, src, bytes). */
+#define HCG_EVF_HAVE_RECORD 0x02
+/* A rejection in audit mode: the launch went through. */
+#define HCG_EVF_PASSED 0x04
 
 typedef struct hcg_event {
     uint8_t kind;   /* hcg_evkind */
@@ -28,6 +32,8 @@ typedef struct hcg_event {
     uintptr_t fn, user, stream, dst, src;
     uintptr_t graph, node; /* graph host nodes; 0 for stream launches */
     uintptr_t fault_addr;  /* copy-faulted: the address that faulted */
+    uintptr_t caller;      /* findings, rejections, skips, slow runs: the call site
+                            * (check/callsite.c: hcg_callsite_name); 0 unknown */
 } hcg_event;
 
 /* Exact counters. Each thread counts what it did (ran, copied, skipped,
@@ -66,8 +72,11 @@ hcg_event hcg_event_make(hcg_evkind kind, unsigned reason, hcg_api api, uintptr_
  * is woken when the ring passes half full). Counts it first; drops and
  * counts the drop when full. */
 void hcg_event_push(const hcg_event *e);
-/* Around a host function: what the thread runs, for the watchdog. */
-void hcg_event_running(uintptr_t fn, uint64_t since);
+/* Around a host function: what the thread runs, for the watchdog; tag
+ * (the run layer's call) gives its enqueue site through the hook below. */
+void hcg_event_running(uintptr_t fn, const void *tag, uint64_t since);
+/* The run layer's: the enqueue site of a running call's tag (set once). */
+void hcg_events_on_running(uintptr_t (*site_of)(const void *tag));
 /* Drain every ring into the sinks now (any thread; serialised). */
 void hcg_events_flush(void);
 /* Start the collector thread (idempotent; after fork, restarts). */

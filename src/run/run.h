@@ -38,6 +38,10 @@ typedef struct hcg_call {
     void *uobj;               /* root only: the CUuserObject that owns it */
     CUhostFn inner;           /* wrapped: the function the wrapper calls with rec */
     uint64_t gen;             /* copies: hcg_oracle_gen() when the check began */
+    /* The enqueue site (check/callsite.c), set by the wrapper after
+     * hcg_call_new; read by the callback thread off the common path and by
+     * the watchdog, hence atomic (relaxed: a plain store). */
+    _Atomic uintptr_t caller;
 } __attribute__((aligned(64))) hcg_call;
 
 /* The one initialiser: a call from this thread's pool for a one-shot
@@ -149,6 +153,10 @@ static inline void hcg_pool_flow(hcg_pool *p)
 void hcg_call_poison(hcg_call *c);
 void hcg_pool_after_fork(void);
 void CUDA_CB hcg_trampoline(void *call);
+/* Start-up: the watchdog may name the site of a running call; runs this
+ * long (ticks) or longer take their site along (slow ones). */
+void hcg_trampoline_init(void);
+extern _Atomic uint64_t hcg_slow_ticks;
 /* The same for cuStreamAddCallback's CUstreamCallback (fn is one). */
 void CUDA_CB hcg_stream_cb_trampoline(CUstream s, CUresult status, void *call);
 
@@ -157,6 +165,8 @@ void hcg_count_node(hcg_fnkind kind);
 /* Launched on streams (counted in the pools) and set on graph nodes. */
 uint64_t hcg_launched_of(hcg_fnkind kind);
 uint64_t hcg_nodes_made(void);
+/* Stream launches captured into graphs (wrap/stream.c; weak 0 without it). */
+uint64_t hcg_captured_launches(void);
 /* Launches counted in a flight record's copy of the pools. */
 uint64_t hcg_pool_store_launched(const void *store, hcg_fnkind kind);
 

@@ -27,6 +27,21 @@ void hcg_current_call_describe(hcg_event *e)
     e->node = c->node;
     e->fnkind = c->kind;
     e->api = c->api;
+    e->caller = atomic_load_explicit(&c->caller, memory_order_relaxed);
+    if (c->wrapped) /* named by what cuda.bindings' wrapper calls */
+        e->fn = (uintptr_t)c->inner;
+}
+
+/* Runs at least this long (ticks) take their call site along: the slow
+ * ones (HCGUARD_SLOW_MS, a little less against rounding); set at start-up. */
+_Atomic uint64_t hcg_slow_ticks = UINT64_MAX;
+
+/* The enqueue site of the call the watchdog found running (a tag of
+ * hcg_event_running); read while the call may be returned already, so
+ * only an atomic field, and checked by the caller against the run's start. */
+static uintptr_t running_site(const void *tag)
+{
+    return atomic_load_explicit(&((const hcg_call *)tag)->caller, memory_order_relaxed);
 }
 
 /* A run-time verdict on a record not changed since enqueue keeps the
@@ -104,7 +119,7 @@ static void call_fn(hcg_call *c, CUstream s, CUresult status, int stream_cb,
     /* Only the user's code counts as inside a host function: hcguard's
      * checks and copies are its own. Nested trampolines keep theirs. */
     unsigned char was = hcg_in_host_fn;
-    hcg_event_running(e->fn, e->t_start);
+    hcg_event_running(e->fn, c, e->t_start);
     if (snap && hcguard_copies((hcg_fnkind)c->kind)) {
         copy_snapshot(snap, e);
     } else {
@@ -119,7 +134,7 @@ static void call_fn(hcg_call *c, CUstream s, CUresult status, int stream_cb,
             c->fn(c->user);
         hcg_in_host_fn = was;
     }
-    hcg_event_running(0, 0);
+    hcg_event_running(0, NULL, 0);
 }
 
 /* What both trampolines do around the user's function. */
@@ -133,10 +148,13 @@ static void run(hcg_call *c, CUstream s, CUresult status, int stream_cb)
     e.flags = c->enqueue_status != HCGUARD_OK ? HCG_EVF_REPORTED : 0;
     e.fault_sig = e.fault_code = 0;
     e.fault_addr = 0;
+    e.caller = 0;
     e.tid = hcg_gettid();
     e.seq = c->seq;
     e.t_enqueue = c->t_enqueue;
-    e.fn = (uintptr_t)c->fn;
+    /* A function inside cuda.bindings' wrapper is named by itself (the copy
+     * function recognised, not the wrapper). */
+    e.fn = (uintptr_t)(HCG_UNLIKELY(c->wrapped) ? c->inner : c->fn);
     e.user = (uintptr_t)c->user;
     e.stream = c->stream;
     e.bytes = e.dst = e.src = 0;
@@ -166,11 +184,45 @@ static void run(hcg_call *c, CUstream s, CUresult status, int stream_cb)
     if (c->wrapped && c->oneshot && (!go || snap))
         free(c->user);
     e.t_end = hcg_ticks();
+    /* Off the common path: a skip, or a slow run, names its enqueue site. */
+    if (HCG_UNLIKELY(e.kind != HCG_EV_RUN ||
+                     e.t_end - e.t_start >= atomic_load_explicit(&hcg_slow_ticks,
+                                                                 memory_order_relaxed))) {
+        e.caller = atomic_load_explicit(&c->caller, memory_order_relaxed);
+    }
     current = NULL;
     int oneshot = c->oneshot;
     hcg_event_push(&e);
     if (oneshot)
         hcg_call_release_batched(c);
+}
+
+/* Nanoseconds per tick, or less (a lower threshold only takes the site
+ * along more often): the rate measured since start-up is not known yet
+ * here, so the counter's own frequency on aarch64, and 1 GHz or more (the
+ * TSC) elsewhere. */
+static double ns_per_tick_at_most(void)
+{
+    hcg_clock_ref_t ref;
+    hcg_clock_ref(&ref);
+    if (ref.ns_per_tick != 1.0)
+        return ref.ns_per_tick;
+#if defined(__aarch64__)
+    uint64_t hz;
+    __asm__ __volatile__("mrs %0, cntfrq_el0" : "=r"(hz));
+    if (hz)
+        return 1e9 / (double)hz;
+#endif
+    return 1.0;
+}
+
+void hcg_trampoline_init(void)
+{
+    const hcg_config *cfg = hcg_config_get();
+    hcg_events_on_running(running_site);
+    if (cfg->slow_ms > 0 && HCG_FINDING_ON(cfg, HCG_FIND_SLOW))
+        atomic_store(&hcg_slow_ticks,
+                     (uint64_t)(cfg->slow_ms * 1e6 * 0.99 / ns_per_tick_at_most()));
 }
 
 void CUDA_CB hcg_trampoline(void *arg)

@@ -219,6 +219,27 @@ const char *hcg_fn_name(uintptr_t fn)
     return names[h].name;
 }
 
+static struct {
+    uintptr_t site;
+    char name[320];
+} sites[NAME_SLOTS];
+
+const char *hcg_caller_name(uintptr_t site)
+{
+    if (!site)
+        return "";
+    if (names_gone)
+        return "unknown";
+    unsigned h = (unsigned)((site * 0x9e3779b97f4a7c15ull) >> 55) % NAME_SLOTS;
+    if (sites[h].site != site) {
+        if (names_cached_only)
+            return "unknown";
+        sites[h].site = site;
+        hcg_callsite_name(site, sites[h].name, sizeof sites[h].name);
+    }
+    return sites[h].name;
+}
+
 size_t hcg_json_str(char *out, size_t room, const char *s)
 {
     size_t n = 0;

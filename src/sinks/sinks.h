@@ -22,13 +22,21 @@ void hcg_summary_print_recovered(const hcg_flight *f, const hcg_counts *c, uint6
                                  pid_t pid, const char *how);
 uint64_t hcg_summary_errors_of(const hcg_counts *c);
 
-/* ---- findings.c: the audit's findings, counted and printed -------------- */
+/* One line: hcguard was active, but no host function was launched. */
+void hcg_summary_print_idle(void);
+
+/* ---- findings.c: rejections, skips and findings, merged and printed ------ */
 void hcg_audit_event(const hcg_event *e); /* collector */
-uint64_t hcg_audit_errors(const hcg_counts *c); /* the findings that are errors */
-void hcg_audit_print(const hcg_counts *c);
 void hcg_audit_after_fork(void); /* a fork child's findings are its own */
-/* A copy skipped when it ran (collector): printed under the print limit. */
-void hcg_report_skip(const hcg_event *e);
+/* Errors and warnings (the README's table): of an event's kind
+ * (HCG_EV_REJECT, HCG_EV_SKIP, HCG_EV_FINDING) and reason. */
+enum { HCG_SEV_ERROR = 1, HCG_SEV_WARNING = 2 };
+int hcg_severity_of(uint8_t ev, unsigned reason);
+/* The findings counted in c that are of severity sev. */
+uint64_t hcg_findings_of_severity(const hcg_counts *c, int sev);
+/* The summary's lines for every group of (ev, reason), most frequent
+ * first: count, function, call site (slow ones: times and what waited). */
+void hcg_findings_print_groups(uint8_t ev, unsigned reason);
 
 /* ---- sinkfile.c: the sinks' output files --------------------------------- */
 #define HCG_SINK_EVENT_MAX 2048 /* room reserved for one event's text */
@@ -76,6 +84,9 @@ void hcg_fn_names_gone(void);
 void hcg_fn_names_cached_only(int on);
 /* fn's symbol (or "anonymous"), looked up once per function (collector). */
 const char *hcg_fn_name(uintptr_t fn);
+/* An event's call site (its caller field) as "main+0x1c (in app)", looked
+ * up once per site (collector); "" for none, "unknown" as hcg_fn_name. */
+const char *hcg_caller_name(uintptr_t site);
 /* s as the body of a JSON string into out; returns the length (< room). */
 size_t hcg_json_str(char *out, size_t room, const char *s);
 

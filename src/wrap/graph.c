@@ -216,6 +216,10 @@ static CUresult prepare(hcg_api api, CUhostFn fn, void *user, hcg_call **out)
     c->root = NULL;
     c->uobj = NULL;
     c->graph = c->node = 0;
+    /* A node's run-time findings name its graph and node; the stack is
+     * walked for them only when --backtrace asks for frames. */
+    atomic_store_explicit(&c->caller, hcg_g_backtrace ? hcg_callsite_here() : 0,
+                          memory_order_relaxed);
     hcg_count_node((hcg_fnkind)c->kind);
     *out = c;
     return CUDA_SUCCESS;
@@ -887,8 +891,17 @@ int hcg_graph_adopt_capture(hcg_call *c, CUstream s, int ptsz)
 }
 
 /* The node a capture just added: the stream's only dependency now. */
+/* Launches captured into graphs (not on streams, for the summary). */
+static _Atomic uint64_t captured_launches;
+
+uint64_t hcg_captured_launches(void)
+{
+    return atomic_load_explicit(&captured_launches, memory_order_relaxed);
+}
+
 void hcg_graph_note_captured(hcg_call *c, CUstream s, int ptsz)
 {
+    atomic_fetch_add_explicit(&captured_launches, 1, memory_order_relaxed);
     hcg_driver *d = hcg_driver_get();
     hcg_pfn_cuStreamGetCaptureInfo_v2 info =
         ptsz ? atomic_load(&d->cuStreamGetCaptureInfo_v2_ptsz) : atomic_load(&d->cuStreamGetCaptureInfo_v2);

@@ -5,9 +5,8 @@
 
 #include "wrap/wrap.h"
 
-/* Set once any capture has begun; until then no launch needs the (driver)
- * question "is this stream capturing?". */
-static atomic_int capture_seen;
+/* Until a capture has begun (HCG_LAUNCH_CAPTURE in hcg_g_launch_rare), no
+ * launch needs the (driver) question "is this stream capturing?". */
 
 /* Which entry point, and cuLaunchHostFunc_v2's sync mode. */
 typedef struct launch_args {
@@ -16,6 +15,7 @@ typedef struct launch_args {
     CUhostFn fn;
     void *user;
     unsigned int sync_mode;
+    uintptr_t ra; /* the wrapper's return address: the enqueue site */
 } launch_args;
 
 /* Inline with a constant api in each wrapper (the arguments are passed by
@@ -102,10 +102,17 @@ __attribute__((noinline, cold)) static void adopt_captured(hcg_call *c, hcg_api 
 static inline __attribute__((always_inline)) CUresult launch_call(hcg_driver *d, launch_args a,
                                                                   hcg_call *c)
 {
+    /* The call site: the return address alone (a store), or the stack
+     * when --backtrace asks for frames. */
+    atomic_store_explicit(&c->caller, a.ra, memory_order_relaxed);
     int captured = 0;
-    if (HCG_UNLIKELY(atomic_load_explicit(&capture_seen, memory_order_relaxed)) &&
-        (captured = stream_is_capturing(d, a.api, a.stream)))
-        adopt_captured(c, a.api, a.stream);
+    int rare = atomic_load_explicit(&hcg_g_launch_rare, memory_order_relaxed);
+    if (HCG_UNLIKELY(rare)) {
+        if (hcg_g_backtrace)
+            atomic_store_explicit(&c->caller, hcg_callsite_here(), memory_order_relaxed);
+        if ((rare & HCG_LAUNCH_CAPTURE) && (captured = stream_is_capturing(d, a.api, a.stream)))
+            adopt_captured(c, a.api, a.stream);
+    }
     hcg_fnkind kind = (hcg_fnkind)c->kind;
     hcg_pool *pool = c->owner;
     CUresult r = call_real(d, a, hcg_trampoline, c);
@@ -196,22 +203,26 @@ static inline __attribute__((always_inline)) CUresult launch(launch_args a)
 
 CUresult hcg_w_cuLaunchHostFunc(CUstream s, CUhostFn fn, void *user)
 {
-    return launch((launch_args){HCG_API_LAUNCH_HOST_FUNC, s, fn, user, 0});
+    return launch((launch_args){HCG_API_LAUNCH_HOST_FUNC, s, fn, user, 0,
+                               (uintptr_t)__builtin_return_address(0)});
 }
 
 CUresult hcg_w_cuLaunchHostFunc_ptsz(CUstream s, CUhostFn fn, void *user)
 {
-    return launch((launch_args){HCG_API_LAUNCH_HOST_FUNC_PTSZ, s, fn, user, 0});
+    return launch((launch_args){HCG_API_LAUNCH_HOST_FUNC_PTSZ, s, fn, user, 0,
+                               (uintptr_t)__builtin_return_address(0)});
 }
 
 CUresult hcg_w_cuLaunchHostFunc_v2(CUstream s, CUhostFn fn, void *user, unsigned int mode)
 {
-    return launch((launch_args){HCG_API_LAUNCH_HOST_FUNC_V2, s, fn, user, mode});
+    return launch((launch_args){HCG_API_LAUNCH_HOST_FUNC_V2, s, fn, user, mode,
+                               (uintptr_t)__builtin_return_address(0)});
 }
 
 CUresult hcg_w_cuLaunchHostFunc_v2_ptsz(CUstream s, CUhostFn fn, void *user, unsigned int mode)
 {
-    return launch((launch_args){HCG_API_LAUNCH_HOST_FUNC_V2_PTSZ, s, fn, user, mode});
+    return launch((launch_args){HCG_API_LAUNCH_HOST_FUNC_V2_PTSZ, s, fn, user, mode,
+                               (uintptr_t)__builtin_return_address(0)});
 }
 
 /* ---- cuStreamAddCallback ---------------------------------------------------
@@ -240,7 +251,7 @@ static hcg_fnkind add_callback_kind(CUstreamCallback cb, void *user, CUstreamCal
 }
 
 static CUresult add_callback(hcg_api api, CUstream s, CUstreamCallback cb, void *user,
-                             unsigned int flags)
+                             unsigned int flags, uintptr_t ra)
 {
     hcg_driver *d = hcg_driver_get();
     if (HCG_UNLIKELY(!d)) {
@@ -271,6 +282,8 @@ static CUresult add_callback(hcg_api api, CUstream s, CUstreamCallback cb, void 
     hcg_call *c = hcg_call_new(api, s, (CUhostFn)(void *)cb, user, HCG_FN_ORDINARY, HCGUARD_OK, 0);
     if (!c)
         return real(s, cb, user, flags);
+    atomic_store_explicit(&c->caller, HCG_UNLIKELY(hcg_g_backtrace) ? hcg_callsite_here() : ra,
+                          memory_order_relaxed);
     struct hcg_pool *pool = c->owner;
     CUresult r = real(s, hcg_stream_cb_trampoline, c, flags);
     if (r == CUDA_SUCCESS) {
@@ -283,20 +296,22 @@ static CUresult add_callback(hcg_api api, CUstream s, CUstreamCallback cb, void 
 
 CUresult hcg_w_cuStreamAddCallback(CUstream s, CUstreamCallback cb, void *user, unsigned int flags)
 {
-    return add_callback(HCG_API_STREAM_ADD_CALLBACK, s, cb, user, flags);
+    return add_callback(HCG_API_STREAM_ADD_CALLBACK, s, cb, user, flags,
+                        (uintptr_t)__builtin_return_address(0));
 }
 
 CUresult hcg_w_cuStreamAddCallback_ptsz(CUstream s, CUstreamCallback cb, void *user,
                                         unsigned int flags)
 {
-    return add_callback(HCG_API_STREAM_ADD_CALLBACK_PTSZ, s, cb, user, flags);
+    return add_callback(HCG_API_STREAM_ADD_CALLBACK_PTSZ, s, cb, user, flags,
+                        (uintptr_t)__builtin_return_address(0));
 }
 
 /* ---- capture ---------------------------------------------------------- */
 static void note_capture(CUresult r)
 {
     if (r == CUDA_SUCCESS)
-        atomic_store(&capture_seen, 1);
+        atomic_fetch_or(&hcg_g_launch_rare, HCG_LAUNCH_CAPTURE);
 }
 
 /* Every begin-capture variant: the real one, and a success noted. */

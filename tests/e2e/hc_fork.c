@@ -87,11 +87,12 @@ static void child_reports_its_own(void)
     char buf[16384];
     child(0, launch_memcpy, buf, sizeof buf);
     CHECK_MSG(strstr(buf, "libc-function-as-host-fn") != NULL, "the child's finding: %s", buf);
-    CHECK_MSG(strstr(buf, "audit findings: 1") != NULL, "one finding in the child's summary: %s",
+    CHECK_MSG(strstr(buf, "errors: 1\n") != NULL, "one finding in the child's summary: %s",
           buf);
+    CHECK_MSG(strstr(buf, "==hcguard== [pid ") != NULL, "no pid in the child's prefix: %s", buf);
     CHECK_MSG(strstr(buf, "host functions: 0 launched, 0 ran") != NULL,
           "the parent's work in the child's summary: %s", buf);
-    CHECK_MSG(strstr(buf, "bad records rejected at enqueue: 0") != NULL,
+    CHECK_MSG(strstr(buf, "bad records rejected at enqueue") == NULL,
           "the parent's rejection in the child's summary: %s", buf);
     CHECK_MSG(strstr(buf, "memcpy as a host function:") == NULL, "not refused: %s", buf);
     /* What the child said, for the test's own expectations. */
