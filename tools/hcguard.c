@@ -63,6 +63,7 @@ typedef enum opt_id {
     OPT_LOG_FILE,
     OPT_FILE_MODE,
     OPT_PRINT_LIMIT,
+    OPT_NVTX,
     OPT_HELP,
     OPT_VERSION,
     OPT_COUNT
@@ -83,6 +84,7 @@ static const opt_def opt_table[] = {
     {"--no-summary", 0, OPT_NO_SUMMARY},
     {"--driver", 1, OPT_DRIVER},
     {"--debug", 0, OPT_DEBUG},
+    {"--nvtx", 0, OPT_NVTX},
     {"--slow-ms", 1, OPT_SLOW_MS},
     {"--hang-s", 1, OPT_HANG_S},
     {"--recheck", 1, OPT_RECHECK},
@@ -541,6 +543,7 @@ static int apply_options(const run_opts *o)
         {OPT_NO_SUMMARY, "HCGUARD_SUMMARY", "0"},
         {OPT_DRIVER, "HCGUARD_DRIVER", NULL},
         {OPT_DEBUG, "HCGUARD_DEBUG", "1"},
+        {OPT_NVTX, "HCGUARD_NVTX", "1"},
         {OPT_SLOW_MS, "HCGUARD_SLOW_MS", NULL},
         {OPT_HANG_S, "HCGUARD_HANG_S", NULL},
         {OPT_RECHECK, "HCGUARD_RECHECK", NULL},
@@ -623,6 +626,10 @@ static const char help_text[] =
     "                      is a regular file of the user it runs as\n"
     "  --print-limit N     print at most N findings, count the rest\n"
     "                      (default: 100; 0: no limit)\n"
+    "  --nvtx              mark each host function as an NVTX range in an\n"
+    "                      'hcguard' domain on its callback thread, for\n"
+    "                      Nsight Systems (nsys profile hcguard run --nvtx\n"
+    "                      ...); copies carry their bytes (default: off)\n"
     "  -h, --help          print this help\n"
     "  --                  end of options; needed only if the program's name\n"
     "                      starts with '-'\n"
@@ -646,6 +653,7 @@ static const char help_text[] =
     "  HCGUARD_LOG_FILE        --log-file\n"
     "  HCGUARD_FILE_MODE       --file-mode\n"
     "  HCGUARD_PRINT_LIMIT     --print-limit\n"
+    "  HCGUARD_NVTX=1          --nvtx\n"
     "  HCGUARD_LIBRARY         the libhcguard.so to preload (default: the\n"
     "                          one installed with this launcher:\n"
     "    %s)\n"

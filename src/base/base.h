@@ -42,6 +42,7 @@ typedef struct hcg_config {
     char report_path[HCG_PATH_MAX];       /* HCGUARD_LOG_FILE: messages and summary; "" = stderr */
     char report_pattern[HCG_PATH_MAX];
     unsigned print_limit;                 /* HCGUARD_PRINT_LIMIT: findings printed; 0 = all */
+    int nvtx;      /* HCGUARD_NVTX: each host function an NVTX range (Nsight Systems) */
     char rank[16]; /* the MPI/Slurm rank from the launcher's environment; "" = unknown */
 } hcg_config;
 #define HCG_PRINT_LIMIT_DEFAULT 100

@@ -28,6 +28,7 @@ typedef struct hcg_call {
     uint8_t api;              /* hcg_api: which entry point enqueued it */
     uint8_t enqueue_status;   /* hcguard_status at enqueue (audit mode) */
     uint8_t wrapped;          /* fn is cuda.bindings' wrapper: user is malloc'd by it */
+    uint8_t nvtx;             /* run it inside an NVTX range (HCGUARD_NVTX) */
     /* -- second line: copies (rec, snap) and graph nodes (the rest) -- */
     void *rec __attribute__((aligned(64))); /* copies: the record; wrapped: the wrapper's data */
     hcguard_copy_record snap; /* the record as validated at enqueue */
@@ -38,6 +39,7 @@ typedef struct hcg_call {
     void *uobj;               /* root only: the CUuserObject that owns it */
     CUhostFn inner;           /* wrapped: the function the wrapper calls with rec */
     uint64_t gen;             /* copies: hcg_oracle_gen() when the check began */
+    void *nvtx_name;          /* nvtx: its range's registered name */
 } __attribute__((aligned(64))) hcg_call;
 
 /* The one initialiser: a call from this thread's pool for a one-shot
@@ -85,5 +87,19 @@ void hcg_debug_call(hcg_api api, CUhostFn fn, void *user, hcg_fnkind kind, CUhos
  * if refused (reported); else CUDA_SUCCESS and *out, NULL if out of memory. */
 CUresult hcg_prepare_call(hcg_api api, CUstream s, CUhostFn fn, void *user, hcg_call **out);
 
+/* ---- nvtx.c: NVTX ranges for Nsight Systems (HCGUARD_NVTX) ---------------- */
+extern uint8_t hcg_nvtx_on; /* set once at start-up, before any launch */
+/* Start-up (application thread): the "hcguard" domain, if configured. */
+void hcg_nvtx_init(void);
+/* fn's registered name (enqueue, application thread: a lock, an allocation
+ * once per function); NULL if out of memory. */
+void *hcg_nvtx_name(uintptr_t fn);
+/* Around the host function, on the thread that runs it: no lock, no
+ * allocation of hcguard's. copy: bytes is the payload. */
+void hcg_nvtx_push(void *name, uint64_t bytes, int copy);
+void hcg_nvtx_pop(void);
+void hcg_nvtx_fork_lock(void);
+void hcg_nvtx_fork_unlock(void);
+void hcg_nvtx_after_fork(void);
 
 #endif /* HCG_RUN_H */
