@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "hcg.h"
+#include "report.h"
 
 #ifndef HCGUARD_VERSION_STRING
 #error "HCGUARD_VERSION_STRING must be defined by the build"
@@ -572,6 +573,7 @@ static int apply_options(const run_opts *o)
 
 static const char help_text[] =
     "Usage: hcguard run [options] [--] program [args...]\n"
+    "       hcguard report [--trace FILE] [--svg FILE] LOG...\n"
     "       hcguard --help | --version\n"
     "\n"
     "Runs a CUDA program under hcguard. hcguard watches the host functions\n"
@@ -972,6 +974,8 @@ int main(int argc, char **argv)
     const char *cmd = argv[1];
     if (strcmp(cmd, "run") == 0)
         return cmd_run(argc - 2, argv + 2);
+    if (strcmp(cmd, "report") == 0)
+        return hcg_report_main(argc - 2, argv + 2);
     if (strcmp(cmd, "help") == 0)
         return print_help();
     if (cmd[0] == '-')

@@ -89,6 +89,8 @@ void hcg_write_raw(const char *text, size_t len);
 char hcg_report_exec_state(void);
 /* The launcher, for a program that died: its report file, appended to. */
 void hcg_report_continue(const char *path);
+/* Messages and summaries to fd from now on (hcguard report: its output). */
+void hcg_report_to_fd(int fd);
 /* Misconfiguration: printed now as an ERROR (without --debug) and kept,
  * to be repeated in the summary (hcg_problems_print). */
 void hcg_problem(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -280,6 +280,10 @@ static void print_copy_fns(hcg_fnkind k, uint64_t n_launched, uint64_t n_ran)
         hcg_msg("        (%zu more copy functions)", n - MAX_FNS_LISTED);
 }
 
+/* Set while a summary of logs is printed: the copy functions this
+ * process saw are not those of the logs. */
+static int from_logs;
+
 static void print_copies(const totals *t)
 {
     char a[32], b[32];
@@ -291,7 +295,8 @@ static void print_copies(const totals *t)
         if (hcg_fnkind_is_copy((hcg_fnkind)k) && (t->launched[k] || ran[k])) {
             hcg_msg("    recognised as %s: %" PRIu64 " launched, %" PRIu64 " ran",
                     hcg_fnkind_name((hcg_fnkind)k), t->launched[k], ran[k]);
-            print_copy_fns((hcg_fnkind)k, t->launched[k], ran[k]);
+            if (!from_logs)
+                print_copy_fns((hcg_fnkind)k, t->launched[k], ran[k]);
         }
     print_time_hist("copy latency", &S.copy_time);
     if (S.copy_mbps.n) {
@@ -377,6 +382,17 @@ static void print_errors(const totals *t, int live)
         hcg_msg("ERROR SUMMARY: %" PRIu64 " error%s", errors, errors == 1 ? "" : "s");
 }
 
+/* Times and threads, from the events (under S.lock). */
+static void print_measures(void)
+{
+    print_time_hist("host function run time", &S.fn_time);
+    print_time_hist("dispatch latency (enqueue to start)", &S.dispatch);
+    if (S.n_threads) {
+        hcg_msg("callback threads: %u", S.n_threads);
+        print_threads();
+    }
+}
+
 void hcg_summary_print(void)
 {
     const hcg_config *cfg = hcg_config_get();
@@ -385,12 +401,7 @@ void hcg_summary_print(void)
     pthread_mutex_lock(&S.lock);
     hcg_msg("HCGUARD SUMMARY (pid %d, mode %s)", (int)getpid(), mode_name(cfg->mode));
     print_counts(&t, cfg->mode);
-    print_time_hist("host function run time", &S.fn_time);
-    print_time_hist("dispatch latency (enqueue to start)", &S.dispatch);
-    if (S.n_threads) {
-        hcg_msg("callback threads: %u", S.n_threads);
-        print_threads();
-    }
+    print_measures();
     print_dropped(&t, cfg->buffer_bytes);
     hcg_jsonl_summary();
     hcg_trace_summary();
@@ -421,6 +432,27 @@ void hcg_summary_print_recovered(const hcg_flight *f, const hcg_counts *c, uint6
         hcg_msg("event log: %s (the events left in memory appended)", f->log_path);
     if (f->trace_path[0] && memchr(f->trace_path, 0, sizeof f->trace_path))
         hcg_msg("trace: %s (the events left in memory appended, and closed)", f->trace_path);
+    print_errors(&t, 0);
+}
+
+/* Of events read back from logs (hcguard report): the counts made from
+ * them, the times and findings from what hcg_summary_event and
+ * hcg_audit_event were given since they last started anew. */
+void hcg_summary_print_read(const char *title, const hcg_counts *c,
+                            const uint64_t launched[HCG_FN_KIND_COUNT], uint64_t nodes, int mode)
+{
+    totals t;
+    t.c = *c;
+    memcpy(t.launched, launched, sizeof t.launched);
+    t.nodes = nodes;
+    t.dropped = 0;
+    pthread_mutex_lock(&S.lock);
+    hcg_msg("%s", title);
+    from_logs = 1;
+    print_counts(&t, mode);
+    from_logs = 0;
+    print_measures();
+    pthread_mutex_unlock(&S.lock);
     print_errors(&t, 0);
 }
 
