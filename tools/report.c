@@ -910,7 +910,7 @@ static void write_svg(FILE *f)
 /* ---- the command ------------------------------------------------------------- */
 
 static const char report_help[] =
-    "Usage: hcguard report [--trace FILE] [--svg FILE] LOG...\n"
+    "Usage: hcguard report [--trace FILE] [--svg FILE] [--] LOG...\n"
     "\n"
     "Merges the event logs (hcguard run --log) of many processes, e.g. one per\n"
     "MPI rank (--log 'hcguard.%q{OMPI_COMM_WORLD_RANK}.jsonl'), and prints on\n"
@@ -942,21 +942,23 @@ static int report_usage(const char *fmt, ...)
 
 typedef struct report_opts {
     const char *trace, *svg;
-    int first_log;
 } report_opts;
 
-/* Options before the logs. 0, -1 (help printed) or an exit status. */
+/* Options (anywhere before "--") and logs, into R.files. 0, -1 (help
+ * printed) or an exit status. */
 static int parse_report(int argc, char **argv, report_opts *o)
 {
-    int i = 0;
-    for (; i < argc; i++) {
+    int only_logs = 0;
+    for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
-        if (strcmp(a, "--") == 0) {
-            i++;
-            break;
+        if (!only_logs && strcmp(a, "--") == 0) {
+            only_logs = 1;
+            continue;
         }
-        if (a[0] != '-' || a[1] == '\0')
-            break;
+        if (only_logs || a[0] != '-' || a[1] == '\0') {
+            R.files[R.n_files++].path = a;
+            continue;
+        }
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             fputs(report_help, stdout);
             return -1;
@@ -972,9 +974,8 @@ static int parse_report(int argc, char **argv, report_opts *o)
             return report_usage("option '%.*s' needs a file name", (int)strcspn(a, "="), a);
         *to = v;
     }
-    if (i >= argc)
+    if (!R.n_files)
         return report_usage("no log given");
-    o->first_log = i;
     return 0;
 }
 
@@ -1038,10 +1039,13 @@ static int survey(logfile *lf)
                 "died before its first was written)\n", lf->path);
         lf->bad = 1;
     }
-    if (!lf->bad && (lf->cut_short || lf->bad_lines))
-        fprintf(stderr, "hcguard report: %s: %s%s%" PRIu64 " other line%s skipped\n", lf->path,
-                lf->cut_short ? "the last line was cut short (skipped); " : "",
-                lf->bad_lines ? "" : "", lf->bad_lines, lf->bad_lines == 1 ? "" : "s");
+    if (!lf->bad && lf->cut_short)
+        fprintf(stderr, "hcguard report: %s: the last line was cut short (the process died "
+                "writing it): skipped\n", lf->path);
+    if (!lf->bad && lf->bad_lines)
+        fprintf(stderr, "hcguard report: %s: %" PRIu64 " other line%s not events, skipped "
+                "(first: line %ld: %s)\n", lf->path, lf->bad_lines,
+                lf->bad_lines == 1 ? "" : "s", lf->first_bad_line, lf->first_bad);
     return lf->bad ? -1 : 0;
 }
 
@@ -1109,19 +1113,22 @@ static int run_report(const report_opts *o, size_t n_logs)
 int hcg_report_main(int argc, char **argv)
 {
     report_opts o = {0};
+    R.files = calloc((size_t)argc + 1, sizeof *R.files);
+    if (!R.files) {
+        fprintf(stderr, "hcguard report: out of memory\n");
+        return 1;
+    }
     int rc = parse_report(argc, argv, &o);
-    if (rc)
+    if (rc) {
+        free(R.files);
         return rc < 0 ? 0 : rc;
-    R.n_files = (size_t)(argc - o.first_log);
-    R.files = calloc(R.n_files, sizeof *R.files);
+    }
     out_fd = dup(STDOUT_FILENO);
     null_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
-    if (!R.files || out_fd < 0 || null_fd < 0) {
+    if (out_fd < 0 || null_fd < 0) {
         fprintf(stderr, "hcguard report: cannot start: %s\n", strerror(errno));
         return 1;
     }
-    for (size_t i = 0; i < R.n_files; i++)
-        R.files[i].path = argv[o.first_log + (int)i];
     hcg_symbolize_from = name_from_logs;
     hcg_report_to_fd(out_fd);
     rc = run_report(&o, R.n_files);
