@@ -588,6 +588,10 @@ static const char help_text[] =
     "to the log and trace the events the program had not written, and the\n"
     "summary, from a flight recorder in $TMPDIR (removed at the end).\n"
     "\n"
+    "hcguard report merges the event logs (--log) of many processes, e.g. one\n"
+    "per MPI rank, into a summary of each and of them all, one trace\n"
+    "(--trace FILE) and a latency plot (--svg FILE): see 'hcguard report --help'.\n"
+    "\n"
     "Options of run:\n"
     "  --mode MODE         guard  refuse a bad host copy: the launch returns\n"
     "                             CUDA_ERROR_INVALID_VALUE, nothing is copied\n"
@@ -670,7 +674,9 @@ static const char help_text[] =
     "\n"
     "Examples:\n"
     "  hcguard run ./my_app --size 1024\n"
-    "  hcguard run --mode audit --log hcguard.%%p.jsonl -- python3 train.py\n";
+    "  hcguard run --mode audit --log hcguard.%%p.jsonl -- python3 train.py\n"
+    "  hcguard report --trace all.json --svg latency.svg hcguard.*.jsonl\n"
+    "  nsys profile hcguard run --nvtx ./my_app\n";
 
 static int print_help(void)
 {
