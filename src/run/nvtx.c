@@ -8,7 +8,7 @@
  * Names are registered strings, made at enqueue (hcg_nvtx_name, on the
  * application's thread: a lock, maybe an allocation, once per function),
  * so that the callback thread only pushes and pops: no lock, no
- * allocation of hcguard's own. */
+ * allocation of hcguard's own. A fork child keeps the domain and names. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,6 +45,11 @@ void hcg_nvtx_init(void)
     if (!hcg_config_get()->nvtx || hcg_nvtx_on)
         return;
     domain = nvtxDomainCreateA("hcguard");
+    if (!domain) { /* no tool attached: nothing would record the ranges */
+        hcg_debug("NVTX: no tool attached (NVTX_INJECTION64_PATH is not set, or its library "
+                  "did not load): no ranges");
+        return;
+    }
     hcg_nvtx_on = 1;
     hcg_debug("NVTX: host functions are ranges in the 'hcguard' domain");
 }
@@ -84,23 +89,41 @@ static nvtxStringHandle_t register_name(uintptr_t fn)
     return nvtxDomainRegisterStringA(domain, name);
 }
 
+/* fn's slot, or the empty one it would take (names_lock held; room kept). */
+static name_slot *slot_find(uintptr_t fn)
+{
+    size_t i = slot_of(fn, n_slots);
+    while (slots[i].fn && slots[i].fn != fn)
+        i = (i + 1) & (n_slots - 1);
+    return &slots[i];
+}
+
+/* The name is made outside the lock: symbolizing reads ELF files (and may
+ * unmap, which takes the oracle's lock) and the tool may take its own
+ * locks; two threads may then register one function twice, harmlessly. */
 void *hcg_nvtx_name(uintptr_t fn)
 {
     hcg_fork_register();
     pthread_mutex_lock(&names_lock);
-    nvtxStringHandle_t h = NULL;
-    if (2 * (n_used + 1) > n_slots && grow() != 0)
-        goto out;
-    size_t i = slot_of(fn, n_slots);
-    while (slots[i].fn && slots[i].fn != fn)
-        i = (i + 1) & (n_slots - 1);
-    if (!slots[i].fn) {
-        slots[i].fn = fn;
-        slots[i].name = register_name(fn);
-        n_used++;
+    const name_slot *known = n_slots ? slot_find(fn) : NULL;
+    int found = known && known->fn;
+    nvtxStringHandle_t h = found ? known->name : NULL;
+    pthread_mutex_unlock(&names_lock);
+    if (found)
+        return h;
+    nvtxStringHandle_t made = register_name(fn);
+    pthread_mutex_lock(&names_lock);
+    if (2 * (n_used + 1) <= n_slots || grow() == 0) {
+        name_slot *s = slot_find(fn);
+        if (!s->fn) {
+            s->fn = fn;
+            s->name = made;
+            n_used++;
+        }
+        h = s->name;
+    } else {
+        h = made; /* out of memory: named, not kept */
     }
-    h = slots[i].name;
-out:
     pthread_mutex_unlock(&names_lock);
     return h;
 }
