@@ -234,6 +234,45 @@ static void bad_line(logfile *lf, long line, const char *why)
     }
 }
 
+/* A string read from a log, made safe to print, and to write into JSON
+ * and XML: a byte that is not part of valid UTF-8, or a control
+ * character, becomes '?'. */
+static void clean(char *s)
+{
+    unsigned char *p = (unsigned char *)s;
+    while (*p) {
+        unsigned n = *p < 0x80 ? 1 : (*p & 0xe0) == 0xc0 ? 2 : (*p & 0xf0) == 0xe0 ? 3
+                                 : (*p & 0xf8) == 0xf0 ? 4 : 0;
+        unsigned ok = n && !(n == 2 && *p < 0xc2) && !(n == 4 && *p > 0xf4);
+        for (unsigned i = 1; ok && i < n; i++)
+            ok = (p[i] & 0xc0) == 0x80;
+        if (!ok || *p < 0x20 || *p == 0x7f) {
+            *p++ = '?';
+            continue;
+        }
+        p += n;
+    }
+}
+
+static void clean_rec(hcg_logrec *r)
+{
+    clean(r->api);
+    clean(r->fn_name);
+    clean(r->fn_kind);
+    clean(r->reason);
+    clean(r->finding);
+    clean(r->called);
+}
+
+static void clean_hdr(hcg_loghdr *h)
+{
+    clean(h->version);
+    clean(h->host);
+    clean(h->rank);
+    clean(h->mode);
+    clean(h->exe);
+}
+
 /* One line to cb, as an event or a header. -1: not a line of a log (why). */
 static int one_line(logfile *lf, const char *p, size_t n, line_cb cb, void *ctx, char *why,
                     size_t whylen)
@@ -241,11 +280,15 @@ static int one_line(logfile *lf, const char *p, size_t n, line_cb cb, void *ctx,
     hcg_logrec r;
     hcg_loghdr h;
     char herr[256];
-    if (hcg_logrec_parse(p, n, &r, why, whylen) == 0)
+    if (hcg_logrec_parse(p, n, &r, why, whylen) == 0) {
+        clean_rec(&r);
         return cb(lf, &r, NULL, ctx);
+    }
     int hr = hcg_loghdr_parse(p, n, &h, herr, sizeof herr);
-    if (hr == 0)
+    if (hr == 0) {
+        clean_hdr(&h);
         return cb(lf, NULL, &h, ctx);
+    }
     if (hr < 0)
         snprintf(why, whylen, "%s", herr);
     return -1;
@@ -276,6 +319,13 @@ static int read_log(logfile *lf, int survey, line_cb cb, void *ctx)
             lf->lines++;
         if (one_line(lf, line, (size_t)n, cb, ctx, why, sizeof why) == 0)
             continue;
+        if (survey && no == 1 && last) {
+            fprintf(stderr, "hcguard report: %s holds one line, cut short: no events (the "
+                    "process died writing its first)\n", lf->path);
+            lf->bad = 1;
+            rc = -1;
+            break;
+        }
         if (survey && no == 1) {
             fprintf(stderr, "hcguard report: %s is not an hcguard event log (line 1: %s)\n",
                     lf->path, why);
@@ -300,11 +350,17 @@ static int read_log(logfile *lf, int survey, line_cb cb, void *ctx)
 
 /* ---- the first pass: processes, counts, names, the time bases ---------------- */
 
+/* Processes are few per file, and a file's lines mostly one process's: the
+ * last one found is tried first, then the file's own, newest first. */
 static proc *proc_of(int file, int64_t pid)
 {
-    for (size_t i = 0; i < R.n_procs; i++)
-        if (R.procs[i].file == file && R.procs[i].pid == pid)
-            return &R.procs[i];
+    static size_t last;
+    if (last < R.n_procs && R.procs[last].file == file && R.procs[last].pid == pid)
+        return &R.procs[last];
+    for (size_t i = R.n_procs; i-- > 0 && R.procs[i].file == file;)
+        if (R.procs[i].pid == pid)
+            return &R.procs[last = i];
+    last = R.n_procs;
     if (R.n_procs == R.cap_procs) {
         size_t cap = R.cap_procs ? 2 * R.cap_procs : 16;
         proc *p = realloc(R.procs, cap * sizeof *p);
@@ -488,7 +544,10 @@ static void trace_process(const proc *p, int tpid)
     fprintf(R.trace, "\",\"pid\":%" PRId64 ",\"host\":\"", p->pid);
     json_str(R.trace, host_of(p));
     fprintf(R.trace, "\",\"log\":\"");
-    json_str(R.trace, R.files[p->file].path);
+    char path[HCG_PATH_MAX];
+    snprintf(path, sizeof path, "%s", R.files[p->file].path);
+    clean(path);
+    json_str(R.trace, path);
     fprintf(R.trace, "\"}},\n{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":%d,"
             "\"tid\":0,\"args\":{\"sort_index\":%d}}", tpid, tpid);
 }
@@ -508,11 +567,11 @@ static void trace_event(const proc *p, int tpid, const hcg_logrec *r, map *threa
         fprintf(R.trace, "{\"name\":\"%s", r->kind == HCG_LOGREC_SKIP ? "skipped: " : "");
         json_str(R.trace, name);
         fprintf(R.trace, "\",\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%d,"
-                "\"tid\":%" PRIu64 ",\"args\":{\"api\":\"%s\",\"stream\":\"0x%" PRIx64
-                "\",\"seq\":%" PRIu64,
+                "\"tid\":%" PRIu64 ",\"args\":{\"api\":\"",
                 r->kind == HCG_LOGREC_SKIP ? "skipped copy" : copy ? "host copy" : "host function",
-                ((double)r->t_start_ns - base) / 1e3, (double)r->duration_ns / 1e3, tpid, r->tid,
-                r->api, r->stream, r->seq);
+                ((double)r->t_start_ns - base) / 1e3, (double)r->duration_ns / 1e3, tpid, r->tid);
+        json_str(R.trace, r->api);
+        fprintf(R.trace, "\",\"stream\":\"0x%" PRIx64 "\",\"seq\":%" PRIu64, r->stream, r->seq);
         if (r->have & HCG_LR_GRAPH)
             fprintf(R.trace, ",\"graph\":\"0x%" PRIx64 "\",\"node\":\"0x%" PRIx64 "\"", r->graph,
                     r->node);
@@ -520,19 +579,25 @@ static void trace_event(const proc *p, int tpid, const hcg_logrec *r, map *threa
             fprintf(R.trace, ",\"wait_us\":%.3f", (double)(r->t_start_ns - r->t_enqueue_ns) / 1e3);
         if (copy)
             fprintf(R.trace, ",\"bytes\":%" PRIu64, r->bytes);
-        if (r->kind == HCG_LOGREC_SKIP)
-            fprintf(R.trace, ",\"reason\":\"%s\"", r->reason);
+        if (r->kind == HCG_LOGREC_SKIP) {
+            fputs(",\"reason\":\"", R.trace);
+            json_str(R.trace, r->reason);
+            fputs("\"", R.trace);
+        }
         fputs("}}", R.trace);
         return;
     }
     int reject = r->kind == HCG_LOGREC_REJECT;
     uint64_t t = !reject && (r->have & HCG_LR_T_START) ? r->t_start_ns : r->t_enqueue_ns;
-    fprintf(R.trace, "{\"name\":\"%s%s\",\"cat\":\"%s\",\"ph\":\"i\",\"s\":\"t\",\"ts\":%.3f,"
-            "\"pid\":%d,\"tid\":%" PRIu64 ",\"args\":{\"fn\":\"",
-            reject ? "rejected: " : "", reject ? r->reason : r->finding,
+    fprintf(R.trace, "{\"name\":\"%s", reject ? "rejected: " : "");
+    json_str(R.trace, reject ? r->reason : r->finding);
+    fprintf(R.trace, "\",\"cat\":\"%s\",\"ph\":\"i\",\"s\":\"t\",\"ts\":%.3f,\"pid\":%d,"
+            "\"tid\":%" PRIu64 ",\"args\":{\"fn\":\"",
             reject ? "rejected record" : "finding", ((double)t - base) / 1e3, tpid, r->tid);
     json_str(R.trace, name);
-    fprintf(R.trace, "\",\"api\":\"%s\",\"stream\":\"0x%" PRIx64 "\"}}", r->api, r->stream);
+    fputs("\",\"api\":\"", R.trace);
+    json_str(R.trace, r->api);
+    fprintf(R.trace, "\",\"stream\":\"0x%" PRIx64 "\"}}", r->stream);
 }
 
 /* ---- the events back into the sinks ------------------------------------------ */

@@ -20,6 +20,8 @@ Cases:
                one bad input beside a good log: said, exit 1, the good log
                still reported
   bad-line     a line that is not an event in the middle: skipped and said
+  hostile-strings  names with quotes, markup, escapes, bytes not UTF-8
+  cut-first    a log whose one line was cut short
   usage        no log, an unknown option, an option without its value: 2
   output-over-log, output-symlink  outputs that must not be written
 HCG_CHILD_PRELOAD: a sanitizer runtime for the programs' LD_PRELOAD.
@@ -319,6 +321,37 @@ def case_pid_clash(c):
     c.check(numbers(summaries(p.stdout)[-1])["ran"] == 40, "totals of the two: not 40 ran")
 
 
+def case_hostile_strings(c):
+    """Names from a log are printed, and written into JSON and XML: quotes,
+    markup, an escape sequence, bytes that are not UTF-8."""
+    evil = b'q\\"<&>\\u001b[31m\xff\xc3('  # as JSON string bytes
+    lines = open(good_log(c), "rb").read().splitlines(True)
+    pid = json.loads(lines[0])["pid"]
+    out = [header(pid, rank="r").encode().replace(b'"rank": "r"', b'"rank": "' + evil + b'"')]
+    for line in lines:
+        ev = json.loads(line)
+        ev["fn_name"] = "@@"
+        out.append(json.dumps(ev).encode().replace(b"@@", evil) + b"\n")
+    log = c.path("evil.jsonl")
+    with open(log, "wb") as f:
+        f.writelines(out)
+    trace, svg = c.path("evil.json"), c.path("evil.svg")
+    p = subprocess.run([c.a.launcher, "report", "--trace", trace, "--svg", svg, log],
+                       capture_output=True, timeout=120, env=c.env)
+    sys.stdout.write(p.stdout.decode("utf-8", "replace") + p.stderr.decode("utf-8", "replace"))
+    c.check(p.returncode == 0, "exit %d" % p.returncode)
+    c.check(b"\x1b" not in p.stdout and b"\xff" not in p.stdout,
+            "an escape sequence or a bad byte reached the report")
+    c.check(b"HCGUARD SUMMARY of rank q\"<&>?[31m??(" in p.stdout,
+            "the rank is not shown with its bad characters replaced")
+    name = 'rank q"<&>?[31m??('
+    t = check_trace(c, trace, [name])
+    if t:
+        fns = {e["name"] for e in t if e.get("ph") == "X"}
+        c.check(fns == {'q"<&>?[31m??('}, "trace slice names %s" % fns)
+    check_svg(c, svg, [name])
+
+
 def expect_error(c, p, pattern, status=1):
     c.check(p.returncode == status, "exit status %d, want %d" % (p.returncode, status))
     c.check(re.search(pattern, p.stderr), "stderr lacks /%s/" % pattern)
@@ -387,6 +420,13 @@ def case_fifo(c):
     path = c.path("fifo")
     os.mkfifo(path)
     bad_beside_good(c, path, r"fifo is not a regular file")
+
+
+def case_cut_first(c):
+    path = c.path("cut.jsonl")
+    with open(path, "w") as f:
+        f.write(open(good_log(c)).readline()[:40])
+    bad_beside_good(c, path, r"cut.jsonl holds one line, cut short: no events")
 
 
 def case_bad_line(c):
