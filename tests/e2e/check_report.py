@@ -12,6 +12,7 @@ Cases:
                process's summary counts what its log holds, the totals are
                the sums, the trace has one named process per process, the
                SVG parses as XML with one series per process in each panel
+  shared-file  a fork child writing into its parent's log: two processes
   header       a log with a header record: named by its rank, host and mode
                in the title, its schema read
   pid-clash    two processes of one pid on two hosts: two processes
@@ -295,6 +296,33 @@ def case_merge(c):
     check_svg(c, svg, names)
 
 
+def case_shared_file(c):
+    """A fork child writing into its parent's log (no %p): a process of its
+    own in the report, in the trace and in the plot."""
+    log = c.path("shared.jsonl")
+    p = c.run_under(log, [c.a.fork, c.a.fork_mode])
+    c.check(p.returncode == 0, "hc_fork failed")
+    pids = log_events(log)
+    c.check(len(pids) == (2 if c.a.fork_mode == "busy" else 1),
+            "the shared log holds %d processes' events" % len(pids))
+    trace, svg = c.path("t.json"), c.path("p.svg")
+    p = c.report("--trace", trace, "--svg", svg, log)
+    c.check(p.returncode == 0, "exit %d" % p.returncode)
+    secs = summaries(p.stdout)
+    per = secs[:-1] if len(pids) > 1 else secs
+    names = ["pid %d" % pid for pid in sorted(pids)]
+    c.check(sorted(s[0].split("HCGUARD SUMMARY of ", 1)[1].split(" (")[0] for s in per) == names,
+            "the processes of the shared log are not reported one by one")
+    for pid, evs in pids.items():
+        sec = [s for s in per if s[0].startswith("HCGUARD SUMMARY of pid %d " % pid)]
+        if c.check(len(sec) == 1, "no summary of pid %d" % pid):
+            got, want = numbers(sec[0]), expected(evs)
+            for k, v in want.items():
+                c.check(got[k] == v, "pid %d: %s %s, the log holds %d" % (pid, k, got[k], v))
+    check_trace(c, trace, names)
+    check_svg(c, svg, names)
+
+
 def case_header(c):
     log = with_header(c, good_log(c), c.path("h.jsonl"), rank="7", host="node-b", mode="audit")
     p = c.report(log)
@@ -483,7 +511,11 @@ def main():
     ap = argparse.ArgumentParser()
     for opt in ("case", "launcher", "lib", "lost", "e2e", "fork", "fork-mode", "dir"):
         ap.add_argument("--" + opt, required=True)
+    ap.add_argument("--gpu", action="store_true")
     a = ap.parse_args()
+    if a.gpu and subprocess.run(["sh", "-c", "nvidia-smi -L"], capture_output=True).returncode:
+        print("SKIP: no GPU or no CUDA driver on this machine")
+        return 77
     c = Ctx(a)
     CASES[a.case](c)
     for b in c.bad:
