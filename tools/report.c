@@ -273,7 +273,8 @@ static void clean_hdr(hcg_loghdr *h)
     clean(h->exe);
 }
 
-/* One line to cb, as an event or a header. -1: not a line of a log (why). */
+/* One line to cb, as an event or a header. -1: not a line of a log, -2: a
+ * header that cannot be used (why). */
 static int one_line(logfile *lf, const char *p, size_t n, line_cb cb, void *ctx, char *why,
                     size_t whylen)
 {
@@ -289,8 +290,10 @@ static int one_line(logfile *lf, const char *p, size_t n, line_cb cb, void *ctx,
         clean_hdr(&h);
         return cb(lf, NULL, &h, ctx);
     }
-    if (hr < 0)
+    if (hr < 0) {
         snprintf(why, whylen, "%s", herr);
+        return -2;
+    }
     return -1;
 }
 
@@ -317,7 +320,8 @@ static int read_log(logfile *lf, int survey, line_cb cb, void *ctx)
             n--;
         if (survey)
             lf->lines++;
-        if (one_line(lf, line, (size_t)n, cb, ctx, why, sizeof why) == 0)
+        int got = one_line(lf, line, (size_t)n, cb, ctx, why, sizeof why);
+        if (got == 0)
             continue;
         if (survey && no == 1 && last) {
             fprintf(stderr, "hcguard report: %s holds one line, cut short: no events (the "
@@ -327,8 +331,9 @@ static int read_log(logfile *lf, int survey, line_cb cb, void *ctx)
             break;
         }
         if (survey && no == 1) {
-            fprintf(stderr, "hcguard report: %s is not an hcguard event log (line 1: %s)\n",
-                    lf->path, why);
+            fprintf(stderr, "hcguard report: %s %s (line 1: %s)\n", lf->path,
+                    got == -2 ? "has a header this hcguard cannot use"
+                              : "is not an hcguard event log", why);
             lf->bad = 1;
             rc = -1;
             break;

@@ -388,7 +388,7 @@ def expect_error(c, p, pattern, status=1):
 def case_newer_schema(c):
     log = with_header(c, good_log(c), c.path("new.jsonl"), schema=2)
     p = c.report(log)
-    expect_error(c, p, r"new.jsonl is not an hcguard event log \(line 1: schema 2 is newer than "
+    expect_error(c, p, r"new.jsonl has a header this hcguard cannot use \(line 1: schema 2 is newer than "
                        r"this hcguard reads \(1\)")
     c.check("HCGUARD SUMMARY" not in p.stdout, "a refused log was reported")
 
