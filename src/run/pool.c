@@ -187,8 +187,7 @@ hcg_call *hcg_call_new(hcg_api api, CUstream s, CUhostFn fn, void *user, hcg_fnk
     c->api = (uint8_t)api;
     c->enqueue_status = (uint8_t)why;
     c->oneshot = 1;
-    c->nvtx = hcg_nvtx_on; /* set once at start-up: one store */
-    if (HCG_UNLIKELY(c->nvtx))
+    if (HCG_UNLIKELY(hcg_nvtx_on)) /* set once at start-up, before any launch */
         c->nvtx_name = hcg_nvtx_name((uintptr_t)fn);
     c->seq = pool_seq(c);
     c->t_enqueue = hcg_ticks();

@@ -28,7 +28,6 @@ typedef struct hcg_call {
     uint8_t api;              /* hcg_api: which entry point enqueued it */
     uint8_t enqueue_status;   /* hcguard_status at enqueue (audit mode) */
     uint8_t wrapped;          /* fn is cuda.bindings' wrapper: user is malloc'd by it */
-    uint8_t nvtx;             /* run it inside an NVTX range (HCGUARD_NVTX) */
     /* -- second line: copies (rec, snap) and graph nodes (the rest) -- */
     void *rec __attribute__((aligned(64))); /* copies: the record; wrapped: the wrapper's data */
     hcguard_copy_record snap; /* the record as validated at enqueue */
@@ -39,7 +38,7 @@ typedef struct hcg_call {
     void *uobj;               /* root only: the CUuserObject that owns it */
     CUhostFn inner;           /* wrapped: the function the wrapper calls with rec */
     uint64_t gen;             /* copies: hcg_oracle_gen() when the check began */
-    void *nvtx_name;          /* nvtx: its range's registered name */
+    void *nvtx_name;          /* hcg_nvtx_on: its NVTX range's registered name */
 } __attribute__((aligned(64))) hcg_call;
 
 /* The one initialiser: a call from this thread's pool for a one-shot
@@ -88,7 +87,8 @@ void hcg_debug_call(hcg_api api, CUhostFn fn, void *user, hcg_fnkind kind, CUhos
 CUresult hcg_prepare_call(hcg_api api, CUstream s, CUhostFn fn, void *user, hcg_call **out);
 
 /* ---- nvtx.c: NVTX ranges for Nsight Systems (HCGUARD_NVTX) ---------------- */
-extern uint8_t hcg_nvtx_on; /* set once at start-up, before any launch */
+/* Set once at start-up, before any launch: every call then has its name. */
+extern uint8_t hcg_nvtx_on;
 /* Start-up (application thread): the "hcguard" domain, if configured. */
 void hcg_nvtx_init(void);
 /* fn's registered name (enqueue, application thread: a lock, an allocation

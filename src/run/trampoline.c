@@ -165,7 +165,7 @@ static void run(hcg_call *c, CUstream s, CUresult status, int stream_cb)
         }
     }
     if (HCG_LIKELY(go)) {
-        if (HCG_UNLIKELY(c->nvtx))
+        if (HCG_UNLIKELY(hcg_nvtx_on))
             call_fn_nvtx(c, s, status, stream_cb, snap, &e);
         else
             call_fn(c, s, status, stream_cb, snap, &e);
