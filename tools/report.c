@@ -297,6 +297,27 @@ static int one_line(logfile *lf, const char *p, size_t n, line_cb cb, void *ctx,
     return -1;
 }
 
+/* The next line of f into buf (cap bytes): its length without the
+ * newline, or -1 at the end. A longer line is read to its end, its head
+ * kept (*long_line: not an event); *cut: it had no newline. A hostile file
+ * costs no more memory than a line of the log's bound. */
+static long next_line(FILE *f, char *buf, size_t cap, int *cut, int *long_line)
+{
+    size_t n = 0;
+    int ch;
+    *long_line = 0;
+    while ((ch = getc_unlocked(f)) != EOF && ch != '\n') {
+        if (n < cap - 1)
+            buf[n++] = (char)ch;
+        else
+            *long_line = 1;
+    }
+    if (ch == EOF && n == 0)
+        return -1;
+    *cut = ch == EOF;
+    return (long)n;
+}
+
 /* Every line of lf to cb. survey: count and say what is skipped (the first
  * pass); later passes skip the same lines quietly. 0, or -1 if the file
  * cannot be read (said, lf->bad set). */
@@ -308,19 +329,17 @@ static int read_log(logfile *lf, int survey, line_cb cb, void *ctx)
         lf->bad = 1;
         return -1;
     }
-    char *line = NULL, why[512];
-    size_t cap = 0;
-    ssize_t n;
-    long no = 0;
-    int rc = 0;
-    while ((n = getline(&line, &cap, f)) > 0) {
+    static char line[HCG_LOGREC_LINE_MAX + 1];
+    char why[512];
+    long n, no = 0;
+    int rc = 0, last, long_line;
+    while ((n = next_line(f, line, sizeof line, &last, &long_line)) >= 0) {
         no++;
-        int last = line[n - 1] != '\n';
-        if (!last)
-            n--;
         if (survey)
             lf->lines++;
-        int got = one_line(lf, line, (size_t)n, cb, ctx, why, sizeof why);
+        int got = long_line ? -1 : one_line(lf, line, (size_t)n, cb, ctx, why, sizeof why);
+        if (long_line)
+            snprintf(why, sizeof why, "a line longer than %d bytes", HCG_LOGREC_LINE_MAX);
         if (got == 0)
             continue;
         if (survey && no == 1 && last) {
@@ -348,7 +367,6 @@ static int read_log(logfile *lf, int survey, line_cb cb, void *ctx)
         lf->bad = 1;
         rc = -1;
     }
-    free(line);
     fclose(f);
     return rc;
 }

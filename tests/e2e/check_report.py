@@ -462,11 +462,12 @@ def case_bad_line(c):
     lines = open(src).read().splitlines(True)
     path = c.path("mid.jsonl")
     with open(path, "w") as f:
-        f.writelines(lines[:5] + ['{"event":"run","pid":1}\n', "garbage\n"] + lines[5:])
+        f.writelines(lines[:5] + ['{"event":"run","pid":1}\n', "garbage\n", "x" * 50000000 + "\n"]
+                     + lines[5:])
     p = c.report(path)
     c.check(p.returncode == 0, "exit %d" % p.returncode)
-    c.check("mid.jsonl: 2 other lines not events, skipped" in p.stderr, "the skipped lines are not said")
-    c.check(re.search(r"2 lines not events, skipped \(first: line 6: no \"seq\"\)", p.stdout),
+    c.check("mid.jsonl: 3 other lines not events, skipped" in p.stderr, "the skipped lines are not said")
+    c.check(re.search(r"3 lines not events, skipped \(first: line 6: no \"seq\"\)", p.stdout),
             "the report does not say which line was skipped")
     c.check(numbers(summaries(p.stdout)[0])["ran"] == 20, "the skipped lines were counted")
 
