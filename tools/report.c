@@ -135,6 +135,7 @@ typedef struct logfile {
     long first_bad_line;
     char first_bad[512];
     int cut_short;          /* the last line had no newline */
+    uint64_t over_max;      /* lines of processes past the bounds */
 } logfile;
 
 typedef struct proc {
@@ -159,6 +160,7 @@ static struct {
     size_t n_procs, cap_procs;
     map names;      /* fn -> name, over every process */
     map host_base;  /* hash of a host name -> the earliest time seen there */
+    map known;      /* (file, pid) of every process reported */
     FILE *trace;
     int trace_started;
 } R;
@@ -373,6 +375,12 @@ static int read_log(logfile *lf, int survey, line_cb cb, void *ctx)
 
 /* ---- the first pass: processes, counts, names, the time bases ---------------- */
 
+/* Each process costs a few KiB, and a pass over its log: bounds, so that a
+ * hostile log of a million pids is cut short rather than thrashed over
+ * (a file is read once for each of its processes). */
+#define REPORT_MAX_PROCS 16384
+#define REPORT_MAX_PROCS_PER_FILE 256
+
 /* Processes are few per file, and a file's lines mostly one process's: the
  * last one found is tried first, then the file's own, newest first. */
 static proc *proc_of(int file, int64_t pid)
@@ -380,10 +388,13 @@ static proc *proc_of(int file, int64_t pid)
     static size_t last;
     if (last < R.n_procs && R.procs[last].file == file && R.procs[last].pid == pid)
         return &R.procs[last];
-    for (size_t i = R.n_procs; i-- > 0 && R.procs[i].file == file;)
+    size_t in_file = 0;
+    for (size_t i = R.n_procs; i-- > 0 && R.procs[i].file == file; in_file++)
         if (R.procs[i].pid == pid)
             return &R.procs[last = i];
     last = R.n_procs;
+    if (R.n_procs == REPORT_MAX_PROCS || in_file == REPORT_MAX_PROCS_PER_FILE)
+        return NULL;
     if (R.n_procs == R.cap_procs) {
         size_t cap = R.cap_procs ? 2 * R.cap_procs : 16;
         proc *p = realloc(R.procs, cap * sizeof *p);
@@ -462,15 +473,18 @@ static void count_event(proc *p, const hcg_logrec *r)
 static int survey_line(logfile *lf, const hcg_logrec *r, const hcg_loghdr *h, void *ctx)
 {
     (void)ctx;
+    proc *p = proc_of(file_index(lf), h ? h->pid : r->pid);
+    if (!p) {
+        lf->over_max++;
+        return 0;
+    }
     if (h) {
-        proc *p = proc_of(file_index(lf), h->pid);
         if (!p->has_header) {
             p->has_header = 1;
             p->hdr = *h;
         }
         return 0;
     }
-    proc *p = proc_of(file_index(lf), r->pid);
     p->events++;
     note_name(r);
     count_event(p, r);
@@ -685,6 +699,8 @@ static int feed_line(logfile *lf, const hcg_logrec *r, const hcg_loghdr *h, void
     feed *fd = ctx;
     if (h || (fd->p && (file_index(lf) != fd->p->file || r->pid != fd->p->pid)))
         return 0;
+    if (!fd->p && !map_get(&R.known, (uint64_t)file_index(lf), (uint64_t)r->pid, 0))
+        return 0; /* past the bounds: skipped */
     hcg_event e = event_of(r);
     hcg_summary_event(&e);
     hcg_audit_event(&e);
@@ -1130,6 +1146,10 @@ static int survey(logfile *lf)
     if (!lf->bad && lf->cut_short)
         fprintf(stderr, "hcguard report: %s: the last line was cut short (the process died "
                 "writing it): skipped\n", lf->path);
+    if (!lf->bad && lf->over_max)
+        fprintf(stderr, "hcguard report: %s: %" PRIu64 " lines of processes past the first %d "
+                "of a log (or %d in all): skipped\n", lf->path, lf->over_max,
+                REPORT_MAX_PROCS_PER_FILE, REPORT_MAX_PROCS);
     if (!lf->bad && lf->bad_lines)
         fprintf(stderr, "hcguard report: %s: %" PRIu64 " other line%s not events, skipped "
                 "(first: line %ld: %s)\n", lf->path, lf->bad_lines,
@@ -1175,6 +1195,7 @@ static int run_report(const report_opts *o, size_t n_logs)
         return 1;
     }
     for (size_t i = 0; i < R.n_procs; i++) {
+        map_find(&R.known, (uint64_t)R.procs[i].file, (uint64_t)R.procs[i].pid, 0);
         count_reported_skips(&R.procs[i]);
         name_proc(&R.procs[i]);
         note_host_base(&R.procs[i]);
@@ -1226,6 +1247,7 @@ int hcg_report_main(int argc, char **argv)
     }
     map_free(&R.names);
     map_free(&R.host_base);
+    map_free(&R.known);
     free(R.procs);
     free(R.files);
     return rc;

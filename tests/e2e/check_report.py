@@ -21,6 +21,7 @@ Cases:
                one bad input beside a good log: said, exit 1, the good log
                still reported
   bad-line     a line that is not an event in the middle: skipped and said
+  many-pids    a log of 300 processes: 256 reported, the rest said
   hostile-strings  names with quotes, markup, escapes, bytes not UTF-8
   cut-first    a log whose one line was cut short
   usage        no log, an unknown option, an option without its value: 2
@@ -455,6 +456,28 @@ def case_cut_first(c):
     with open(path, "w") as f:
         f.write(open(good_log(c)).readline()[:40])
     bad_beside_good(c, path, r"cut.jsonl holds one line, cut short: no events")
+
+
+def case_many_pids(c):
+    """A log of 300 processes: the first 256 reported, the rest skipped
+    and said, the totals theirs alone."""
+    line = open(good_log(c)).readline()
+    ev = json.loads(line)
+    path = c.path("pids.jsonl")
+    with open(path, "w") as f:
+        for pid in range(1000, 1300):
+            ev["pid"] = pid
+            f.write(json.dumps(ev) + "\n")
+    p = c.report(path)
+    c.check(p.returncode == 0, "exit %d" % p.returncode)
+    c.check("pids.jsonl: 44 lines of processes past the first 256 of a log" in p.stderr,
+            "the processes past the bound are not said")
+    secs = summaries(p.stdout)
+    c.check(len(secs) == 257 and secs[-1][0].startswith("HCGUARD SUMMARY of all 256 processes"),
+            "%d summaries, want 256 and the totals" % len(secs))
+    c.check(numbers(secs[-1])["ran"] == 256, "the totals count %s ran" % numbers(secs[-1])["ran"])
+    c.check(re.search(r"host function run time: .*\(256\)$", "\n".join(secs[-1]), re.M),
+            "the totals' times hold events of skipped processes")
 
 
 def case_bad_line(c):
