@@ -589,41 +589,43 @@ static void trace_process(const proc *p, int tpid)
             "\"tid\":0,\"args\":{\"sort_index\":%d}}", tpid, tpid);
 }
 
-static void trace_event(const proc *p, int tpid, const hcg_logrec *r, map *threads)
+/* A host function that ran or was skipped: a slice on its thread, named
+ * once per thread. */
+static void trace_slice(int tpid, double base, const hcg_logrec *r, map *threads)
 {
-    double base = (double)host_base(p);
     const char *name = (r->have & HCG_LR_FN_NAME) ? r->fn_name : "unknown";
-    trace_sep();
-    if (r->kind == HCG_LOGREC_RUN || r->kind == HCG_LOGREC_SKIP) {
-        map_slot *t = map_find(threads, r->tid, 0, 0);
-        if (!t->a++)
-            fprintf(R.trace, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%" PRIu64
-                    ",\"args\":{\"name\":\"CUDA host functions (thread %" PRIu64 ")\"}},\n",
-                    tpid, r->tid, r->tid);
-        int copy = (r->have & HCG_LR_BYTES) != 0;
-        fprintf(R.trace, "{\"name\":\"%s", r->kind == HCG_LOGREC_SKIP ? "skipped: " : "");
-        json_str(R.trace, name);
-        fprintf(R.trace, "\",\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%d,"
-                "\"tid\":%" PRIu64 ",\"args\":{\"api\":\"",
-                r->kind == HCG_LOGREC_SKIP ? "skipped copy" : copy ? "host copy" : "host function",
-                ((double)r->t_start_ns - base) / 1e3, (double)r->duration_ns / 1e3, tpid, r->tid);
-        json_str(R.trace, r->api);
-        fprintf(R.trace, "\",\"stream\":\"0x%" PRIx64 "\",\"seq\":%" PRIu64, r->stream, r->seq);
-        if (r->have & HCG_LR_GRAPH)
-            fprintf(R.trace, ",\"graph\":\"0x%" PRIx64 "\",\"node\":\"0x%" PRIx64 "\"", r->graph,
-                    r->node);
-        else if (r->t_start_ns > r->t_enqueue_ns)
-            fprintf(R.trace, ",\"wait_us\":%.3f", (double)(r->t_start_ns - r->t_enqueue_ns) / 1e3);
-        if (copy)
-            fprintf(R.trace, ",\"bytes\":%" PRIu64, r->bytes);
-        if (r->kind == HCG_LOGREC_SKIP) {
-            fputs(",\"reason\":\"", R.trace);
-            json_str(R.trace, r->reason);
-            fputs("\"", R.trace);
-        }
-        fputs("}}", R.trace);
-        return;
+    int copy = (r->have & HCG_LR_BYTES) != 0, skip = r->kind == HCG_LOGREC_SKIP;
+    map_slot *t = map_find(threads, r->tid, 0, 0);
+    if (!t->a++)
+        fprintf(R.trace, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%" PRIu64
+                ",\"args\":{\"name\":\"CUDA host functions (thread %" PRIu64 ")\"}},\n",
+                tpid, r->tid, r->tid);
+    fprintf(R.trace, "{\"name\":\"%s", skip ? "skipped: " : "");
+    json_str(R.trace, name);
+    fprintf(R.trace, "\",\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%d,"
+            "\"tid\":%" PRIu64 ",\"args\":{\"api\":\"",
+            skip ? "skipped copy" : copy ? "host copy" : "host function",
+            ((double)r->t_start_ns - base) / 1e3, (double)r->duration_ns / 1e3, tpid, r->tid);
+    json_str(R.trace, r->api);
+    fprintf(R.trace, "\",\"stream\":\"0x%" PRIx64 "\",\"seq\":%" PRIu64, r->stream, r->seq);
+    if (r->have & HCG_LR_GRAPH)
+        fprintf(R.trace, ",\"graph\":\"0x%" PRIx64 "\",\"node\":\"0x%" PRIx64 "\"", r->graph,
+                r->node);
+    else if (r->t_start_ns > r->t_enqueue_ns)
+        fprintf(R.trace, ",\"wait_us\":%.3f", (double)(r->t_start_ns - r->t_enqueue_ns) / 1e3);
+    if (copy)
+        fprintf(R.trace, ",\"bytes\":%" PRIu64, r->bytes);
+    if (skip) {
+        fputs(",\"reason\":\"", R.trace);
+        json_str(R.trace, r->reason);
+        fputs("\"", R.trace);
     }
+    fputs("}}", R.trace);
+}
+
+/* A rejection or a finding: an instant on the thread that met it. */
+static void trace_instant(int tpid, double base, const hcg_logrec *r)
+{
     int reject = r->kind == HCG_LOGREC_REJECT;
     uint64_t t = !reject && (r->have & HCG_LR_T_START) ? r->t_start_ns : r->t_enqueue_ns;
     fprintf(R.trace, "{\"name\":\"%s", reject ? "rejected: " : "");
@@ -631,10 +633,19 @@ static void trace_event(const proc *p, int tpid, const hcg_logrec *r, map *threa
     fprintf(R.trace, "\",\"cat\":\"%s\",\"ph\":\"i\",\"s\":\"t\",\"ts\":%.3f,\"pid\":%d,"
             "\"tid\":%" PRIu64 ",\"args\":{\"fn\":\"",
             reject ? "rejected record" : "finding", ((double)t - base) / 1e3, tpid, r->tid);
-    json_str(R.trace, name);
+    json_str(R.trace, (r->have & HCG_LR_FN_NAME) ? r->fn_name : "unknown");
     fputs("\",\"api\":\"", R.trace);
     json_str(R.trace, r->api);
     fprintf(R.trace, "\",\"stream\":\"0x%" PRIx64 "\"}}", r->stream);
+}
+
+static void trace_event(const proc *p, int tpid, const hcg_logrec *r, map *threads)
+{
+    trace_sep();
+    if (r->kind == HCG_LOGREC_RUN || r->kind == HCG_LOGREC_SKIP)
+        trace_slice(tpid, (double)host_base(p), r, threads);
+    else
+        trace_instant(tpid, (double)host_base(p), r);
 }
 
 /* ---- the events back into the sinks ------------------------------------------ */
@@ -1048,6 +1059,14 @@ typedef struct report_opts {
     const char *trace, *svg;
 } report_opts;
 
+static int same_file(const char *a, const char *b)
+{
+    struct stat x, y;
+    if (strcmp(a, b) == 0)
+        return 1;
+    return stat(a, &x) == 0 && stat(b, &y) == 0 && x.st_dev == y.st_dev && x.st_ino == y.st_ino;
+}
+
 /* Options (anywhere before "--") and logs, into R.files. 0, -1 (help
  * printed) or an exit status. */
 static int parse_report(int argc, char **argv, report_opts *o)
@@ -1080,16 +1099,11 @@ static int parse_report(int argc, char **argv, report_opts *o)
     }
     if (!R.n_files)
         return report_usage("no log given");
+    if (o->trace && o->svg && same_file(o->trace, o->svg))
+        return report_usage("--trace and --svg name the same file '%s'", o->svg);
     return 0;
 }
 
-static int same_file(const char *a, const char *b)
-{
-    struct stat x, y;
-    if (strcmp(a, b) == 0)
-        return 1;
-    return stat(a, &x) == 0 && stat(b, &y) == 0 && x.st_dev == y.st_dev && x.st_ino == y.st_ino;
-}
 
 /* An output file, opened as hcguard opens its own (no symlink followed,
  * only the user's own regular file replaced). NULL, said, if not. */

@@ -501,6 +501,8 @@ def case_usage(c):
     expect_error(c, c.report("--bogus", good), r"unknown option '--bogus'", 2)
     expect_error(c, c.report(good, "--trace"), r"needs a file name", 2)
     expect_error(c, c.report("--svg=", good), r"needs a file name", 2)
+    expect_error(c, c.report("--trace", c.path("x"), "--svg=" + c.path("x"), good),
+                 r"--trace and --svg name the same file", 2)
     p = c.report("--", "--trace")
     expect_error(c, p, r"cannot read --trace: No such file")
     p = c.report("--help")
