@@ -180,18 +180,35 @@ static const char *status_n(int i) { return hcguard_status_name((hcguard_status)
 static const char *finding_n(int i) { return i ? hcg_finding_name((hcg_finding)i) : ""; }
 static const char *api_n(int i) { return hcg_api_name((hcg_api)i); }
 
+/* The audit names the driver function a host function called by its
+ * thunk's index (hcg_thunk_name). The launcher hands out no thunks, so it
+ * makes one for each name a log gives, never called: its "real" function
+ * is a byte of this table, a key no driver function can have. */
+static char called_keys[HCG_THUNK_MAX];
+static unsigned n_called_keys;
+
+static uint64_t thunk_code(const char *called)
+{
+    for (unsigned i = 0; i < hcg_thunk_count(); i++) {
+        const char *n = hcg_thunk_name(i);
+        if (n && strcmp(n, called) == 0)
+            return i + 1;
+    }
+    return 0;
+}
+
 /* What a cuda-call finding's "called" names, as the audit encodes it. */
 static uint64_t called_code(const char *called)
 {
     int a = called[0] ? kind_of(called, api_n, HCG_API_COUNT) : -1;
     if (a >= 0)
         return HCG_FIND_WRAPPER_BIT | (uint64_t)a;
-    for (unsigned i = 0; called[0] && i < hcg_thunk_count(); i++) {
-        const char *n = hcg_thunk_name(i);
-        if (n && strcmp(n, called) == 0)
-            return i + 1;
+    uint64_t code = called[0] ? thunk_code(called) : 0;
+    if (!code && called[0] && n_called_keys < HCG_THUNK_MAX) {
+        hcg_thunk_for(called, &called_keys[n_called_keys++]);
+        code = thunk_code(called);
     }
-    return 0;
+    return code;
 }
 
 static uint64_t str_hash(const char *s)

@@ -2,7 +2,8 @@
 input it may be given.
 
   check_report.py --case CASE --launcher HCGUARD --lib LIBHCGUARD --lost HC_LOST
-                  --e2e HC_E2E --fork HC_FORK --fork-mode busy|quiet --dir DIR
+                  --e2e HC_E2E --fork HC_FORK --graph HC_GRAPH --fork-mode busy|quiet
+                  --dir DIR
 
 Cases:
   merge        logs of several processes (two ranks through %q{}, a fork
@@ -12,6 +13,7 @@ Cases:
                process's summary counts what its log holds, the totals are
                the sums, the trace has one named process per process, the
                SVG parses as XML with one series per process in each panel
+  same-as-exit one process's report is its exit summary, line for line
   shared-file  a fork child writing into its parent's log: two processes
   header       a log with a header record: named by its rank, host and mode
                in the title, its schema read
@@ -324,6 +326,45 @@ def case_shared_file(c):
     check_svg(c, svg, names)
 
 
+def summary_body(text, first):
+    """The lines of the first summary after the one starting with first,
+    up to its ERROR SUMMARY, without those only a live process has (its
+    copy functions' addresses, where its log went) or only a report has."""
+    out, on = [], False
+    for line in text.splitlines():
+        if not line.startswith("==hcguard== "):
+            continue
+        line = line[len("==hcguard== "):]
+        if line.startswith(first):
+            on = True
+            continue
+        if not on or re.match(r"\s+copy function |event log: |log: ", line):
+            continue
+        out.append(line)
+        if line.startswith("ERROR SUMMARY"):
+            break
+    return out
+
+
+def case_same_as_exit(c):
+    """One process's report is its exit summary: the same lines, but for
+    the copy functions' addresses and where the log went."""
+    progs = [("graph", [c.a.graph, "replay"], []),
+             ("copies", [c.a.lost, "copies", "50"], []),
+             ("threads", [c.a.lost, "threads", "3", "300"], []),
+             ("guard", [c.a.e2e, "gpa2", "bad"], []),
+             ("audit", [c.a.e2e, "gpa2", "bad"], ["--mode", "audit"])]
+    for name, prog, opts in progs:
+        log = c.path(name + ".jsonl")
+        p = c.run_under(log, prog, opts=opts)
+        live = summary_body(p.stderr, "HCGUARD SUMMARY (pid")
+        r = c.report(log)
+        got = summary_body(r.stdout, "HCGUARD SUMMARY of")
+        c.check(len(live) > 5 and live == got,
+                "%s: the report differs from the exit summary:\n  %s\n  ---\n  %s"
+                % (name, "\n  ".join(live), "\n  ".join(got)))
+
+
 def case_header(c):
     log = with_header(c, good_log(c), c.path("h.jsonl"), rank="7", host="node-b", mode="audit")
     p = c.report(log)
@@ -535,7 +576,7 @@ CASES = {name[5:].replace("_", "-"): fn for name, fn in globals().items()
 
 def main():
     ap = argparse.ArgumentParser()
-    for opt in ("case", "launcher", "lib", "lost", "e2e", "fork", "fork-mode", "dir"):
+    for opt in ("case", "launcher", "lib", "lost", "e2e", "fork", "graph", "fork-mode", "dir"):
         ap.add_argument("--" + opt, required=True)
     ap.add_argument("--gpu", action="store_true")
     a = ap.parse_args()
