@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "hcg.h"
+#include "report.h"
 
 #ifndef HCGUARD_VERSION_STRING
 #error "HCGUARD_VERSION_STRING must be defined by the build"
@@ -67,6 +68,7 @@ typedef enum opt_id {
     OPT_BACKTRACE,
     OPT_NO_FINDING,
     OPT_WARNINGS_AS_ERRORS,
+    OPT_NVTX,
     OPT_HELP,
     OPT_VERSION,
     OPT_COUNT
@@ -87,6 +89,7 @@ static const opt_def opt_table[] = {
     {"--no-summary", 0, OPT_NO_SUMMARY},
     {"--driver", 1, OPT_DRIVER},
     {"--debug", 0, OPT_DEBUG},
+    {"--nvtx", 0, OPT_NVTX},
     {"--slow-ms", 1, OPT_SLOW_MS},
     {"--hang-s", 1, OPT_HANG_S},
     {"--recheck", 1, OPT_RECHECK},
@@ -558,6 +561,7 @@ static int apply_options(const run_opts *o)
         {OPT_NO_SUMMARY, "HCGUARD_SUMMARY", "0"},
         {OPT_DRIVER, "HCGUARD_DRIVER", NULL},
         {OPT_DEBUG, "HCGUARD_DEBUG", "1"},
+        {OPT_NVTX, "HCGUARD_NVTX", "1"},
         {OPT_SLOW_MS, "HCGUARD_SLOW_MS", NULL},
         {OPT_HANG_S, "HCGUARD_HANG_S", NULL},
         {OPT_RECHECK, "HCGUARD_RECHECK", NULL},
@@ -591,6 +595,7 @@ static int apply_options(const run_opts *o)
 
 static const char help_text[] =
     "Usage: hcguard run [options] [--] program [args...]\n"
+    "       hcguard report [--trace FILE] [--svg FILE] LOG...\n"
     "       hcguard --help | --version\n"
     "\n"
     "Runs a CUDA program under hcguard. hcguard watches the host functions\n"
@@ -604,6 +609,10 @@ static const char help_text[] =
     "However the program ends (a crash, SIGKILL, _exit), hcguard then writes\n"
     "to the log and trace the events the program had not written, and the\n"
     "summary, from a flight recorder in $TMPDIR (removed at the end).\n"
+    "\n"
+    "hcguard report merges the event logs (--log) of many processes, e.g. one\n"
+    "per MPI rank, into a summary of each and of them all, one trace\n"
+    "(--trace FILE) and a latency plot (--svg FILE): see 'hcguard report --help'.\n"
     "\n"
     "Options of run:\n"
     "  --mode MODE         guard  refuse a bad host copy: the launch returns\n"
@@ -657,6 +666,10 @@ static const char help_text[] =
     "                      oneshot-in-graph); repeat it or separate with commas\n"
     "  --warnings-as-errors  --error-exitcode counts warnings too\n"
     "                      (default: errors only)\n"
+    "  --nvtx              mark each host function as an NVTX range in an\n"
+    "                      'hcguard' domain on its callback thread, for\n"
+    "                      Nsight Systems (nsys profile hcguard run --nvtx\n"
+    "                      ...); copies carry their bytes (default: off)\n"
     "  -h, --help          print this help\n"
     "  --                  end of options; needed only if the program's name\n"
     "                      starts with '-'\n"
@@ -684,6 +697,7 @@ static const char help_text[] =
     "  HCGUARD_BACKTRACE       --backtrace\n"
     "  HCGUARD_NO_FINDING      --no-finding (kinds separated by commas)\n"
     "  HCGUARD_WARNINGS_AS_ERRORS=1  --warnings-as-errors\n"
+    "  HCGUARD_NVTX=1          --nvtx\n"
     "  HCGUARD_LIBRARY         the libhcguard.so to preload (default: the\n"
     "                          one installed with this launcher:\n"
     "    %s)\n"
@@ -698,7 +712,9 @@ static const char help_text[] =
     "\n"
     "Examples:\n"
     "  hcguard run ./my_app --size 1024\n"
-    "  hcguard run --mode audit --log hcguard.%%p.jsonl -- python3 train.py\n";
+    "  hcguard run --mode audit --log hcguard.%%p.jsonl -- python3 train.py\n"
+    "  hcguard report --trace all.json --svg latency.svg hcguard.*.jsonl\n"
+    "  nsys profile hcguard run --nvtx ./my_app\n";
 
 static int print_help(void)
 {
@@ -1002,6 +1018,8 @@ int main(int argc, char **argv)
     const char *cmd = argv[1];
     if (strcmp(cmd, "run") == 0)
         return cmd_run(argc - 2, argv + 2);
+    if (strcmp(cmd, "report") == 0)
+        return hcg_report_main(argc - 2, argv + 2);
     if (strcmp(cmd, "help") == 0)
         return print_help();
     if (cmd[0] == '-')

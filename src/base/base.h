@@ -42,6 +42,7 @@ typedef struct hcg_config {
     char report_path[HCG_PATH_MAX];       /* HCGUARD_LOG_FILE: messages and summary; "" = stderr */
     char report_pattern[HCG_PATH_MAX];
     unsigned print_limit;                 /* HCGUARD_PRINT_LIMIT: findings printed; 0 = all */
+    int nvtx;      /* HCGUARD_NVTX: each host function an NVTX range (Nsight Systems) */
     char rank[16]; /* the MPI/Slurm rank from the launcher's environment; "" = unknown */
     unsigned copy_threads; /* HCGUARD_COPY_THREADS: threads a large copy is split across */
     unsigned backtrace;          /* HCGUARD_BACKTRACE: frames printed under a finding; 0 none */
@@ -101,6 +102,8 @@ void hcg_write_raw(const char *text, size_t len);
 char hcg_report_exec_state(void);
 /* The launcher, for a program that died: its report file, appended to. */
 void hcg_report_continue(const char *path);
+/* Messages and summaries to fd from now on (hcguard report: its output). */
+void hcg_report_to_fd(int fd);
 /* Misconfiguration: printed now as an ERROR (without --debug) and kept,
  * to be repeated in the summary (hcg_problems_print). */
 void hcg_problem(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

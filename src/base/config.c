@@ -422,6 +422,8 @@ int hcg_config_parse(hcg_config *c, hcg_getenv_fn getenv_fn, char *err,
         bad |= parse_bool("HCGUARD_SUMMARY", v, &c->summary, err, errlen);
     if ((v = env(getenv_fn, "HCGUARD_DEBUG")))
         bad |= parse_bool("HCGUARD_DEBUG", v, &c->debug, err, errlen);
+    if ((v = env(getenv_fn, "HCGUARD_NVTX")))
+        bad |= parse_bool("HCGUARD_NVTX", v, &c->nvtx, err, errlen);
     if ((v = env(getenv_fn, "HCGUARD_RECHECK")))
         bad |= parse_recheck(c, v, err, errlen);
     if ((v = env(getenv_fn, "HCGUARD_DRIVER")))

@@ -136,6 +136,12 @@ void hcg_report_continue(const char *path)
     open_report_file(path, HCG_OPEN_APPEND);
 }
 
+void hcg_report_to_fd(int fd)
+{
+    pthread_once(&report_once, no_report); /* not HCGUARD_LOG_FILE's */
+    report_fd = fd;
+}
+
 static int out_fd(void)
 {
     if (atomic_load_explicit(&hcg_g_config_ready, memory_order_acquire))

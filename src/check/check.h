@@ -224,6 +224,10 @@ static inline hcg_fnkind hcg_recognize_fast(void *fn)
  * with the object file in obj; returns 0, or -1 if none ("anonymous"). */
 int hcg_symbolize(const void *fn, char *buf, size_t len, char *obj,
                   size_t objlen);
+/* Set by a reader of other processes' logs (hcguard report): their
+ * functions are named by it alone, never from this address space. */
+extern int (*hcg_symbolize_from)(const void *fn, char *buf, size_t len, char *obj,
+                                 size_t objlen);
 /* HCGUARD_COPY_FN names that match nothing: a warning at the first host
  * function classified; at exit (at_exit), kept as a problem. */
 void hcg_copy_fns_check(int at_exit);

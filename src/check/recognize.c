@@ -330,9 +330,13 @@ hcg_fnkind hcg_recognize(void *fn)
 
 /* ---- names -------------------------------------------------------------- */
 
+int (*hcg_symbolize_from)(const void *fn, char *buf, size_t len, char *obj, size_t objlen);
+
 int hcg_symbolize(const void *fn, char *buf, size_t len, char *obj,
                   size_t objlen)
 {
+    if (hcg_symbolize_from)
+        return hcg_symbolize_from(fn, buf, len, obj, objlen);
     objinfo o;
     int found = fn ? obj_lookup(fn, &o) : -1;
     if (obj && objlen)

@@ -30,6 +30,7 @@ static const fork_hook hooks[] = {
     {hcg_thunk_fork_lock, hcg_thunk_fork_unlock, hcg_thunk_after_fork},
     {hcg_oracle_fork_lock, hcg_oracle_fork_unlock, hcg_oracle_after_fork},
     {hcg_graph_fork_lock, hcg_graph_fork_unlock, hcg_graph_after_fork},
+    {hcg_nvtx_fork_lock, hcg_nvtx_fork_unlock, hcg_nvtx_after_fork},
     {NULL, NULL, hcg_report_after_fork},      /* msg_lock */
     {NULL, NULL, hcg_callsite_after_fork},    /* site_lock */
     {NULL, NULL, hcg_driver_reset_after_fork}, /* drv_lock */

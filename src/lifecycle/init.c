@@ -37,6 +37,7 @@ static void start(void)
     if (c->trace_path[0])
         hcg_trace_open(c->trace_path, c->trace_pattern);
     hcg_fork_register();
+    hcg_nvtx_init(); /* before the first launch: calls carry its flag */
     /* Before the first check: reads of user memory and the copies hcguard
      * makes are fault-contained from here on (not in mode off, where
      * hcguard neither reads nor copies). */

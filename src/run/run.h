@@ -42,6 +42,7 @@ typedef struct hcg_call {
      * hcg_call_new; read by the callback thread off the common path and by
      * the watchdog, hence atomic (relaxed: a plain store). */
     _Atomic uintptr_t caller;
+    void *nvtx_name;          /* hcg_nvtx_on: its NVTX range's registered name */
 } __attribute__((aligned(64))) hcg_call;
 
 /* The one initialiser: a call from this thread's pool for a one-shot
@@ -104,6 +105,22 @@ static inline hcg_call *hcg_call_alloc(void)
     return c;
 }
 
+/* ---- nvtx.c: NVTX ranges for Nsight Systems (HCGUARD_NVTX) ---------------- */
+/* Set once at start-up, before any launch: every call then has its name. */
+extern uint8_t hcg_nvtx_on;
+/* Start-up (application thread): the "hcguard" domain, if configured. */
+void hcg_nvtx_init(void);
+/* fn's registered name (enqueue, application thread: a lock, an allocation
+ * once per function); NULL if out of memory. */
+void *hcg_nvtx_name(uintptr_t fn);
+/* Around the host function, on the thread that runs it: no lock, no
+ * allocation of hcguard's. copy: bytes is the payload. */
+void hcg_nvtx_push(void *name, uint64_t bytes, int copy);
+void hcg_nvtx_pop(void);
+void hcg_nvtx_fork_lock(void);
+void hcg_nvtx_fork_unlock(void);
+void hcg_nvtx_after_fork(void);
+
 /* Fill a call's first line. Sequence numbers carry the pool in their top
  * bits (unique, ordered per thread), so a launch costs no atomic
  * read-modify-write. t: its enqueue time stamp (hcg_ticks). */
@@ -121,6 +138,8 @@ static inline void hcg_call_init(hcg_call *c, hcg_api api, CUstream s, CUhostFn 
     c->api = (uint8_t)api;
     c->enqueue_status = (uint8_t)why;
     c->wrapped = (uint8_t)wrapped;
+    if (HCG_UNLIKELY(hcg_nvtx_on)) /* set once at start-up, before any launch */
+        c->nvtx_name = hcg_nvtx_name((uintptr_t)fn);
 }
 
 /* An owner-only counter others read: a plain add, no locked instruction. */

@@ -137,6 +137,18 @@ static void call_fn(hcg_call *c, CUstream s, CUresult status, int stream_cb,
     hcg_event_running(0, NULL, 0);
 }
 
+/* call_fn inside an NVTX range (HCGUARD_NVTX), off the common path; a
+ * copy's range carries the bytes of its checked record. */
+static __attribute__((noinline, cold)) void call_fn_nvtx(hcg_call *c, CUstream s, CUresult status,
+                                                         int stream_cb,
+                                                         const hcguard_copy_record *snap,
+                                                         hcg_event *e)
+{
+    hcg_nvtx_push(c->nvtx_name, snap ? snap->nbytes : 0, snap != NULL);
+    call_fn(c, s, status, stream_cb, snap, e);
+    hcg_nvtx_pop();
+}
+
 /* What both trampolines do around the user's function. */
 static void run(hcg_call *c, CUstream s, CUresult status, int stream_cb)
 {
@@ -177,8 +189,12 @@ static void run(hcg_call *c, CUstream s, CUresult status, int stream_cb)
             go = 0;
         }
     }
-    if (HCG_LIKELY(go))
-        call_fn(c, s, status, stream_cb, snap, &e);
+    if (HCG_LIKELY(go)) {
+        if (HCG_UNLIKELY(hcg_nvtx_on))
+            call_fn_nvtx(c, s, status, stream_cb, snap, &e);
+        else
+            call_fn(c, s, status, stream_cb, snap, &e);
+    }
     /* What cuda.bindings' wrapper would have done after the call, when it
      * was not called (skipped, or a copy run from the snapshot). */
     if (c->wrapped && c->oneshot && (!go || snap))

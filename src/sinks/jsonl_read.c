@@ -481,3 +481,97 @@ long hcg_logrec_read_fd(int fd, hcg_logrec_cb cb, void *ctx, char *err, size_t e
             return line;
     }
 }
+
+/* ---- the header ----------------------------------------------------------- */
+
+typedef enum htype { H_STR, H_UINT, H_PID } htype;
+#define HAT(m) offsetof(hcg_loghdr, m)
+#define HSTR(k, m) {k, H_STR, HAT(m), sizeof(((hcg_loghdr *)0)->m)}
+static const struct hfield {
+    const char *key;
+    htype type;
+    size_t off, cap;
+} hfields[] = {
+    {"schema", H_UINT, HAT(schema), 0},   HSTR("hcguard", version),
+    {"pid", H_PID, HAT(pid), 0},          {"ppid", H_UINT, HAT(ppid), 0},
+    HSTR("host", host),                   HSTR("rank", rank),
+    HSTR("mode", mode),                   {"driver_version", H_UINT, HAT(driver_version), 0},
+    HSTR("exe", exe),                     {"t0_ns", H_UINT, HAT(t0_ns), 0},
+};
+
+/* One member; *is_header set by "event". seen: a bit per hfields row. */
+static int header_member(cursor *c, hcg_loghdr *h, int *is_header, uint32_t *seen)
+{
+    char key[64];
+    if (string(c, key, sizeof key) != 0 || expect(c, ':') != 0)
+        return -1;
+    if (strcmp(key, "event") == 0) {
+        char ev[16];
+        skip_ws(c);
+        if (c->p < c->end && *c->p != '"')
+            return fail(c, "\"event\" is not a string");
+        if (string(c, ev, sizeof ev) != 0)
+            *is_header = 0;
+        else
+            *is_header = strcmp(ev, "header") == 0;
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof hfields / sizeof hfields[0]; i++) {
+        if (strcmp(key, hfields[i].key) != 0)
+            continue;
+        if (*seen & (1u << i))
+            return fail(c, "\"%s\" appears twice", key);
+        *seen |= 1u << i;
+        char *at = (char *)h + hfields[i].off;
+        int rc = hfields[i].type == H_STR  ? string(c, at, hfields[i].cap)
+                 : hfields[i].type == H_PID ? pid_value(c, &h->pid)
+                                            : uint_value(c, (uint64_t *)(void *)at);
+        if (rc != 0 && c->err && c->errlen) {
+            char why[200];
+            snprintf(why, sizeof why, "%s", c->err);
+            fail(c, "\"%s\": %s", key, why);
+        }
+        return rc;
+    }
+    return skip_value(c);
+}
+
+int hcg_loghdr_parse(const char *line, size_t len, hcg_loghdr *out, char *err, size_t errlen)
+{
+    cursor c = {line, line + len, err, errlen};
+    int is_header = 0;
+    uint32_t seen = 0;
+    if (err && errlen)
+        err[0] = '\0';
+    memset(out, 0, sizeof *out);
+    if (len > HCG_LOGREC_LINE_MAX || memchr(line, '\0', len) || expect(&c, '{') != 0)
+        return 1;
+    for (;;) {
+        skip_ws(&c);
+        if (c.p < c.end && *c.p == '}')
+            return is_header ? fail(&c, "expected a key") : 1;
+        if (header_member(&c, out, &is_header, &seen) != 0)
+            return is_header ? -1 : 1;
+        skip_ws(&c);
+        if (c.p < c.end && *c.p == ',') {
+            c.p++;
+            continue;
+        }
+        if (expect(&c, '}') != 0)
+            return is_header ? fail(&c, "expected ',' or '}' after a value") : 1;
+        break;
+    }
+    if (!is_header)
+        return 1;
+    skip_ws(&c);
+    if (c.p != c.end)
+        return fail(&c, "text after the object");
+    if (!(seen & 1u))
+        return fail(&c, "a header with no \"schema\"");
+    if (out->schema > HCG_LOGHDR_SCHEMA)
+        return fail(&c, "schema %llu is newer than this hcguard reads (%d): read it with a newer "
+                    "hcguard", (unsigned long long)out->schema, HCG_LOGHDR_SCHEMA);
+    if (!(seen & 4u))
+        return fail(&c, "a header with no \"pid\"");
+    return 0;
+}

@@ -53,4 +53,21 @@ int hcg_logrec_parse(const char *line, size_t len, hcg_logrec *out, char *err,
 typedef int (*hcg_logrec_cb)(const hcg_logrec *r, void *ctx);
 long hcg_logrec_read_fd(int fd, hcg_logrec_cb cb, void *ctx, char *err, size_t errlen);
 
+/* The header record a process writes first (schema HCG_LOGHDR_SCHEMA):
+ * {"event":"header","schema":1,"hcguard":"0.1.0","pid":N,"ppid":N,
+ *  "host":"...","rank":"R" (optional),"mode":"guard|audit",
+ *  "driver_version":N,"exe":"...","t0_ns":N}. */
+#define HCG_LOGHDR_SCHEMA 1
+typedef struct hcg_loghdr {
+    uint64_t schema, ppid, driver_version, t0_ns;
+    int64_t pid;
+    char version[32], host[256], rank[32], mode[16], exe[1024];
+} hcg_loghdr;
+
+/* Parse line as a header: 0; 1 if it is not one ("event" is not "header",
+ * or there is none: an event line); -1 with a reason in err if it is a
+ * header that cannot be used (a bad value, no "pid", or a schema newer
+ * than HCG_LOGHDR_SCHEMA). Unknown keys with scalar values are skipped. */
+int hcg_loghdr_parse(const char *line, size_t len, hcg_loghdr *out, char *err, size_t errlen);
+
 #endif

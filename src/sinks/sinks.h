@@ -21,6 +21,12 @@ int hcg_summary_active(void);
 void hcg_summary_print_recovered(const hcg_flight *f, const hcg_counts *c, uint64_t dropped,
                                  pid_t pid, const char *how);
 uint64_t hcg_summary_errors_of(const hcg_counts *c);
+/* The summary of events read back from logs (hcguard report): title its
+ * first line; the counts made from the events; the times and findings of
+ * the events given to hcg_summary_event and hcg_audit_event since both
+ * last started anew (hcg_summary_after_fork, hcg_audit_after_fork). */
+void hcg_summary_print_read(const char *title, const hcg_counts *c,
+                            const uint64_t launched[HCG_FN_KIND_COUNT], uint64_t nodes, int mode);
 
 /* One line: hcguard was active, but no host function was launched. */
 void hcg_summary_print_idle(void);

@@ -352,6 +352,10 @@ static void print_copy_fns(hcg_fnkind k, uint64_t n_launched, uint64_t n_ran)
         hcg_msg("        (%zu more copy functions)", n - MAX_FNS_LISTED);
 }
 
+/* Set while a summary of logs is printed: the copy functions this
+ * process saw are not those of the logs. */
+static int from_logs;
+
 static void print_copies(const totals *t)
 {
     char a[32], b[32];
@@ -363,7 +367,8 @@ static void print_copies(const totals *t)
         if (hcg_fnkind_is_copy((hcg_fnkind)k) && (t->launched[k] || ran[k])) {
             hcg_msg("    recognised as %s: %" PRIu64 " launched, %" PRIu64 " ran",
                     hcg_fnkind_name((hcg_fnkind)k), t->launched[k], ran[k]);
-            print_copy_fns((hcg_fnkind)k, t->launched[k], ran[k]);
+            if (!from_logs)
+                print_copy_fns((hcg_fnkind)k, t->launched[k], ran[k]);
         }
     print_time_hist("copy latency", &S.copy_time);
     if (S.copy_mbps.n) {
@@ -510,7 +515,7 @@ static void print_warning_list(const totals *t, int live)
     uint64_t warnings = hcg_findings_of_severity(&t->c, HCG_SEV_WARNING);
     hcg_msg("warnings: %" PRIu64, warnings);
     print_findings(&t->c, HCG_SEV_WARNING, live);
-    uint64_t unprinted = live ? hcg_print_suppressed() : 0;
+    uint64_t unprinted = live && !from_logs ? hcg_print_suppressed() : 0;
     if (unprinted)
         hcg_msg("findings not printed (print limit %u): %" PRIu64
                 "; every one is in the lists above",
@@ -538,6 +543,18 @@ static const char *version_line(void)
         HCGUARD_VERSION_PATCH);
 }
 
+/* Times, functions and callback threads, from the events (under S.lock). */
+static void print_measures(void)
+{
+    print_time_hist("host function run time", &S.fn_time);
+    print_time_hist("dispatch latency (enqueue to start)", &S.dispatch);
+    print_fns();
+    if (S.n_threads) {
+        hcg_msg("callback threads: %u (busiest first)", S.n_threads);
+        print_threads();
+    }
+}
+
 /* The summary, in its documented order: errors (by reason, with their
  * functions and call sites), warnings, measurements (counts, times, slow
  * functions and callback threads, worst first), where the outputs went
@@ -555,13 +572,7 @@ void hcg_summary_print(void)
     pthread_mutex_lock(&S.lock);
     hcg_msg("measurements:");
     print_counts(&t);
-    print_time_hist("host function run time", &S.fn_time);
-    print_time_hist("dispatch latency (enqueue to start)", &S.dispatch);
-    print_fns();
-    if (S.n_threads) {
-        hcg_msg("callback threads: %u (busiest first)", S.n_threads);
-        print_threads();
-    }
+    print_measures();
     print_dropped(&t, cfg->buffer_bytes);
     hcg_msg("outputs:");
     hcg_jsonl_summary();
@@ -611,6 +622,31 @@ void hcg_summary_print_recovered(const hcg_flight *f, const hcg_counts *c, uint6
         hcg_msg("event log: %s (the events left in memory appended)", f->log_path);
     if (f->trace_path[0] && memchr(f->trace_path, 0, sizeof f->trace_path))
         hcg_msg("trace: %s (the events left in memory appended, and closed)", f->trace_path);
+    print_verdict(&t);
+}
+
+/* Of events read back from logs (hcguard report): the counts made from
+ * them, the groups, times and findings from what hcg_summary_event and
+ * hcg_audit_event were given since they last started anew; in the order
+ * of the exit summary. */
+void hcg_summary_print_read(const char *title, const hcg_counts *c,
+                            const uint64_t launched[HCG_FN_KIND_COUNT], uint64_t nodes, int mode)
+{
+    totals t;
+    memset(&t, 0, sizeof t);
+    t.c = *c;
+    memcpy(t.launched, launched, sizeof t.launched);
+    t.nodes = nodes;
+    hcg_msg("%s", title);
+    from_logs = 1;
+    print_error_list(&t, mode, 1);
+    print_warning_list(&t, 1);
+    pthread_mutex_lock(&S.lock);
+    hcg_msg("measurements:");
+    print_counts(&t);
+    print_measures();
+    pthread_mutex_unlock(&S.lock);
+    from_logs = 0;
     print_verdict(&t);
 }
 

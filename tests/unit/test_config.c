@@ -118,6 +118,9 @@ static void test_bools(void)
     check_bad("HCGUARD_SUMMARY", "yes", "not one of 0, 1");
     check_bad("HCGUARD_DEBUG", "true", "not one of 0, 1");
     check_bad("HCGUARD_DEBUG", "10", "not one of 0, 1");
+    CHECK(parse1("HCGUARD_NVTX", "1") == 0 && g_cfg.nvtx == 1);
+    CHECK(parse1("HCGUARD_NVTX", "0") == 0 && g_cfg.nvtx == 0);
+    check_bad("HCGUARD_NVTX", "yes", "not one of 0, 1");
 }
 
 static void test_recheck(void)

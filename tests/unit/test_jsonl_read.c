@@ -193,7 +193,51 @@ static void test_files(void)
     CHECK_HAS(err, "line 1: longer than the limit");
 }
 
+/* The header record (hcg_loghdr_parse): read when it is one, "not a
+ * header" (1) for an event line, refused with a reason when it cannot be
+ * used, a newer schema above all. */
+static void test_header(void)
+{
+    hcg_loghdr h;
+    char err[256];
+    const char *good = "{\"event\":\"header\",\"schema\":1,\"hcguard\":\"0.1.0\",\"pid\":42,"
+                       "\"ppid\":1,\"host\":\"n\\u00e9\",\"rank\":\"3\",\"mode\":\"audit\","
+                       "\"driver_version\":13000,\"exe\":\"/bin/a\",\"t0_ns\":5,\"new\":true}";
+#define HDR(s) hcg_loghdr_parse(s, strlen(s), &h, err, sizeof err)
+    CHECK_EQ(HDR(good), 0);
+    CHECK_EQ(h.pid, 42);
+    CHECK_EQ(h.schema, 1);
+    CHECK_EQ(h.driver_version, 13000);
+    CHECK_EQ(h.t0_ns, 5);
+    CHECK_STR(h.host, "n\xc3\xa9");
+    CHECK_STR(h.rank, "3");
+    CHECK_STR(h.mode, "audit");
+    CHECK_STR(h.version, "0.1.0");
+    CHECK_EQ(HDR("{\"schema\":1,\"pid\":3,\"event\":\"header\"}"), 0); /* any order */
+    CHECK_EQ(HDR(HEAD ",\"reason\":\"overlap\"}"), 1);                   /* an event */
+    CHECK_EQ(HDR("{}"), 1);
+    CHECK_EQ(HDR("garbage"), 1);
+    CHECK_EQ(HDR("{\"event\":\"header\",\"schema\":2,\"pid\":3}"), -1);
+    CHECK_HAS(err, "schema 2 is newer than this hcguard reads (1)");
+    CHECK_EQ(HDR("{\"event\":\"header\",\"pid\":3}"), -1);
+    CHECK_HAS(err, "no \"schema\"");
+    CHECK_EQ(HDR("{\"event\":\"header\",\"schema\":1}"), -1);
+    CHECK_HAS(err, "no \"pid\"");
+    CHECK_EQ(HDR("{\"event\":\"header\",\"schema\":1,\"pid\":0}"), -1);
+    CHECK_HAS(err, "\"pid\": ");
+    CHECK_EQ(HDR("{\"event\":\"header\",\"schema\":1,\"schema\":1,\"pid\":2}"), -1);
+    CHECK_HAS(err, "appears twice");
+    CHECK_EQ(HDR("{\"event\":\"header\",\"schema\":1,\"pid\":2,\"host\":{}}"), -1);
+    CHECK_HAS(err, "\"host\": expected");
+    CHECK_EQ(HDR("{\"event\":\"header\",\"schema\":1,\"pid\":2} x"), -1);
+    CHECK_HAS(err, "text after the object");
+    /* an event line is still refused by the event parser */
+    CHECK_EQ(parse(good), -1);
+#undef HDR
+}
+
 static const check_case cases[] = {
+    CHECK_CASE(header),
     CHECK_CASE(good),
     CHECK_CASE(bad),
     CHECK_CASE(writer_read_back),
