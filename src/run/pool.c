@@ -25,6 +25,7 @@ typedef struct hcg_pool {
     uint64_t seq;                   /* owner only: sequence numbers it gave */
     _Atomic uint64_t launched[HCG_FN_KIND_COUNT]; /* owner writes, summary reads */
     unsigned index;
+    _Atomic uint32_t tid;           /* the owner's thread id (the trace's enqueue marks) */
     /* Flow control, owner only: one-shot launches made, launches it may
      * still make before it looks again, and launches given up on. */
     _Atomic uint64_t flow_launched, flow_forgiven;
@@ -89,8 +90,14 @@ static hcg_pool *acquire_pool(void)
             p->next = head;
         while (!atomic_compare_exchange_weak(&pools, &head, p));
     }
+    atomic_store_explicit(&p->tid, hcg_gettid(), memory_order_relaxed);
     pthread_setspecific(pool_key, p);
     return p;
+}
+
+uint32_t hcg_call_owner_tid(const hcg_call *c)
+{
+    return c->owner ? atomic_load_explicit(&c->owner->tid, memory_order_relaxed) : 0;
 }
 
 size_t hcg_pool_store_bytes(void)
@@ -382,4 +389,6 @@ void hcg_pool_after_fork(void)
     for (int k = 0; k < HCG_FN_KIND_COUNT; k++)
         atomic_store(&nodes_launched_own[k], 0);
     atomic_store(&nodes_made_own, 0);
+    if (my_pool)
+        atomic_store(&my_pool->tid, hcg_gettid()); /* the child's own thread */
 }

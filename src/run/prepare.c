@@ -70,11 +70,13 @@ CUresult hcg_prepare_call(hcg_api api, CUstream s, CUhostFn fn, void *user, hcg_
         kind = hcg_look_through(user, &inner, &rec);
     if (HCG_UNLIKELY(hcg_config_get()->debug))
         hcg_debug_call(api, fn, user, kind, inner);
+    hcg_finding found = 0; /* reported once the launch has its seq */
     if (HCG_UNLIKELY(kind == HCG_FN_LIBC || kind == HCG_FN_CLOSURE)) {
-        hcg_audit_report_fn(kind == HCG_FN_LIBC ? HCG_FIND_LIBC_FN : HCG_FIND_CLOSURE, api, s,
-                            (void *)inner, rec);
-        if (kind == HCG_FN_LIBC && hcg_config_get()->mode == HCG_MODE_GUARD)
+        found = kind == HCG_FN_LIBC ? HCG_FIND_LIBC_FN : HCG_FIND_CLOSURE;
+        if (kind == HCG_FN_LIBC && hcg_config_get()->mode == HCG_MODE_GUARD) {
+            hcg_audit_report_fn(found, api, s, (void *)inner, rec);
             return CUDA_ERROR_INVALID_VALUE;
+        }
         kind = HCG_FN_ORDINARY;
     }
     hcguard_copy_record snap = {0, 0, 0};
@@ -83,6 +85,11 @@ CUresult hcg_prepare_call(hcg_api api, CUstream s, CUhostFn fn, void *user, hcg_
     if (hcg_fnkind_is_copy(kind) && check_copy(api, s, inner, rec, kind, &snap, &why, &gen))
         return CUDA_ERROR_INVALID_VALUE;
     hcg_call *c = hcg_call_new(api, s, fn, user, kind, why, inner != fn);
+    if (HCG_UNLIKELY(found)) {
+        if (c)
+            hcg_event_link_seq(c->seq);
+        hcg_audit_report_fn(found, api, s, (void *)inner, rec);
+    }
     if (HCG_UNLIKELY(!c))
         return CUDA_SUCCESS; /* out of memory: pass through, unmeasured */
     if (hcg_fnkind_is_copy(kind) || c->wrapped) { /* the second line: rarely */

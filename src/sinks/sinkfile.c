@@ -143,6 +143,11 @@ void hcg_sinkfile_commit(hcg_sinkfile *f, size_t len)
     f->started = 1;
 }
 
+void hcg_sinkfile_commit_uncounted(hcg_sinkfile *f, size_t len)
+{
+    f->used += len;
+}
+
 void hcg_sinkfile_close(hcg_sinkfile *f, const char *footer)
 {
     if (f->fd < 0)
@@ -212,7 +217,12 @@ const char *hcg_fn_name(uintptr_t fn)
             return "unknown";
         char obj[8];
         names[h].fn = fn;
-        if (hcg_symbolize((const void *)fn, names[h].name, sizeof names[h].name, obj,
+        /* As the messages name it: an IFUNC's implementation (memcpy's)
+         * has no symbol of its own. */
+        const char *libc = hcg_audit_libc_name((const void *)fn);
+        if (libc)
+            snprintf(names[h].name, sizeof names[h].name, "%s", libc);
+        else if (hcg_symbolize((const void *)fn, names[h].name, sizeof names[h].name, obj,
                           sizeof obj) != 0)
             snprintf(names[h].name, sizeof names[h].name, "anonymous");
     }

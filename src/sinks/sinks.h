@@ -64,6 +64,8 @@ char hcg_sinkfile_exec_state(const hcg_sinkfile *f);
  * file; then hcg_sinkfile_commit with the length written. */
 char *hcg_sinkfile_reserve(hcg_sinkfile *f);
 void hcg_sinkfile_commit(hcg_sinkfile *f, size_t len);
+/* The same for a line that is not an event (the log's header). */
+void hcg_sinkfile_commit_uncounted(hcg_sinkfile *f, size_t len);
 /* Write out the rest and footer (may be NULL), close, report an error. */
 void hcg_sinkfile_close(hcg_sinkfile *f, const char *footer);
 void hcg_sinkfile_after_fork(hcg_sinkfile *f);
@@ -80,6 +82,9 @@ const char *hcg_fn_name(uintptr_t fn);
 size_t hcg_json_str(char *out, size_t room, const char *s);
 
 /* ---- jsonl.c: the event log -------------------------------------------- */
+/* The log's schema (docs/LOG.md), in its header: raised when a field
+ * changes meaning or goes; new fields do not raise it. */
+#define HCG_LOG_SCHEMA 1
 /* 0 or -1 (message printed). pattern: as configured, so that a fork child
  * whose log name holds %p writes a log of its own. */
 int hcg_jsonl_open(const char *path, const char *pattern);
