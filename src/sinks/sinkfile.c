@@ -205,6 +205,11 @@ void hcg_fn_names_cached_only(int on)
     names_cached_only = on;
 }
 
+int hcg_fn_names_cached(void)
+{
+    return names_cached_only || names_gone;
+}
+
 const char *hcg_fn_name(uintptr_t fn)
 {
     if (!fn)

@@ -31,7 +31,7 @@ void hcg_audit_after_fork(void); /* a fork child's findings are its own */
 void hcg_report_skip(const hcg_event *e);
 
 /* ---- sinkfile.c: the sinks' output files --------------------------------- */
-#define HCG_SINK_EVENT_MAX 2048 /* room reserved for one event's text */
+#define HCG_SINK_EVENT_MAX 4096 /* room reserved for one event's text */
 
 typedef struct hcg_sinkfile {
     const char *what;               /* "event log", "trace": for messages */
@@ -76,6 +76,8 @@ void hcg_fn_names_gone(void);
 /* on: hcg_fn_name answers from its cache alone ("unknown" else): a signal
  * handler is writing. */
 void hcg_fn_names_cached_only(int on);
+/* 1 while names come from the cache alone (a signal handler, the launcher). */
+int hcg_fn_names_cached(void);
 /* fn's symbol (or "anonymous"), looked up once per function (collector). */
 const char *hcg_fn_name(uintptr_t fn);
 /* s as the body of a JSON string into out; returns the length (< room). */
