@@ -496,20 +496,22 @@ static struct {
 } execs;
 static pthread_mutex_t exec_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* Fork hooks (src/lifecycle/fork.c): the table is kept in a child, whole. */
-void hcg_graph_fork_lock(void)
-{
-    pthread_mutex_lock(&exec_lock);
-}
-
-void hcg_graph_fork_unlock(void)
-{
-    pthread_mutex_unlock(&exec_lock);
-}
+/* The fork child's hook (src/lifecycle/fork.c). exec_lock is held across
+ * the driver's cuGraphLaunch (launches are counted and recorded in their
+ * order), and a driver's fork handler registered after hcguard's runs
+ * before it and may take the lock that call waits for: were hcguard's fork
+ * handler to take exec_lock too, a fork during a graph launch would
+ * deadlock (e2e_graph_fork_launch). So the lock is not taken at fork, and
+ * the child, which may have inherited the table half-changed, starts an
+ * empty one: it cannot run its parent's graphs anyway (a CUDA context does
+ * not survive fork). The parent's table stays referenced, never read. */
+static void *parent_table;
 
 void hcg_graph_after_fork(void)
 {
     pthread_mutex_init(&exec_lock, NULL);
+    parent_table = execs.bucket;
+    memset(&execs, 0, sizeof execs);
 }
 
 static size_t exec_hash(CUgraphExec e, size_t n_buckets)
