@@ -24,6 +24,7 @@ command's LD_PRELOAD.
 import json
 import os
 import re
+import subprocess
 import sys
 from collections import Counter, defaultdict
 
@@ -171,6 +172,17 @@ def check_file(path, fields, log=None):
     return log
 
 
+def read_with_library(path):
+    """The library's own reader (HCG_LOG_READER, tests/unit/read_log.c), if
+    given, must read every line: 1 if it refuses one."""
+    reader = os.environ.get("HCG_LOG_READER")
+    if not reader:
+        return 0
+    p = subprocess.run([reader, path], capture_output=True, text=True)
+    sys.stdout.write(p.stdout + p.stderr)
+    return 1 if p.returncode else 0
+
+
 def main():
     fields = load_fields()
     rc, path, expects = sinkrun.run(sys.argv, "HCGUARD_LOG", "events", "jsonl", "check_log")
@@ -179,6 +191,7 @@ def main():
     if path is None:
         return 1
     log = check_file(path, fields)
+    log.bad += read_with_library(path)
     return sinkrun.verdict(log.bad, log.counts, expects, rc, sum(1 for _ in open(path)),
                            "check_log")
 
