@@ -34,8 +34,8 @@ typedef struct ring {
     _Atomic uintptr_t run_fn;
     _Atomic uint64_t run_since;
     _Atomic uint32_t run_tid;
-    _Atomic uint64_t run_seq;       /* and the run's seq, stream, graph and node */
-    _Atomic uintptr_t run_stream, run_graph, run_node;
+    _Atomic uint64_t run_seq;       /* and the run's seq and stream */
+    _Atomic uintptr_t run_stream;
     uint64_t reported_since;            /* collector: run_since already reported */
     _Alignas(64) atomic_int owned;      /* a live thread produces into it */
     struct ring *next;                  /* list of all rings; only grows */
@@ -575,18 +575,22 @@ void hcg_event_running(const hcg_event *run, uint64_t since)
         return;
     if (!run) {
         atomic_store_explicit(&r->run_since, 0, memory_order_release);
-        atomic_store_explicit(&r->run_fn, 0, memory_order_relaxed);
         return;
     }
-    atomic_store_explicit(&r->run_since, 0, memory_order_relaxed); /* while it changes */
+    /* run_since is 0 here (the last run cleared it): the watchdog skips the
+     * ring until since is stored, after the rest (a seqlock's writer). */
     atomic_thread_fence(memory_order_release);
     atomic_store_explicit(&r->run_fn, run->fn, memory_order_relaxed);
     atomic_store_explicit(&r->run_tid, run->tid, memory_order_relaxed);
     atomic_store_explicit(&r->run_seq, run->seq, memory_order_relaxed);
     atomic_store_explicit(&r->run_stream, run->stream, memory_order_relaxed);
-    atomic_store_explicit(&r->run_graph, run->graph, memory_order_relaxed);
-    atomic_store_explicit(&r->run_node, run->node, memory_order_relaxed);
     atomic_store_explicit(&r->run_since, since, memory_order_release);
+}
+
+uint64_t hcg_event_running_seq(void)
+{
+    ring *r = mine;
+    return r ? atomic_load_explicit(&r->run_seq, memory_order_relaxed) : 0;
 }
 
 /* Report host functions running longer than hang_ns (collector). */
@@ -608,8 +612,6 @@ static void watch_hangs(uint64_t hang_ns)
                                      atomic_load_explicit(&r->run_stream, memory_order_relaxed),
                                      fn, 0);
         e.seq = atomic_load_explicit(&r->run_seq, memory_order_relaxed);
-        e.graph = atomic_load_explicit(&r->run_graph, memory_order_relaxed);
-        e.node = atomic_load_explicit(&r->run_node, memory_order_relaxed);
         e.t_start = t0;
         e.t_end = t1;
         e.t_enqueue = t0;

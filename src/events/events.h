@@ -75,8 +75,10 @@ void hcg_event_link_seq(uint64_t seq);
  * graph replay's, src/run). */
 uint64_t hcg_event_next_seq(void);
 /* Around a host function: what the thread runs (run: its event, with fn,
- * seq, stream, graph and node; NULL when it returned), for the watchdog. */
+ * seq and stream; NULL when it returned), for the watchdog. */
 void hcg_event_running(const hcg_event *run, uint64_t since);
+/* The seq of the run the calling thread is in (0 if none yet). */
+uint64_t hcg_event_running_seq(void);
 /* A host function that ran longer than HCGUARD_SLOW_MS: run (a run event,
  * in ns) makes the slow-host-fn finding *out, of the run's seq, stream and
  * times, for the log and the trace. 1 if it is slow. */

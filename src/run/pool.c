@@ -95,9 +95,12 @@ static hcg_pool *acquire_pool(void)
     return p;
 }
 
-uint32_t hcg_call_owner_tid(const hcg_call *c)
+uint32_t hcg_seq_launcher_tid(uint64_t seq)
 {
-    return c->owner ? atomic_load_explicit(&c->owner->tid, memory_order_relaxed) : 0;
+    uint64_t i = seq >> 44; /* pool_seq: the pool's index + 1 */
+    if (i == 0 || i > atomic_load_explicit(&pools_used, memory_order_acquire) || i > MAX_POOLS)
+        return 0;
+    return atomic_load_explicit(&pool_store[i - 1].tid, memory_order_relaxed);
 }
 
 size_t hcg_pool_store_bytes(void)

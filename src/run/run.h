@@ -81,8 +81,9 @@ void CUDA_CB hcg_trampoline(void *call);
 /* The same for cuStreamAddCallback's CUstreamCallback (fn is one). */
 void CUDA_CB hcg_stream_cb_trampoline(CUstream s, CUresult status, void *call);
 
-/* The enqueuing thread of a call from a pool (its owner's), 0 if unknown. */
-uint32_t hcg_call_owner_tid(const hcg_call *c);
+/* The thread that launched the stream launch numbered seq (its pool's
+ * owner now), 0 if unknown. */
+uint32_t hcg_seq_launcher_tid(uint64_t seq);
 /* Record a launch of a graph that holds c (graph.c, serialised by its
  * caller), and undo the last one recorded (the launch failed). */
 void hcg_replay_note(hcg_call *c, uintptr_t stream, uint64_t ticks, uint32_t tid);

@@ -9,7 +9,6 @@
 
 /* ---- the trampoline ---------------------------------------------------- */
 static _Thread_local const hcg_call *current;
-static _Thread_local uint64_t current_seq; /* its run's (a graph replay's own) */
 
 const hcg_call *hcg_current_call(void)
 {
@@ -28,7 +27,7 @@ void hcg_current_call_describe(hcg_event *e)
     e->node = c->node;
     e->fnkind = c->kind;
     e->api = c->api;
-    e->seq = current_seq; /* the finding belongs to this run */
+    e->seq = hcg_event_running_seq(); /* the finding belongs to this run (a replay's own) */
 }
 
 /* A run-time verdict on a record not changed since enqueue keeps the
@@ -191,12 +190,9 @@ static void run(hcg_call *c, CUstream s, CUresult status, int stream_cb)
     e.graph = c->oneshot ? 0 : c->graph; /* the second line only when needed */
     e.node = c->oneshot ? 0 : c->node;
     e.t_start = hcg_ticks();
-    e.enq_tid = 0;
+    e.enq_tid = 0; /* a stream launch's: its pool's (the sinks ask) */
     if (HCG_UNLIKELY(!c->oneshot) && c->replays)
         replay_of(c, &e);
-    else
-        e.enq_tid = hcg_call_owner_tid(c);
-    current_seq = e.seq;
     current = c;
     hcguard_copy_record now = {0, 0, 0};
     const hcguard_copy_record *snap = NULL;

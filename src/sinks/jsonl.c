@@ -155,8 +155,9 @@ void hcg_jsonl_event(const hcg_event *e)
                      e->graph, e->node);
         len += n > 0 ? (size_t)n : 0;
     }
-    if (e->enq_tid && e->kind != HCG_EV_REJECT && e->kind != HCG_EV_FINDING) {
-        n = snprintf(p + len, room - len, ",\"enqueue_tid\":%u", e->enq_tid);
+    uint32_t enq_tid = hcg_event_enqueuer(e);
+    if (enq_tid) {
+        n = snprintf(p + len, room - len, ",\"enqueue_tid\":%u", enq_tid);
         len += n > 0 ? (size_t)n : 0;
     }
     if ((e->kind != HCG_EV_REJECT && e->kind != HCG_EV_FINDING) ||

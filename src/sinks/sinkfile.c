@@ -234,6 +234,15 @@ const char *hcg_fn_name(uintptr_t fn)
     return names[h].name;
 }
 
+uint32_t hcg_event_enqueuer(const hcg_event *e)
+{
+    if (e->kind != HCG_EV_RUN && e->kind != HCG_EV_SKIP)
+        return 0;
+    if (e->enq_tid || e->graph)
+        return e->enq_tid; /* a graph replay's: from its launch */
+    return hcg_seq_launcher_tid(e->seq);
+}
+
 size_t hcg_json_str(char *out, size_t room, const char *s)
 {
     size_t n = 0;

@@ -80,6 +80,9 @@ void hcg_fn_names_cached_only(int on);
 int hcg_fn_names_cached(void);
 /* fn's symbol (or "anonymous"), looked up once per function (collector). */
 const char *hcg_fn_name(uintptr_t fn);
+/* The thread that enqueued a run or skip (launched its graph), 0 if
+ * unknown: the event's own, or for a stream launch its pool's owner. */
+uint32_t hcg_event_enqueuer(const hcg_event *e);
 /* s as the body of a JSON string into out; returns the length (< room). */
 size_t hcg_json_str(char *out, size_t room, const char *s);
 

@@ -185,7 +185,7 @@ static void put_name(char *p, size_t *len, size_t room, const char *prefix, cons
 
 /* The run (or skipped copy) on its callback thread, from start to end. */
 static void slice(char *p, size_t *len, size_t room, const hcg_event *e, uint64_t start,
-                  uint64_t end)
+                  uint64_t end, uint32_t enq_tid)
 {
     int copy = hcg_fnkind_is_copy((hcg_fnkind)e->fnkind);
     const char *cat = e->kind == HCG_EV_SKIP ? "skipped copy" : copy ? "host copy" : "host function";
@@ -201,8 +201,8 @@ static void slice(char *p, size_t *len, size_t room, const hcg_event *e, uint64_
             e->node);
     if (e->t_start > e->t_enqueue)
         put(p, len, room, ",\"wait_us\":" US_FMT, US(e->t_start - e->t_enqueue));
-    if (e->enq_tid)
-        put(p, len, room, ",\"enqueued_by\":%u", e->enq_tid);
+    if (enq_tid)
+        put(p, len, room, ",\"enqueued_by\":%u", enq_tid);
     if (copy)
         put(p, len, room, ",\"bytes\":%" PRIu64, e->bytes);
     if (copy && e->kind == HCG_EV_RUN && e->t_end > e->t_start)
@@ -215,7 +215,8 @@ static void slice(char *p, size_t *len, size_t room, const hcg_event *e, uint64_
 /* The enqueue: a 2 ns slice on the launching thread (its own length is
  * not measured: that would cost a clock read per launch), and a flow from
  * inside it to inside the run's slice. */
-static void enqueue(char *p, size_t *len, size_t room, const hcg_event *e, uint64_t run_start)
+static void enqueue(char *p, size_t *len, size_t room, const hcg_event *e, uint64_t run_start,
+                    uint32_t enq_tid)
 {
     uint64_t id = ++flow_next, t = e->t_enqueue;
     put(p, len, room, "{");
@@ -224,11 +225,11 @@ static void enqueue(char *p, size_t *len, size_t room, const hcg_event *e, uint6
         ",\"cat\":\"enqueue\",\"ph\":\"X\",\"ts\":" US_FMT ",\"dur\":0.002,\"pid\":%d,"
         "\"tid\":%u,\"args\":{\"api\":\"%s\",\"stream\":\"0x%" PRIxPTR "\",\"seq\":%" PRIu64
         "}},\n",
-        US(t), (int)trace_file.pid, e->enq_tid, hcg_api_name((hcg_api)e->api), e->stream, e->seq);
+        US(t), (int)trace_file.pid, enq_tid, hcg_api_name((hcg_api)e->api), e->stream, e->seq);
     put(p, len, room,
         "{\"name\":\"host function\",\"cat\":\"flow\",\"ph\":\"s\",\"id\":%" PRIu64
         ",\"ts\":" US_FMT ",\"pid\":%d,\"tid\":%u},\n",
-        id, US(t + 1), (int)trace_file.pid, e->enq_tid);
+        id, US(t + 1), (int)trace_file.pid, enq_tid);
     put(p, len, room,
         "{\"name\":\"host function\",\"cat\":\"flow\",\"ph\":\"f\",\"bp\":\"e\",\"id\":%" PRIu64
         ",\"ts\":" US_FMT ",\"pid\":%d,\"tid\":%u},\n",
@@ -273,11 +274,12 @@ void hcg_trace_event(const hcg_event *e)
     name_thread(p, &len, room, e->tid, on_callback);
     if (run) {
         uint64_t end = e->t_end, start = track_start(e->tid, e->t_start, &end);
-        if (e->enq_tid && e->t_enqueue + 2 < start) {
-            name_thread(p, &len, room, e->enq_tid, 0);
-            enqueue(p, &len, room, e, start + (end > start ? 1 : 0));
+        uint32_t enq_tid = hcg_event_enqueuer(e);
+        if (enq_tid && e->t_enqueue + 2 < start) {
+            name_thread(p, &len, room, enq_tid, 0);
+            enqueue(p, &len, room, e, start + (end > start ? 1 : 0), enq_tid);
         }
-        slice(p, &len, room, e, start, end);
+        slice(p, &len, room, e, start, end, enq_tid);
     } else {
         instant(p, &len, room, e);
     }
