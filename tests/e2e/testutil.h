@@ -84,7 +84,9 @@ static inline void *test_map(size_t n, int prot)
  * seconds, it says so and dumps, for itself and every process below it,
  * each thread's state, kernel wait channel, system call (a futex's address
  * is its first argument) and kernel stack where readable, and every
- * thread's backtrace where gdb is installed; then it kills them and exits
+ * thread's backtrace where gdb is installed (15 s at most a process: gdb
+ * can take minutes on a sanitizer's build; HC_WATCHDOG_GDB=0: none); then
+ * it kills them and exits
  * 124. A hang is then never silent, nor left to the test's timeout. Only
  * for a deadline far beyond the program's normal time: a hang detector,
  * not a timing check. (SIGALRM: the program must not use it; a fork child
@@ -101,8 +103,9 @@ static const char test_watchdog_script[] =
     " wchan $(cat $t/wchan 2>/dev/null), syscall $(cat $t/syscall 2>/dev/null)\"\n"
     "    sed 's/^/      /' $t/stack 2>/dev/null\n"
     "  done\n"
-    "  if command -v gdb >/dev/null 2>&1; then\n"
-    "    gdb -p $1 -batch -ex 'thread apply all bt' 2>&1 | grep -E '^(Thread|#)' | sed 's/^/    /'\n"
+    "  if [ \"$HC_WATCHDOG_GDB\" != 0 ] && command -v gdb >/dev/null 2>&1; then\n"
+    "    timeout -s KILL 15 gdb -p $1 -batch -ex 'thread apply all bt' 2>&1 |\n"
+    "      grep -E '^(Thread|#)' | sed 's/^/    /'\n"
     "  fi\n"
     "  for s in /proc/[0-9]*/stat; do\n"
     "    set -- $(cat $s 2>/dev/null) x x x x\n"

@@ -20,6 +20,9 @@ import check_trace  # noqa: E402
 
 
 def main():
+    if subprocess.run(["sh", "-c", "nvidia-smi -L"], capture_output=True).returncode:
+        print("SKIP: no GPU or no CUDA driver on this machine")
+        return 77
     hcguard, prog, where = sys.argv[1:4]
     os.makedirs(where, exist_ok=True)
     log, trace = os.path.join(where, "gpu-trace.jsonl"), os.path.join(where, "gpu-trace.json")
