@@ -105,9 +105,28 @@ int hcg_jsonl_open(const char *path, const char *pattern)
     return rc;
 }
 
+/* A log left by a program that died ends with a whole line, or is cut
+ * back to its last one (the half line's event is still in memory). */
+static void drop_half_line(void)
+{
+    char tail[HCG_SINK_EVENT_MAX * 2];
+    off_t size;
+    size_t n = hcg_sinkfile_tail(&log_file, tail, sizeof tail, &size);
+    if (n == 0 || tail[n - 1] == '\n')
+        return;
+    size_t k = n;
+    while (k > 0 && tail[k - 1] != '\n')
+        k--;
+    if (k > 0 || (off_t)n == size) /* else a line longer than any written */
+        hcg_sinkfile_cut(&log_file, size - (off_t)(n - k));
+}
+
 int hcg_jsonl_reopen(const char *path, pid_t pid)
 {
-    return hcg_sinkfile_reopen(&log_file, "event log", path, pid);
+    int rc = hcg_sinkfile_reopen(&log_file, "event log", path, pid);
+    if (rc == 0)
+        drop_half_line();
+    return rc;
 }
 
 void hcg_jsonl_flush(void)

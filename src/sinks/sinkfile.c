@@ -89,6 +89,37 @@ int hcg_sinkfile_reopen(hcg_sinkfile *f, const char *what, const char *path, pid
     return 0;
 }
 
+size_t hcg_sinkfile_tail(const hcg_sinkfile *f, char *buf, size_t len, off_t *size)
+{
+    struct stat st, rst;
+    *size = 0;
+    if (f->fd < 0 || fstat(f->fd, &st) != 0 || st.st_size <= 0)
+        return 0;
+    /* The file is open for writing only: read it through a descriptor of
+     * its own, checked to be the same file. */
+    int rfd = open(f->path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (rfd < 0)
+        return 0;
+    size_t n = (size_t)st.st_size < len ? (size_t)st.st_size : len;
+    ssize_t r = -1;
+    if (fstat(rfd, &rst) == 0 && rst.st_dev == st.st_dev && rst.st_ino == st.st_ino)
+        r = pread(rfd, buf, n, st.st_size - (off_t)n);
+    close(rfd);
+    if (r != (ssize_t)n)
+        return 0;
+    *size = st.st_size;
+    return n;
+}
+
+void hcg_sinkfile_cut(hcg_sinkfile *f, off_t size)
+{
+    if (f->fd >= 0 && ftruncate(f->fd, size) == 0) {
+        f->started = size > 0;
+        hcg_debug("%s %s: its last event was cut short when the program died: removed (the "
+                  "event is written again from memory)", f->what, f->path);
+    }
+}
+
 void hcg_sinkfile_flush(hcg_sinkfile *f)
 {
     if (f->fd >= 0 && f->used)

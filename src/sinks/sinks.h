@@ -56,6 +56,12 @@ typedef struct hcg_sinkfile {
 int hcg_sinkfile_open(hcg_sinkfile *f, const char *what, const char *path, const char *pattern,
                       int shared_ok, int slot);
 int hcg_sinkfile_reopen(hcg_sinkfile *f, const char *what, const char *path, pid_t pid);
+/* A file continued for a program that died: the last bytes (up to len) and
+ * the file's size; and cutting it back to size. A process killed while it
+ * wrote (exit_group cuts a write short between pages) can leave half an
+ * event, which the events appended after it would make unreadable. */
+size_t hcg_sinkfile_tail(const hcg_sinkfile *f, char *buf, size_t len, off_t *size);
+void hcg_sinkfile_cut(hcg_sinkfile *f, off_t size);
 /* Write out what is buffered, keeping the file open (before exec). */
 void hcg_sinkfile_flush(hcg_sinkfile *f);
 /* What the next image should do with this file: 'c', 'n' or '-'. */

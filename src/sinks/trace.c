@@ -53,10 +53,56 @@ int hcg_trace_open(const char *path, const char *pattern)
     return hcg_sinkfile_open(&trace_file, "trace", path, pattern, 0, HCG_SINK_TRACE);
 }
 
+/* Whether s (n bytes) is one whole JSON object: braces and brackets
+ * balanced outside strings (events hold no newline: strings escape it). */
+static int whole_object(const char *s, size_t n)
+{
+    int depth = 0, in_str = 0;
+    if (n == 0 || s[0] != '{')
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        if (in_str) {
+            if (s[i] == '\\')
+                i++;
+            else if (s[i] == '"')
+                in_str = 0;
+        } else if (s[i] == '"') {
+            in_str = 1;
+        } else if (s[i] == '{' || s[i] == '[') {
+            depth++;
+        } else if ((s[i] == '}' || s[i] == ']') && --depth == 0) {
+            return i == n - 1;
+        }
+    }
+    return 0;
+}
+
+/* A trace left by a program that died: events are "[\n{...}" then
+ * ",\n{...}"; a last event cut short is removed with the ",\n" before
+ * it (or the whole array begun anew, if it was the first). */
+static void drop_half_event(void)
+{
+    char tail[HCG_SINK_EVENT_MAX * 2];
+    off_t size;
+    size_t n = hcg_sinkfile_tail(&trace_file, tail, sizeof tail, &size);
+    size_t k = n;
+    while (k > 0 && tail[k - 1] != '\n')
+        k--;
+    if (n == 0 || k == n || whole_object(tail + k, n - k) || (k == 0 && (off_t)n != size))
+        return; /* ends with a whole event (or a newline: closed, or nothing yet) */
+    if (k >= 2 && tail[k - 2] == ',')
+        hcg_sinkfile_cut(&trace_file, size - (off_t)(n - (k - 2)));
+    else
+        hcg_sinkfile_cut(&trace_file, 0); /* "[\n" and half the first event */
+}
+
 int hcg_trace_reopen(const char *path, pid_t pid)
 {
     restart();
-    return hcg_sinkfile_reopen(&trace_file, "trace", path, pid);
+    int rc = hcg_sinkfile_reopen(&trace_file, "trace", path, pid);
+    if (rc == 0)
+        drop_half_event();
+    return rc;
 }
 
 void hcg_trace_flush(void)

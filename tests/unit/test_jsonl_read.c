@@ -253,11 +253,76 @@ static void test_files(void)
     CHECK_EQ(read_text(text, err, sizeof err), 2);
 }
 
+/* path's whole text (at most len - 1 bytes). */
+static const char *slurp(const char *path, char *buf, size_t len)
+{
+    int fd = open(path, O_RDONLY);
+    ssize_t n = fd >= 0 ? read(fd, buf, len - 1) : -1;
+    if (fd >= 0)
+        close(fd);
+    buf[n > 0 ? n : 0] = '\0';
+    return buf;
+}
+
+static void put_text(const char *path, const char *text)
+{
+    int fd = open(path, O_WRONLY | O_TRUNC);
+    CHECK(fd >= 0);
+    CHECK_EQ(write(fd, text, strlen(text)), (long)strlen(text));
+    close(fd);
+}
+
+/* The launcher continues the files of a program that died: a last event
+ * cut short by the death (half a line, half a trace event) is removed, a
+ * whole one kept, so that what it appends reads. */
+static void test_reopen_cut(void)
+{
+    char path[] = "/tmp/hcg_jsonl_cutXXXXXX", text[8192], err[300];
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    close(fd);
+    hcg_event e = {0};
+    e.kind = HCG_EV_RUN;
+    e.seq = 9;
+    e.fn = (uintptr_t)hcguard_host_copy;
+    e.t_enqueue = 1;
+    e.t_start = 2;
+    e.t_end = 3;
+    const char *good = HEAD ",\"reason\":\"overlap\"}\n";
+    snprintf(text, sizeof text, "%s{\"event\":\"run\",\"pid\":1", good);
+    put_text(path, text);
+    CHECK_EQ(hcg_jsonl_reopen(path, getpid()), 0);
+    hcg_jsonl_event(&e);
+    hcg_jsonl_close();
+    fd = open(path, O_RDONLY);
+    CHECK_EQ(hcg_logrec_read_fd(fd, NULL, NULL, err, sizeof err), 2);
+    close(fd);
+
+    static const struct { const char *before, *kept; } traces[] = {
+        {"[\n{\"a\":1},\n{\"name\":\"x", "[\n{\"a\":1},\n{"},   /* half the last */
+        {"[\n{\"na", "[\n{"},                                     /* half the first */
+        {"[\n{\"a\":{\"b\":\"}\\\"\"}}", "[\n{\"a\":{\"b\":\"}\\\"\"}},\n{"}, /* whole */
+        {"[\n{\"a\":{\"b\":1}", "[\n{"},                          /* the args' brace only */
+    };
+    for (size_t i = 0; i < sizeof traces / sizeof traces[0]; i++) {
+        put_text(path, traces[i].before);
+        CHECK_EQ(hcg_trace_reopen(path, getpid()), 0);
+        hcg_trace_event(&e);
+        hcg_trace_close();
+        slurp(path, text, sizeof text);
+        CHECK(strncmp(text, traces[i].kept, strlen(traces[i].kept)) == 0);
+        CHECK(strcmp(text + strlen(text) - 3, "}\n]") == 0 || strstr(text, "}\n]\n") != NULL);
+        CHECK(strstr(text, "\"x") == NULL && strstr(text, "\"na\"") == NULL);
+    }
+    unlink(path);
+}
+
 static const check_case cases[] = {
     CHECK_CASE(good),
     CHECK_CASE(bad),
     CHECK_CASE(writer_read_back),
     CHECK_CASE(files),
+    CHECK_CASE(reopen_cut),
 };
 
 int main(int argc, char **argv)
