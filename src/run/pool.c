@@ -77,8 +77,17 @@ static hcg_pool *acquire_pool(void)
             p->next = head;
         while (!atomic_compare_exchange_weak(&pools, &head, p));
     }
+    atomic_store_explicit(&p->tid, hcg_gettid(), memory_order_relaxed);
     pthread_setspecific(pool_key, p);
     return p;
+}
+
+uint32_t hcg_seq_launcher_tid(uint64_t seq)
+{
+    uint64_t i = seq >> 44; /* pool_seq: the pool's index + 1 */
+    if (i == 0 || i > atomic_load_explicit(&pools_used, memory_order_acquire) || i > MAX_POOLS)
+        return 0;
+    return atomic_load_explicit(&pool_store[i - 1].tid, memory_order_relaxed);
 }
 
 size_t hcg_pool_store_bytes(void)
@@ -384,4 +393,6 @@ void hcg_pool_after_fork(void)
     for (int k = 0; k < HCG_FN_KIND_COUNT; k++)
         atomic_store(&nodes_launched_own[k], 0);
     atomic_store(&nodes_made_own, 0);
+    if (hcg_t_pool)
+        atomic_store(&hcg_t_pool->tid, hcg_gettid()); /* the child's own thread */
 }

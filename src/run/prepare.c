@@ -80,11 +80,13 @@ CUresult hcg_prepare_call(hcg_api api, CUstream s, CUhostFn fn, void *user, hcg_
         kind = hcg_look_through(user, &inner, &rec);
     if (HCG_UNLIKELY(hcg_config_get()->debug))
         hcg_debug_call(api, fn, user, kind, inner);
+    hcg_finding found = 0; /* reported once the launch has its seq */
     if (HCG_UNLIKELY(kind == HCG_FN_LIBC || kind == HCG_FN_CLOSURE)) {
-        hcg_audit_report_fn(kind == HCG_FN_LIBC ? HCG_FIND_LIBC_FN : HCG_FIND_CLOSURE, api, s,
-                            (void *)inner, rec);
-        if (kind == HCG_FN_LIBC && hcg_config_get()->mode == HCG_MODE_GUARD)
+        found = kind == HCG_FN_LIBC ? HCG_FIND_LIBC_FN : HCG_FIND_CLOSURE;
+        if (kind == HCG_FN_LIBC && hcg_config_get()->mode == HCG_MODE_GUARD) {
+            hcg_audit_report_fn(found, api, s, (void *)inner, rec);
             return CUDA_ERROR_INVALID_VALUE;
+        }
         kind = HCG_FN_ORDINARY;
     }
     hcguard_copy_record snap = {0, 0, 0};
@@ -94,9 +96,16 @@ CUresult hcg_prepare_call(hcg_api api, CUstream s, CUhostFn fn, void *user, hcg_
         hcg_prepare_copy(api, s, inner, rec, kind, t, &snap, &why, &gen))
         return CUDA_ERROR_INVALID_VALUE;
     hcg_call *c = hcg_call_alloc();
-    if (HCG_UNLIKELY(!c))
+    if (HCG_UNLIKELY(!c)) {
+        if (found)
+            hcg_audit_report_fn(found, api, s, (void *)inner, rec);
         return CUDA_SUCCESS; /* out of memory: pass through, unmeasured */
+    }
     hcg_call_init(c, api, s, fn, user, kind, why, inner != fn, t);
+    if (HCG_UNLIKELY(found)) {
+        hcg_event_link_seq(c->seq);
+        hcg_audit_report_fn(found, api, s, (void *)inner, rec);
+    }
     if (hcg_fnkind_is_copy(kind) || c->wrapped) { /* the second line: rarely */
         c->rec = rec;
         c->snap = snap;

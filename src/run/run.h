@@ -11,6 +11,24 @@
 /* One host-function launch (stream) or one host node (graph). */
 struct hcg_pool;
 
+/* A graph node's launches, as cuGraphLaunch recorded them for each call its
+ * executable graph holds (src/wrap/graph.c, under its lock), read by the
+ * trampoline: the k-th run of a call is taken to be the k-th launch
+ * recorded for it (launches of one executable graph run in order). A slot
+ * is valid while n is the launch's number + 1, written last. */
+#define HCG_REPLAY_SLOTS 16
+typedef struct hcg_replay {
+    _Atomic uint64_t n;
+    _Atomic uint64_t seq, t_enqueue; /* the replay's own seq; ticks at launch */
+    _Atomic uintptr_t stream;
+    _Atomic uint32_t tid;            /* the launching thread */
+} hcg_replay;
+typedef struct hcg_replays {
+    _Atomic uint64_t launched; /* recorded (application threads, serialised) */
+    _Atomic uint64_t ran;      /* runs taken (callback threads) */
+    hcg_replay slot[HCG_REPLAY_SLOTS];
+} hcg_replays;
+
 /* The first cache line holds all that a stream launch of an ordinary host
  * function touches: written by the launching thread, read by the callback
  * thread, which writes back only next_free when it returns the call. The
@@ -43,6 +61,7 @@ typedef struct hcg_call {
      * the watchdog, hence atomic (relaxed: a plain store). */
     _Atomic uintptr_t caller;
     void *nvtx_name;          /* hcg_nvtx_on: its NVTX range's registered name */
+    hcg_replays *replays;     /* graph nodes: their launches, or NULL (graph.c owns it) */
 } __attribute__((aligned(64))) hcg_call;
 
 /* The one initialiser: a call from this thread's pool for a one-shot
@@ -71,6 +90,7 @@ typedef struct hcg_pool {
     uint64_t seq;                   /* owner only: sequence numbers it gave */
     _Atomic uint64_t launched[HCG_FN_KIND_COUNT]; /* owner writes, summary reads */
     unsigned index;
+    _Atomic uint32_t tid;           /* the owner's thread id (the trace's enqueue marks) */
     /* Flow control, owner only: one-shot launches made, launches it may
      * still make before it looks again, and launches given up on. */
     _Atomic uint64_t flow_launched, flow_forgiven;
@@ -148,6 +168,14 @@ static inline void hcg_owner_inc(_Atomic uint64_t *n)
     atomic_store_explicit(n, atomic_load_explicit(n, memory_order_relaxed) + 1,
                           memory_order_relaxed);
 }
+
+/* The thread that launched the stream launch numbered seq (its pool's
+ * owner now), 0 if unknown. */
+uint32_t hcg_seq_launcher_tid(uint64_t seq);
+/* Record a launch of a graph that holds c (graph.c, serialised by its
+ * caller), and undo the last one recorded (the launch failed). */
+void hcg_replay_note(hcg_call *c, uintptr_t stream, uint64_t ticks, uint32_t tid);
+void hcg_replay_unnote(hcg_call *c);
 
 /* Count a launch that reached the driver, by the launching thread, in its
  * own pool p, taken before the driver call (after it, the call may be

@@ -30,6 +30,7 @@ void hcg_current_call_describe(hcg_event *e)
     e->caller = atomic_load_explicit(&c->caller, memory_order_relaxed);
     if (c->wrapped) /* named by what cuda.bindings' wrapper calls */
         e->fn = (uintptr_t)c->inner;
+    e->seq = hcg_event_running_seq(); /* the finding belongs to this run (a replay's own) */
 }
 
 /* Runs at least this long (ticks) take their call site along: the slow
@@ -119,7 +120,7 @@ static void call_fn(hcg_call *c, CUstream s, CUresult status, int stream_cb,
     /* Only the user's code counts as inside a host function: hcguard's
      * checks and copies are its own. Nested trampolines keep theirs. */
     unsigned char was = hcg_in_host_fn;
-    hcg_event_running(e->fn, c, e->t_start);
+    hcg_event_running(e, c, e->t_start);
     if (snap && hcguard_copies((hcg_fnkind)c->kind)) {
         copy_snapshot(snap, e);
     } else {
@@ -134,7 +135,7 @@ static void call_fn(hcg_call *c, CUstream s, CUresult status, int stream_cb,
             c->fn(c->user);
         hcg_in_host_fn = was;
     }
-    hcg_event_running(0, NULL, 0);
+    hcg_event_running(NULL, NULL, 0);
 }
 
 /* call_fn inside an NVTX range (HCGUARD_NVTX), off the common path; a
@@ -147,6 +148,59 @@ static __attribute__((noinline, cold)) void call_fn_nvtx(hcg_call *c, CUstream s
     hcg_nvtx_push(c->nvtx_name, snap ? snap->nbytes : 0, snap != NULL);
     call_fn(c, s, status, stream_cb, snap, e);
     hcg_nvtx_pop();
+}
+
+/* ---- graph replays: which launch a node's run belongs to ----------------- */
+void hcg_replay_note(hcg_call *c, uintptr_t stream, uint64_t ticks, uint32_t tid)
+{
+    hcg_replays *r = c->replays;
+    if (!r)
+        return;
+    uint64_t k = atomic_load_explicit(&r->launched, memory_order_relaxed);
+    hcg_replay *s = &r->slot[k % HCG_REPLAY_SLOTS];
+    atomic_store_explicit(&s->n, 0, memory_order_relaxed); /* while it changes */
+    atomic_thread_fence(memory_order_release);
+    atomic_store_explicit(&s->seq, hcg_event_next_seq(), memory_order_relaxed);
+    atomic_store_explicit(&s->t_enqueue, ticks, memory_order_relaxed);
+    atomic_store_explicit(&s->stream, stream, memory_order_relaxed);
+    atomic_store_explicit(&s->tid, tid, memory_order_relaxed);
+    atomic_store_explicit(&s->n, k + 1, memory_order_release);
+    atomic_store_explicit(&r->launched, k + 1, memory_order_relaxed);
+}
+
+void hcg_replay_unnote(hcg_call *c)
+{
+    hcg_replays *r = c->replays;
+    uint64_t k = r ? atomic_load_explicit(&r->launched, memory_order_relaxed) : 0;
+    if (!k)
+        return;
+    atomic_store_explicit(&r->slot[(k - 1) % HCG_REPLAY_SLOTS].n, 0, memory_order_relaxed);
+    atomic_store_explicit(&r->launched, k - 1, memory_order_relaxed);
+}
+
+/* A graph node's run: the launch it belongs to gives it its own seq, the
+ * launch's time and stream and thread; a launch not recorded (more than
+ * HCG_REPLAY_SLOTS launches ahead of the run, a graph launched in a capture
+ * or before hcguard saw its executable graph made) leaves the stream
+ * unknown (0) and the wait 0. */
+static void replay_of(const hcg_call *c, hcg_event *e)
+{
+    hcg_replays *r = c->replays;
+    uint64_t k = atomic_fetch_add_explicit(&r->ran, 1, memory_order_relaxed);
+    const hcg_replay *s = &r->slot[k % HCG_REPLAY_SLOTS];
+    if (atomic_load_explicit(&s->n, memory_order_acquire) == k + 1) {
+        e->seq = atomic_load_explicit(&s->seq, memory_order_relaxed);
+        e->t_enqueue = atomic_load_explicit(&s->t_enqueue, memory_order_relaxed);
+        e->stream = atomic_load_explicit(&s->stream, memory_order_relaxed);
+        e->enq_tid = atomic_load_explicit(&s->tid, memory_order_relaxed);
+        atomic_thread_fence(memory_order_acquire);
+        if (atomic_load_explicit(&s->n, memory_order_relaxed) == k + 1)
+            return;
+    }
+    e->seq = hcg_event_next_seq();
+    e->t_enqueue = e->t_start;
+    e->stream = 0;
+    e->enq_tid = 0;
 }
 
 /* What both trampolines do around the user's function. */
@@ -173,6 +227,9 @@ static void run(hcg_call *c, CUstream s, CUresult status, int stream_cb)
     e.graph = c->oneshot ? 0 : c->graph; /* the second line only when needed */
     e.node = c->oneshot ? 0 : c->node;
     e.t_start = hcg_ticks();
+    e.enq_tid = 0; /* a stream launch's: its pool's (the sinks ask) */
+    if (HCG_UNLIKELY(!c->oneshot) && c->replays)
+        replay_of(c, &e);
     current = c;
     hcguard_copy_record now = {0, 0, 0};
     const hcguard_copy_record *snap = NULL;

@@ -264,7 +264,7 @@ typedef struct field {
     const char *key;
     ftype type;
     size_t off, cap;
-    uint32_t bit;
+    uint64_t bit;
 } field;
 
 #define AT(m) offsetof(hcg_logrec, m)
@@ -293,20 +293,37 @@ static const field fields[] = {
     STR("reason", reason, HCG_LR_REASON),
     STR("finding", finding, HCG_LR_FINDING),
     STR("called", called, HCG_LR_CALLED),
+    {"enqueue_tid", F_UINT, AT(enqueue_tid), 0, HCG_LR_ENQUEUE_TID},
+    STR("fault", fault, HCG_LR_FAULT),
+    STR("fault_code", fault_code, HCG_LR_FAULT_CODE),
+    {"fault_addr", F_HEX, AT(fault_addr), 0, HCG_LR_FAULT_ADDR},
+    {"schema", F_UINT, AT(schema), 0, HCG_LR_SCHEMA},
+    STR("hcguard", version, HCG_LR_VERSION),
+    {"ppid", F_UINT, AT(ppid), 0, HCG_LR_PPID},
+    STR("host", host, HCG_LR_HOST),
+    STR("rank", rank, HCG_LR_RANK),
+    STR("mode", mode, HCG_LR_MODE),
+    {"driver_version", F_UINT, AT(driver_version), 0, HCG_LR_DRIVER_VERSION},
+    STR("exe", exe, HCG_LR_EXE),
+    {"t0_ns", F_UINT, AT(t0_ns), 0, HCG_LR_T0},
 };
 
+/* A kind a newer writer added is HCG_LOGREC_OTHER (docs/LOG.md: readers
+ * skip it); a name that is no kind at all is refused. */
 static int event_value(cursor *c, hcg_logrec *r)
 {
-    static const char *const names[] = {"run", "skip", "reject", "finding"};
-    char s[16];
-    if (string(c, s, sizeof s) != 0)
-        return fail(c, "\"event\" is not one of run, skip, reject, finding");
-    for (int i = 0; i < 4; i++)
-        if (strcmp(s, names[i]) == 0) {
+    static const char *const names[] = {"run", "skip", "reject", "finding", "header"};
+    char s[32];
+    if (string(c, s, sizeof s) != 0 || !s[0])
+        return fail(c, "\"event\" is not a record kind");
+    r->kind = HCG_LOGREC_OTHER;
+    for (int i = 0; i < 5; i++)
+        if (strcmp(s, names[i]) == 0)
             r->kind = (hcg_logrec_kind)(HCG_LOGREC_RUN + i);
-            return 0;
-        }
-    return fail(c, "\"event\":\"%s\" is not one of run, skip, reject, finding", s);
+    for (const char *p = s; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || *p == '-' || *p == '_'))
+            return fail(c, "\"event\":\"%s\" is not a record kind", s);
+    return 0;
 }
 
 static int pid_value(cursor *c, int64_t *out)
@@ -354,14 +371,32 @@ static int member(cursor *c, hcg_logrec *r)
     return skip_value(c);
 }
 
+/* What a header must hold. */
+static int complete_header(cursor *c, const hcg_logrec *r)
+{
+    const uint64_t need = HCG_LR_EVENT | HCG_LR_SCHEMA | HCG_LR_VERSION | HCG_LR_PID |
+                          HCG_LR_PPID | HCG_LR_HOST | HCG_LR_MODE | HCG_LR_DRIVER_VERSION |
+                          HCG_LR_EXE | HCG_LR_T0;
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
+        if ((need & fields[i].bit) && !(r->have & fields[i].bit))
+            return fail(c, "no \"%s\"", fields[i].key);
+    if (r->schema == 0)
+        return fail(c, "\"schema\" is 0");
+    return 0;
+}
+
 /* The fields every event has, and those its kind adds. */
 static int complete(cursor *c, const hcg_logrec *r)
 {
-    const uint32_t all = HCG_LR_EVENT | HCG_LR_PID | HCG_LR_SEQ | HCG_LR_API | HCG_LR_FN |
+    if (r->kind == HCG_LOGREC_HEADER)
+        return complete_header(c, r);
+    if (r->kind == HCG_LOGREC_OTHER)
+        return r->have & HCG_LR_PID ? 0 : fail(c, "no \"pid\"");
+    const uint64_t all = HCG_LR_EVENT | HCG_LR_PID | HCG_LR_SEQ | HCG_LR_API | HCG_LR_FN |
                          HCG_LR_FN_KIND | HCG_LR_USER | HCG_LR_STREAM | HCG_LR_TID |
                          HCG_LR_T_ENQUEUE;
-    const uint32_t times = HCG_LR_T_START | HCG_LR_T_END | HCG_LR_DURATION;
-    uint32_t need = all;
+    const uint64_t times = HCG_LR_T_START | HCG_LR_T_END | HCG_LR_DURATION;
+    uint64_t need = all;
     if (r->kind == HCG_LOGREC_RUN || r->kind == HCG_LOGREC_SKIP)
         need |= times;
     if (r->kind == HCG_LOGREC_SKIP || r->kind == HCG_LOGREC_REJECT)
@@ -373,7 +408,7 @@ static int complete(cursor *c, const hcg_logrec *r)
             return fail(c, "no \"%s\"", fields[i].key);
     if ((r->have & times) == times && r->duration_ns != r->t_end_ns - r->t_start_ns)
         return fail(c, "\"duration_ns\" is not t_end_ns - t_start_ns");
-    static const struct { uint32_t bits; const char *what; } together[] = {
+    static const struct { uint64_t bits; const char *what; } together[] = {
         {HCG_LR_GRAPH | HCG_LR_NODE, "\"graph\" and \"node\" come together"},
         {HCG_LR_DST | HCG_LR_SRC | HCG_LR_BYTES, "\"dst\", \"src\" and \"bytes\" come together"},
         {HCG_LR_T_START | HCG_LR_T_END | HCG_LR_DURATION,
@@ -477,6 +512,13 @@ long hcg_logrec_read_fd(int fd, hcg_logrec_cb cb, void *ctx, char *err, size_t e
         size_t rest = rd.used - (size_t)(nl + 1 - rd.buf);
         memmove(rd.buf, nl + 1, rest);
         rd.used = rest;
+        if (r.kind == HCG_LOGREC_HEADER && r.schema > HCG_LOGREC_SCHEMA) {
+            snprintf(err, errlen, "line %ld: a log of schema %llu, newer than this reader's (%d)",
+                     line, (unsigned long long)r.schema, HCG_LOGREC_SCHEMA);
+            return -1;
+        }
+        if (r.kind == HCG_LOGREC_OTHER)
+            continue;
         if (cb && cb(&r, ctx) != 0)
             return line;
     }

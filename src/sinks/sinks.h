@@ -45,7 +45,7 @@ uint64_t hcg_findings_of_severity(const hcg_counts *c, int sev);
 void hcg_findings_print_groups(uint8_t ev, unsigned reason);
 
 /* ---- sinkfile.c: the sinks' output files --------------------------------- */
-#define HCG_SINK_EVENT_MAX 2048 /* room reserved for one event's text */
+#define HCG_SINK_EVENT_MAX 4096 /* room reserved for one event's text */
 
 typedef struct hcg_sinkfile {
     const char *what;               /* "event log", "trace": for messages */
@@ -70,6 +70,12 @@ typedef struct hcg_sinkfile {
 int hcg_sinkfile_open(hcg_sinkfile *f, const char *what, const char *path, const char *pattern,
                       int shared_ok, int slot);
 int hcg_sinkfile_reopen(hcg_sinkfile *f, const char *what, const char *path, pid_t pid);
+/* A file continued for a program that died: the last bytes (up to len) and
+ * the file's size; and cutting it back to size. A process killed while it
+ * wrote (exit_group cuts a write short between pages) can leave half an
+ * event, which the events appended after it would make unreadable. */
+size_t hcg_sinkfile_tail(const hcg_sinkfile *f, char *buf, size_t len, off_t *size);
+void hcg_sinkfile_cut(hcg_sinkfile *f, off_t size);
 /* Write out what is buffered, keeping the file open (before exec). */
 void hcg_sinkfile_flush(hcg_sinkfile *f);
 /* What the next image should do with this file: 'c', 'n' or '-'. */
@@ -78,6 +84,8 @@ char hcg_sinkfile_exec_state(const hcg_sinkfile *f);
  * file; then hcg_sinkfile_commit with the length written. */
 char *hcg_sinkfile_reserve(hcg_sinkfile *f);
 void hcg_sinkfile_commit(hcg_sinkfile *f, size_t len);
+/* The same for a line that is not an event (the log's header). */
+void hcg_sinkfile_commit_uncounted(hcg_sinkfile *f, size_t len);
 /* Write out the rest and footer (may be NULL), close, report an error. */
 void hcg_sinkfile_close(hcg_sinkfile *f, const char *footer);
 void hcg_sinkfile_after_fork(hcg_sinkfile *f);
@@ -88,15 +96,23 @@ void hcg_fn_names_gone(void);
 /* on: hcg_fn_name answers from its cache alone ("unknown" else): a signal
  * handler is writing. */
 void hcg_fn_names_cached_only(int on);
+/* 1 while names come from the cache alone (a signal handler, the launcher). */
+int hcg_fn_names_cached(void);
 /* fn's symbol (or "anonymous"), looked up once per function (collector). */
 const char *hcg_fn_name(uintptr_t fn);
 /* An event's call site (its caller field) as "main+0x1c (in app)", looked
  * up once per site (collector); "" for none, "unknown" as hcg_fn_name. */
 const char *hcg_caller_name(uintptr_t site);
+/* The thread that enqueued a run or skip (launched its graph), 0 if
+ * unknown: the event's own, or for a stream launch its pool's owner. */
+uint32_t hcg_event_enqueuer(const hcg_event *e);
 /* s as the body of a JSON string into out; returns the length (< room). */
 size_t hcg_json_str(char *out, size_t room, const char *s);
 
 /* ---- jsonl.c: the event log -------------------------------------------- */
+/* The log's schema (docs/LOG.md), in its header: raised when a field
+ * changes meaning or goes; new fields do not raise it. */
+#define HCG_LOG_SCHEMA 1
 /* 0 or -1 (message printed). pattern: as configured, so that a fork child
  * whose log name holds %p writes a log of its own. */
 int hcg_jsonl_open(const char *path, const char *pattern);

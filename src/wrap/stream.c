@@ -92,8 +92,10 @@ __attribute__((noinline, cold)) static void adopt_captured(hcg_call *c, hcg_api 
                   (void *)s);
     /* The wrapper frees its data when it returns: a second replay would
      * read freed memory. The trampoline calls what it wraps instead. */
-    if (c->wrapped)
+    if (c->wrapped) {
+        hcg_event_link_seq(c->seq);
         hcg_audit_report_fn(HCG_FIND_ONESHOT_IN_GRAPH, api, s, (void *)c->inner, c->rec);
+    }
 }
 
 /* The driver runs c's trampoline instead of the function. The call is not
@@ -273,13 +275,18 @@ static CUresult add_callback(hcg_api api, CUstream s, CUstreamCallback cb, void 
     hcg_fnkind kind = add_callback_kind(cb, user, &inner, &inner_user);
     if (HCG_UNLIKELY(hcg_config_get()->debug))
         hcg_debug_call(api, (CUhostFn)(void *)cb, user, kind, (CUhostFn)(void *)inner);
-    if (kind == HCG_FN_LIBC || kind == HCG_FN_CLOSURE) {
-        hcg_audit_report_fn(kind == HCG_FN_LIBC ? HCG_FIND_LIBC_FN : HCG_FIND_CLOSURE, api, s,
-                            (void *)inner, inner_user);
-        if (kind == HCG_FN_LIBC && hcg_config_get()->mode == HCG_MODE_GUARD)
-            return CUDA_ERROR_INVALID_VALUE;
+    int found = kind == HCG_FN_LIBC || kind == HCG_FN_CLOSURE;
+    if (found && kind == HCG_FN_LIBC && hcg_config_get()->mode == HCG_MODE_GUARD) {
+        hcg_audit_report_fn(HCG_FIND_LIBC_FN, api, s, (void *)inner, inner_user);
+        return CUDA_ERROR_INVALID_VALUE;
     }
     hcg_call *c = hcg_call_new(api, s, (CUhostFn)(void *)cb, user, HCG_FN_ORDINARY, HCGUARD_OK, 0);
+    if (HCG_UNLIKELY(found)) { /* reported with the launch's seq */
+        if (c)
+            hcg_event_link_seq(c->seq);
+        hcg_audit_report_fn(kind == HCG_FN_LIBC ? HCG_FIND_LIBC_FN : HCG_FIND_CLOSURE, api, s,
+                            (void *)inner, inner_user);
+    }
     if (!c)
         return real(s, cb, user, flags);
     atomic_store_explicit(&c->caller, HCG_UNLIKELY(hcg_g_backtrace) ? hcg_callsite_here() : ra,

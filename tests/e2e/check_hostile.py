@@ -163,8 +163,9 @@ def own_file_replaced(args, tmp):
     rc, out, err = run(args, ["good"], {"HCGUARD_LOG": path})
     expect(rc == 0, f"exit status {rc}", out + err)
     text = open(path).read()
-    expect(PRECIOUS not in text and text.count("\n") == 1 and '"event":"run"' in text,
-           f"the user's own log was not replaced by one event: {text!r}", out + err)
+    expect(PRECIOUS not in text and text.count("\n") == 2 and '"event":"header"' in text
+           and '"event":"run"' in text,
+           f"the user's own log was not replaced by a header and one event: {text!r}", out + err)
     expect(stat.S_IMODE(os.stat(path).st_mode) == 0o640, "an existing file's mode was changed")
 
 
