@@ -24,16 +24,15 @@
  * - launches are gated: the stream is held by a host function blocked on
  *   a pipe, so the driver's thread sleeps while a batch is counted and
  *   the enqueue path never races it; the gate opens after the batch;
- * - hcguard's address-space oracle trusts what it learnt about a record
- *   for at most 2 ms of CLOCK_MONOTONIC_COARSE (src/oracle.c), so a copy
- *   batch counted across a tick of that clock would include full
- *   validations whose number depends on speed. Each batch is preceded by
- *   one uncounted call (warm caches), and a batch during which that clock
- *   ticked is counted again (at most RETRIES times, 20 by default; the
- *   retries are printed). The script takes the minimum over the batches
- *   as well. RETRIES 0 shows what the count does without this.
+ * - each batch follows one uncounted call (warm caches);
+ * - hcguard's verdict on a copy record holds while no mapping changed
+ *   through libc, and for 100 ms of the launches' own time stamps
+ *   (src/check/oracle.c): no batch lasts that long, so no wall clock
+ *   decides how many full validations a batch makes. The script takes
+ *   each way's cheapest batch (a batch that refills the call pool costs
+ *   a few instructions a call more).
  *
- *   bench_callgrind [BATCHES [RETRIES]]
+ *   bench_callgrind [BATCHES]
  * Prints "label" lines for the script, then "done".
  */
 #include <cuda.h>
@@ -109,13 +108,6 @@ static void noop(void *p)
     (void)p;
 }
 
-static uint64_t coarse_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 typedef struct way {
     const char *name; /* "driver" or "linked" */
     launch_fn launch;
@@ -129,8 +121,6 @@ typedef struct figure {
 } figure;
 
 static CUstream stream;
-static int max_retries = 20; /* per batch; 0: count every batch as it came */
-static unsigned long retries;
 
 static void one_call(const figure *f, const way *w)
 {
@@ -146,29 +136,19 @@ static void one_call(const figure *f, const way *w)
 static void counted_batch(const figure *f, const way *w, int batch)
 {
     char label[64];
-    for (int attempt = 0;; attempt++) {
-        if (f->fn)
-            hold_stream(w->launch, stream);
-        one_call(f, w); /* warm: caches filled, clock tick noticed */
-        uint64_t t0 = coarse_ns();
-        CALLGRIND_TOGGLE_COLLECT;
-        for (int i = 0; i < CALLS; i++)
-            one_call(f, w);
-        CALLGRIND_TOGGLE_COLLECT;
-        int ticked = coarse_ns() != t0;
-        if (f->fn) {
-            pipe_put(gate_pipe[1]);
-            DRV(cuStreamSynchronize(stream));
-        }
-        if (ticked && attempt < max_retries) {
-            CALLGRIND_ZERO_STATS; /* drop it, count the batch again */
-            retries++;
-            continue;
-        }
-        snprintf(label, sizeof label, "%s %s %d", f->name, w->name, batch);
-        CALLGRIND_DUMP_STATS_AT(label);
-        return;
+    if (f->fn)
+        hold_stream(w->launch, stream);
+    one_call(f, w); /* warm: caches filled */
+    CALLGRIND_TOGGLE_COLLECT;
+    for (int i = 0; i < CALLS; i++)
+        one_call(f, w);
+    CALLGRIND_TOGGLE_COLLECT;
+    if (f->fn) {
+        pipe_put(gate_pipe[1]);
+        DRV(cuStreamSynchronize(stream));
     }
+    snprintf(label, sizeof label, "%s %s %d", f->name, w->name, batch);
+    CALLGRIND_DUMP_STATS_AT(label);
 }
 
 int main(int argc, char **argv)
@@ -176,8 +156,6 @@ int main(int argc, char **argv)
     int batches = argc > 1 ? atoi(argv[1]) : 20;
     if (batches < 1)
         batches = 1;
-    if (argc > 2)
-        max_retries = atoi(argv[2]) > 0 ? atoi(argv[2]) : 0;
     if (!RUNNING_ON_VALGRIND) {
         fprintf(stderr, "bench_callgrind: run it under valgrind --tool=callgrind "
                         "(bench/callgrind.sh does)\n");
@@ -238,7 +216,7 @@ int main(int argc, char **argv)
         for (size_t f = 0; f < sizeof figs / sizeof figs[0]; f++)
             for (int k = 0; k < 2; k++)
                 counted_batch(&figs[f], &ways[(r & 1) ^ k], r);
-    printf("calls %d\nbatches %d\nretries %lu\ndone\n", CALLS, batches, retries);
+    printf("calls %d\nbatches %d\ndone\n", CALLS, batches);
     cuStreamDestroy(stream);
     return 0;
 }

@@ -24,6 +24,19 @@
  *                   wrap: under hcguard the linked one is its exported
  *                   thunk, which only checks that no host function is
  *                   running on the thread
+ *   cb_gap_plain    ns from the start of one host function to the start of
+ *                   the next, BATCH of them queued behind a held stream and
+ *                   run back to back: the callback thread's cost per host
+ *                   function (the driver's dispatch, and under hcguard the
+ *                   trampoline and its event); hcguard's cost there is the
+ *                   difference of the two columns
+ *   cb_gap_copy     the same for 64-byte host copies (the re-check of the
+ *                   record and hcguard's fault-contained copy)
+ *   mt1_plain       ns per launch, free-running, one thread on one stream,
+ *                   500 launches made before one synchronize
+ *   mt8_plain       the same with 8 threads, each on a stream of its own,
+ *                   launching at once: wall time / launches of one thread
+ *                   (the enqueue's scaling: mt8 / mt1 of each column)
  *
  * Prints "name without with ratio" per figure (ratio = with / without, of
  * the medians over batches). Without hcguard preloaded both columns time
@@ -32,6 +45,7 @@
  */
 #include <cuda.h>
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -257,6 +271,129 @@ static void copy_figure(CUstream s, const variant *w, int reps)
     free(pageable);
 }
 
+/* ---- the callback thread: host functions run back to back --------------- */
+static uint64_t *gap_at;
+static _Atomic unsigned gap_n;
+static void gap_stamp(void *p)
+{
+    (void)p;
+    gap_at[atomic_fetch_add_explicit(&gap_n, 1, memory_order_relaxed)] = now_ns();
+}
+
+/* A 64-byte copy, then the stamp: the copy's cost falls in the gap. */
+static void gap_copy_figure_batch(CUstream s, const variant *w, hcguard_copy_record *small,
+                                  int copy, uint64_t *out)
+{
+    atomic_store(&gate, 0);
+    atomic_store(&gap_n, 0);
+    DRV(w->launch(s, wait_gate, NULL));
+    for (int i = 0; i < BATCH; i++) {
+        if (copy)
+            DRV(w->launch(s, w->copy, small));
+        DRV(w->launch(s, gap_stamp, NULL));
+    }
+    atomic_store(&gate, 1);
+    DRV(cuStreamSynchronize(s));
+    /* The first stamp follows the gate's own return: left out. */
+    *out = (gap_at[BATCH - 1] - gap_at[1]) / (BATCH - 2) / (copy ? 2 : 1);
+}
+
+static void gap_figures(CUstream s, const variant *w, int rounds)
+{
+    static unsigned char a[64], b[64];
+    hcguard_copy_record small = {(uintptr_t)a, (uintptr_t)b, sizeof a};
+    gap_at = calloc(BATCH, sizeof *gap_at);
+    figure f[2];
+    figure_init(&f[0], "cb_gap_plain", (size_t)rounds);
+    figure_init(&f[1], "cb_gap_copy", (size_t)rounds);
+    for (int r = 0; r < rounds; r++)
+        for (int k = 0; k < 2; k++) {
+            int v = (r & 1) ^ k;
+            gap_copy_figure_batch(s, &w[v], &small, 0, &f[0].v[v][r]);
+            gap_copy_figure_batch(s, &w[v], &small, 1, &f[1].v[v][r]);
+        }
+    for (int i = 0; i < 2; i++) {
+        f[i].n = (size_t)rounds;
+        figure_print(&f[i], 0);
+    }
+    free(gap_at);
+}
+
+/* ---- enqueue scaling: threads launching at once, a stream each ---------- */
+/* 8 x 500 launches in flight stay below the point where hcguard's flow
+ * control makes launches wait for its collector at the default
+ * HCGUARD_BUFFER (three quarters of half a ring: 6144 events): the figure
+ * is the enqueue's, not the collector's. */
+enum { MT_MAX = 8, MT_LAUNCHES = 500 };
+
+typedef struct mt_arg {
+    CUcontext ctx;
+    CUstream s;
+    launch_fn launch;
+    pthread_barrier_t *start;
+    uint64_t done_at;
+} mt_arg;
+
+static void *mt_thread(void *p)
+{
+    mt_arg *a = p;
+    DRV(cuCtxSetCurrent(a->ctx));
+    pthread_barrier_wait(a->start);
+    for (int i = 0; i < MT_LAUNCHES; i++)
+        DRV(a->launch(a->s, noop, NULL));
+    a->done_at = now_ns(); /* enqueued: the host functions may still run */
+    DRV(cuStreamSynchronize(a->s));
+    return NULL;
+}
+
+/* ns per launch of one thread: from the start to the last thread's last
+ * enqueue, over the launches each made. */
+static uint64_t mt_batch(CUcontext ctx, CUstream *streams, int n, launch_fn launch)
+{
+    pthread_t th[MT_MAX];
+    mt_arg arg[MT_MAX];
+    pthread_barrier_t start;
+    pthread_barrier_init(&start, NULL, (unsigned)n + 1);
+    for (int i = 0; i < n; i++) {
+        arg[i] = (mt_arg){ctx, streams[i], launch, &start, 0};
+        if (pthread_create(&th[i], NULL, mt_thread, &arg[i]) != 0) {
+            fprintf(stderr, "bench: pthread_create failed\n");
+            exit(1);
+        }
+    }
+    pthread_barrier_wait(&start);
+    uint64_t t0 = now_ns(), last = t0;
+    for (int i = 0; i < n; i++) {
+        pthread_join(th[i], NULL);
+        if (arg[i].done_at > last)
+            last = arg[i].done_at;
+    }
+    pthread_barrier_destroy(&start);
+    return (last - t0) / MT_LAUNCHES;
+}
+
+static void scaling_figures(CUcontext ctx, const variant *w, int rounds)
+{
+    CUstream streams[MT_MAX];
+    for (int i = 0; i < MT_MAX; i++)
+        DRV(cuStreamCreate(&streams[i], CU_STREAM_NON_BLOCKING));
+    figure f[2];
+    figure_init(&f[0], "mt1_plain", (size_t)rounds);
+    figure_init(&f[1], "mt8_plain", (size_t)rounds);
+    for (int r = 0; r < rounds; r++)
+        for (int k = 0; k < 2; k++) {
+            int v = (r & 1) ^ k;
+            f[0].v[v][r] = mt_batch(ctx, streams, 1, w[v].launch);
+            f[1].v[v][r] = mt_batch(ctx, streams, MT_MAX, w[v].launch);
+        }
+    for (int i = 0; i < 2; i++) {
+        f[i].n = (size_t)rounds;
+        figure_print(&f[i], 0);
+    }
+    for (int i = 0; i < MT_MAX; i++)
+        cuStreamDestroy(streams[i]);
+}
+
 int main(int argc, char **argv)
 {
     int scale = argc > 1 ? atoi(argv[1]) : 1;
@@ -295,6 +432,8 @@ int main(int argc, char **argv)
     thunk_figure(ctx_real, cuCtxGetCurrent, 50 * scale);
     dispatch_figures(s, w, 2000 * scale);
     copy_figure(s, w, 9 * scale);
+    gap_figures(s, w, 20 * scale);
+    scaling_figures(ctx, w, 10 * scale);
     cuStreamDestroy(s);
     return 0;
 }

@@ -3,7 +3,7 @@
 by callgrind on the test driver: a figure that does not move with the
 machine's load, so CI can hold it.
 
-  bench/callgrind.py BUILD_DIR [--batches N] [--retries N] [--check LIMITS]
+  bench/callgrind.py BUILD_DIR [--batches N] [--check LIMITS]
 
 Runs BUILD_DIR/bench/bench_callgrind under
 `valgrind --tool=callgrind --collect-atstart=no` with BUILD_DIR's
@@ -12,8 +12,9 @@ libcuda.so.1, reads one callgrind dump per batch ("<figure> <way>
 <batch>"), and prints per figure the instructions per call through the
 driver's own entry point, through hcguard, and the difference: hcguard's
 cost. The figure is taken from each way's cheapest batch (the path
-without a cache expiry or a pool refill); the spread over batches is
-printed beside it.
+without a call-pool refill); the spread over batches is printed beside
+it. The count does not depend on the machine's speed or load: the same
+figures on every run.
 
 With --check, each figure's added instructions must not exceed the limit
 of that figure in LIMITS (lines "figure limit", # comments): a regression
@@ -42,7 +43,7 @@ def fail(msg):
     sys.exit(2)
 
 
-def run_bench(build, batches, retries, out_dir):
+def run_bench(build, batches, out_dir):
     exe = os.path.join(build, "bench", "bench_callgrind")
     lib = os.path.join(build, "lib", "libhcguard.so")
     fake = os.path.join(build, "fakecuda")
@@ -58,7 +59,7 @@ def run_bench(build, batches, retries, out_dir):
                HCGUARD_SLOW_MS="100000", HCGUARD_HANG_S="100000")
     cmd = ["valgrind", "--tool=callgrind", "--collect-atstart=no",
            "--callgrind-out-file=" + os.path.join(out_dir, "cg.out"),
-           exe, str(batches), str(retries)]
+           exe, str(batches)]
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
     if p.returncode != 0 or "\ndone\n" not in "\n" + p.stdout:
         fail("%s exited %d\n%s\n%s" % (" ".join(cmd), p.returncode, p.stdout,
@@ -123,15 +124,12 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("build")
     ap.add_argument("--batches", type=int, default=20)
-    ap.add_argument("--retries", type=int, default=20,
-                    help="count a batch again at most this often when the coarse "
-                         "clock ticked during it (0: never, to see the spread)")
     ap.add_argument("--check", metavar="LIMITS")
     args = ap.parse_args()
     limits = read_limits(args.check) if args.check else None
     tmp = tempfile.mkdtemp(prefix="hcg-callgrind-")
     try:
-        stdout = run_bench(args.build, args.batches, args.retries, tmp)
+        stdout = run_bench(args.build, args.batches, tmp)
         counts = read_dumps(tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -149,11 +147,10 @@ def main():
         spread = r["linked"][2] - r["linked"][0]
         print("%-6s %9.1f %9.1f %8.1f %8.1f %7d %s" % (
             fig, r["driver"][0], r["linked"][0], r["added"], spread, TARGETS[fig], WHAT[fig]))
-    print("(%d calls a batch, %s batches each way, %s batches counted again after a "
-          "coarse-clock tick; driver and hcguard: the cheapest batch; spread: hcguard's "
-          "dearest batch minus its cheapest; added from the medians: %s; from the "
-          "means: %s)" % (
-              calls, info.get("batches", "?"), info.get("retries", "?"),
+    print("(%d calls a batch, %s batches each way; driver and hcguard: the cheapest "
+          "batch; spread: hcguard's dearest batch minus its cheapest; added from the "
+          "medians: %s; from the means: %s)" % (
+              calls, info.get("batches", "?"),
               ", ".join("%s %.1f" % (f, res[f]["added_med"]) for f in FIGURES),
               ", ".join("%s %.1f" % (f, res[f]["added_mean"]) for f in FIGURES)))
     if limits is None:

@@ -7,6 +7,7 @@
 #   none    hcguard not loaded: both columns are the driver's (the method's noise)
 #   off     hcguard preloaded, HCGUARD_MODE=off (its exported wrapper only)
 #   guard   hcguard preloaded, default mode (what a user runs)
+#   audit   hcguard preloaded, HCGUARD_MODE=audit
 #   bench/run.sh BUILD_DIR [ROUNDS] [SCALE]
 set -euo pipefail
 build=${1:?usage: bench/run.sh BUILD_DIR [ROUNDS] [SCALE]}
@@ -20,6 +21,8 @@ for r in $(seq "$rounds"); do
     "$bin" "$scale" >"$tmp/none.$r"
     HCGUARD_MODE=off HCGUARD_SUMMARY=0 LD_PRELOAD="$lib" "$bin" "$scale" >"$tmp/off.$r"
     HCGUARD_SLOW_MS=100000 HCGUARD_SUMMARY=0 LD_PRELOAD="$lib" "$bin" "$scale" >"$tmp/guard.$r"
+    HCGUARD_MODE=audit HCGUARD_SLOW_MS=100000 HCGUARD_SUMMARY=0 LD_PRELOAD="$lib" "$bin" "$scale" \
+        >"$tmp/audit.$r"
 done
 grep -q '^hcguard yes' "$tmp/guard.1" || { echo "bench: hcguard did not load" >&2; exit 1; }
 grep -q '^hcguard no' "$tmp/none.1" || { echo "bench: hcguard loaded where it must not be" >&2; exit 1; }
@@ -29,12 +32,12 @@ med() { # metric column files...
         awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'
 }
 printf '%-14s' metric
-for s in none off guard; do printf ' %9s %9s %7s' "$s:drv" "$s:hcg" ratio; done
+for s in none off guard audit; do printf ' %9s %9s %7s' "$s:drv" "$s:hcg" ratio; done
 echo
 for m in enqueue_plain enqueue_copy gated_plain gated_copy dispatch_min dispatch_med copy_mbps \
-         ctx_get_ns10; do
+         ctx_get_ns10 cb_gap_plain cb_gap_copy mt1_plain mt8_plain; do
     printf '%-14s' "$m"
-    for s in none off guard; do
+    for s in none off guard audit; do
         printf ' %9s %9s %7s' "$(med "$m" 2 "$tmp/$s".*)" "$(med "$m" 3 "$tmp/$s".*)" \
             "$(med "$m" 4 "$tmp/$s".*)"
     done
@@ -43,6 +46,25 @@ done
 echo "(drv: the driver's own cuLaunchHostFunc; hcg: the program's, through hcguard when"
 echo " preloaded; ns per call, MB/s for copy_mbps, tenths of a ns for ctx_get_ns10;"
 echo " ratio hcg/drv; medians of $rounds rounds)"
+# What the budget speaks of, from the medians above (guard and audit):
+# the callback thread's cost per host function (hcg - drv of cb_gap, in
+# ns; budget 50) and the enqueue's scaling with 8 threads (mt8 / mt1 of
+# each column: hcguard's against the driver's).
+for s in guard audit; do
+    awk -v s="$s" '
+        function med(m, c,   n, i, j, t, v) { n = 0
+            for (i = 1; i <= NR0; i++) if (M[i] == m) v[++n] = V[i, c]
+            for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
+            return v[int((n + 1) / 2)] }
+        { NR0++; M[NR0] = $1; V[NR0, 2] = $2; V[NR0, 3] = $3 }
+        END {
+            printf "%s: callback thread +%d ns per host function (plain), +%d ns (copy);", s,
+                med("cb_gap_plain", 3) - med("cb_gap_plain", 2), med("cb_gap_copy", 3) - med("cb_gap_copy", 2)
+            d1 = med("mt1_plain", 2); h1 = med("mt1_plain", 3); d8 = med("mt8_plain", 2); h8 = med("mt8_plain", 3)
+            if (d1 > 0 && h1 > 0 && d8 > 0)
+                printf " 8-thread scaling mt8/mt1: driver %.2f, hcguard %.2f (ratio %.3f)", d8 / d1, h8 / h1, (h8 / h1) / (d8 / d1)
+            printf "\n" }' "$tmp/$s".*
+done
 # The fault-contained copy hcguard makes against a plain memcpy, in one
 # process (src/check/fault.c; ratio 1.000: no difference).
 if [ -x "$build/bench/bench_copy" ]; then

@@ -27,6 +27,8 @@
 #include <unistd.h>
 
 #include "hcg.h"
+#include "report.h"
+#include "report.h"
 
 #ifndef HCGUARD_VERSION_STRING
 #error "HCGUARD_VERSION_STRING must be defined by the build"
@@ -450,6 +452,7 @@ static void free_opts(run_opts *o)
 
 static const char help_head[] =
     "Usage: hcguard run [options] [--] program [args...]\n"
+    "       hcguard report [--trace FILE] [--svg FILE] LOG...\n"
     "       hcguard --help | --version\n"
     "\n"
     "Runs a CUDA program under hcguard. hcguard watches the host functions\n"
@@ -463,6 +466,10 @@ static const char help_head[] =
     "However the program ends (a crash, SIGKILL, _exit), hcguard then writes\n"
     "to the log and trace the events the program had not written, and the\n"
     "summary, from a flight recorder in $TMPDIR (removed at the end).\n"
+    "\n"
+    "hcguard report merges the event logs (--log) of many processes, e.g. one\n"
+    "per MPI rank, into a summary of each and of them all, one trace\n"
+    "(--trace FILE) and a latency plot (--svg FILE): see 'hcguard report --help'.\n"
     "\n"
     "Options of run:\n";
 
@@ -488,7 +495,9 @@ static const char help_tail[] =
     "\n"
     "Examples:\n"
     "  hcguard run ./my_app --size 1024\n"
-    "  hcguard run --mode audit --log hcguard.%p.jsonl -- python3 train.py\n";
+    "  hcguard run --mode audit --log hcguard.%p.jsonl -- python3 train.py\n"
+    "  hcguard report --trace all.json --svg latency.svg hcguard.*.jsonl\n"
+    "  nsys profile hcguard run --nvtx ./my_app\n";
 
 /* Help text starts at this column, and is wrapped at HELP_WIDTH columns. */
 #define HELP_INDENT 22
@@ -854,6 +863,8 @@ int main(int argc, char **argv)
     const char *cmd = argv[1];
     if (strcmp(cmd, "run") == 0)
         return cmd_run(argc - 2, argv + 2);
+    if (strcmp(cmd, "report") == 0)
+        return hcg_report_main(argc - 2, argv + 2);
     if (strcmp(cmd, "help") == 0)
         return print_help();
     if (cmd[0] == '-')

@@ -42,9 +42,23 @@ typedef struct hcg_config {
     char report_path[HCG_PATH_MAX];       /* HCGUARD_LOG_FILE: messages and summary; "" = stderr */
     char report_pattern[HCG_PATH_MAX];
     unsigned print_limit;                 /* HCGUARD_PRINT_LIMIT: findings printed; 0 = all */
+    int nvtx;      /* HCGUARD_NVTX: each host function an NVTX range (Nsight Systems) */
     char rank[16]; /* the MPI/Slurm rank from the launcher's environment; "" = unknown */
+    unsigned copy_threads; /* HCGUARD_COPY_THREADS: threads a large copy is split across */
+    unsigned backtrace;          /* HCGUARD_BACKTRACE: frames printed under a finding; 0 none */
+    unsigned no_finding;         /* HCGUARD_NO_FINDING: 1 << hcg_finding of kinds switched off */
+    int warnings_as_errors;      /* HCGUARD_WARNINGS_AS_ERRORS: --error-exitcode counts them */
 } hcg_config;
+#define HCG_BACKTRACE_MAX 64
+/* Whether finding kind f (an hcg_finding) is reported. */
+#define HCG_FINDING_ON(cfg, f) (!((cfg)->no_finding & (1u << (f))))
+/* "cuda-call-in-host-fn" or its short name "cuda-call": the hcg_finding,
+ * or 0 if neither. */
+int hcg_finding_by_name(const char *name, size_t len);
 #define HCG_PRINT_LIMIT_DEFAULT 100
+/* 1: copies are not split (src/check/parcopy.c). */
+#define HCG_COPY_THREADS_DEFAULT 1
+#define HCG_COPY_THREADS_MAX 64
 
 #define HCG_BUFFER_DEFAULT (4u << 20)
 #define HCG_BUFFER_MIN (64u << 10)
@@ -106,9 +120,10 @@ int hcg_expand_path(const char *pattern, char *out, size_t outlen,
 
 
 /* ---- thread.c: each thread's own state, one block --------------------- */
-/* Every thread-local hcguard keeps for a thread, but the copy's fault
- * arming (check/fault.c: its assembly entry arms it with one store) and the
- * oracle's per-thread caches (check/oracle.c, arrays). Initial-exec: one
+/* Every thread-local hcguard keeps for a thread, but those of the launch
+ * and copy paths whose types belong to their layer (docs/ARCHITECTURE.md
+ * lists them: the copy's fault arming, the oracle's and recognition's
+ * caches, the callback thread's calls to give back). Initial-exec: one
  * load from the thread pointer, no __tls_get_addr (see thread.c). Each
  * layer touches only its own fields; the pointers are opaque here. */
 struct hcg_ring;
@@ -125,6 +140,7 @@ typedef struct hcg_thread {
     struct hcg_ring *ring;        /* events: this thread's event ring */
     struct hcg_pool *pool;        /* run: this thread's call pool */
     const struct hcg_call *current; /* run: the call whose host function runs now */
+    uint64_t linked_seq;          /* events: the next finding's seq; 0: a new one */
 } hcg_thread;
 extern _Thread_local hcg_thread hcg_self
     __attribute__((tls_model("initial-exec"), visibility("hidden")));
@@ -141,6 +157,8 @@ void hcg_write_raw(const char *text, size_t len);
 char hcg_report_exec_state(void);
 /* The launcher, for a program that died: its report file, appended to. */
 void hcg_report_continue(const char *path);
+/* Messages and summaries to fd from now on (hcguard report: its output). */
+void hcg_report_to_fd(int fd);
 /* Misconfiguration: printed now as an ERROR (without --debug) and kept,
  * to be repeated in the summary (hcg_problems_print). */
 void hcg_problem(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -152,6 +170,17 @@ void hcg_problem_keep(const char *fmt, ...) __attribute__((format(printf, 1, 2))
 int hcg_print_take(void);
 uint64_t hcg_print_suppressed(void);
 void hcg_report_after_fork(void); /* fork hook: msg_lock made anew */
+/* More than one process shares stderr: the prefix becomes
+ * "==hcguard== [pid N] " ("[pid N rank R]" with a rank; a known rank sets
+ * it too). Set in a fork child and its parent, in a process spawned or
+ * exec'd by one that had it (HCG_SHARED_STDERR_VAR in its environment),
+ * and in a parent that spawned. */
+#define HCG_SHARED_STDERR_VAR "HCGUARD_SHARED_STDERR"
+void hcg_report_set_shared(void);
+int hcg_report_shared(void);
+/* For the launcher's summary of a program that died: its pid in a prefix
+ * that has one. */
+void hcg_report_set_pid(pid_t pid);
 
 /* ---- fork.c: one pthread_atfork registration ----------------------------
  * For every module's hooks. Idempotent; called by the modules that hold

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "base/base.h"
+#include "base/names.h"
 
 /* Long values are cut in messages so that one line stays readable. */
 #define SHOW_MAX 160
@@ -87,6 +88,10 @@ static int bad(char *why, size_t whylen, const char *v, const char *fmt, ...)
 #define FIELD_TYPE_file_mode unsigned
 #define FIELD_TYPE_print_limit unsigned
 #define FIELD_TYPE_positive double
+#define FIELD_TYPE_slow_ms double
+#define FIELD_TYPE_copy_threads unsigned
+#define FIELD_TYPE_backtrace unsigned
+#define FIELD_TYPE_no_finding unsigned
 
 PARSER(mode)
 {
@@ -302,6 +307,99 @@ PARSER(positive)
     return bad(why, whylen, v, " is not a positive number");
 }
 
+/* HCGUARD_SLOW_MS: a positive number of milliseconds, or 0: no slow
+ * host function is reported (as HCGUARD_NO_FINDING=slow, which
+ * hcg_config_parse adds). */
+PARSER(slow_ms)
+{
+    if (strcmp(v, "0") == 0) {
+        *(double *)field = 0;
+        return 0;
+    }
+    return parse_positive(c, field, v, getenv_fn, why, whylen);
+}
+
+/* How many threads a large copy is split across: 1 (not split) to
+ * HCG_COPY_THREADS_MAX. */
+PARSER(copy_threads)
+{
+    (void)c, (void)getenv_fn;
+    size_t n = strlen(v);
+    if (n > 0 && n <= 3 && strspn(v, "0123456789") == n) {
+        unsigned long t = strtoul(v, NULL, 10);
+        if (t >= 1 && t <= HCG_COPY_THREADS_MAX) {
+            *(unsigned *)field = (unsigned)t;
+            return 0;
+        }
+    }
+    return bad(why, whylen, v, " is not an integer from 1 (copies not split) to %d",
+               HCG_COPY_THREADS_MAX);
+}
+
+/* HCGUARD_BACKTRACE: frames printed under each finding, 0 to 64. */
+PARSER(backtrace)
+{
+    (void)c, (void)getenv_fn;
+    size_t n = strlen(v);
+    if (n > 0 && n <= 2 && strspn(v, "0123456789") == n && atoi(v) <= HCG_BACKTRACE_MAX) {
+        *(unsigned *)field = (unsigned)atoi(v);
+        return 0;
+    }
+    return bad(why, whylen, v, " is not a number of frames from 0 to %d", HCG_BACKTRACE_MAX);
+}
+
+int hcg_finding_by_name(const char *name, size_t len)
+{
+    /* Short names: the stable name without what every kind says. */
+    static const char *const short_names[HCG_FIND_COUNT] = {
+        [HCG_FIND_CUDA_CALL] = "cuda-call", [HCG_FIND_LIBC_FN] = "libc-function",
+        [HCG_FIND_CLOSURE] = "closure",     [HCG_FIND_SLOW] = "slow",
+        [HCG_FIND_HANG] = "hung",           [HCG_FIND_ONESHOT_IN_GRAPH] = "oneshot-in-graph",
+    };
+    for (int f = 1; f < HCG_FIND_COUNT; f++) {
+        const char *full = hcg_finding_name((hcg_finding)f), *sh = short_names[f];
+        if ((strlen(full) == len && strncmp(full, name, len) == 0) ||
+            (sh && strlen(sh) == len && strncmp(sh, name, len) == 0))
+            return f;
+    }
+    return 0;
+}
+
+/* HCGUARD_NO_FINDING: finding kinds separated by commas (blanks around
+ * a name dropped). */
+PARSER(no_finding)
+{
+    (void)c, (void)getenv_fn;
+    unsigned mask = 0;
+    const char *p = v;
+    for (;;) {
+        while (*p == ' ' || *p == '\t')
+            p++;
+        size_t n = strcspn(p, ",");
+        size_t k = n;
+        while (k > 0 && (p[k - 1] == ' ' || p[k - 1] == '\t'))
+            k--;
+        int f = k ? hcg_finding_by_name(p, k) : 0;
+        if (!f) {
+            char kinds[512] = "";
+            for (int i = 1; i < HCG_FIND_COUNT; i++)
+                snprintf(kinds + strlen(kinds), sizeof kinds - strlen(kinds), "%s%s",
+                         i > 1 ? ", " : "", hcg_finding_name((hcg_finding)i));
+            return bad(why, whylen, v,
+                       ": '%.*s' is not a finding kind; the kinds are %s (or the first word "
+                       "or two: cuda-call, libc-function, closure, slow, hung, "
+                       "oneshot-in-graph)",
+                       (int)(k < 64 ? k : 64), p, kinds);
+        }
+        mask |= 1u << f;
+        if (!p[n])
+            break;
+        p += n + 1;
+    }
+    *(unsigned *)field = mask;
+    return 0;
+}
+
 /* ---- the table ---------------------------------------------------------- */
 
 #define HCG_OPTION(id, var, opt, kind, arg, parser, field, dflt, help)                 \
@@ -323,11 +421,12 @@ static void config_defaults(hcg_config *c)
     memset(c, 0, sizeof *c);
     c->mode = HCG_MODE_GUARD;
     c->summary = 1;
-    c->slow_ms = 1.0;
+    c->slow_ms = 10.0;
     c->hang_s = 10.0;
     c->buffer_bytes = HCG_BUFFER_DEFAULT;
     c->file_mode = 0600;
     c->print_limit = HCG_PRINT_LIMIT_DEFAULT;
+    c->copy_threads = HCG_COPY_THREADS_DEFAULT;
 }
 
 static int option_parse(hcg_config *c, const hcg_option *o, const char *v,
@@ -381,6 +480,9 @@ int hcg_config_parse(hcg_config *c, hcg_getenv_fn getenv_fn, char *err,
             bad_values = 1;
         }
     }
+    /* HCGUARD_SLOW_MS=0: no slow host function is reported. */
+    if (c->slow_ms == 0)
+        c->no_finding |= 1u << HCG_FIND_SLOW;
     read_rank(c, getenv_fn);
     return bad_values ? -1 : 0;
 }

@@ -23,6 +23,39 @@ static int stderr_fd = -1;
 static int report_fd = -1;
 static pthread_once_t report_once = PTHREAD_ONCE_INIT;
 
+/* ---- the prefix: with the pid when more than one process shares stderr --- */
+static atomic_int shared;
+static atomic_int prefix_pid; /* 0: getpid() */
+
+void hcg_report_set_shared(void)
+{
+    atomic_store(&shared, 1);
+}
+
+int hcg_report_shared(void)
+{
+    return atomic_load(&shared);
+}
+
+void hcg_report_set_pid(pid_t pid)
+{
+    atomic_store(&prefix_pid, (int)pid);
+}
+
+/* "==hcguard== " or "==hcguard== [pid N rank R] " into buf; its length. */
+static size_t make_prefix(char *buf, size_t len)
+{
+    const char *rank = atomic_load_explicit(&hcg_g_config_ready, memory_order_acquire)
+                           ? hcg_g_config.rank
+                           : "";
+    if (!rank[0] && !atomic_load(&shared))
+        return (size_t)snprintf(buf, len, "%s", HCG_PREFIX);
+    int pid = atomic_load(&prefix_pid);
+    int n = snprintf(buf, len, "==hcguard== [pid %d%s%s] ", pid ? pid : (int)getpid(),
+                     rank[0] ? " rank " : "", rank);
+    return n > 0 && (size_t)n < len ? (size_t)n : 0;
+}
+
 __attribute__((constructor)) static void take_stderr(void)
 {
     stderr_fd = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 10);
@@ -66,8 +99,9 @@ static void open_report_file(const char *path, int flags)
                      "ERROR: cannot write the report file (HCGUARD_LOG_FILE) %s: %s; "
                      "messages go to stderr", path, why);
     add_problem(line);
-    char out[sizeof line + 16];
-    n = snprintf(out, sizeof out, HCG_PREFIX "%s\n", line);
+    char out[sizeof line + 80], pre[64];
+    make_prefix(pre, sizeof pre);
+    n = snprintf(out, sizeof out, "%s%s\n", pre, line);
     write_all(stderr_fd, out, (size_t)n < sizeof out ? (size_t)n : sizeof out - 1);
 }
 
@@ -102,6 +136,12 @@ void hcg_report_continue(const char *path)
     open_report_file(path, HCG_OPEN_APPEND);
 }
 
+void hcg_report_to_fd(int fd)
+{
+    pthread_once(&report_once, no_report); /* not HCGUARD_LOG_FILE's */
+    report_fd = fd;
+}
+
 static int out_fd(void)
 {
     if (atomic_load_explicit(&hcg_g_config_ready, memory_order_acquire))
@@ -118,8 +158,7 @@ void hcg_write_raw(const char *text, size_t len)
 static void vmsg(const char *fmt, va_list ap)
 {
     char buf[1024];
-    size_t pre = strlen(HCG_PREFIX);
-    memcpy(buf, HCG_PREFIX, pre);
+    size_t pre = make_prefix(buf, 64);
     int n = vsnprintf(buf + pre, sizeof buf - pre - 1, fmt, ap);
     if (n < 0)
         return;

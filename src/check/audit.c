@@ -18,9 +18,11 @@
 /* ---- CUDA calls inside host functions ----------------------------------- */
 static void push_cuda_call(uint64_t what)
 {
+    if (!HCG_FINDING_ON(hcg_config_get(), HCG_FIND_CUDA_CALL))
+        return;
     hcg_event e = hcg_event_make(HCG_EV_FINDING, HCG_FIND_CUDA_CALL, 0, 0, 0, 0);
     e.bytes = what;
-    hcg_current_call_describe(&e);
+    hcg_current_call_describe(&e); /* with the enqueue site of the launch */
     hcg_event_push(&e);
 }
 
@@ -78,7 +80,10 @@ const char *hcg_audit_libc_name(const void *fn)
 /* Report a function found wrong at enqueue (application thread). */
 void hcg_audit_report_fn(hcg_finding f, hcg_api api, CUstream s, void *fn, void *user)
 {
+    if (!HCG_FINDING_ON(hcg_config_get(), f))
+        return;
     hcg_event e = hcg_event_make(HCG_EV_FINDING, f, api, (uintptr_t)s, (uintptr_t)fn,
                                  (uintptr_t)user);
+    e.caller = hcg_callsite_here();
     hcg_event_push(&e);
 }

@@ -37,14 +37,49 @@ void hcg_oracle_invalidate(void);
 /* The unmap generation: it moves on every munmap, mremap, mprotect or
  * shmdt made through libc. A verdict reached at generation g holds only
  * while it is still g. */
-uint64_t hcg_oracle_gen(void);
+extern _Atomic uint64_t hcg_g_oracle_gen __attribute__((visibility("hidden")));
+static inline uint64_t hcg_oracle_gen(void)
+{
+    return atomic_load_explicit(&hcg_g_oracle_gen, memory_order_acquire);
+}
+/* Records this thread found good lately (oracle.c), inline for the launch
+ * path: a copy of the entry found last (hot) is looked at first, at a
+ * fixed place. */
+#define HCG_RC_SLOTS 8
+typedef struct hcg_rc_entry {
+    const void *rec;
+    hcguard_copy_record r;
+    uint64_t gen, t, ttl; /* t, ttl: hcg_ticks() */
+} hcg_rc_entry;
+typedef struct hcg_rc_cache {
+    hcg_rc_entry hot;
+    hcg_rc_entry e[HCG_RC_SLOTS];
+    unsigned next;
+} hcg_rc_cache;
+extern _Thread_local hcg_rc_cache hcg_t_rc
+    __attribute__((tls_model("initial-exec"), visibility("hidden")));
+static inline int hcg_rc_holds(const hcg_rc_entry *e, const void *rec,
+                               const hcguard_copy_record *r, uint64_t t, uint64_t gen)
+{
+    return e->rec == rec && e->gen == gen && t - e->t <= e->ttl && e->r.dst == r->dst &&
+           e->r.src == r->src && e->r.nbytes == r->nbytes;
+}
+int hcg_oracle_recent_slow(const void *rec, const hcguard_copy_record *r, uint64_t t);
 /* 1 if the record at rec, whose contents are *r (read by the caller), was
- * found good lately with the same contents, and the generation has not
- * moved since; else 0 (check it). Reads no user memory. */
-int hcg_oracle_recent(const void *rec, const hcguard_copy_record *r);
+ * found good by this thread lately (at most RC_TTL_NS, src/check/oracle.c,
+ * before t, a hcg_ticks() time stamp) with the same contents, and the
+ * generation has not moved since; else 0 (check it). Reads no user memory;
+ * no clock, no system call. */
+static inline int hcg_oracle_recent(const void *rec, const hcguard_copy_record *r, uint64_t t)
+{
+    if (HCG_LIKELY(hcg_rc_holds(&hcg_t_rc.hot, rec, r, t, hcg_oracle_gen())))
+        return rec != NULL;
+    return hcg_oracle_recent_slow(rec, r, t);
+}
 /* Remember rec as good with contents *r, checked at generation gen (read
- * before the check began). One entry per record: replaced in place. */
-void hcg_oracle_remember(const void *rec, const hcguard_copy_record *r, uint64_t gen);
+ * before the check began) and time t (hcg_ticks). One entry per record:
+ * replaced in place. */
+void hcg_oracle_remember(const void *rec, const hcguard_copy_record *r, uint64_t gen, uint64_t t);
 /* Turn the VMA and record caches on or off (tests, fuzzing; on by default). */
 void hcg_oracle_set_cache(int on);
 /* For tests and diagnostics. on != 0 forces the fallback: parse
@@ -71,7 +106,71 @@ typedef struct hcg_fault_info {
  * (with *out filled, out may be NULL) instead of killing the process.
  * No system call or lock when nothing faults. Contained only once
  * hcg_fault_install has succeeded; before that, a plain memcpy. */
+#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#define HCG_FAULT_FIXUP 1
+/* x86-64 without sanitizers: inline, around entries in fault_x86_64.S
+ * that arm the copy by storing the stack pointer in hcg_fault_sp (0: no
+ * copy armed) and run glibc's memcpy or a word loop. They return dst (in
+ * rax) or, after a fault, HCG_FAULT_MARK | signal << 16 | si_code, with
+ * the address in rdx: registers, which nothing can overwrite before the
+ * caller reads them (a signal handler's copy could, in memory). See
+ * src/check/fault.c. */
+#define HCG_HIDDEN __attribute__((visibility("hidden")))
+#define HCG_FAULT_MARK ((uintptr_t)0xff << 56) /* no user address has it */
+typedef struct hcg_fault_ret {
+    uintptr_t done; /* rax */
+    uintptr_t addr; /* rdx */
+} hcg_fault_ret;
+extern _Thread_local uintptr_t hcg_fault_sp HCG_HIDDEN;
+HCG_HIDDEN hcg_fault_ret hcg_fault_memcpy(void *dst, const void *src, size_t n);
+HCG_HIDDEN hcg_fault_ret hcg_fault_words(void *dst, const void *src, size_t n);
+HCG_HIDDEN int hcg_fault_failed(hcg_fault_ret r, hcg_fault_info *out);
+
+static inline int hcg_fault_copy(void *dst, const void *src, size_t n, hcg_fault_info *out)
+{
+    if (HCG_UNLIKELY(n == 0))
+        return 0;
+    uintptr_t outer = hcg_fault_sp; /* a copy this one interrupted (a signal handler's) */
+    /* A record another thread may be rewriting is read a whole aligned
+     * word per field, never a mix of two values (which could be any
+     * address); small aligned copies go word by word. */
+    int words = n <= 64 && (((uintptr_t)dst | (uintptr_t)src | n) & 7) == 0;
+    hcg_fault_ret r = words ? hcg_fault_words(dst, src, n) : hcg_fault_memcpy(dst, src, n);
+    hcg_fault_sp = outer;
+    if (HCG_LIKELY((r.done & HCG_FAULT_MARK) != HCG_FAULT_MARK))
+        return 0;
+    return hcg_fault_failed(r, out);
+}
+#else
+#define HCG_FAULT_FIXUP 0
 int hcg_fault_copy(void *dst, const void *src, size_t n, hcg_fault_info *out);
+#endif
+/* ---- parcopy.c: large copies split across worker threads --------------- */
+/* The least a thread is given of a split copy. */
+#define HCG_COPY_PART_MIN ((size_t)1 << 20)
+/* hcg_fault_copy, split into up to `threads` parts of at least
+ * HCG_COPY_PART_MIN made by the copy pool's workers and the calling
+ * thread; returns when every part is done; a fault in any part: -1 once,
+ * with the first fault. Whole on this thread when it is too small or the
+ * pool is busy with another copy. */
+int hcg_copy_split(void *dst, const void *src, size_t n, unsigned threads, hcg_fault_info *out);
+/* A copy hcguard makes for a host function: split as HCGUARD_COPY_THREADS
+ * says. */
+static inline int hcg_copy_run(void *dst, const void *src, size_t n, hcg_fault_info *out)
+{
+    unsigned threads = hcg_config_get()->copy_threads;
+    if (HCG_LIKELY(threads <= 1 || n < 2 * HCG_COPY_PART_MIN))
+        return hcg_fault_copy(dst, src, n, out);
+    return hcg_copy_split(dst, src, n, threads, out);
+}
+/* Join the workers (exit: closing = 1, none made again; exec: 0, made
+ * again when needed). */
+void hcg_copy_pool_stop(int closing);
+unsigned hcg_copy_pool_workers(void); /* how many there are (tests) */
+/* Where part i of parts begins in a split copy to dst of n bytes (tests). */
+size_t hcg_copy_part_start(uintptr_t dst, size_t n, unsigned parts, unsigned i);
+void hcg_copy_pool_after_fork(void);  /* fork hook (src/lifecycle/fork.c) */
+
 /* Install hcguard's SIGSEGV and SIGBUS handlers, chained to those already
  * there (idempotent); 0, or -1. hcg_fault_ready: installed. */
 int hcg_fault_install(void);
@@ -102,10 +201,33 @@ typedef struct hcg_bindings_cb {
 
 /* Classify fn; cached, so a repeated pointer costs one hash probe. */
 hcg_fnkind hcg_recognize(void *fn);
+/* The answer hcg_recognize last gave on this thread, valid while no
+ * registration completed since (hcg_g_recognize_gen): a launch of the same
+ * function again costs two compares (hcg_recognize_fast). */
+typedef struct hcg_recognized {
+    uintptr_t fn;
+    unsigned gen;
+    uint8_t kind;
+} hcg_recognized;
+extern _Thread_local hcg_recognized hcg_t_recognized
+    __attribute__((tls_model("initial-exec"), visibility("hidden")));
+extern _Atomic unsigned hcg_g_recognize_gen __attribute__((visibility("hidden")));
+static inline hcg_fnkind hcg_recognize_fast(void *fn)
+{
+    if (HCG_LIKELY(hcg_t_recognized.fn == (uintptr_t)fn &&
+                   hcg_t_recognized.gen ==
+                       atomic_load_explicit(&hcg_g_recognize_gen, memory_order_acquire)))
+        return (hcg_fnkind)hcg_t_recognized.kind;
+    return hcg_recognize(fn);
+}
 /* Best symbol name for fn ("memcpy", "__pyx_f_..._host_copy") into buf,
  * with the object file in obj; returns 0, or -1 if none ("anonymous"). */
 int hcg_symbolize(const void *fn, char *buf, size_t len, char *obj,
                   size_t objlen);
+/* Set by a reader of other processes' logs (hcguard report): their
+ * functions are named by it alone, never from this address space. */
+extern int (*hcg_symbolize_from)(const void *fn, char *buf, size_t len, char *obj,
+                                 size_t objlen);
 /* HCGUARD_COPY_FN names that match nothing: a warning at the first host
  * function classified; at exit (at_exit), kept as a problem. */
 void hcg_copy_fns_check(int at_exit);
@@ -151,5 +273,30 @@ void hcg_current_call_describe(hcg_event *e);
 void hcg_report_reject(hcg_api api, CUstream s, void *fn, void *user,
                        hcg_fnkind kind, const hcguard_copy_record *r,
                        hcguard_status why, int refused);
+
+/* ---- callsite.c: which code of the application made a call ---------------
+ * A site: a return address, or (HCG_SITE_BIT) an interned backtrace whose
+ * first frame is the caller (--backtrace N). 0: unknown. */
+#define HCG_SITE_BIT (1ull << 63)
+/* The first frame outside hcguard, libcudart* and libcuda* of the calling
+ * thread's stack (with --backtrace N, N frames from it, interned). */
+uintptr_t hcg_callsite_here(void);
+/* HCGUARD_BACKTRACE, copied at start-up (hcg_callsite_init). */
+extern unsigned hcg_g_backtrace;
+void hcg_callsite_init(void);
+/* The rare paths of a stream launch, tested with one load: a capture has
+ * begun somewhere (set by wrap/stream.c), --backtrace (set at start-up). */
+#define HCG_LAUNCH_CAPTURE 1
+#define HCG_LAUNCH_BACKTRACE 2
+extern atomic_int hcg_g_launch_rare;
+size_t hcg_callsite_frames(uintptr_t site, uintptr_t *out, size_t max);
+uintptr_t hcg_callsite_pc(uintptr_t site); /* its first frame */
+/* "main+0x1c (in app)" for a site, or for one frame's pc. */
+void hcg_callsite_name(uintptr_t site, char *buf, size_t len);
+void hcg_callsite_pc_name(uintptr_t pc, char *buf, size_t len);
+void hcg_callsite_after_fork(void); /* fork hook: the table's lock anew */
+/* "    how main+0x1c (in app)", then --backtrace's frames, one a line. */
+void hcg_callsite_print(const char *how, uintptr_t site);
+void hcg_reject_after_fork(void); /* reject.c's set of what was printed */
 
 #endif /* HCG_CHECK_H */

@@ -1,26 +1,36 @@
 /*
  * Fault containment: a copy hcguard makes never kills the process.
  *
- * How: a recovery point on the copying thread's stack, found through one
- * initial-exec thread-local pointer, armed around a plain glibc memcpy.
- * SIGSEGV and SIGBUS go first to hcguard's handler, which recovers (makes
- * hcg_fault_copy return -1 with the address and reason) only when the
- * faulting thread is inside such a copy and the fault address lies in one
- * of its two ranges; any other fault goes on to the program's own handler,
- * or to the default action, as without hcguard.
- *
- * The bulk copy must be glibc's memcpy (whose bandwidth no hand loop
- * matches), and memcpy's code is not hcguard's to fix up, so the recovery
- * point saves the registers memcpy must preserve, and the handler resumes
- * there. On x86-64 a few instructions do it: save the callee-saved
- * registers and the stack pointer, tail-jump to memcpy; on a fault the
- * handler points the interrupted context at a fix-up that restores them
- * and returns -1 from the copy, and the kernel's sigreturn restores the
- * signal mask (about 2 ns per copy; measured by bench/bench_copy). Other
- * architectures and sanitizer builds use sigsetjmp(env, 0) (no mask save:
- * no system call; a few ns more) and siglongjmp, the mask put right on the
- * recovery path alone. Either way: no system call and no lock when nothing
- * faults.
+ * How, on x86-64 (sanitizer builds excepted): the copy is glibc's memcpy
+ * (whose bandwidth no hand loop matches) entered through a few
+ * instructions of assembly (fault_x86_64.S) that arm it with one store:
+ * the stack pointer, into an initial-exec thread-local (hcg_fault_sp; the
+ * caller puts the outer value back after). SIGSEGV and SIGBUS go first to
+ * hcguard's handler, which recovers only when the fault was raised by the
+ * kernel for an instruction of the copy: a copy is armed on the faulting
+ * thread, the interrupted stack pointer is exactly the armed one, and the
+ * interrupted pc lies in glibc's code (libc's executable segment, which
+ * holds its memcpy) or in hcguard's word loop. Then it points the
+ * interrupted context at a fix-up that returns from the copy with the
+ * signal, code and address in registers (so that nothing a signal handler
+ * does meanwhile can overwrite them; hcg_fault_copy then returns -1), and
+ * the kernel's sigreturn restores the signal mask. The handler runs with
+ * every signal blocked (another handler's faulting copy would otherwise
+ * fault with SIGSEGV blocked, which kills). Anything else goes on to the
+ * program's own handler, or to the default action, as without hcguard: a
+ * signal handler that runs during a copy runs deeper on the stack (or on
+ * its own), so its faults are never taken for the copy's.
+ * Nothing needs restoring on the way back because glibc's memcpy variants
+ * are leaves that use neither the stack nor a callee-saved register (none
+ * of the x86-64 variants of glibc 2.36 does): had one saved a register, it
+ * would have moved the stack pointer, and the fault would not be taken for
+ * the copy's. The fixed cost per copy: one thread-local load, two stores
+ * and a jump (bench/bench_copy).
+ * Other architectures and sanitizer builds use sigsetjmp(env, 0) (no mask
+ * save: no system call; a few ns more) and siglongjmp, recovering when the
+ * fault address lies in the pages of the copy's two ranges, the mask put
+ * right on the recovery path alone. Either way: no system call and no lock
+ * when nothing faults.
  *
  * The program's handlers: sigaction and signal are interposed, so that a
  * handler installed for SIGSEGV or SIGBUS after hcguard's is recorded as the
@@ -45,6 +55,7 @@
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <link.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -58,9 +69,93 @@
  * code: they and what they call on that path are not instrumented. */
 #define HCG_UNINSTRUMENTED __attribute__((no_sanitize("address", "thread", "undefined")))
 
+#if HCG_FAULT_FIXUP
+/* In fault_x86_64.S: the way back from a fault (see there). */
+void hcg_fault_fixup(void);
+extern const char hcg_fault_words_end[];
+
+_Thread_local uintptr_t hcg_fault_sp;
+/* What hcg_fault_memcpy jumps to: libc's own memcpy once installed (not
+ * one the program defines), and the executable segment that holds it. */
+void *(*hcg_fault_target)(void *, const void *, size_t) HCG_HIDDEN = memcpy;
+static _Atomic uintptr_t g_text[2];
+
+int hcg_fault_failed(hcg_fault_ret r, hcg_fault_info *out)
+{
+    if (out) {
+        out->addr = r.addr;
+        out->sig = (int)(r.done >> 16 & 0xff);
+        out->code = (int)(int16_t)(r.done & 0xffff);
+    }
+    return -1;
+}
+
+typedef struct find_text {
+    uintptr_t addr, lo, hi;
+} find_text;
+
+static int text_of(struct dl_phdr_info *info, size_t size, void *v)
+{
+    (void)size;
+    find_text *f = v;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
+        if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X) && f->addr >= lo &&
+            f->addr - lo < ph->p_memsz) {
+            f->lo = lo;
+            f->hi = lo + ph->p_memsz;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Point the copy at libc's memcpy and note the code it runs in. Once,
+ * before the handlers are installed and outside their lock (dlopen takes
+ * the loader's lock, which a library's constructor calling sigaction may
+ * hold while it waits for hcguard's). */
+static void find_memcpy(void)
+{
+    /* libc's own, resolved (an IFUNC: its symbol is the selector) by dlsym
+     * on libc's handle (driver/libc.c). */
+    void *m = hcg_libc_find("memcpy", HCG_LIBC_HOW_LIBC_DLSYM, NULL);
+    find_text f = {(uintptr_t)(m ? m : (void *)hcg_fault_target), 0, 0};
+    if (dl_iterate_phdr(text_of, &f) == 0)
+        return; /* unknown: faults in it are not taken for the copy's */
+    if (m)
+        hcg_fault_target = (void *(*)(void *, const void *, size_t))m;
+    atomic_store_explicit(&g_text[0], f.lo, memory_order_relaxed);
+    atomic_store_explicit(&g_text[1], f.hi, memory_order_relaxed);
+}
+
+/* Whether the thread was inside a contained copy when the kernel raised
+ * this fault (see the top of the file); then the way out is prepared. */
+static int recover(int sig, const siginfo_t *si, void *uc)
+{
+    ucontext_t *u = uc;
+    uintptr_t sp = hcg_fault_sp;
+    uintptr_t pc = (uintptr_t)u->uc_mcontext.gregs[REG_RIP];
+    if (!sp || si->si_code <= 0 || (uintptr_t)u->uc_mcontext.gregs[REG_RSP] != sp)
+        return 0;
+    int ours = (pc >= (uintptr_t)hcg_fault_words && pc < (uintptr_t)hcg_fault_words_end) ||
+               (pc >= atomic_load_explicit(&g_text[0], memory_order_relaxed) &&
+                pc < atomic_load_explicit(&g_text[1], memory_order_relaxed));
+    if (!ours)
+        return 0;
+    /* Return from the copy with what happened in rax and rdx (check.h),
+     * the direction flag clear as the ABI wants it (a backward rep movsb
+     * sets it); sigreturn restores the mask. */
+    u->uc_mcontext.gregs[REG_RAX] =
+        (greg_t)(HCG_FAULT_MARK | (uintptr_t)(sig & 0xff) << 16 | (uintptr_t)(si->si_code & 0xffff));
+    u->uc_mcontext.gregs[REG_RDX] = (greg_t)(uintptr_t)si->si_addr;
+    u->uc_mcontext.gregs[REG_RIP] = (greg_t)(uintptr_t)hcg_fault_fixup;
+    u->uc_mcontext.gregs[REG_EFL] &= ~(greg_t)0x400;
+    return 1;
+}
+#else
 typedef struct recovery {
-    uint64_t regs[8];           /* x86-64 fast path: rbx rbp r12-r15 rsp */
-    sigjmp_buf env;             /* elsewhere */
+    sigjmp_buf env;
     uintptr_t at[2];            /* dst and src: the ranges a fault may hit */
     size_t n;
     struct recovery *prev;      /* an outer copy (a signal handler's launch) */
@@ -89,10 +184,8 @@ static int by_words(const void *dst, const void *src, size_t n)
     return n <= 64 && (((uintptr_t)dst | (uintptr_t)src | n) & 7) == 0;
 }
 
-__attribute__((no_sanitize("address", "thread"), noinline)) void *
-hcg_copy_words(void *dst, const void *src, size_t n);
-__attribute__((no_sanitize("address", "thread"), noinline)) void *
-hcg_copy_words(void *dst, const void *src, size_t n)
+__attribute__((no_sanitize("address", "thread"), noinline)) static void *
+copy_words(void *dst, const void *src, size_t n)
 {
     volatile uint64_t *d = dst;
     const volatile uint64_t *s = src;
@@ -118,17 +211,6 @@ copy_bytes(void *dst, const void *src, size_t n)
 #define copy_bytes memcpy
 #endif
 
-#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
-#define HCG_FAULT_FIXUP 1
-/* In fault_x86_64.S: the copy with the registers saved, and the way back
- * from a fault (see there). */
-void *hcg_fault_memcpy(void *dst, const void *src, size_t n, uint64_t *save);
-void *hcg_fault_words(void *dst, const void *src, size_t n, uint64_t *save);
-void hcg_fault_fixup(void);
-#else
-#define HCG_FAULT_FIXUP 0
-#endif
-
 int hcg_fault_copy(void *dst, const void *src, size_t n, hcg_fault_info *out)
 {
     recovery r;
@@ -138,19 +220,6 @@ int hcg_fault_copy(void *dst, const void *src, size_t n, hcg_fault_info *out)
     r.at[1] = (uintptr_t)src;
     r.n = n;
     r.prev = armed;
-#if HCG_FAULT_FIXUP
-    armed = &r;
-    atomic_signal_fence(memory_order_seq_cst);
-    void *done = by_words(dst, src, n) ? hcg_fault_words(dst, src, n, r.regs)
-                                       : hcg_fault_memcpy(dst, src, n, r.regs);
-    atomic_signal_fence(memory_order_seq_cst);
-    armed = r.prev;
-    if (HCG_LIKELY(done != (void *)-1))
-        return 0;
-    if (out)
-        *out = r.info;
-    return -1;
-#else
     if (sigsetjmp(r.env, 0) != 0) {
         armed = r.prev;
         if (out)
@@ -160,14 +229,38 @@ int hcg_fault_copy(void *dst, const void *src, size_t n, hcg_fault_info *out)
     armed = &r;
     atomic_signal_fence(memory_order_seq_cst);
     if (by_words(dst, src, n))
-        hcg_copy_words(dst, src, n);
+        copy_words(dst, src, n);
     else
         copy_bytes(dst, src, n);
     atomic_signal_fence(memory_order_seq_cst);
     armed = r.prev;
     return 0;
-#endif
 }
+
+static int in_recovery(const recovery *r, uintptr_t a)
+{
+    return in_range(a, r->at[0], r->n) || in_range(a, r->at[1], r->n);
+}
+
+/* Whether a fault on a thread inside a contained copy is the copy's: a
+ * kernel-raised fault at an address of its ranges, or one whose address
+ * the kernel does not give (SI_KERNEL: a non-canonical address, such as a
+ * record pointer no mapping can have). Then it does not return: the copy
+ * does, with -1. */
+static int recover(int sig, const siginfo_t *si, void *uc)
+{
+    recovery *r = armed;
+    if (!r || si->si_code <= 0 ||
+        (si->si_code != SI_KERNEL && !in_recovery(r, (uintptr_t)si->si_addr)))
+        return 0;
+    r->info.addr = (uintptr_t)si->si_addr;
+    r->info.sig = sig;
+    r->info.code = si->si_code;
+    /* siglongjmp(.., 0 saved) keeps the handler's mask: the interrupted one back. */
+    pthread_sigmask(SIG_SETMASK, &((ucontext_t *)uc)->uc_sigmask, NULL);
+    siglongjmp(r->env, 1);
+}
+#endif
 
 const char *hcg_fault_code_name(int sig, int code)
 {
@@ -320,15 +413,16 @@ static void chain(int sig, siginfo_t *si, void *uc)
         chain_write(slot, &dfl);
         unlock_all(&saved);
     }
-    /* The mask the kernel would have set for the program's handler: its
+    /* The mask the kernel would have set for the program's handler (hcguard's
+     * own runs with every signal blocked): the interrupted one, its
      * sa_mask, and the signal itself unless SA_NODEFER. */
-    sigset_t old, unblock;
-    pthread_sigmask(SIG_BLOCK, &a.sa_mask, &old);
-    if (a.sa_flags & SA_NODEFER) {
-        sigemptyset(&unblock);
-        sigaddset(&unblock, sig);
-        pthread_sigmask(SIG_UNBLOCK, &unblock, NULL);
-    }
+    sigset_t old, mask;
+    sigorset(&mask, &((ucontext_t *)uc)->uc_sigmask, &a.sa_mask);
+    if (a.sa_flags & SA_NODEFER)
+        sigdelset(&mask, sig);
+    else
+        sigaddset(&mask, sig);
+    pthread_sigmask(SIG_SETMASK, &mask, &old);
     if (a.sa_flags & SA_SIGINFO)
         a.sa_sigaction(sig, si, uc);
     else
@@ -336,51 +430,22 @@ static void chain(int sig, siginfo_t *si, void *uc)
     pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
-static int in_recovery(const recovery *r, uintptr_t a)
-{
-    return in_range(a, r->at[0], r->n) || in_range(a, r->at[1], r->n);
-}
-
-/* Whether a fault on a thread inside a contained copy is the copy's: a
- * kernel-raised fault at an address of its ranges, or one whose address
- * the kernel does not give (SI_KERNEL: a non-canonical address, such as a
- * record pointer no mapping can have). */
-static int copy_fault(const recovery *r, const siginfo_t *si)
-{
-    if (si->si_code == SI_KERNEL)
-        return 1;
-    return si->si_code > 0 && in_recovery(r, (uintptr_t)si->si_addr);
-}
-
 static void on_fault(int sig, siginfo_t *si, void *uc)
 {
-    recovery *r = armed;
-    if (r && copy_fault(r, si)) {
-        sigset_t s;
-        r->info.addr = (uintptr_t)si->si_addr;
-        r->info.sig = sig;
-        r->info.code = si->si_code;
-#if HCG_FAULT_FIXUP
-        /* Resume at the fix-up; sigreturn restores the mask. */
-        ucontext_t *u = uc;
-        u->uc_mcontext.gregs[REG_RIP] = (greg_t)(uintptr_t)hcg_fault_fixup;
-        u->uc_mcontext.gregs[REG_RDI] = (greg_t)(uintptr_t)r->regs;
-        return;
-#endif
-        sigemptyset(&s);
-        sigaddset(&s, sig);
-        pthread_sigmask(SIG_UNBLOCK, &s, NULL); /* siglongjmp(.., 0 saved) keeps the mask */
-        siglongjmp(r->env, 1);
-    }
-    chain(sig, si, uc);
+    if (!recover(sig, si, uc))
+        chain(sig, si, uc);
 }
 
+/* Every signal blocked while hcguard's handler decides: another signal's
+ * handler making a contained copy that faults would otherwise fault with
+ * SIGSEGV blocked, which kills. chain() gives the program's handler the
+ * mask the kernel would have. */
 static void our_action(struct sigaction *a)
 {
     memset(a, 0, sizeof *a);
     a->sa_sigaction = on_fault;
     a->sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
-    sigemptyset(&a->sa_mask);
+    sigfillset(&a->sa_mask);
 }
 
 int hcg_fault_ready(void)
@@ -392,6 +457,10 @@ int hcg_fault_install(void)
 {
     if (hcg_fault_ready())
         return 0;
+#if HCG_FAULT_FIXUP
+    static pthread_once_t found = PTHREAD_ONCE_INIT;
+    pthread_once(&found, find_memcpy);
+#endif
     sigset_t saved;
     int rc = 0;
     lock_all(&saved);

@@ -1,46 +1,72 @@
-/* The fault-contained copy's entry and exit on x86-64 (src/check/fault.c).
+/* The fault-contained copy's entries and exit on x86-64 (src/check/fault.c).
  *
- * void *hcg_fault_memcpy(void *dst, const void *src, size_t n, uint64_t *save):
- * memcpy(dst, src, n), with the callee-saved registers and the stack
- * pointer (pointing at the return address) in save[0..6]; hcg_fault_words
- * the same around hcg_copy_words.
- * hcg_fault_fixup, entered with rdi = save in place of the faulting
- * instruction, restores them and returns (void *)-1 from the copy. */
+ * hcg_fault_ret hcg_fault_memcpy(void *dst, const void *src, size_t n):
+ * arms the copy (one store: the stack pointer, which points at the return
+ * address, into the thread's hcg_fault_sp) and tail-jumps to glibc's
+ * memcpy (hcg_fault_target). glibc's memcpy variants are leaves that touch
+ * neither the stack nor a callee-saved register, so at any fault inside
+ * them the stack pointer is still the armed one and the caller's registers
+ * are intact: returning from the copy needs nothing restored.
+ * hcg_fault_ret hcg_fault_words(void *dst, const void *src, size_t n): the same
+ * around a loop of aligned 8-byte loads and stores (n a multiple of 8, at
+ * least 8): each field of a record another thread may be rewriting is one
+ * value the program wrote.
+ * hcg_fault_fixup, entered in place of the faulting instruction (the stack
+ * pointer is the armed one, rax and rdx set by the handler to what
+ * happened), returns from the copy.
+ * The caller disarms (hcg_fault_copy in check.h puts back the outer value).
+ * The return goes to the address the caller's call pushed, so a shadow
+ * stack (CET) sees an ordinary return. */
 #if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
 
-#define SAVE_AND_JUMP(name, target)                                            \
-    .globl name;                                                               \
-    .hidden name;                                                              \
-    .type name, @function;                                                     \
-name:                                                                          \
-    .cfi_startproc;                                                            \
-    movq %rbx, 0(%rcx);                                                        \
-    movq %rbp, 8(%rcx);                                                        \
-    movq %r12, 16(%rcx);                                                       \
-    movq %r13, 24(%rcx);                                                       \
-    movq %r14, 32(%rcx);                                                       \
-    movq %r15, 40(%rcx);                                                       \
-    movq %rsp, 48(%rcx);                                                       \
-    jmp target;                                                                \
-    .cfi_endproc;                                                              \
-    .size name, .-name
-
     .text
-SAVE_AND_JUMP(hcg_fault_memcpy, memcpy@PLT)
-SAVE_AND_JUMP(hcg_fault_words, hcg_copy_words)
+    .globl hcg_fault_memcpy
+    .hidden hcg_fault_memcpy
+    .type hcg_fault_memcpy, @function
+    .p2align 4
+hcg_fault_memcpy:
+    .cfi_startproc
+    movq hcg_fault_sp@gottpoff(%rip), %rax
+    movq %rsp, %fs:(%rax)
+    jmp *hcg_fault_target(%rip)
+    .cfi_endproc
+    .size hcg_fault_memcpy, .-hcg_fault_memcpy
+
+    .globl hcg_fault_words
+    .hidden hcg_fault_words
+    .type hcg_fault_words, @function
+    .p2align 4
+hcg_fault_words:
+    .cfi_startproc
+    movq hcg_fault_sp@gottpoff(%rip), %rax
+    movq %rsp, %fs:(%rax)
+    movq %rdi, %rax
+    xorl %ecx, %ecx
+    testb $8, %dl               /* an odd word first, then pairs */
+    jz 1f
+    movq (%rsi), %r8
+    movq %r8, (%rdi)
+    movl $8, %ecx
+    cmpq %rdx, %rcx
+    jae 2f
+1:  movq (%rsi,%rcx), %r8
+    movq 8(%rsi,%rcx), %r9
+    movq %r8, (%rdi,%rcx)
+    movq %r9, 8(%rdi,%rcx)
+    addq $16, %rcx
+    cmpq %rdx, %rcx
+    jb 1b
+2:  ret
+    .cfi_endproc
+    .globl hcg_fault_words_end
+    .hidden hcg_fault_words_end
+hcg_fault_words_end:
+    .size hcg_fault_words, .-hcg_fault_words
 
     .globl hcg_fault_fixup
     .hidden hcg_fault_fixup
     .type hcg_fault_fixup, @function
 hcg_fault_fixup:
-    movq 0(%rdi), %rbx
-    movq 8(%rdi), %rbp
-    movq 16(%rdi), %r12
-    movq 24(%rdi), %r13
-    movq 32(%rdi), %r14
-    movq 40(%rdi), %r15
-    movq 48(%rdi), %rsp
-    movq $-1, %rax
     ret
     .size hcg_fault_fixup, .-hcg_fault_fixup
 #endif

@@ -14,7 +14,7 @@
  * record of the same buffers again costs no system call. An entry is
  * dropped by any munmap, mremap, mprotect or shmdt made through libc
  * (hcguard wraps them to bump the unmap generation, compared on every use)
- * and is trusted for at most VC_TTL_NS: mappings changed past libc's
+ * and is trusted for at most VC_TTL_NS (records found good: RC_TTL_NS): mappings changed past libc's
  * exported functions (glibc's malloc freeing a large block) are noticed
  * once the entry ages out. A verdict that is stale in that window costs
  * no crash: the copy it lets through is fault-contained (copy-faulted).
@@ -131,7 +131,7 @@ typedef struct vc_entry {
 
 static _Thread_local vc_entry vc[VC_SLOTS];
 static _Thread_local unsigned vc_next;
-static atomic_uint_fast64_t vc_gen = 1;
+_Atomic uint64_t hcg_g_oracle_gen = 1;
 static atomic_int vc_disabled;
 
 static uint64_t coarse_ns(void)
@@ -143,7 +143,7 @@ static uint64_t coarse_ns(void)
 
 void hcg_oracle_invalidate(void)
 {
-    atomic_fetch_add_explicit(&vc_gen, 1, memory_order_release);
+    atomic_fetch_add_explicit(&hcg_g_oracle_gen, 1, memory_order_release);
 }
 
 void hcg_oracle_set_cache(int on)
@@ -176,54 +176,61 @@ static void vc_put(const struct hcg_procmap_query *q, uint64_t gen, uint64_t now
 
 /* ---- records checked lately ----------------------------------------------
  * A record found good is remembered with its contents; while no mapping
- * changed (same generation) and the entry is young, the same record with
- * the same contents is good again, and checking it costs a compare. A
- * record has at most one entry: a stale one is replaced in place. */
-#define RC_SLOTS 8
+ * changed through libc (same generation) the same record with the same
+ * contents is good again, and checking it costs a compare. That makes the
+ * launch path's cost depend on what the program did, not on how fast it
+ * ran. Mappings changed past libc (glibc's free unmapping a large block)
+ * are noticed once the entry is RC_TTL_NS old, measured on the launches'
+ * own time stamps (no clock read of its own); a stale verdict in that
+ * window costs no crash: the copy it lets through is fault-contained.
+ * A record has at most one entry: a stale one is replaced in place. */
+#define RC_TTL_NS 100000000u /* 100 ms */
 
-typedef struct rc_entry {
-    const void *rec;
-    hcguard_copy_record r;
-    uint64_t gen, t;
-} rc_entry;
+_Thread_local hcg_rc_cache hcg_t_rc;
 
-static _Thread_local rc_entry rc[RC_SLOTS];
-static _Thread_local unsigned rc_next;
-
-uint64_t hcg_oracle_gen(void)
+/* The entry of rec, or NULL. */
+static hcg_rc_entry *rc_find(const void *rec)
 {
-    return atomic_load_explicit(&vc_gen, memory_order_acquire);
+    hcg_rc_cache *rc = &hcg_t_rc;
+    for (unsigned i = 0; i < HCG_RC_SLOTS; i++)
+        if (rc->e[i].rec == rec)
+            return &rc->e[i];
+    return NULL;
 }
 
-int hcg_oracle_recent(const void *rec, const hcguard_copy_record *r)
+/* Not the entry looked at first (hcg_oracle_recent): the others. */
+int hcg_oracle_recent_slow(const void *rec, const hcguard_copy_record *r, uint64_t t)
 {
-    if (atomic_load_explicit(&vc_disabled, memory_order_relaxed) || !rec)
+    const hcg_rc_entry *e = rec ? rc_find(rec) : NULL;
+    if (!e || !hcg_rc_holds(e, rec, r, t, hcg_oracle_gen()))
         return 0;
-    uint64_t gen = hcg_oracle_gen();
-    for (unsigned i = 0; i < RC_SLOTS; i++) {
-        const rc_entry *e = &rc[i];
-        if (e->rec != rec)
-            continue;
-        return e->gen == gen && coarse_ns() - e->t <= VC_TTL_NS &&
-               memcmp(r, &e->r, sizeof *r) == 0;
-    }
-    return 0;
+    hcg_t_rc.hot = *e; /* looked at first next time */
+    return 1;
 }
 
-void hcg_oracle_remember(const void *rec, const hcguard_copy_record *r, uint64_t gen)
+/* RC_TTL_NS in ticks (an estimate of their rate: the first 100 us after
+ * start-up take one tick a nanosecond, which errs short). Rare path. */
+static uint64_t rc_ttl_ticks(void)
+{
+    hcg_clock_ref_t ref;
+    hcg_clock_ref(&ref);
+    double ticks = (double)RC_TTL_NS / (ref.ns_per_tick > 0 ? ref.ns_per_tick : 1.0);
+    return ticks >= 1.0 && ticks < 1e15 ? (uint64_t)ticks : RC_TTL_NS;
+}
+
+void hcg_oracle_remember(const void *rec, const hcguard_copy_record *r, uint64_t gen, uint64_t t)
 {
     if (atomic_load_explicit(&vc_disabled, memory_order_relaxed) || !rec)
         return;
-    rc_entry *e = NULL;
-    for (unsigned i = 0; i < RC_SLOTS && !e; i++)
-        if (rc[i].rec == rec)
-            e = &rc[i];
+    hcg_rc_entry *e = rc_find(rec);
     if (!e)
-        e = &rc[rc_next++ % RC_SLOTS];
+        e = &hcg_t_rc.e[hcg_t_rc.next++ % HCG_RC_SLOTS];
     e->rec = rec;
     e->r = *r;
     e->gen = gen;
-    e->t = coarse_ns();
+    e->t = t;
+    e->ttl = rc_ttl_ticks();
+    hcg_t_rc.hot = *e;
 }
 
 /* ---- PROCMAP_QUERY ------------------------------------------------------ */
@@ -325,7 +332,7 @@ static int pq_walk(int fd, vma_walk *w)
 {
     struct hcg_procmap_query q;
     int cache = !atomic_load_explicit(&vc_disabled, memory_order_relaxed);
-    uint64_t gen = atomic_load_explicit(&vc_gen, memory_order_acquire);
+    uint64_t gen = atomic_load_explicit(&hcg_g_oracle_gen, memory_order_acquire);
     uint64_t now = cache ? coarse_ns() : 0;
     while (!w->done) {
         const vc_entry *e = cache ? vc_find(w->cur, gen, now) : NULL;

@@ -22,6 +22,10 @@
 
 static _Atomic uintptr_t g_registered[MAX_REGISTERED];
 static _Atomic size_t g_nregistered;
+/* Moves after each registration is complete (its slot stored): the
+ * threads' last answers (hcg_recognize_fast) are worth only as long as it
+ * stays where it was when they were made. */
+_Atomic unsigned hcg_g_recognize_gen = 1;
 
 static int is_registered(uintptr_t fn)
 {
@@ -50,6 +54,7 @@ HCG_EXPORT int hcguard_register_copy_fn(void *fn)
     /* Until this store a reader may see the new count and an empty slot:
      * the function simply is not registered yet. */
     atomic_store_explicit(&g_registered[n], p, memory_order_release);
+    atomic_fetch_add_explicit(&hcg_g_recognize_gen, 1, memory_order_release);
     return 0;
 }
 
@@ -306,20 +311,32 @@ const char *hcg_copy_fn_how(uintptr_t fn, hcg_fnkind k)
     }
 }
 
+_Thread_local hcg_recognized hcg_t_recognized;
+
 hcg_fnkind hcg_recognize(void *fn)
 {
+    /* The generation before the answer: a registration completed while it
+     * is made moves it, so the answer kept below is not used again. */
+    unsigned gen = atomic_load_explicit(&hcg_g_recognize_gen, memory_order_acquire);
     hcg_fnkind kind = recognize(fn);
     /* after the first match could be made: one load once checked */
     if (HCG_UNLIKELY(!atomic_load_explicit(&checked_first, memory_order_relaxed)))
         hcg_copy_fns_check(0);
+    hcg_t_recognized.fn = (uintptr_t)fn;
+    hcg_t_recognized.gen = gen;
+    hcg_t_recognized.kind = (uint8_t)kind;
     return kind;
 }
 
 /* ---- names -------------------------------------------------------------- */
 
+int (*hcg_symbolize_from)(const void *fn, char *buf, size_t len, char *obj, size_t objlen);
+
 int hcg_symbolize(const void *fn, char *buf, size_t len, char *obj,
                   size_t objlen)
 {
+    if (hcg_symbolize_from)
+        return hcg_symbolize_from(fn, buf, len, obj, objlen);
     objinfo o;
     int found = fn ? obj_lookup(fn, &o) : -1;
     if (obj && objlen)

@@ -32,8 +32,11 @@ typedef struct hcg_ring {
     /* What the owner runs now (fn, since when in ticks; 0: nothing), read
      * by the watchdog. */
     _Atomic uintptr_t run_fn;
+    _Atomic(const void *) run_tag;
     _Atomic uint64_t run_since;
     _Atomic uint32_t run_tid;
+    _Atomic uint64_t run_seq;       /* and the run's seq and stream */
+    _Atomic uintptr_t run_stream;
     uint64_t reported_since;            /* collector: run_since already reported */
     _Alignas(64) atomic_int owned;      /* a live thread produces into it */
     struct hcg_ring *next;                  /* list of all rings; only grows */
@@ -70,10 +73,20 @@ static pthread_t coll_thread;
 
 static atomic_uint_fast64_t seq;
 
-/* The next rejection's sequence number. */
+/* The next rejection's or finding's sequence number. */
 static uint64_t next_seq(void)
 {
     return atomic_fetch_add_explicit(&seq, 1, memory_order_relaxed) + 1;
+}
+
+uint64_t hcg_event_next_seq(void)
+{
+    return next_seq();
+}
+
+void hcg_event_link_seq(uint64_t s)
+{
+    hcg_self.linked_seq = s;
 }
 
 uint32_t hcg_gettid(void)
@@ -260,8 +273,12 @@ hcg_event hcg_event_make(hcg_evkind kind, unsigned reason, hcg_api api, uintptr_
     e.reason = (uint8_t)reason;
     e.api = (uint8_t)api;
     e.tid = hcg_gettid();
-    if (kind == HCG_EV_REJECT)
+    if (kind == HCG_EV_REJECT || kind == HCG_EV_FINDING)
         e.seq = next_seq();
+    if (kind == HCG_EV_FINDING && hcg_self.linked_seq) {
+        e.seq = hcg_self.linked_seq;
+        hcg_self.linked_seq = 0;
+    }
     e.t_enqueue = hcg_ticks();
     if (kind == HCG_EV_FINDING)
         e.t_start = e.t_end = e.t_enqueue;
@@ -301,6 +318,29 @@ static void to_sinks(const hcg_event *e, int files_only)
     for (const hcg_sink *const *k = hcg_sinks; *k; k++)
         if (!files_only || (*k)->flush)
             (*k)->event(e);
+}
+
+int hcg_event_slow(const hcg_event *run, hcg_event *out)
+{
+    /* As the summary counts them (src/sinks/findings.c). */
+    if (run->kind != HCG_EV_RUN ||
+        (double)(run->t_end - run->t_start) / 1e6 <= hcg_config_get()->slow_ms)
+        return 0;
+    *out = *run;
+    out->kind = HCG_EV_FINDING;
+    out->reason = HCG_FIND_SLOW;
+    out->dst = out->src = out->bytes = 0;
+    return 1;
+}
+
+/* A drained event to the sinks; a slow run's finding (counted by the
+ * summary's sink itself) to the files after it. */
+static void to_sinks_slow(const hcg_event *e, int files_only)
+{
+    hcg_event slow;
+    to_sinks(e, files_only);
+    if (HCG_UNLIKELY(e->kind == HCG_EV_RUN) && hcg_event_slow(e, &slow))
+        to_sinks(&slow, 1);
 }
 
 static void flush_files(void)
@@ -343,7 +383,7 @@ static void drain(ring *r, const hcg_clock_ref_t *ref)
         for (; t != h && k < BATCH; t++, k++) {
             hcg_event e = r->ev[t & (r->cap - 1)];
             to_ns(&e, ref);
-            to_sinks(&e, 0);
+            to_sinks_slow(&e, 0);
             if (!e.graph && (e.kind == HCG_EV_RUN || e.kind == HCG_EV_SKIP))
                 seqs[n++] = e.seq;
         }
@@ -388,7 +428,7 @@ void hcg_events_recover(const hcg_flight *f, hcg_counts *counts, uint64_t *dropp
         for (; t != h; t++) {
             hcg_event e = r->ev[t & (r->cap - 1)];
             to_ns(&e, &ref);
-            to_sinks(&e, 1);
+            to_sinks_slow(&e, 1);
         }
     }
 }
@@ -458,7 +498,7 @@ static void drain_to_files(ring *r, const hcg_clock_ref_t *ref)
     for (; t != h; t++) {
         hcg_event e = r->ev[t & (r->cap - 1)];
         to_ns(&e, ref);
-        to_sinks(&e, 1);
+        to_sinks_slow(&e, 1);
     }
     flush_files();
     atomic_store_explicit(&r->tail, t, memory_order_release);
@@ -524,14 +564,37 @@ void hcg_events_wait_drain(uint32_t gen, unsigned ms)
     atomic_fetch_sub_explicit(&drain_waiters, 1, memory_order_relaxed);
 }
 
-void hcg_event_running(uintptr_t fn, uint64_t since)
+static uintptr_t (*_Atomic running_site_of)(const void *tag);
+
+void hcg_events_on_running(uintptr_t (*site_of)(const void *tag))
+{
+    atomic_store(&running_site_of, site_of);
+}
+
+void hcg_event_running(const hcg_event *run, const void *tag, uint64_t since)
 {
     ring *r = hcg_self.ring;
     if (HCG_UNLIKELY(!r) && !(r = hcg_self.ring = acquire_ring()))
         return;
-    atomic_store_explicit(&r->run_fn, fn, memory_order_relaxed);
-    atomic_store_explicit(&r->run_tid, hcg_gettid(), memory_order_relaxed);
+    if (!run) {
+        atomic_store_explicit(&r->run_since, 0, memory_order_release);
+        return;
+    }
+    /* run_since is 0 here (the last run cleared it): the watchdog skips the
+     * ring until since is stored, after the rest (a seqlock's writer). */
+    atomic_thread_fence(memory_order_release);
+    atomic_store_explicit(&r->run_fn, run->fn, memory_order_relaxed);
+    atomic_store_explicit(&r->run_tag, tag, memory_order_relaxed);
+    atomic_store_explicit(&r->run_tid, run->tid, memory_order_relaxed);
+    atomic_store_explicit(&r->run_seq, run->seq, memory_order_relaxed);
+    atomic_store_explicit(&r->run_stream, run->stream, memory_order_relaxed);
     atomic_store_explicit(&r->run_since, since, memory_order_release);
+}
+
+uint64_t hcg_event_running_seq(void)
+{
+    ring *r = hcg_self.ring;
+    return r ? atomic_load_explicit(&r->run_seq, memory_order_relaxed) : 0;
 }
 
 /* Report host functions running longer than hang_ns (collector). */
@@ -543,17 +606,30 @@ static void watch_hangs(uint64_t hang_ns)
     for (ring *r = atomic_load(&rings); r; r = r->next) {
         uint64_t since = atomic_load_explicit(&r->run_since, memory_order_acquire);
         uintptr_t fn = atomic_load_explicit(&r->run_fn, memory_order_relaxed);
+        const void *tag = atomic_load_explicit(&r->run_tag, memory_order_relaxed);
         if (!since || since == r->reported_since)
             continue;
         uint64_t t0 = hcg_ticks_to_ns(&ref, since), t1 = hcg_ticks_to_ns(&ref, now);
         if (t1 <= t0 || t1 - t0 < hang_ns)
             continue;
         r->reported_since = since;
-        hcg_event e = hcg_event_make(HCG_EV_FINDING, HCG_FIND_HANG, 0, 0, fn, 0);
+        if (!HCG_FINDING_ON(hcg_config_get(), HCG_FIND_HANG))
+            continue;
+        uintptr_t (*site_of)(const void *) = atomic_load(&running_site_of);
+        hcg_event e = hcg_event_make(HCG_EV_FINDING, HCG_FIND_HANG, 0,
+                                     atomic_load_explicit(&r->run_stream, memory_order_relaxed),
+                                     fn, 0);
+        e.seq = atomic_load_explicit(&r->run_seq, memory_order_relaxed);
+        e.caller = tag && site_of ? site_of(tag) : 0; /* checked below: the same run */
         e.t_start = t0;
         e.t_end = t1;
         e.t_enqueue = t0;
         e.tid = atomic_load_explicit(&r->run_tid, memory_order_relaxed);
+        /* The fields were read after since (acquire): the run may have
+         * ended and another begun meanwhile. */
+        atomic_thread_fence(memory_order_acquire);
+        if (atomic_load_explicit(&r->run_since, memory_order_relaxed) != since)
+            continue;
         hcg_count_collector(HCG_FIND_HANG);
         to_sinks(&e, 0);
     }

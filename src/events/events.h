@@ -12,6 +12,10 @@
 /* A skip of a record already reported at enqueue (audit mode): shown, but
  * not counted as a second error. */
 #define HCG_EVF_REPORTED 0x01
+/* A rejection: the record's fields were read (dst, src, bytes). */
+#define HCG_EVF_HAVE_RECORD 0x02
+/* A rejection in audit mode: the launch went through. */
+#define HCG_EVF_PASSED 0x04
 
 typedef struct hcg_event {
     uint8_t kind;   /* hcg_evkind */
@@ -22,12 +26,15 @@ typedef struct hcg_event {
     uint8_t fault_sig;  /* copy-faulted: SIGSEGV or SIGBUS (in the padding) */
     uint8_t fault_code; /* copy-faulted: its si_code */
     uint32_t tid;
+    uint32_t enq_tid; /* the thread that enqueued it (runs), 0 unknown (in the padding) */
     uint64_t seq;
     uint64_t t_enqueue, t_start, t_end; /* hcg_ticks(); ns once drained */
     uint64_t bytes;
     uintptr_t fn, user, stream, dst, src;
     uintptr_t graph, node; /* graph host nodes; 0 for stream launches */
     uintptr_t fault_addr;  /* copy-faulted: the address that faulted */
+    uintptr_t caller;      /* findings, rejections, skips, slow runs: the call site
+                            * (check/callsite.c: hcg_callsite_name); 0 unknown */
 } hcg_event;
 
 /* Exact counters. Each thread counts what it did (ran, copied, skipped,
@@ -57,8 +64,9 @@ uint64_t hcg_counts_sum(const hcg_counts *c, unsigned first, unsigned n);
 /* The one constructor of the events made outside the trampoline (whose
  * run and skip events are filled in place, on the hot path): kind and
  * reason, the entry point, stream, function and data, the calling thread,
- * t_enqueue now, and for a finding t_start and t_end too; a rejection also
- * takes the next sequence number. The caller adds the rest. */
+ * t_enqueue now, and for a finding t_start and t_end too; a rejection and
+ * a finding also take a sequence number: the next one, or for a finding
+ * the launch's that hcg_event_link_seq named. The caller adds the rest. */
 hcg_event hcg_event_make(hcg_evkind kind, unsigned reason, hcg_api api, uintptr_t stream,
                          uintptr_t fn, uintptr_t user);
 /* Copy *e into the calling thread's ring: no lock, no allocation (after a
@@ -66,8 +74,24 @@ hcg_event hcg_event_make(hcg_evkind kind, unsigned reason, hcg_api api, uintptr_
  * is woken when the ring passes half full). Counts it first; drops and
  * counts the drop when full. */
 void hcg_event_push(const hcg_event *e);
-/* Around a host function: what the thread runs, for the watchdog. */
-void hcg_event_running(uintptr_t fn, uint64_t since);
+/* The next finding this thread makes belongs to the launch numbered seq
+ * (made at its enqueue): it takes that number. */
+void hcg_event_link_seq(uint64_t seq);
+/* A new sequence number from the counter rejections and findings use (a
+ * graph replay's, src/run). */
+uint64_t hcg_event_next_seq(void);
+/* Around a host function: what the thread runs (run: its event, with fn,
+ * seq and stream; NULL when it returned), for the watchdog; tag (the run
+ * layer's call) gives its enqueue site through the hook below. */
+void hcg_event_running(const hcg_event *run, const void *tag, uint64_t since);
+/* The run layer's: the enqueue site of a running call's tag (set once). */
+void hcg_events_on_running(uintptr_t (*site_of)(const void *tag));
+/* The seq of the run the calling thread is in (0 if none yet). */
+uint64_t hcg_event_running_seq(void);
+/* A host function that ran longer than HCGUARD_SLOW_MS: run (a run event,
+ * in ns) makes the slow-host-fn finding *out, of the run's seq, stream and
+ * times, for the log and the trace. 1 if it is slow. */
+int hcg_event_slow(const hcg_event *run, hcg_event *out);
 /* Drain every ring into the sinks now (any thread; serialised). */
 void hcg_events_flush(void);
 /* Start the collector thread (idempotent; after fork, restarts). */
@@ -121,6 +145,9 @@ typedef struct hcg_sink {
     int (*active)(void);
     void (*report)(void);
     uint64_t (*errors)(void);
+    /* hcguard report: an event read back from a log (the sinks that
+     * summarise them; after_fork starts them anew). */
+    void (*read_event)(const hcg_event *e);
 } hcg_sink;
 /* Every sink, in the order they see each event; NULL-terminated. Defined
  * by the sinks layer (src/sinks/sinks.c). */

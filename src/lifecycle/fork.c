@@ -2,8 +2,11 @@
  * (base/fork.c, which every module that holds a lock calls before it takes
  * it), and here, where every module is known, its table of hooks. Before
  * the fork, the locks guarding what a child keeps (the thunk table, the
- * oracle's query fd, the graph-exec table) are taken in a fixed order, so that the child finds that state whole; after
- * it the parent releases them. In the child, which has only the forking
+ * oracle's query fd) are taken in a fixed order, so that the child finds
+ * that state whole; after it the parent releases them. Only locks never
+ * held across a driver call: the driver's own fork handler may run first
+ * and hold what that call waits for (the graph-exec table's lock is such a
+ * lock: a child starts that table empty). In the child, which has only the forking
  * thread, every lock hcguard has is made anew (a message being printed,
  * a drain, a driver load in another thread at the fork would otherwise
  * leave one held for ever), and every module starts afresh: the child
@@ -15,8 +18,6 @@
 /* graph.c and init.c are in the preloaded library only: the core archive
  * (unit tests, the launcher) has no graph table and no lifecycle, and
  * takes these defaults; the library's own definitions replace them. */
-__attribute__((weak)) void hcg_graph_fork_lock(void) {}
-__attribute__((weak)) void hcg_graph_fork_unlock(void) {}
 __attribute__((weak)) void hcg_graph_after_fork(void) {}
 __attribute__((weak)) void hcg_init_after_fork(void) {}
 
@@ -26,11 +27,14 @@ const hcg_fork_hook hcg_fork_hooks[] = {
     {NULL, NULL, hcg_flight_after_fork},      /* first: the parent's record left alone */
     {hcg_thunk_fork_lock, hcg_thunk_fork_unlock, hcg_thunk_after_fork},
     {hcg_oracle_fork_lock, hcg_oracle_fork_unlock, hcg_oracle_after_fork},
-    {hcg_graph_fork_lock, hcg_graph_fork_unlock, hcg_graph_after_fork},
+    {NULL, NULL, hcg_graph_after_fork},       /* exec_lock: not taken (see graph.c) */
+    {hcg_nvtx_fork_lock, hcg_nvtx_fork_unlock, hcg_nvtx_after_fork},
     {NULL, NULL, hcg_report_after_fork},      /* msg_lock */
+    {NULL, NULL, hcg_callsite_after_fork},    /* site_lock */
     {NULL, NULL, hcg_driver_reset_after_fork}, /* drv_lock */
     {NULL, NULL, hcg_events_after_fork},      /* drain and collector locks, rings */
     {NULL, NULL, hcg_pool_after_fork},
+    {NULL, NULL, hcg_copy_pool_after_fork},   /* no workers: made anew when needed */
     {NULL, NULL, hcg_sinks_after_fork},      /* each sink's, their locks too */
     {NULL, NULL, hcg_init_after_fork},        /* last: the child starts anew */
 };

@@ -3,6 +3,7 @@
  * Python may never touch CUDA), fork handling, and the exit summary. */
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -37,6 +38,7 @@ static void start(void)
         hcg_pool_use_store(pools);
     hcg_sinks_open(c);
     hcg_fork_register();
+    hcg_nvtx_init(); /* before the first launch: calls carry its flag */
     /* Before the first check: reads of user memory and the copies hcguard
      * makes are fault-contained from here on (not in mode off, where
      * hcguard neither reads nor copies). */
@@ -46,6 +48,8 @@ static void start(void)
      * would take the events still in memory with it. */
     if (c->mode != HCG_MODE_OFF && !hcg_g_flight && (c->log_path[0] || c->trace_path[0]))
         hcg_fault_watch_deaths(hcg_lifecycle_flush_from_signal);
+    hcg_callsite_init();
+    hcg_trampoline_init();
     hcg_collector_start();
     atomic_store(&hcg_g_started, 1);
 }
@@ -78,11 +82,27 @@ void hcg_lifecycle_exec_summary(void)
         hcg_sinks_report();
 }
 
+/* A process that launched nothing says in one line that hcguard was
+ * there, unless another process running hcguard may speak for it: one
+ * that shares its stderr (a fork child, a process spawned, or exec'd after
+ * a fork, by one running hcguard). The first process speaks, also after
+ * it exec'd itself. */
+static void say_idle(void)
+{
+    const hcg_config *c = hcg_config_get();
+    if (c->mode == HCG_MODE_OFF || !c->summary || forked || getenv(HCG_SHARED_STDERR_VAR))
+        return;
+    hcg_sinks_report_idle();
+}
+
 __attribute__((destructor)) static void finish(void)
 {
-    if (!atomic_load(&hcg_g_started))
+    if (!atomic_load(&hcg_g_started)) {
+        say_idle();
         return;
+    }
     const hcg_config *c = hcg_config_get();
+    hcg_copy_pool_stop(1);
     hcg_collector_stop();
     hcg_sinks_close();
     if (forked && !hcg_sinks_active())

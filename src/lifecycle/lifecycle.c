@@ -13,6 +13,7 @@
  * Fatal signals: hcg_lifecycle_flush_from_signal() is the hook for the
  * chained signal handlers (src/check/fault.c) to call. */
 #include <errno.h>
+#include <pthread.h>
 #include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -24,21 +25,46 @@
 
 extern char **environ;
 
-/* envp with HCGUARD_EXEC=var in place of any it had; NULL if out of memory
- * (then envp is passed as it is). */
-static char **with_exec_var(char *const envp[], const char *var)
+/* More than one process shares stderr (the messages' prefix gives the pid):
+ * both sides of a fork, and a process started by one running hcguard that
+ * had it (the variable is hcguard's mark; its value is not used). Set up
+ * when the library is loaded, so that a fork before the first launch
+ * counts too. Its own pthread_atfork, registered when the library is
+ * loaded: the one registration of the module hooks (base/fork.c) comes
+ * later, once hcguard holds a lock, and must not run them before. */
+static void forked(void)
 {
+    hcg_report_set_shared();
+}
+
+__attribute__((constructor)) static void watch_forks(void)
+{
+    if (getenv(HCG_SHARED_STDERR_VAR))
+        hcg_report_set_shared();
+    pthread_atfork(NULL, forked, forked);
+}
+
+/* envp with HCGUARD_EXEC=var in place of any it had, and
+ * HCG_SHARED_STDERR_VAR when more than one process shares stderr (shared:
+ * a spawned child, or this process once it has forked or spawned); NULL if
+ * out of memory (then envp is passed as it is). */
+static char **with_exec_var(char *const envp[], const char *var, int shared)
+{
+    static const size_t mark_len = sizeof HCG_SHARED_STDERR_VAR - 1;
     size_t n = 0;
     while (envp && envp[n])
         n++;
-    char **out = malloc((n + 2) * sizeof *out);
+    char **out = malloc((n + 3) * sizeof *out);
     if (!out)
         return NULL;
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
-        if (strncmp(envp[i], "HCGUARD_EXEC=", 13) != 0)
+        if (strncmp(envp[i], "HCGUARD_EXEC=", 13) != 0 &&
+            (strncmp(envp[i], HCG_SHARED_STDERR_VAR, mark_len) != 0 || envp[i][mark_len] != '='))
             out[k++] = envp[i];
     out[k++] = (char *)var;
+    if (shared)
+        out[k++] = (char *)HCG_SHARED_STDERR_VAR "=1";
     out[k] = NULL;
     return out;
 }
@@ -63,6 +89,7 @@ static int before_exec(void)
 {
     if (!atomic_load(&hcg_g_started))
         return 0;
+    hcg_copy_pool_stop(0);
     hcg_collector_stop();
     hcg_events_flush_files();
     hcg_lifecycle_exec_summary();
@@ -90,7 +117,7 @@ static int do_execve(const char *path, char *const argv[], char *const envp[], i
         return -1;
     }
     int running = before_exec();
-    char **env = with_exec_var(envp, make_exec_var());
+    char **env = with_exec_var(envp, make_exec_var(), hcg_report_shared());
     real(path, argv, env ? env : envp);
     int err = errno;
     free(env);
@@ -125,7 +152,7 @@ HCG_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
         return -1;
     }
     int running = before_exec();
-    char **env = with_exec_var(envp, make_exec_var());
+    char **env = with_exec_var(envp, make_exec_var(), hcg_report_shared());
     real(fd, argv, env ? env : envp);
     int err = errno;
     free(env);
@@ -204,9 +231,11 @@ static int do_spawn(hcg_libc_posix_spawn_fn real, pid_t *pid, const char *path,
      * that the child's lines come after what was written before. */
     if (atomic_load(&hcg_g_started))
         hcg_events_flush_files();
-    char **env = with_exec_var(envp, make_exec_var());
+    char **env = with_exec_var(envp, make_exec_var(), 1);
     int r = real(pid, path, fa, attr, argv, env ? env : envp);
     free(env);
+    if (r == 0)
+        hcg_report_set_shared(); /* the child writes to the same stderr */
     return r;
 }
 

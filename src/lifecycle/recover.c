@@ -30,6 +30,7 @@ int hcg_flight_recover(const char *path, pid_t pid, const char *how, uint64_t *e
         rc = -1; /* the program never recorded (no hcguard in it, mode off) */
     else if (atomic_load(&f->pid) == (int32_t)pid && !atomic_load(&f->finished)) {
         static char report[HCG_PATH_MAX];
+        hcg_report_set_pid(pid);
         if (hcg_flight_path(f->report_path, report))
             hcg_report_continue(report);
         hcg_sinks_recover(f, pid);

@@ -20,21 +20,6 @@
  * that exited are taken over by new threads. */
 #define CHUNK_CALLS 256
 
-typedef struct hcg_pool {
-    hcg_call *free;                 /* owner only */
-    uint64_t seq;                   /* owner only: sequence numbers it gave */
-    _Atomic uint64_t launched[HCG_FN_KIND_COUNT]; /* owner writes, summary reads */
-    unsigned index;
-    /* Flow control, owner only: one-shot launches made, launches it may
-     * still make before it looks again, and launches given up on. */
-    _Atomic uint64_t flow_launched, flow_forgiven;
-    int64_t credit;
-    _Alignas(64) _Atomic(hcg_call *) returned;
-    atomic_int owned;
-    struct hcg_pool *next;          /* all pools; the list only grows */
-    /* The collector: this pool's one-shot launches whose event it drained. */
-    _Alignas(64) _Atomic uint64_t flow_drained;
-} hcg_pool;
 
 /* Static: a pool is small, and mapping a page for one would land in any
  * one-page hole of the address space. */
@@ -45,7 +30,7 @@ static hcg_pool pool_store_own[MAX_POOLS];
 static hcg_pool *pool_store = pool_store_own;
 static atomic_uint pools_used;
 static _Atomic(hcg_pool *) pools;
-static pthread_key_t pool_key;
+static pthread_key_t pool_key, give_back_key;
 static pthread_once_t pool_key_once = PTHREAD_ONCE_INIT;
 
 /* At thread exit: the pool is another thread's to take from now on, and
@@ -61,9 +46,12 @@ static void pool_exit(void *p)
 
 static void pool_drained(uint64_t seq);
 
+static void give_back_exit(void *unused);
+
 static void make_pool_key(void)
 {
     pthread_key_create(&pool_key, pool_exit);
+    pthread_key_create(&give_back_key, give_back_exit);
     hcg_events_on_drained(pool_drained); /* before any call exists */
 }
 
@@ -88,8 +76,17 @@ static hcg_pool *acquire_pool(void)
             p->next = head;
         while (!atomic_compare_exchange_weak(&pools, &head, p));
     }
+    atomic_store_explicit(&p->tid, hcg_gettid(), memory_order_relaxed);
     pthread_setspecific(pool_key, p);
     return p;
+}
+
+uint32_t hcg_seq_launcher_tid(uint64_t seq)
+{
+    uint64_t i = seq >> 44; /* pool_seq: the pool's index + 1 */
+    if (i == 0 || i > atomic_load_explicit(&pools_used, memory_order_acquire) || i > MAX_POOLS)
+        return 0;
+    return atomic_load_explicit(&pool_store[i - 1].tid, memory_order_relaxed);
 }
 
 size_t hcg_pool_store_bytes(void)
@@ -133,24 +130,16 @@ static int refill(hcg_pool *p)
     return 1;
 }
 
-/* Calls come from a pool of the allocating thread; NULL if out of memory. */
-static hcg_call *call_alloc(void)
+/* The allocation's rare path (hcg_call_alloc): this thread has no pool
+ * yet, or its free list ran dry. NULL if out of memory. */
+hcg_call *hcg_call_alloc_slow(void)
 {
     hcg_pool *p = hcg_self.pool;
     if (HCG_UNLIKELY(!p) && !(p = hcg_self.pool = acquire_pool()))
         return NULL;
-    if (HCG_UNLIKELY(!p->free) && !refill(p))
+    if (!p->free && !refill(p))
         return NULL;
-    hcg_call *c = p->free;
-    p->free = c->next_free;
-    /* The next call's line was last written by the callback thread that
-     * gave it back: fetch it now, for writing, while this launch goes on
-     * into the driver, rather than stall on it at the next launch. */
-    if (p->free) {
-        __builtin_prefetch(p->free, 1, 3);
-        __builtin_prefetch((char *)p->free + 64, 1, 3); /* copies' line */
-    }
-    return c;
+    return hcg_call_alloc();
 }
 
 /* What a released call runs, should a graph still hold it: a loud stop,
@@ -163,40 +152,14 @@ static void CUDA_CB freed_call(void *arg)
     abort();
 }
 
-/* Per pool, so that a launch costs no atomic read-modify-write: sequence
- * numbers carry the pool in their top bits (unique, ordered per thread);
- * counts are summed when read. */
-static uint64_t pool_seq(hcg_call *c)
-{
-    hcg_pool *p = c->owner;
-    return (uint64_t)(p->index + 1) << 44 | ++p->seq;
-}
-
 hcg_call *hcg_call_new(hcg_api api, CUstream s, CUhostFn fn, void *user, hcg_fnkind kind,
                        hcguard_status why, int wrapped)
 {
-    hcg_call *c = call_alloc();
+    hcg_call *c = hcg_call_alloc();
     if (HCG_UNLIKELY(!c))
         return NULL;
-    c->fn = fn;
-    c->user = user;
-    c->wrapped = (uint8_t)wrapped;
-    c->stream = (uintptr_t)s;
-    c->kind = (uint8_t)kind;
-    c->api = (uint8_t)api;
-    c->enqueue_status = (uint8_t)why;
-    c->oneshot = 1;
-    c->seq = pool_seq(c);
-    c->t_enqueue = hcg_ticks();
+    hcg_call_init(c, api, s, fn, user, kind, why, wrapped, hcg_ticks());
     return c;
-}
-
-/* Counting a launch: in the pool, on the thread that allocated it. */
-static void pool_count(hcg_pool *p, hcg_fnkind kind)
-{
-    _Atomic uint64_t *n = &p->launched[kind];
-    atomic_store_explicit(n, atomic_load_explicit(n, memory_order_relaxed) + 1,
-                          memory_order_relaxed);
 }
 
 /* ---- flow control -----------------------------------------------------------
@@ -259,7 +222,7 @@ static uint64_t flow_wait_for_room(hcg_pool *p, uint64_t room, uint64_t all)
     return all;
 }
 
-__attribute__((noinline, cold)) static void flow_wait(hcg_pool *p)
+__attribute__((noinline, cold)) void hcg_pool_flow_wait(hcg_pool *p)
 {
     uint64_t room = hcg_events_flow_room();
     if (!room || hcg_self.in_host_fn) {
@@ -273,13 +236,6 @@ __attribute__((noinline, cold)) static void flow_wait(hcg_pool *p)
     /* Half of what is left, shared among the threads that launch. */
     uint64_t left = room > all ? room - all : 0;
     p->credit = (int64_t)(left / (2 * (used ? used : 1))) + 1;
-}
-
-void hcg_pool_flow(hcg_pool *p)
-{
-    owner_add(&p->flow_launched, 1);
-    if (HCG_UNLIKELY(--p->credit <= 0))
-        flow_wait(p);
 }
 
 /* The collector drained the event of the launch numbered seq. */
@@ -313,16 +269,76 @@ void hcg_call_free_local(hcg_call *c)
     c->owner->free = c;
 }
 
+/* The chain head..tail onto p's stack of returned calls. */
+static void push_returned(hcg_pool *p, hcg_call *head, hcg_call *tail)
+{
+    hcg_call *old = atomic_load_explicit(&p->returned, memory_order_relaxed);
+    do
+        tail->next_free = old;
+    while (!atomic_compare_exchange_weak_explicit(&p->returned, &old, head, memory_order_release,
+                                                  memory_order_relaxed));
+}
+
 /* Writes only next_free: the call's line stays as the launching thread
  * left it, give or take that word. */
 void hcg_call_release(hcg_call *c)
 {
+    push_returned(c->owner, c, c);
+}
+
+/* ---- giving calls back in batches ------------------------------------------
+ * The callback thread gives a stream launch's call back after it ran. One
+ * at a time, a launching thread that the callback thread keeps up with
+ * would find its free list empty at nearly every launch and take the one
+ * call just given back: an atomic exchange on a line the other core has
+ * just written, then a miss on the call's own line. So each thread gives
+ * back up to GIVE_BATCH calls of one pool at once (and what it holds when
+ * the next call is another pool's, or when it exits). A launching thread
+ * that runs dry meanwhile takes a new chunk: at most GIVE_BATCH - 1 calls
+ * a thread are held back. */
+#define GIVE_BATCH 32
+
+typedef struct give_back {
+    hcg_pool *pool;
+    hcg_call *head, *tail;
+    unsigned n;
+    int keyed; /* its exit hook is set */
+} give_back;
+
+static _Thread_local give_back pending;
+
+static void give_back_flush(give_back *g)
+{
+    if (g->n)
+        push_returned(g->pool, g->head, g->tail);
+    g->head = g->tail = NULL;
+    g->n = 0;
+}
+
+static void give_back_exit(void *unused)
+{
+    (void)unused;
+    give_back_flush(&pending);
+}
+
+void hcg_call_release_batched(hcg_call *c)
+{
+    give_back *g = &pending;
     hcg_pool *p = c->owner;
-    hcg_call *head = atomic_load_explicit(&p->returned, memory_order_relaxed);
-    do
-        c->next_free = head;
-    while (!atomic_compare_exchange_weak_explicit(&p->returned, &head, c, memory_order_release,
-                                                  memory_order_relaxed));
+    if (HCG_UNLIKELY(g->pool != p)) {
+        give_back_flush(g);
+        g->pool = p;
+        if (!g->keyed) {
+            g->keyed = 1;
+            pthread_setspecific(give_back_key, g); /* non-NULL: the hook runs */
+        }
+    }
+    c->next_free = g->head;
+    if (!g->head)
+        g->tail = c;
+    g->head = c;
+    if (++g->n >= GIVE_BATCH)
+        give_back_flush(g);
 }
 
 /* ---- launch counts --------------------------------------------------------
@@ -341,9 +357,17 @@ static _Atomic uint64_t *nodes_made(void)
     return hcg_g_flight ? &hcg_g_flight->nodes_made : &nodes_made_own;
 }
 
-void hcg_count_launch(struct hcg_pool *p, hcg_fnkind kind)
+/* Launches captured into graphs. */
+static _Atomic uint64_t captured_launches;
+
+void hcg_count_captured(void)
 {
-    pool_count(p, kind);
+    atomic_fetch_add_explicit(&captured_launches, 1, memory_order_relaxed);
+}
+
+uint64_t hcg_captured_launches(void)
+{
+    return atomic_load_explicit(&captured_launches, memory_order_relaxed);
 }
 
 uint64_t hcg_nodes_made(void)
@@ -381,4 +405,6 @@ void hcg_pool_after_fork(void)
     for (int k = 0; k < HCG_FN_KIND_COUNT; k++)
         atomic_store(&nodes_launched_own[k], 0);
     atomic_store(&nodes_made_own, 0);
+    if (hcg_self.pool)
+        atomic_store(&hcg_self.pool->tid, hcg_gettid()); /* the child's own thread */
 }

@@ -6,24 +6,34 @@
 
 #include "run/run.h"
 
+/* The record at rec into *snap, fault-contained: 0, or -1 if it cannot be
+ * read. hcguard's fault handler is installed at start-up: the contained
+ * copy is called directly (the oracle's read adds the fallback). */
+static int read_record(const void *rec, hcguard_copy_record *snap)
+{
+    if (HCG_LIKELY(hcg_fault_ready()))
+        return hcg_fault_copy(snap, rec, sizeof *snap, NULL);
+    const hcg_oracle *o = hcg_oracle_process();
+    return o->read(o->ctx, (uintptr_t)rec, snap, sizeof *snap);
+}
+
 /* Read a recognised copy's record rec once, fault-contained, into *snap
  * and check that snapshot (the only copy hcguard will ever use: the
  * trampoline copies from it). *gen: the unmap generation the check began
  * at. Returns nonzero if the call must be refused (guard mode). */
-static int check_copy(hcg_api api, CUstream s, CUhostFn fn, void *rec, hcg_fnkind kind,
-                      hcguard_copy_record *snap, hcguard_status *why, uint64_t *gen)
+int hcg_prepare_copy(hcg_api api, CUstream s, CUhostFn fn, void *rec, hcg_fnkind kind,
+                     uint64_t t, hcguard_copy_record *snap, hcguard_status *why, uint64_t *gen)
 {
-    const hcg_oracle *o = hcg_oracle_process();
     *gen = hcg_oracle_gen();
-    if (!rec)
+    if (HCG_UNLIKELY(!rec))
         *why = HCGUARD_ERR_NULL_RECORD;
-    else if (o->read(o->ctx, (uintptr_t)rec, snap, sizeof *snap) != 0)
+    else if (HCG_UNLIKELY(read_record(rec, snap) != 0))
         *why = HCGUARD_ERR_RECORD_UNREADABLE;
-    else if (hcg_oracle_recent(rec, snap))
+    else if (HCG_LIKELY(hcg_oracle_recent(rec, snap, t)))
         *why = HCGUARD_OK;
-    else if ((*why = hcg_validate_fields(o, snap)) == HCGUARD_OK)
-        hcg_oracle_remember(rec, snap, *gen);
-    if (*why == HCGUARD_OK)
+    else if ((*why = hcg_validate_fields(hcg_oracle_process(), snap)) == HCGUARD_OK)
+        hcg_oracle_remember(rec, snap, *gen, t);
+    if (HCG_LIKELY(*why == HCGUARD_OK))
         return 0;
     int guard = hcg_config_get()->mode == HCG_MODE_GUARD;
     int have_fields = *why != HCGUARD_ERR_NULL_RECORD && *why != HCGUARD_ERR_RECORD_UNREADABLE;
@@ -70,21 +80,32 @@ CUresult hcg_prepare_call(hcg_api api, CUstream s, CUhostFn fn, void *user, hcg_
         kind = hcg_look_through(user, &inner, &rec);
     if (HCG_UNLIKELY(hcg_config_get()->debug))
         hcg_debug_call(api, fn, user, kind, inner);
+    hcg_finding found = 0; /* reported once the launch has its seq */
     if (HCG_UNLIKELY(kind == HCG_FN_LIBC || kind == HCG_FN_CLOSURE)) {
-        hcg_audit_report_fn(kind == HCG_FN_LIBC ? HCG_FIND_LIBC_FN : HCG_FIND_CLOSURE, api, s,
-                            (void *)inner, rec);
-        if (kind == HCG_FN_LIBC && hcg_config_get()->mode == HCG_MODE_GUARD)
+        found = kind == HCG_FN_LIBC ? HCG_FIND_LIBC_FN : HCG_FIND_CLOSURE;
+        if (kind == HCG_FN_LIBC && hcg_config_get()->mode == HCG_MODE_GUARD) {
+            hcg_audit_report_fn(found, api, s, (void *)inner, rec);
             return CUDA_ERROR_INVALID_VALUE;
+        }
         kind = HCG_FN_ORDINARY;
     }
     hcguard_copy_record snap = {0, 0, 0};
     hcguard_status why = HCGUARD_OK;
-    uint64_t gen = 0;
-    if (hcg_fnkind_is_copy(kind) && check_copy(api, s, inner, rec, kind, &snap, &why, &gen))
+    uint64_t gen = 0, t = hcg_ticks(); /* the enqueue time, and the age of a verdict */
+    if (hcg_fnkind_is_copy(kind) &&
+        hcg_prepare_copy(api, s, inner, rec, kind, t, &snap, &why, &gen))
         return CUDA_ERROR_INVALID_VALUE;
-    hcg_call *c = hcg_call_new(api, s, fn, user, kind, why, inner != fn);
-    if (HCG_UNLIKELY(!c))
+    hcg_call *c = hcg_call_alloc();
+    if (HCG_UNLIKELY(!c)) {
+        if (found)
+            hcg_audit_report_fn(found, api, s, (void *)inner, rec);
         return CUDA_SUCCESS; /* out of memory: pass through, unmeasured */
+    }
+    hcg_call_init(c, api, s, fn, user, kind, why, inner != fn, t);
+    if (HCG_UNLIKELY(found)) {
+        hcg_event_link_seq(c->seq);
+        hcg_audit_report_fn(found, api, s, (void *)inner, rec);
+    }
     if (hcg_fnkind_is_copy(kind) || c->wrapped) { /* the second line: rarely */
         c->rec = rec;
         c->snap = snap;

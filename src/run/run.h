@@ -11,6 +11,24 @@
 /* One host-function launch (stream) or one host node (graph). */
 struct hcg_pool;
 
+/* A graph node's launches, as cuGraphLaunch recorded them for each call its
+ * executable graph holds (src/wrap/graph.c, under its lock), read by the
+ * trampoline: the k-th run of a call is taken to be the k-th launch
+ * recorded for it (launches of one executable graph run in order). A slot
+ * is valid while n is the launch's number + 1, written last. */
+#define HCG_REPLAY_SLOTS 16
+typedef struct hcg_replay {
+    _Atomic uint64_t n;
+    _Atomic uint64_t seq, t_enqueue; /* the replay's own seq; ticks at launch */
+    _Atomic uintptr_t stream;
+    _Atomic uint32_t tid;            /* the launching thread */
+} hcg_replay;
+typedef struct hcg_replays {
+    _Atomic uint64_t launched; /* recorded (application threads, serialised) */
+    _Atomic uint64_t ran;      /* runs taken (callback threads) */
+    hcg_replay slot[HCG_REPLAY_SLOTS];
+} hcg_replays;
+
 /* The first cache line holds all that a stream launch of an ordinary host
  * function touches: written by the launching thread, read by the callback
  * thread, which writes back only next_free when it returns the call. The
@@ -38,6 +56,12 @@ typedef struct hcg_call {
     void *uobj;               /* root only: the CUuserObject that owns it */
     CUhostFn inner;           /* wrapped: the function the wrapper calls with rec */
     uint64_t gen;             /* copies: hcg_oracle_gen() when the check began */
+    /* The enqueue site (check/callsite.c), set by the wrapper after
+     * hcg_call_new; read by the callback thread off the common path and by
+     * the watchdog, hence atomic (relaxed: a plain store). */
+    _Atomic uintptr_t caller;
+    void *nvtx_name;          /* hcg_nvtx_on: its NVTX range's registered name */
+    hcg_replays *replays;     /* graph nodes: their launches, or NULL (graph.c owns it) */
 } __attribute__((aligned(64))) hcg_call;
 
 /* The one initialiser: a call from this thread's pool for a one-shot
@@ -52,29 +76,148 @@ void hcg_call_free_local(hcg_call *c);
 /* Back to its pool from any thread (the callback thread after a stream
  * launch ran, a graph's last holder). */
 void hcg_call_release(hcg_call *c);
-/* Flow control: a one-shot launch made from p (after the driver took it),
- * which may wait for the collector (see pool.c). */
-void hcg_pool_flow(struct hcg_pool *p);
-/* Make c stop loudly if it ever runs again (graph calls, before release). */
-void hcg_call_poison(hcg_call *c);
-void hcg_pool_after_fork(void);
+/* The same from the callback thread after a stream launch ran: given back
+ * with others of its pool, GIVE_BATCH at a time (pool.c). */
+void hcg_call_release_batched(hcg_call *c);
+
+/* ---- the call pool (pool.c), inline for the launch path ------------------
+ * Each thread that allocates calls has a pool: a free list only it touches,
+ * and a stack of calls given back by other threads (the driver's callback
+ * thread, after a run), taken whole when the free list runs dry. So
+ * allocating costs no atomic operation on a line another core writes. */
+typedef struct hcg_pool {
+    hcg_call *free;                 /* owner only */
+    uint64_t seq;                   /* owner only: sequence numbers it gave */
+    _Atomic uint64_t launched[HCG_FN_KIND_COUNT]; /* owner writes, summary reads */
+    unsigned index;
+    _Atomic uint32_t tid;           /* the owner's thread id (the trace's enqueue marks) */
+    /* Flow control, owner only: one-shot launches made, launches it may
+     * still make before it looks again, and launches given up on. */
+    _Atomic uint64_t flow_launched, flow_forgiven;
+    int64_t credit;
+    _Alignas(64) _Atomic(hcg_call *) returned;
+    atomic_int owned;
+    struct hcg_pool *next;          /* all pools; the list only grows */
+    /* The collector: this pool's one-shot launches whose event it drained. */
+    _Alignas(64) _Atomic uint64_t flow_drained;
+} hcg_pool;
+
 /* The bytes of the pools' store, and memory to keep it in instead (the
  * flight record's, at start-up before any pool is made). */
 size_t hcg_pool_store_bytes(void);
 void hcg_pool_use_store(void *mem);
-void CUDA_CB hcg_trampoline(void *call);
-/* The same for cuStreamAddCallback's CUstreamCallback (fn is one). */
-void CUDA_CB hcg_stream_cb_trampoline(CUstream s, CUresult status, void *call);
+hcg_call *hcg_call_alloc_slow(void);
+
+/* A call from this thread's pool (hcg_self.pool, NULL until its first
+ * call); NULL if out of memory. */
+static inline hcg_call *hcg_call_alloc(void)
+{
+    hcg_pool *p = hcg_self.pool;
+    if (HCG_UNLIKELY(!p || !p->free))
+        return hcg_call_alloc_slow();
+    hcg_call *c = p->free;
+    hcg_call *next = c->next_free;
+    p->free = next;
+    /* The next call's line was last written by the callback thread that
+     * gave it back: fetch it now, for writing, while this launch goes on
+     * into the driver, rather than stall on it at the next launch. (A
+     * prefetch of NULL is harmless.) */
+    __builtin_prefetch(next, 1, 3);
+    __builtin_prefetch((char *)next + 64, 1, 3); /* copies' line */
+    return c;
+}
+
+/* ---- nvtx.c: NVTX ranges for Nsight Systems (HCGUARD_NVTX) ---------------- */
+/* Set once at start-up, before any launch: every call then has its name. */
+extern uint8_t hcg_nvtx_on;
+/* Start-up (application thread): the "hcguard" domain, if configured. */
+void hcg_nvtx_init(void);
+/* fn's registered name (enqueue, application thread: a lock, an allocation
+ * once per function); NULL if out of memory. */
+void *hcg_nvtx_name(uintptr_t fn);
+/* Around the host function, on the thread that runs it: no lock, no
+ * allocation of hcguard's. copy: bytes is the payload. */
+void hcg_nvtx_push(void *name, uint64_t bytes, int copy);
+void hcg_nvtx_pop(void);
+void hcg_nvtx_fork_lock(void);
+void hcg_nvtx_fork_unlock(void);
+void hcg_nvtx_after_fork(void);
+
+/* Fill a call's first line. Sequence numbers carry the pool in their top
+ * bits (unique, ordered per thread), so a launch costs no atomic
+ * read-modify-write. t: its enqueue time stamp (hcg_ticks). */
+static inline void hcg_call_init(hcg_call *c, hcg_api api, CUstream s, CUhostFn fn, void *user,
+                                 hcg_fnkind kind, hcguard_status why, int wrapped, uint64_t t)
+{
+    hcg_pool *p = c->owner;
+    c->fn = fn;
+    c->user = user;
+    c->stream = (uintptr_t)s;
+    c->t_enqueue = t;
+    c->seq = (uint64_t)(p->index + 1) << 44 | ++p->seq;
+    c->kind = (uint8_t)kind;
+    c->oneshot = 1;
+    c->api = (uint8_t)api;
+    c->enqueue_status = (uint8_t)why;
+    c->wrapped = (uint8_t)wrapped;
+    if (HCG_UNLIKELY(hcg_nvtx_on)) /* set once at start-up, before any launch */
+        c->nvtx_name = hcg_nvtx_name((uintptr_t)fn);
+}
+
+/* An owner-only counter others read: a plain add, no locked instruction. */
+static inline void hcg_owner_inc(_Atomic uint64_t *n)
+{
+    atomic_store_explicit(n, atomic_load_explicit(n, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
+}
+
+/* The thread that launched the stream launch numbered seq (its pool's
+ * owner now), 0 if unknown. */
+uint32_t hcg_seq_launcher_tid(uint64_t seq);
+/* Record a launch of a graph that holds c (graph.c, serialised by its
+ * caller), and undo the last one recorded (the launch failed). */
+void hcg_replay_note(hcg_call *c, uintptr_t stream, uint64_t ticks, uint32_t tid);
+void hcg_replay_unnote(hcg_call *c);
 
 /* Count a launch that reached the driver, by the launching thread, in its
  * own pool p, taken before the driver call (after it, the call may be
  * another thread's already). */
-void hcg_count_launch(struct hcg_pool *p, hcg_fnkind kind);
+static inline void hcg_count_launch(hcg_pool *p, hcg_fnkind kind)
+{
+    hcg_owner_inc(&p->launched[kind]);
+}
+
+/* Flow control: a one-shot launch made from p (after the driver took it),
+ * which may wait for the collector once the thread's credit is spent (see
+ * pool.c). */
+void hcg_pool_flow_wait(hcg_pool *p);
+static inline void hcg_pool_flow(hcg_pool *p)
+{
+    hcg_owner_inc(&p->flow_launched);
+    if (HCG_UNLIKELY(--p->credit <= 0))
+        hcg_pool_flow_wait(p);
+}
+
+/* Make c stop loudly if it ever runs again (graph calls, before release). */
+void hcg_call_poison(hcg_call *c);
+void hcg_pool_after_fork(void);
+void CUDA_CB hcg_trampoline(void *call);
+/* Start-up: the watchdog may name the site of a running call; runs this
+ * long (ticks) or longer take their site along (slow ones). */
+void hcg_trampoline_init(void);
+extern _Atomic uint64_t hcg_slow_ticks;
+/* The same for cuStreamAddCallback's CUstreamCallback (fn is one). */
+void CUDA_CB hcg_stream_cb_trampoline(CUstream s, CUresult status, void *call);
+
 /* Count a host function set on a graph node. */
 void hcg_count_node(hcg_fnkind kind);
 /* Launched on streams (counted in the pools) and set on graph nodes. */
 uint64_t hcg_launched_of(hcg_fnkind kind);
 uint64_t hcg_nodes_made(void);
+/* Stream launches captured into graphs (counted by wrap/graph.c; not on
+ * streams, for the summary). */
+void hcg_count_captured(void);
+uint64_t hcg_captured_launches(void);
 /* Launches counted in a flight record's copy of the pools. */
 uint64_t hcg_pool_store_launched(const void *store, hcg_fnkind kind);
 
@@ -88,6 +231,15 @@ void hcg_debug_call(hcg_api api, CUhostFn fn, void *user, hcg_fnkind kind, CUhos
  * a copy, and make the call the trampoline will run. CUDA_ERROR_INVALID_VALUE
  * if refused (reported); else CUDA_SUCCESS and *out, NULL if out of memory. */
 CUresult hcg_prepare_call(hcg_api api, CUstream s, CUhostFn fn, void *user, hcg_call **out);
+/* The check of a copy fn recognised as kind (not through a wrapper) at
+ * enqueue, for the launch's fast path: its record rec read once,
+ * fault-contained, into *snap and checked (a record this thread found good
+ * lately with the same contents, no unmap since, costs a compare). t: the
+ * launch's time stamp (hcg_ticks), also the age of what is remembered.
+ * *why: the verdict; *gen: the unmap generation the check began at.
+ * Returns nonzero if the call must be refused (reported; guard mode). */
+int hcg_prepare_copy(hcg_api api, CUstream s, CUhostFn fn, void *rec, hcg_fnkind kind,
+                     uint64_t t, hcguard_copy_record *snap, hcguard_status *why, uint64_t *gen);
 
 
 #endif /* HCG_RUN_H */

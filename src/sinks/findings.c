@@ -1,11 +1,16 @@
-/* The audit's findings (src/check/audit.c), on the collector's side: counted
- * by kind, printed once per (finding, function, what was called) under the
- * print limit, and listed in the summary; slow host functions also note
- * what waited behind them. And the copies skipped when they ran. */
+/* Findings, on the collector's side: bad records rejected at enqueue,
+ * copies skipped when they ran, and the audit's findings (src/check/audit.c).
+ * Each is an error or a warning (hcg_severity_of, the README's table).
+ * Identical ones (kind, reason, function, call site and what was called)
+ * are merged into one group: the first of a group is printed under the
+ * print limit, the rest are counted, and the summary lists every group.
+ * Slow host functions are aggregated the same way, with what waited
+ * behind them. */
 #include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "sinks/sinks.h"
@@ -21,31 +26,133 @@ static const char *called_name(uint64_t what, char *buf, size_t len)
     return buf;
 }
 
-#define SEEN_SLOTS 1024
-#define MAX_SLOW 16
+/* ---- severity: the README's table ------------------------------------------ */
+int hcg_severity_of(uint8_t ev, unsigned reason)
+{
+    if (ev != HCG_EV_FINDING) /* bad records, guard or audit mode: they would crash */
+        return HCG_SEV_ERROR;
+    switch (reason) {
+    case HCG_FIND_CUDA_CALL:        /* forbidden, often a deadlock */
+    case HCG_FIND_LIBC_FN:          /* called with the wrong signature */
+    case HCG_FIND_ONESHOT_IN_GRAPH: /* a second replay reads freed memory */
+        return HCG_SEV_ERROR;
+    default: /* closures, slow and hung functions cost time */
+        return HCG_SEV_WARNING;
+    }
+}
 
-typedef struct seen {
-    uint8_t kind;
-    uintptr_t fn;
-    uint64_t what;
+uint64_t hcg_findings_of_severity(const hcg_counts *c, int sev)
+{
+    uint64_t n = 0;
+    for (int f = 1; f < HCG_FIND_COUNT; f++)
+        if (hcg_severity_of(HCG_EV_FINDING, (unsigned)f) == sev)
+            n += c->v[HCG_CNT_FINDING + f];
+    return n;
+}
+
+/* ---- the groups ---------------------------------------------------------- */
+typedef struct group {
+    uint8_t ev, reason, fnkind, api;
+    uintptr_t fn, pc; /* pc: the call site's first frame */
+    uint64_t what;    /* cuda-call-in-host-fn: what was called */
     uint64_t count;
-} seen;
+    uint64_t total_ns, max_ns, delayed, max_wait; /* slow: run times, what waited */
+    uintptr_t site;   /* the first event's site, with its frames */
+    uintptr_t stream, graph;
+} group;
 
-typedef struct slow_rec {
-    uintptr_t fn, stream;
-    uint32_t tid;
-    uint64_t start, end, dur;
-    uint64_t delayed, max_wait;
-} slow_rec;
+#define MAX_HUNG 16
+#define MAX_SLOW_THREADS 64
 
 static struct {
     pthread_mutex_t lock;
-    seen seen[SEEN_SLOTS]; /* counted exactly elsewhere (hcg_counts) */
-    unsigned n_seen;
-    slow_rec slow[MAX_SLOW];
-    unsigned n_slow;
+    group *g; /* open addressing; cap a power of two, at most half full */
+    size_t cap, n;
+    /* Runs reported hung, so that they are not also slow. */
+    struct { uint32_t tid; uintptr_t fn; uint64_t start; } hung[MAX_HUNG];
+    unsigned n_hung;
+    /* Each thread's last slow run: later runs enqueued before it ended
+     * waited behind it. */
+    struct { uint32_t tid; uint64_t end; size_t gi; } slow_last[MAX_SLOW_THREADS];
+    unsigned n_slow_last;
 } A = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
+static uint64_t group_hash(const group *k)
+{
+    uint64_t h = ((uint64_t)k->ev << 8 | k->reason) * 0x9e3779b97f4a7c15ull;
+    h = (h ^ k->fn) * 0x9e3779b97f4a7c15ull;
+    h = (h ^ k->pc) * 0x9e3779b97f4a7c15ull;
+    return (h ^ k->what) * 0x9e3779b97f4a7c15ull;
+}
+
+static int group_same(const group *a, const group *b)
+{
+    return a->ev == b->ev && a->reason == b->reason && a->fn == b->fn && a->pc == b->pc &&
+           a->what == b->what;
+}
+
+static int grow(void)
+{
+    size_t cap = A.cap ? A.cap * 2 : 256;
+    group *g = calloc(cap, sizeof *g);
+    if (!g)
+        return -1;
+    for (size_t i = 0; i < A.cap; i++) {
+        if (!A.g[i].count)
+            continue;
+        size_t j = (size_t)group_hash(&A.g[i]) & (cap - 1);
+        while (g[j].count)
+            j = (j + 1) & (cap - 1);
+        g[j] = A.g[i];
+    }
+    free(A.g);
+    A.g = g;
+    A.cap = cap;
+    A.n_slow_last = 0; /* their indices moved */
+    return 0;
+}
+
+/* The group of k, counted once more; *first: it is new. NULL if out of
+ * memory (then counted only in the exact counters). */
+static group *group_add(const group *k, int *first)
+{
+    *first = 0;
+    if ((A.n + 1) * 2 > A.cap && grow() != 0)
+        return NULL;
+    size_t j = (size_t)group_hash(k) & (A.cap - 1);
+    while (A.g[j].count && !group_same(&A.g[j], k))
+        j = (j + 1) & (A.cap - 1);
+    if (!A.g[j].count) {
+        A.g[j] = *k;
+        A.n++;
+        *first = 1;
+    }
+    A.g[j].count++;
+    return &A.g[j];
+}
+
+static group key_of(const hcg_event *e)
+{
+    group k;
+    memset(&k, 0, sizeof k);
+    k.ev = e->kind;
+    k.reason = e->reason;
+    k.fnkind = e->fnkind;
+    k.api = e->api;
+    k.fn = e->fn;
+    k.site = e->caller;
+    k.pc = hcg_callsite_pc(e->caller);
+    /* What else tells identical ones apart: the entry point called, or
+     * the signal a copy faulted with. */
+    k.what = e->kind == HCG_EV_FINDING && e->reason == HCG_FIND_CUDA_CALL ? e->bytes
+             : e->kind == HCG_EV_SKIP                                     ? e->fault_sig
+                                                                          : 0;
+    k.stream = e->stream;
+    k.graph = e->graph;
+    return k;
+}
+
+/* ---- words ---------------------------------------------------------------- */
 static void describe(uintptr_t fn, char *buf, size_t len)
 {
     char name[256], obj[HCG_PATH_MAX];
@@ -60,17 +167,36 @@ static void describe(uintptr_t fn, char *buf, size_t len)
              obj[0] ? (base ? base + 1 : obj) : "", obj[0] ? ")" : "");
 }
 
-/* 1 the first time this (kind, fn, what) is seen. */
-static int first_time(uint8_t kind, uintptr_t fn, uint64_t what)
+/* "called from" (at enqueue) or "enqueued at" (run time): where; a graph
+ * node's run without a site names its graph. */
+static void print_site(const char *how, uintptr_t site, uintptr_t graph)
 {
-    for (unsigned i = 0; i < A.n_seen; i++)
-        if (A.seen[i].kind == kind && A.seen[i].fn == fn && A.seen[i].what == what) {
-            A.seen[i].count++;
-            return 0;
-        }
-    if (A.n_seen < SEEN_SLOTS)
-        A.seen[A.n_seen++] = (seen){kind, fn, what, 1};
-    return 1;
+    if (!site && graph)
+        hcg_msg("    %s: a host node of graph %p (--backtrace N names where it was set)", how,
+                (void *)graph);
+    else
+        hcg_callsite_print(how, site);
+}
+
+static void print_skip(const hcg_event *e)
+{
+    char where[96];
+    if (e->graph)
+        snprintf(where, sizeof where, "graph %p, node %p", (void *)e->graph, (void *)e->node);
+    else
+        snprintf(where, sizeof where, "stream %p", (void *)e->stream);
+    hcg_msg("ERROR: host copy skipped when it ran: %s: %s",
+            hcguard_status_name((hcguard_status)e->reason),
+            hcguard_status_string((hcguard_status)e->reason));
+    hcg_msg("    record now: dst 0x%jx, src 0x%jx, nbytes %ju (%s%s)", (uintmax_t)e->dst,
+            (uintmax_t)e->src, (uintmax_t)e->bytes, where,
+            e->reason == HCGUARD_ERR_COPY_FAULTED ? ", as checked"
+                                                  : ", changed since it was checked");
+    if (e->reason == HCGUARD_ERR_COPY_FAULTED)
+        hcg_msg("    fault: %s (%s) at address 0x%jx; contained, the program goes on",
+                e->fault_sig == SIGBUS ? "SIGBUS" : "SIGSEGV",
+                hcg_fault_code_name(e->fault_sig, e->fault_code), (uintmax_t)e->fault_addr);
+    print_site("enqueued at", e->caller, e->graph);
 }
 
 static void print_finding(const hcg_event *e)
@@ -78,179 +204,253 @@ static void print_finding(const hcg_event *e)
     char fbuf[HCG_PATH_MAX + 300], nbuf[80];
     describe(e->fn, fbuf, sizeof fbuf);
     int guard = hcg_config_get()->mode == HCG_MODE_GUARD;
+    const char *name = hcg_finding_name((hcg_finding)e->reason);
     switch (e->reason) {
     case HCG_FIND_CUDA_CALL:
-        hcg_msg("ERROR: %s: %s called inside host function %s", hcg_finding_name(e->reason),
+        hcg_msg("ERROR: %s: %s called inside host function %s", name,
                 called_name(e->bytes, nbuf, sizeof nbuf), fbuf);
         hcg_msg("    CUDA calls are not allowed in host functions (they may deadlock); %s",
                 guard ? "the call returned CUDA_ERROR_NOT_PERMITTED without reaching the driver"
                       : "the call was passed to the driver (audit mode)");
         hcg_msg("    thread %u, %s %p", e->tid, e->graph ? "graph" : "stream",
                 (void *)(e->graph ? e->graph : e->stream));
+        print_site("the host function was enqueued at", e->caller, e->graph);
         break;
     case HCG_FIND_LIBC_FN:
-        hcg_msg("ERROR: %s: %s passed to %s as a host function", hcg_finding_name(e->reason),
-                fbuf, hcg_api_name((hcg_api)e->api));
+        hcg_msg("ERROR: %s: %s passed to %s as a host function", name, fbuf,
+                hcg_api_name((hcg_api)e->api));
         hcg_msg("    it does not have CUhostFn's signature (void fn(void *)) and would be "
                 "called with garbage; %s; use hcguard_host_copy or cuda.core's HOST_COPY_FN "
                 "with a {dst, src, nbytes} record",
                 guard ? "the launch returned CUDA_ERROR_INVALID_VALUE" : "passed through (audit mode)");
+        print_site("called from", e->caller, 0);
         break;
     case HCG_FIND_CLOSURE:
         hcg_msg("WARNING: %s: host function %p is code in anonymous memory (a ctypes, cffi "
-                "or libffi closure)", hcg_finding_name(e->reason), (void *)e->fn);
+                "or libffi closure)", name, (void *)e->fn);
         hcg_msg("    a Python callback takes the GIL on the driver's thread and holds up every "
                 "other host function of the context; for copies use a host-copy function "
                 "(cuda.core HOST_COPY_FN, hcguard_host_copy)");
+        print_site("called from", e->caller, 0);
         break;
     case HCG_FIND_ONESHOT_IN_GRAPH:
         hcg_msg("ERROR: %s: host function %s was captured into a graph through cuda.bindings' "
-                "cuLaunchHostFunc", hcg_finding_name(e->reason), fbuf);
+                "cuLaunchHostFunc", name, fbuf);
         hcg_msg("    its wrapper frees the wrapper's data after the first run, so a second "
                 "replay of the graph would read freed memory; hcguard calls the function "
                 "directly on every replay, and frees the data with the graph");
+        print_site("called from", e->caller, 0);
         break;
     case HCG_FIND_HANG:
         hcg_msg("WARNING: %s: host function %s has been running for %.1f s on thread %u",
-                hcg_finding_name(e->reason), fbuf, (double)(e->t_end - e->t_start) / 1e9, e->tid);
+                name, fbuf, (double)(e->t_end - e->t_start) / 1e9, e->tid);
         hcg_msg("    every host function of the context waits behind it; the program goes on");
+        print_site("enqueued at", e->caller, 0);
         break;
     default:
         break;
     }
 }
 
+static void print_slow(const hcg_event *e)
+{
+    char fbuf[HCG_PATH_MAX + 300];
+    describe(e->fn, fbuf, sizeof fbuf);
+    hcg_msg("WARNING: %s: host function %s ran %.1f ms on thread %u (the threshold is %g ms)",
+            hcg_finding_name(HCG_FIND_SLOW), fbuf, (double)(e->t_end - e->t_start) / 1e6,
+            e->tid, hcg_config_get()->slow_ms);
+    hcg_msg("    every host function of the context waits behind it; the summary says how "
+            "many did");
+    print_site("enqueued at", e->caller, e->graph);
+}
+
+/* The first of a group is printed (under the print limit), the rest
+ * counted; the summary says how many. */
+static void add_and_print(const hcg_event *e, void (*print)(const hcg_event *))
+{
+    group k = key_of(e);
+    int first;
+    group *g = group_add(&k, &first);
+    if ((first || !g) && hcg_print_take())
+        print(e);
+}
+
+/* ---- slow and hung --------------------------------------------------------- */
+static void note_hung(const hcg_event *e)
+{
+    unsigned i = A.n_hung < MAX_HUNG ? A.n_hung++ : (unsigned)(e->t_start % MAX_HUNG);
+    A.hung[i].tid = e->tid;
+    A.hung[i].fn = e->fn;
+    A.hung[i].start = e->t_start;
+}
+
+/* 1 if this run was reported hung (its clock reference may differ by a
+ * little: within 1 ms); forgotten then. */
+static int was_hung(const hcg_event *e)
+{
+    for (unsigned i = 0; i < A.n_hung; i++) {
+        uint64_t d = A.hung[i].start > e->t_start ? A.hung[i].start - e->t_start
+                                                  : e->t_start - A.hung[i].start;
+        if (A.hung[i].tid == e->tid && A.hung[i].fn == e->fn && d < 1000000) {
+            A.hung[i] = A.hung[--A.n_hung];
+            return 1;
+        }
+    }
+    return 0;
+}
+
 static void note_delays(const hcg_event *e)
 {
-    for (unsigned i = 0; i < A.n_slow; i++) {
-        slow_rec *s = &A.slow[i];
-        if (s->tid == e->tid && e->t_enqueue < s->end && e->t_start >= s->end) {
-            s->delayed++;
-            uint64_t wait = e->t_start - e->t_enqueue;
-            if (wait > s->max_wait)
-                s->max_wait = wait;
+    for (unsigned i = 0; i < A.n_slow_last; i++) {
+        if (A.slow_last[i].tid != e->tid)
+            continue;
+        uint64_t end = A.slow_last[i].end;
+        if (e->t_enqueue < end && e->t_start >= end && A.slow_last[i].gi < A.cap) {
+            group *g = &A.g[A.slow_last[i].gi];
+            g->delayed++;
+            if (e->t_start - e->t_enqueue > g->max_wait)
+                g->max_wait = e->t_start - e->t_enqueue;
         }
     }
 }
 
-/* A host function ran (collector): slow ones are findings. */
+static void remember_slow(const hcg_event *e, const group *g)
+{
+    unsigned i = 0;
+    while (i < A.n_slow_last && A.slow_last[i].tid != e->tid)
+        i++;
+    if (i == A.n_slow_last) {
+        if (A.n_slow_last == MAX_SLOW_THREADS)
+            return;
+        A.n_slow_last++;
+    }
+    A.slow_last[i].tid = e->tid;
+    A.slow_last[i].end = e->t_end;
+    A.slow_last[i].gi = (size_t)(g - A.g);
+}
+
+/* A host function ran (collector): a slow one is a finding, unless it
+ * was reported hung. */
 static void check_slow(const hcg_event *e)
 {
-    double ms = (double)(e->t_end - e->t_start) / 1e6;
-    if (ms <= hcg_config_get()->slow_ms)
+    const hcg_config *cfg = hcg_config_get();
+    uint64_t d = e->t_end - e->t_start;
+    if (!HCG_FINDING_ON(cfg, HCG_FIND_SLOW) || cfg->slow_ms <= 0 ||
+        (double)d / 1e6 <= cfg->slow_ms || was_hung(e))
         return;
     hcg_count_collector(HCG_FIND_SLOW);
-    if (A.n_slow < MAX_SLOW)
-        A.slow[A.n_slow++] =
-            (slow_rec){e->fn, e->stream, e->tid, e->t_start, e->t_end, e->t_end - e->t_start, 0, 0};
+    hcg_event f = *e;
+    f.kind = HCG_EV_FINDING;
+    f.reason = HCG_FIND_SLOW;
+    group k = key_of(&f);
+    int first;
+    group *g = group_add(&k, &first);
+    if (!g)
+        return;
+    g->total_ns += d;
+    if (d > g->max_ns)
+        g->max_ns = d;
+    remember_slow(e, g);
+    if (first && hcg_print_take())
+        print_slow(&f);
 }
 
 void hcg_audit_event(const hcg_event *e)
 {
     pthread_mutex_lock(&A.lock);
-    if (e->kind == HCG_EV_FINDING) {
-        if (first_time(e->reason, e->fn, e->bytes) && hcg_print_take())
-            print_finding(e);
-    } else if (e->kind == HCG_EV_RUN || e->kind == HCG_EV_SKIP) {
+    switch (e->kind) {
+    case HCG_EV_FINDING:
+        if (e->reason == HCG_FIND_HANG)
+            note_hung(e);
+        add_and_print(e, print_finding);
+        break;
+    case HCG_EV_REJECT: { /* printed at enqueue (src/check/reject.c) */
+        group k = key_of(e);
+        int first;
+        group_add(&k, &first);
+        break;
+    }
+    case HCG_EV_SKIP:
+        /* One reported at enqueue is that error, said there already. */
+        if (!(e->flags & HCG_EVF_REPORTED))
+            add_and_print(e, print_skip);
+        /* fall through */
+    case HCG_EV_RUN:
         if (!e->graph)
             note_delays(e);
         if (e->kind == HCG_EV_RUN)
             check_slow(e);
+        break;
+    default:
+        break;
     }
     pthread_mutex_unlock(&A.lock);
 }
 
 void hcg_audit_after_fork(void)
 {
+    /* The parent's groups are the parent's: no thread of the child uses
+     * its table (the collector is the parent's), so it is freed here. */
+    free(A.g);
     memset(&A, 0, sizeof A);
     pthread_mutex_init(&A.lock, NULL);
 }
 
-/* CUDA calls, libc functions and one-shot wrappers in graphs would crash
- * or deadlock: errors. The rest cost time: warnings. */
-uint64_t hcg_audit_errors(const hcg_counts *c)
+/* ---- the summary's lists --------------------------------------------------- */
+static int by_count(const void *a, const void *b)
 {
-    return c->v[HCG_CNT_FINDING + HCG_FIND_CUDA_CALL] + c->v[HCG_CNT_FINDING + HCG_FIND_LIBC_FN] +
-           c->v[HCG_CNT_FINDING + HCG_FIND_ONESHOT_IN_GRAPH];
+    const group *x = *(const group *const *)a, *y = *(const group *const *)b;
+    if (x->count != y->count)
+        return x->count < y->count ? 1 : -1;
+    uint64_t tx = x->total_ns, ty = y->total_ns;
+    return tx < ty ? 1 : tx > ty ? -1 : 0;
 }
 
-static const char *fmt_ms(uint64_t ns, char *buf, size_t len)
+static void print_group(const group *g)
 {
-    snprintf(buf, len, "%.1f ms", (double)ns / 1e6);
-    return buf;
-}
-
-void hcg_audit_print(const hcg_counts *c)
-{
-    char fbuf[HCG_PATH_MAX + 300], a[32], b[32];
-    const uint64_t *count = &c->v[HCG_CNT_FINDING];
-    pthread_mutex_lock(&A.lock);
-    uint64_t total = 0;
-    for (int i = 1; i < HCG_FIND_COUNT; i++)
-        total += count[i];
-    hcg_msg("audit findings: %" PRIu64, total);
-    unsigned limit = hcg_config_get()->print_limit;
-    for (int i = 1; i < HCG_FIND_COUNT; i++) {
-        if (!count[i])
-            continue;
-        hcg_msg("    %-26s %8" PRIu64, hcg_finding_name((hcg_finding)i), count[i]);
-        unsigned listed = 0, unlisted = 0;
-        for (unsigned k = 0; k < A.n_seen; k++) {
-            if (A.seen[k].kind != i || i == HCG_FIND_SLOW)
-                continue;
-            if (limit && listed >= limit) {
-                unlisted++;
-                continue;
-            }
-            listed++;
-            char nbuf[80];
-            describe(A.seen[k].fn, fbuf, sizeof fbuf);
-            if (i == HCG_FIND_CUDA_CALL)
-                hcg_msg("        %s in %s: %" PRIu64 " call%s",
-                        called_name(A.seen[k].what, nbuf, sizeof nbuf), fbuf, A.seen[k].count,
-                        A.seen[k].count == 1 ? "" : "s");
-            else
-                hcg_msg("        %s: %" PRIu64 " time%s", fbuf, A.seen[k].count,
-                        A.seen[k].count == 1 ? "" : "s");
-        }
-        if (unlisted)
-            hcg_msg("        (%u more not printed: the print limit is %u)", unlisted, limit);
-    }
-    for (unsigned k = 0; k < A.n_slow; k++) {
-        const slow_rec *s = &A.slow[k];
-        describe(s->fn, fbuf, sizeof fbuf);
-        hcg_msg("        slow: %s ran %s on thread %u (stream %p); %" PRIu64
-                " host function%s waited behind it, the longest %s",
-                fbuf, fmt_ms(s->dur, a, sizeof a), s->tid, (void *)s->stream, s->delayed,
-                s->delayed == 1 ? "" : "s", fmt_ms(s->max_wait, b, sizeof b));
-    }
-    if (count[HCG_FIND_SLOW] > A.n_slow)
-        hcg_msg("        (%" PRIu64 " more slow host functions not listed)",
-                count[HCG_FIND_SLOW] - A.n_slow);
-    pthread_mutex_unlock(&A.lock);
-}
-
-/* A copy skipped when it ran (collector thread): printed under the same
- * cap as the findings at enqueue. */
-void hcg_report_skip(const hcg_event *e)
-{
-    if (!hcg_print_take())
-        return;
-    char where[96];
-    if (e->graph)
-        snprintf(where, sizeof where, "graph %p, node %p", (void *)e->graph, (void *)e->node);
+    char fbuf[HCG_PATH_MAX + 300], where[HCG_PATH_MAX + 600], nbuf[80];
+    describe(g->fn, fbuf, sizeof fbuf);
+    if (g->site || !g->graph)
+        hcg_callsite_name(g->site, where, sizeof where);
     else
-        snprintf(where, sizeof where, "stream %p", (void *)e->stream);
-    hcg_msg("%s: host copy skipped when it ran: %s: %s", (e->flags & HCG_EVF_REPORTED) ? "WARNING" : "ERROR",
-            hcguard_status_name((hcguard_status)e->reason),
-            hcguard_status_string((hcguard_status)e->reason));
-    hcg_msg("    record now: dst 0x%jx, src 0x%jx, nbytes %ju (%s%s)", (uintmax_t)e->dst,
-            (uintmax_t)e->src, (uintmax_t)e->bytes, where,
-            (e->flags & HCG_EVF_REPORTED)               ? ", reported at enqueue"
-            : e->reason == HCGUARD_ERR_COPY_FAULTED ? ", as checked"
-                                                    : ", changed since it was checked");
-    if (e->reason == HCGUARD_ERR_COPY_FAULTED)
-        hcg_msg("    fault: %s (%s) at address 0x%jx; contained, the program goes on",
-                e->fault_sig == SIGBUS ? "SIGBUS" : "SIGSEGV",
-                hcg_fault_code_name(e->fault_sig, e->fault_code), (uintmax_t)e->fault_addr);
+        snprintf(where, sizeof where, "a host node of graph %p", (void *)g->graph);
+    const char *how = g->ev == HCG_EV_REJECT ||
+                              (g->ev == HCG_EV_FINDING && g->reason != HCG_FIND_CUDA_CALL &&
+                               g->reason != HCG_FIND_SLOW && g->reason != HCG_FIND_HANG)
+                          ? "called from"
+                          : "enqueued at";
+    if (g->ev == HCG_EV_FINDING && g->reason == HCG_FIND_SLOW) {
+        char a[32], b[32], c[32];
+        snprintf(a, sizeof a, "%.1f ms", (double)g->total_ns / 1e6);
+        snprintf(b, sizeof b, "%.1f ms", (double)g->max_ns / 1e6);
+        snprintf(c, sizeof c, "%.1f ms", (double)g->max_wait / 1e6);
+        hcg_msg("        %8" PRIu64 "  %s, %s %s: total %s, max %s; %" PRIu64
+                " host function%s waited behind them, the longest %s",
+                g->count, fbuf, how, where, a, b, g->delayed, g->delayed == 1 ? "" : "s", c);
+    } else if (g->ev == HCG_EV_FINDING && g->reason == HCG_FIND_CUDA_CALL) {
+        hcg_msg("        %8" PRIu64 "  %s in %s, %s %s", g->count,
+                called_name(g->what, nbuf, sizeof nbuf), fbuf, how, where);
+    } else {
+        hcg_msg("        %8" PRIu64 "  %s, %s %s", g->count, fbuf, how, where);
+    }
+}
+
+/* Every group of (ev, reason), most frequent first. */
+void hcg_findings_print_groups(uint8_t ev, unsigned reason)
+{
+    pthread_mutex_lock(&A.lock);
+    size_t n = 0;
+    for (size_t i = 0; i < A.cap; i++)
+        n += A.g[i].count && A.g[i].ev == ev && A.g[i].reason == reason;
+    const group **list = n ? malloc(n * sizeof *list) : NULL;
+    size_t k = 0;
+    for (size_t i = 0; list && i < A.cap; i++)
+        if (A.g[i].count && A.g[i].ev == ev && A.g[i].reason == reason)
+            list[k++] = &A.g[i];
+    if (list)
+        qsort(list, k, sizeof *list, by_count);
+    for (size_t i = 0; i < k; i++)
+        print_group(list[i]);
+    free(list);
+    pthread_mutex_unlock(&A.lock);
 }

@@ -7,22 +7,126 @@
  * appending so that the two processes' writes do not overwrite each
  * other; every line names its process. */
 #include <inttypes.h>
-#include <stdio.h>
-
 #include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "sinks/sinks.h"
 
+#ifndef HCG_VERSION
+#define HCG_VERSION "unknown"
+#endif
+
 static hcg_sinkfile log_file = {.fd = -1};
+
+/* ---- the header: the first line each process (and image) writes --------
+ * What does not change in a fork child is found once, at open: the child
+ * may write its header from a fatal signal's handler. */
+static struct {
+    int pending; /* the next line this process writes is the header */
+    int driver_version;
+    char host[256];
+    char exe[HCG_PATH_MAX];
+} H;
+
+static int driver_version(void)
+{
+    hcg_driver *d = hcg_driver_peek();
+    int v = 0;
+    CUresult (*get)(int *) = d && d->handle ? (CUresult(*)(int *))hcg_real_dlsym(
+                                                  d->handle, "cuDriverGetVersion")
+                                            : NULL;
+    if (!get || get(&v) != CUDA_SUCCESS)
+        v = 0;
+    return v;
+}
+
+static void header_facts(void)
+{
+    H.driver_version = driver_version();
+    if (gethostname(H.host, sizeof H.host - 1) != 0)
+        snprintf(H.host, sizeof H.host, "unknown");
+    ssize_t n = readlink("/proc/self/exe", H.exe, sizeof H.exe - 1);
+    H.exe[n > 0 ? n : 0] = '\0';
+}
+
+static const char *mode_name(hcg_mode m)
+{
+    return m == HCG_MODE_GUARD ? "guard" : m == HCG_MODE_AUDIT ? "audit" : "off";
+}
+
+/* Appends s as a JSON string field ,"key":"s" at p + *len. */
+static void put_str(char *p, size_t *len, size_t room, const char *key, const char *s)
+{
+    int n = snprintf(p + *len, room - *len, ",\"%s\":\"", key);
+    if (n <= 0 || *len + (size_t)n + 2 >= room)
+        return;
+    *len += (size_t)n;
+    *len += hcg_json_str(p + *len, room - *len - 2, s);
+    p[(*len)++] = '"';
+}
+
+static void write_header(void)
+{
+    H.pending = 0;
+    char *p = hcg_sinkfile_reserve(&log_file);
+    if (!p)
+        return;
+    const hcg_config *c = hcg_config_get();
+    size_t room = HCG_SINK_EVENT_MAX, len = 0;
+    int n = snprintf(p, room, "{\"event\":\"header\",\"schema\":%d,\"hcguard\":\"%s\",\"pid\":%d,"
+                     "\"ppid\":%d", HCG_LOG_SCHEMA, HCG_VERSION, (int)getpid(), (int)getppid());
+    if (n <= 0)
+        return;
+    len = (size_t)n;
+    put_str(p, &len, room, "host", H.host);
+    if (c->rank[0])
+        put_str(p, &len, room, "rank", c->rank);
+    put_str(p, &len, room, "mode", mode_name(c->mode));
+    n = snprintf(p + len, room - len, ",\"driver_version\":%d", H.driver_version);
+    len += n > 0 ? (size_t)n : 0;
+    put_str(p, &len, room, "exe", H.exe);
+    n = snprintf(p + len, room - len, ",\"t0_ns\":%" PRIu64 "}\n", hcg_now_ns());
+    if (n <= 0 || len + (size_t)n >= room)
+        return;
+    hcg_sinkfile_commit_uncounted(&log_file, len + (size_t)n);
+}
 
 int hcg_jsonl_open(const char *path, const char *pattern)
 {
-    return hcg_sinkfile_open(&log_file, "event log", path, pattern, 1, HCG_SINK_LOG);
+    int rc = hcg_sinkfile_open(&log_file, "event log", path, pattern, 1, HCG_SINK_LOG);
+    header_facts();
+    if (rc == 0 && log_file.fd >= 0) {
+        /* Written at once: a process that dies early still names itself. */
+        write_header();
+        hcg_sinkfile_flush(&log_file);
+    }
+    return rc;
+}
+
+/* A log left by a program that died ends with a whole line, or is cut
+ * back to its last one (the half line's event is still in memory). */
+static void drop_half_line(void)
+{
+    char tail[HCG_SINK_EVENT_MAX * 2];
+    off_t size;
+    size_t n = hcg_sinkfile_tail(&log_file, tail, sizeof tail, &size);
+    if (n == 0 || tail[n - 1] == '\n')
+        return;
+    size_t k = n;
+    while (k > 0 && tail[k - 1] != '\n')
+        k--;
+    if (k > 0 || (off_t)n == size) /* else a line longer than any written */
+        hcg_sinkfile_cut(&log_file, size - (off_t)(n - k));
 }
 
 int hcg_jsonl_reopen(const char *path, pid_t pid)
 {
-    return hcg_sinkfile_reopen(&log_file, "event log", path, pid);
+    int rc = hcg_sinkfile_reopen(&log_file, "event log", path, pid);
+    if (rc == 0)
+        drop_half_line();
+    return rc;
 }
 
 void hcg_jsonl_flush(void)
@@ -38,10 +142,13 @@ char hcg_jsonl_exec_state(void)
 void hcg_jsonl_after_fork(void)
 {
     hcg_sinkfile_after_fork(&log_file);
+    H.pending = 1; /* the child's first line, in its own file or the shared one */
 }
 
 void hcg_jsonl_event(const hcg_event *e)
 {
+    if (HCG_UNLIKELY(H.pending))
+        write_header();
     char *p = hcg_sinkfile_reserve(&log_file);
     if (!p)
         return;
@@ -62,12 +169,24 @@ void hcg_jsonl_event(const hcg_event *e)
         len += hcg_json_str(p + len, room - len - 1, hcg_fn_name(e->fn)); /* 1 left for '"' */
         p[len++] = '"';
     }
+    if (e->caller) {
+        n = snprintf(p + len, room - len, ",\"caller\":\"");
+        len += n > 0 ? (size_t)n : 0;
+        len += hcg_json_str(p + len, room - len - 1, hcg_caller_name(e->caller));
+        p[len++] = '"';
+    }
     if (e->graph) {
         n = snprintf(p + len, room - len, ",\"graph\":\"0x%" PRIxPTR "\",\"node\":\"0x%" PRIxPTR "\"",
                      e->graph, e->node);
         len += n > 0 ? (size_t)n : 0;
     }
-    if (e->kind != HCG_EV_REJECT && e->kind != HCG_EV_FINDING) {
+    uint32_t enq_tid = hcg_event_enqueuer(e);
+    if (enq_tid) {
+        n = snprintf(p + len, room - len, ",\"enqueue_tid\":%u", enq_tid);
+        len += n > 0 ? (size_t)n : 0;
+    }
+    if ((e->kind != HCG_EV_REJECT && e->kind != HCG_EV_FINDING) ||
+        (e->kind == HCG_EV_FINDING && (e->reason == HCG_FIND_SLOW || e->reason == HCG_FIND_HANG))) {
         n = snprintf(p + len, room - len, ",\"t_start_ns\":%" PRIu64 ",\"t_end_ns\":%" PRIu64
                      ",\"duration_ns\":%" PRIu64, e->t_start, e->t_end, e->t_end - e->t_start);
         len += n > 0 ? (size_t)n : 0;
@@ -87,8 +206,10 @@ void hcg_jsonl_event(const hcg_event *e)
         n = snprintf(p + len, room - len, ",\"finding\":\"%s\"",
                      hcg_finding_name((hcg_finding)e->reason));
         len += n > 0 ? (size_t)n : 0;
-        if (e->reason == HCG_FIND_CUDA_CALL && e->bytes && !(e->bytes & HCG_FIND_WRAPPER_BIT)) {
-            const char *called = hcg_thunk_name((unsigned)(e->bytes - 1));
+        if (e->reason == HCG_FIND_CUDA_CALL && e->bytes) {
+            const char *called = (e->bytes & HCG_FIND_WRAPPER_BIT)
+                                     ? hcg_api_name((hcg_api)(e->bytes & 0xffff))
+                                     : hcg_thunk_name((unsigned)(e->bytes - 1));
             n = snprintf(p + len, room - len, ",\"called\":\"%s\"", called ? called : "?");
             len += n > 0 ? (size_t)n : 0;
         }

@@ -264,7 +264,7 @@ typedef struct field {
     const char *key;
     ftype type;
     size_t off, cap;
-    uint32_t bit;
+    uint64_t bit;
 } field;
 
 #define AT(m) offsetof(hcg_logrec, m)
@@ -293,20 +293,37 @@ static const field fields[] = {
     STR("reason", reason, HCG_LR_REASON),
     STR("finding", finding, HCG_LR_FINDING),
     STR("called", called, HCG_LR_CALLED),
+    {"enqueue_tid", F_UINT, AT(enqueue_tid), 0, HCG_LR_ENQUEUE_TID},
+    STR("fault", fault, HCG_LR_FAULT),
+    STR("fault_code", fault_code, HCG_LR_FAULT_CODE),
+    {"fault_addr", F_HEX, AT(fault_addr), 0, HCG_LR_FAULT_ADDR},
+    {"schema", F_UINT, AT(schema), 0, HCG_LR_SCHEMA},
+    STR("hcguard", version, HCG_LR_VERSION),
+    {"ppid", F_UINT, AT(ppid), 0, HCG_LR_PPID},
+    STR("host", host, HCG_LR_HOST),
+    STR("rank", rank, HCG_LR_RANK),
+    STR("mode", mode, HCG_LR_MODE),
+    {"driver_version", F_UINT, AT(driver_version), 0, HCG_LR_DRIVER_VERSION},
+    STR("exe", exe, HCG_LR_EXE),
+    {"t0_ns", F_UINT, AT(t0_ns), 0, HCG_LR_T0},
 };
 
+/* A kind a newer writer added is HCG_LOGREC_OTHER (docs/LOG.md: readers
+ * skip it); a name that is no kind at all is refused. */
 static int event_value(cursor *c, hcg_logrec *r)
 {
-    static const char *const names[] = {"run", "skip", "reject", "finding"};
-    char s[16];
-    if (string(c, s, sizeof s) != 0)
-        return fail(c, "\"event\" is not one of run, skip, reject, finding");
-    for (int i = 0; i < 4; i++)
-        if (strcmp(s, names[i]) == 0) {
+    static const char *const names[] = {"run", "skip", "reject", "finding", "header"};
+    char s[32];
+    if (string(c, s, sizeof s) != 0 || !s[0])
+        return fail(c, "\"event\" is not a record kind");
+    r->kind = HCG_LOGREC_OTHER;
+    for (int i = 0; i < 5; i++)
+        if (strcmp(s, names[i]) == 0)
             r->kind = (hcg_logrec_kind)(HCG_LOGREC_RUN + i);
-            return 0;
-        }
-    return fail(c, "\"event\":\"%s\" is not one of run, skip, reject, finding", s);
+    for (const char *p = s; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || *p == '-' || *p == '_'))
+            return fail(c, "\"event\":\"%s\" is not a record kind", s);
+    return 0;
 }
 
 static int pid_value(cursor *c, int64_t *out)
@@ -354,14 +371,32 @@ static int member(cursor *c, hcg_logrec *r)
     return skip_value(c);
 }
 
+/* What a header must hold. */
+static int complete_header(cursor *c, const hcg_logrec *r)
+{
+    const uint64_t need = HCG_LR_EVENT | HCG_LR_SCHEMA | HCG_LR_VERSION | HCG_LR_PID |
+                          HCG_LR_PPID | HCG_LR_HOST | HCG_LR_MODE | HCG_LR_DRIVER_VERSION |
+                          HCG_LR_EXE | HCG_LR_T0;
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
+        if ((need & fields[i].bit) && !(r->have & fields[i].bit))
+            return fail(c, "no \"%s\"", fields[i].key);
+    if (r->schema == 0)
+        return fail(c, "\"schema\" is 0");
+    return 0;
+}
+
 /* The fields every event has, and those its kind adds. */
 static int complete(cursor *c, const hcg_logrec *r)
 {
-    const uint32_t all = HCG_LR_EVENT | HCG_LR_PID | HCG_LR_SEQ | HCG_LR_API | HCG_LR_FN |
+    if (r->kind == HCG_LOGREC_HEADER)
+        return complete_header(c, r);
+    if (r->kind == HCG_LOGREC_OTHER)
+        return r->have & HCG_LR_PID ? 0 : fail(c, "no \"pid\"");
+    const uint64_t all = HCG_LR_EVENT | HCG_LR_PID | HCG_LR_SEQ | HCG_LR_API | HCG_LR_FN |
                          HCG_LR_FN_KIND | HCG_LR_USER | HCG_LR_STREAM | HCG_LR_TID |
                          HCG_LR_T_ENQUEUE;
-    const uint32_t times = HCG_LR_T_START | HCG_LR_T_END | HCG_LR_DURATION;
-    uint32_t need = all;
+    const uint64_t times = HCG_LR_T_START | HCG_LR_T_END | HCG_LR_DURATION;
+    uint64_t need = all;
     if (r->kind == HCG_LOGREC_RUN || r->kind == HCG_LOGREC_SKIP)
         need |= times;
     if (r->kind == HCG_LOGREC_SKIP || r->kind == HCG_LOGREC_REJECT)
@@ -373,7 +408,7 @@ static int complete(cursor *c, const hcg_logrec *r)
             return fail(c, "no \"%s\"", fields[i].key);
     if ((r->have & times) == times && r->duration_ns != r->t_end_ns - r->t_start_ns)
         return fail(c, "\"duration_ns\" is not t_end_ns - t_start_ns");
-    static const struct { uint32_t bits; const char *what; } together[] = {
+    static const struct { uint64_t bits; const char *what; } together[] = {
         {HCG_LR_GRAPH | HCG_LR_NODE, "\"graph\" and \"node\" come together"},
         {HCG_LR_DST | HCG_LR_SRC | HCG_LR_BYTES, "\"dst\", \"src\" and \"bytes\" come together"},
         {HCG_LR_T_START | HCG_LR_T_END | HCG_LR_DURATION,
@@ -477,7 +512,108 @@ long hcg_logrec_read_fd(int fd, hcg_logrec_cb cb, void *ctx, char *err, size_t e
         size_t rest = rd.used - (size_t)(nl + 1 - rd.buf);
         memmove(rd.buf, nl + 1, rest);
         rd.used = rest;
+        if (r.kind == HCG_LOGREC_HEADER && r.schema > HCG_LOGREC_SCHEMA) {
+            snprintf(err, errlen, "line %ld: a log of schema %llu, newer than this reader's (%d)",
+                     line, (unsigned long long)r.schema, HCG_LOGREC_SCHEMA);
+            return -1;
+        }
+        if (r.kind == HCG_LOGREC_OTHER)
+            continue;
         if (cb && cb(&r, ctx) != 0)
             return line;
     }
+}
+
+/* ---- the header ----------------------------------------------------------- */
+
+typedef enum htype { H_STR, H_UINT, H_PID } htype;
+#define HAT(m) offsetof(hcg_loghdr, m)
+#define HSTR(k, m) {k, H_STR, HAT(m), sizeof(((hcg_loghdr *)0)->m)}
+static const struct hfield {
+    const char *key;
+    htype type;
+    size_t off, cap;
+} hfields[] = {
+    {"schema", H_UINT, HAT(schema), 0},   HSTR("hcguard", version),
+    {"pid", H_PID, HAT(pid), 0},          {"ppid", H_UINT, HAT(ppid), 0},
+    HSTR("host", host),                   HSTR("rank", rank),
+    HSTR("mode", mode),                   {"driver_version", H_UINT, HAT(driver_version), 0},
+    HSTR("exe", exe),                     {"t0_ns", H_UINT, HAT(t0_ns), 0},
+};
+
+/* One member; *is_header set by "event". seen: a bit per hfields row. */
+static int header_member(cursor *c, hcg_loghdr *h, int *is_header, uint32_t *seen)
+{
+    char key[64];
+    if (string(c, key, sizeof key) != 0 || expect(c, ':') != 0)
+        return -1;
+    if (strcmp(key, "event") == 0) {
+        char ev[16];
+        skip_ws(c);
+        if (c->p < c->end && *c->p != '"')
+            return fail(c, "\"event\" is not a string");
+        if (string(c, ev, sizeof ev) != 0)
+            *is_header = 0;
+        else
+            *is_header = strcmp(ev, "header") == 0;
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof hfields / sizeof hfields[0]; i++) {
+        if (strcmp(key, hfields[i].key) != 0)
+            continue;
+        if (*seen & (1u << i))
+            return fail(c, "\"%s\" appears twice", key);
+        *seen |= 1u << i;
+        char *at = (char *)h + hfields[i].off;
+        int rc = hfields[i].type == H_STR  ? string(c, at, hfields[i].cap)
+                 : hfields[i].type == H_PID ? pid_value(c, &h->pid)
+                                            : uint_value(c, (uint64_t *)(void *)at);
+        if (rc != 0 && c->err && c->errlen) {
+            char why[200];
+            snprintf(why, sizeof why, "%s", c->err);
+            fail(c, "\"%s\": %s", key, why);
+        }
+        return rc;
+    }
+    return skip_value(c);
+}
+
+int hcg_loghdr_parse(const char *line, size_t len, hcg_loghdr *out, char *err, size_t errlen)
+{
+    cursor c = {line, line + len, err, errlen};
+    int is_header = 0;
+    uint32_t seen = 0;
+    if (err && errlen)
+        err[0] = '\0';
+    memset(out, 0, sizeof *out);
+    if (len > HCG_LOGREC_LINE_MAX || memchr(line, '\0', len) || expect(&c, '{') != 0)
+        return 1;
+    for (;;) {
+        skip_ws(&c);
+        if (c.p < c.end && *c.p == '}')
+            return is_header ? fail(&c, "expected a key") : 1;
+        if (header_member(&c, out, &is_header, &seen) != 0)
+            return is_header ? -1 : 1;
+        skip_ws(&c);
+        if (c.p < c.end && *c.p == ',') {
+            c.p++;
+            continue;
+        }
+        if (expect(&c, '}') != 0)
+            return is_header ? fail(&c, "expected ',' or '}' after a value") : 1;
+        break;
+    }
+    if (!is_header)
+        return 1;
+    skip_ws(&c);
+    if (c.p != c.end)
+        return fail(&c, "text after the object");
+    if (!(seen & 1u))
+        return fail(&c, "a header with no \"schema\"");
+    if (out->schema > HCG_LOGHDR_SCHEMA)
+        return fail(&c, "schema %llu is newer than this hcguard reads (%d): read it with a newer "
+                    "hcguard", (unsigned long long)out->schema, HCG_LOGHDR_SCHEMA);
+    if (!(seen & 4u))
+        return fail(&c, "a header with no \"pid\"");
+    return 0;
 }

@@ -89,6 +89,37 @@ int hcg_sinkfile_reopen(hcg_sinkfile *f, const char *what, const char *path, pid
     return 0;
 }
 
+size_t hcg_sinkfile_tail(const hcg_sinkfile *f, char *buf, size_t len, off_t *size)
+{
+    struct stat st, rst;
+    *size = 0;
+    if (f->fd < 0 || fstat(f->fd, &st) != 0 || st.st_size <= 0)
+        return 0;
+    /* The file is open for writing only: read it through a descriptor of
+     * its own, checked to be the same file. */
+    int rfd = open(f->path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (rfd < 0)
+        return 0;
+    size_t n = (size_t)st.st_size < len ? (size_t)st.st_size : len;
+    ssize_t r = -1;
+    if (fstat(rfd, &rst) == 0 && rst.st_dev == st.st_dev && rst.st_ino == st.st_ino)
+        r = pread(rfd, buf, n, st.st_size - (off_t)n);
+    close(rfd);
+    if (r != (ssize_t)n)
+        return 0;
+    *size = st.st_size;
+    return n;
+}
+
+void hcg_sinkfile_cut(hcg_sinkfile *f, off_t size)
+{
+    if (f->fd >= 0 && ftruncate(f->fd, size) == 0) {
+        f->started = size > 0;
+        hcg_debug("%s %s: its last event was cut short when the program died: removed (the "
+                  "event is written again from memory)", f->what, f->path);
+    }
+}
+
 void hcg_sinkfile_flush(hcg_sinkfile *f)
 {
     if (f->fd >= 0 && f->used)
@@ -141,6 +172,11 @@ void hcg_sinkfile_commit(hcg_sinkfile *f, size_t len)
     f->used += len;
     f->buf_events++;
     f->started = 1;
+}
+
+void hcg_sinkfile_commit_uncounted(hcg_sinkfile *f, size_t len)
+{
+    f->used += len;
 }
 
 void hcg_sinkfile_close(hcg_sinkfile *f, const char *footer)
@@ -200,6 +236,11 @@ void hcg_fn_names_cached_only(int on)
     names_cached_only = on;
 }
 
+int hcg_fn_names_cached(void)
+{
+    return names_cached_only || names_gone;
+}
+
 const char *hcg_fn_name(uintptr_t fn)
 {
     if (!fn)
@@ -212,11 +253,46 @@ const char *hcg_fn_name(uintptr_t fn)
             return "unknown";
         char obj[8];
         names[h].fn = fn;
-        if (hcg_symbolize((const void *)fn, names[h].name, sizeof names[h].name, obj,
+        /* As the messages name it: an IFUNC's implementation (memcpy's)
+         * has no symbol of its own. */
+        const char *libc = hcg_audit_libc_name((const void *)fn);
+        if (libc)
+            snprintf(names[h].name, sizeof names[h].name, "%s", libc);
+        else if (hcg_symbolize((const void *)fn, names[h].name, sizeof names[h].name, obj,
                           sizeof obj) != 0)
             snprintf(names[h].name, sizeof names[h].name, "anonymous");
     }
     return names[h].name;
+}
+
+static struct {
+    uintptr_t site;
+    char name[320];
+} sites[NAME_SLOTS];
+
+const char *hcg_caller_name(uintptr_t site)
+{
+    if (!site)
+        return "";
+    if (names_gone)
+        return "unknown";
+    unsigned h = (unsigned)((site * 0x9e3779b97f4a7c15ull) >> 55) % NAME_SLOTS;
+    if (sites[h].site != site) {
+        if (names_cached_only)
+            return "unknown";
+        sites[h].site = site;
+        hcg_callsite_name(site, sites[h].name, sizeof sites[h].name);
+    }
+    return sites[h].name;
+}
+
+uint32_t hcg_event_enqueuer(const hcg_event *e)
+{
+    if (e->kind != HCG_EV_RUN && e->kind != HCG_EV_SKIP)
+        return 0;
+    if (e->enq_tid || e->graph)
+        return e->enq_tid; /* a graph replay's: from its launch */
+    return hcg_seq_launcher_tid(e->seq);
 }
 
 size_t hcg_json_str(char *out, size_t room, const char *s)

@@ -37,6 +37,7 @@ static int trace_recover(const hcg_flight *f, pid_t pid)
 static const hcg_sink summary_sink = {
     .name = "summary",
     .event = hcg_summary_event,
+    .read_event = hcg_summary_event,
     .after_fork = hcg_summary_after_fork,
     .exec_slot = -1,
     .active = hcg_summary_active,
@@ -46,6 +47,7 @@ static const hcg_sink summary_sink = {
 static const hcg_sink findings_sink = {
     .name = "findings",
     .event = hcg_audit_event,
+    .read_event = hcg_audit_event,
     .after_fork = hcg_audit_after_fork,
     .exec_slot = -1,
 };
@@ -151,6 +153,20 @@ uint64_t hcg_sinks_errors(void)
     return errors;
 }
 
+void hcg_sinks_read_start(void)
+{
+    EACH_SINK(k)
+        if ((*k)->read_event && (*k)->after_fork)
+            (*k)->after_fork();
+}
+
+void hcg_sinks_read_event(const hcg_event *e)
+{
+    EACH_SINK(k)
+        if ((*k)->read_event)
+            (*k)->read_event(e);
+}
+
 /* ---- the run's counts, which the summary keeps -------------------------- */
 
 void hcg_sinks_stats(hcguard_stats *out)
@@ -167,4 +183,15 @@ void hcg_sinks_report_recovered(const hcg_flight *f, const hcg_counts *c, uint64
 uint64_t hcg_sinks_errors_of(const hcg_counts *c)
 {
     return hcg_summary_errors_of(c);
+}
+
+void hcg_sinks_report_idle(void)
+{
+    hcg_summary_print_idle();
+}
+
+void hcg_sinks_report_read(const char *title, const hcg_counts *c,
+                           const uint64_t launched[HCG_FN_KIND_COUNT], uint64_t nodes, int mode)
+{
+    hcg_summary_print_read(title, c, launched, nodes, mode);
 }

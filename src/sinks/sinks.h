@@ -32,6 +32,15 @@ void hcg_sinks_stats(hcguard_stats *out);
 void hcg_sinks_report_recovered(const hcg_flight *f, const hcg_counts *c, uint64_t dropped,
                                 pid_t pid, const char *how);
 uint64_t hcg_sinks_errors_of(const hcg_counts *c);
+/* One line at exit: hcguard was active, but no host function was launched. */
+void hcg_sinks_report_idle(void);
+/* hcguard report: the sinks that summarise events start anew, are given
+ * the events read back from logs, and print the summary of them (title its
+ * first line; c the counts made from the events; see hcg_summary_print_read). */
+void hcg_sinks_read_start(void);
+void hcg_sinks_read_event(const hcg_event *e);
+void hcg_sinks_report_read(const char *title, const hcg_counts *c,
+                           const uint64_t launched[HCG_FN_KIND_COUNT], uint64_t nodes, int mode);
 
 /* ---- summary.c: aggregation and the exit summary ----------------------- */
 
@@ -48,17 +57,31 @@ int hcg_summary_active(void);
 void hcg_summary_print_recovered(const hcg_flight *f, const hcg_counts *c, uint64_t dropped,
                                  pid_t pid, const char *how);
 uint64_t hcg_summary_errors_of(const hcg_counts *c);
+/* The summary of events read back from logs (hcguard report): title its
+ * first line; the counts made from the events; the times and findings of
+ * the events given to hcg_summary_event and hcg_audit_event since both
+ * last started anew (hcg_summary_after_fork, hcg_audit_after_fork). */
+void hcg_summary_print_read(const char *title, const hcg_counts *c,
+                            const uint64_t launched[HCG_FN_KIND_COUNT], uint64_t nodes, int mode);
 
-/* ---- findings.c: the audit's findings, counted and printed -------------- */
+/* One line: hcguard was active, but no host function was launched. */
+void hcg_summary_print_idle(void);
+
+/* ---- findings.c: rejections, skips and findings, merged and printed ------ */
 void hcg_audit_event(const hcg_event *e); /* collector */
-uint64_t hcg_audit_errors(const hcg_counts *c); /* the findings that are errors */
-void hcg_audit_print(const hcg_counts *c);
 void hcg_audit_after_fork(void); /* a fork child's findings are its own */
-/* A copy skipped when it ran (collector): printed under the print limit. */
-void hcg_report_skip(const hcg_event *e);
+/* Errors and warnings (the README's table): of an event's kind
+ * (HCG_EV_REJECT, HCG_EV_SKIP, HCG_EV_FINDING) and reason. */
+enum { HCG_SEV_ERROR = 1, HCG_SEV_WARNING = 2 };
+int hcg_severity_of(uint8_t ev, unsigned reason);
+/* The findings counted in c that are of severity sev. */
+uint64_t hcg_findings_of_severity(const hcg_counts *c, int sev);
+/* The summary's lines for every group of (ev, reason), most frequent
+ * first: count, function, call site (slow ones: times and what waited). */
+void hcg_findings_print_groups(uint8_t ev, unsigned reason);
 
 /* ---- sinkfile.c: the sinks' output files --------------------------------- */
-#define HCG_SINK_EVENT_MAX 2048 /* room reserved for one event's text */
+#define HCG_SINK_EVENT_MAX 4096 /* room reserved for one event's text */
 
 typedef struct hcg_sinkfile {
     const char *what;               /* "event log", "trace": for messages */
@@ -83,6 +106,12 @@ typedef struct hcg_sinkfile {
 int hcg_sinkfile_open(hcg_sinkfile *f, const char *what, const char *path, const char *pattern,
                       int shared_ok, int slot);
 int hcg_sinkfile_reopen(hcg_sinkfile *f, const char *what, const char *path, pid_t pid);
+/* A file continued for a program that died: the last bytes (up to len) and
+ * the file's size; and cutting it back to size. A process killed while it
+ * wrote (exit_group cuts a write short between pages) can leave half an
+ * event, which the events appended after it would make unreadable. */
+size_t hcg_sinkfile_tail(const hcg_sinkfile *f, char *buf, size_t len, off_t *size);
+void hcg_sinkfile_cut(hcg_sinkfile *f, off_t size);
 /* Write out what is buffered, keeping the file open (before exec). */
 void hcg_sinkfile_flush(hcg_sinkfile *f);
 /* What the next image should do with this file: 'c', 'n' or '-'. */
@@ -91,6 +120,8 @@ char hcg_sinkfile_exec_state(const hcg_sinkfile *f);
  * file; then hcg_sinkfile_commit with the length written. */
 char *hcg_sinkfile_reserve(hcg_sinkfile *f);
 void hcg_sinkfile_commit(hcg_sinkfile *f, size_t len);
+/* The same for a line that is not an event (the log's header). */
+void hcg_sinkfile_commit_uncounted(hcg_sinkfile *f, size_t len);
 /* Write out the rest and footer (may be NULL), close, report an error. */
 void hcg_sinkfile_close(hcg_sinkfile *f, const char *footer);
 void hcg_sinkfile_after_fork(hcg_sinkfile *f);
@@ -101,12 +132,23 @@ void hcg_fn_names_gone(void);
 /* on: hcg_fn_name answers from its cache alone ("unknown" else): a signal
  * handler is writing. */
 void hcg_fn_names_cached_only(int on);
+/* 1 while names come from the cache alone (a signal handler, the launcher). */
+int hcg_fn_names_cached(void);
 /* fn's symbol (or "anonymous"), looked up once per function (collector). */
 const char *hcg_fn_name(uintptr_t fn);
+/* An event's call site (its caller field) as "main+0x1c (in app)", looked
+ * up once per site (collector); "" for none, "unknown" as hcg_fn_name. */
+const char *hcg_caller_name(uintptr_t site);
+/* The thread that enqueued a run or skip (launched its graph), 0 if
+ * unknown: the event's own, or for a stream launch its pool's owner. */
+uint32_t hcg_event_enqueuer(const hcg_event *e);
 /* s as the body of a JSON string into out; returns the length (< room). */
 size_t hcg_json_str(char *out, size_t room, const char *s);
 
 /* ---- jsonl.c: the event log -------------------------------------------- */
+/* The log's schema (docs/LOG.md), in its header: raised when a field
+ * changes meaning or goes; new fields do not raise it. */
+#define HCG_LOG_SCHEMA 1
 /* 0 or -1 (message printed). pattern: as configured, so that a fork child
  * whose log name holds %p writes a log of its own. */
 int hcg_jsonl_open(const char *path, const char *pattern);

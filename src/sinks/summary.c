@@ -4,6 +4,7 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -72,9 +73,18 @@ typedef struct thread_use {
     uint64_t calls, busy_ns, first_ns, last_ns;
 } thread_use;
 
+/* Run time per function (collector): a table that grows, never loses a
+ * function. */
+typedef struct fn_use {
+    uintptr_t fn;
+    uint64_t runs, total_ns, max_ns;
+} fn_use;
+
 static struct {
     pthread_mutex_t lock;
     uint64_t bytes, copy_ns; /* of the copies drained: for the bandwidth */
+    fn_use *fns;             /* open addressing, at most half full */
+    size_t fns_cap, n_fns;
     hist fn_time, copy_time, copy_mbps, dispatch;
     thread_use threads[MAX_THREADS];
     unsigned n_threads;
@@ -97,9 +107,46 @@ static void note_thread(uint32_t tid, uint64_t start, uint64_t end)
     S.threads[S.n_threads++] = (thread_use){tid, 1, end - start, start, end};
 }
 
+static int fns_grow(void)
+{
+    size_t cap = S.fns_cap ? S.fns_cap * 2 : 64;
+    fn_use *t = calloc(cap, sizeof *t);
+    if (!t)
+        return -1;
+    for (size_t i = 0; i < S.fns_cap; i++)
+        if (S.fns[i].runs) {
+            size_t j = (size_t)((S.fns[i].fn * 0x9e3779b97f4a7c15ull) >> 20) & (cap - 1);
+            while (t[j].runs)
+                j = (j + 1) & (cap - 1);
+            t[j] = S.fns[i];
+        }
+    free(S.fns);
+    S.fns = t;
+    S.fns_cap = cap;
+    return 0;
+}
+
+static void note_fn(uintptr_t fn, uint64_t d)
+{
+    if ((S.n_fns + 1) * 2 > S.fns_cap && fns_grow() != 0)
+        return;
+    size_t j = (size_t)((fn * 0x9e3779b97f4a7c15ull) >> 20) & (S.fns_cap - 1);
+    while (S.fns[j].runs && S.fns[j].fn != fn)
+        j = (j + 1) & (S.fns_cap - 1);
+    if (!S.fns[j].runs) {
+        S.fns[j].fn = fn;
+        S.n_fns++;
+    }
+    S.fns[j].runs++;
+    S.fns[j].total_ns += d;
+    if (d > S.fns[j].max_ns)
+        S.fns[j].max_ns = d;
+}
+
 static void on_run(const hcg_event *e)
 {
     uint64_t d = e->t_end - e->t_start;
+    note_fn(e->fn, d);
     hist_add(&S.fn_time, d);
     if (!e->graph) /* a graph node's "enqueue" is its creation */
         hist_add(&S.dispatch, e->t_start > e->t_enqueue ? e->t_start - e->t_enqueue : 0);
@@ -122,7 +169,6 @@ void hcg_summary_event(const hcg_event *e)
         break;
     case HCG_EV_SKIP:
         note_thread(e->tid, e->t_start, e->t_end);
-        hcg_report_skip(e);
         break;
     default:
         break;
@@ -143,7 +189,7 @@ static uint64_t launched_total(int copies_only)
 typedef struct totals {
     hcg_counts c;
     uint64_t launched[HCG_FN_KIND_COUNT];
-    uint64_t nodes, dropped;
+    uint64_t nodes, dropped, captured;
 } totals;
 
 static uint64_t totals_launched(const totals *t, int copies_only)
@@ -162,6 +208,7 @@ static void totals_live(totals *t)
         t->launched[k] = hcg_launched_of((hcg_fnkind)k);
     t->nodes = hcg_nodes_made();
     t->dropped = hcg_events_dropped();
+    t->captured = hcg_captured_launches();
 }
 
 static uint64_t ran_total(const hcg_counts *c, int copies_only)
@@ -197,12 +244,21 @@ static uint64_t record_errors(const hcg_counts *c)
            c->v[HCG_CNT_SKIPPED_REPORTED];
 }
 
-/* Everything --error-exitcode counts: errors, and audit findings. */
+/* What --error-exitcode counts: errors, and warnings too with
+ * --warnings-as-errors. */
+uint64_t hcg_summary_errors_of(const hcg_counts *c)
+{
+    uint64_t n = record_errors(c) + hcg_findings_of_severity(c, HCG_SEV_ERROR);
+    if (hcg_config_get()->warnings_as_errors)
+        n += hcg_findings_of_severity(c, HCG_SEV_WARNING);
+    return n;
+}
+
 uint64_t hcg_summary_errors(void)
 {
     hcg_counts c;
     hcg_counts_get(&c);
-    return record_errors(&c) + hcg_counts_sum(&c, HCG_CNT_FINDING, HCG_FIND_COUNT);
+    return hcg_summary_errors_of(&c);
 }
 
 /* ---- printing ----------------------------------------------------------- */
@@ -242,16 +298,26 @@ static void print_time_hist(const char *what, const hist *h)
             fmt_ns(hist_pct(h, 0.99), c, sizeof c), fmt_ns(h->max, d, sizeof d), h->n);
 }
 
-static void print_reasons(const char *what, const uint64_t *counts)
+/* A count by reason, each reason with its groups (ev: their events' kind;
+ * 0: none kept, a recovered summary). */
+static void print_reasons(const char *what, const uint64_t *counts, uint8_t ev,
+                          const char *note)
 {
     uint64_t total = 0;
     for (int i = 0; i < HCGUARD_STATUS_COUNT; i++)
         total += counts[i];
-    hcg_msg("%s: %" PRIu64, what, total);
+    if (!total)
+        return;
+    hcg_msg("    %s: %" PRIu64, what, total);
+    if (note[0])
+        hcg_msg("        %s", note);
     for (int i = 1; i < HCGUARD_STATUS_COUNT; i++)
-        if (counts[i])
-            hcg_msg("    %-18s %8" PRIu64 "  %s", hcguard_status_name((hcguard_status)i),
+        if (counts[i]) {
+            hcg_msg("        %-18s %8" PRIu64 "  %s", hcguard_status_name((hcguard_status)i),
                     counts[i], hcguard_status_string((hcguard_status)i));
+            if (ev)
+                hcg_findings_print_groups(ev, (unsigned)i);
+        }
 }
 
 /* Which functions the launches of kind k went to, and how each was
@@ -280,6 +346,10 @@ static void print_copy_fns(hcg_fnkind k, uint64_t n_launched, uint64_t n_ran)
         hcg_msg("        (%zu more copy functions)", n - MAX_FNS_LISTED);
 }
 
+/* Set while a summary of logs is printed: the copy functions this
+ * process saw are not those of the logs. */
+static int from_logs;
+
 static void print_copies(const totals *t)
 {
     char a[32], b[32];
@@ -291,7 +361,8 @@ static void print_copies(const totals *t)
         if (hcg_fnkind_is_copy((hcg_fnkind)k) && (t->launched[k] || ran[k])) {
             hcg_msg("    recognised as %s: %" PRIu64 " launched, %" PRIu64 " ran",
                     hcg_fnkind_name((hcg_fnkind)k), t->launched[k], ran[k]);
-            print_copy_fns((hcg_fnkind)k, t->launched[k], ran[k]);
+            if (!from_logs)
+                print_copy_fns((hcg_fnkind)k, t->launched[k], ran[k]);
         }
     print_time_hist("copy latency", &S.copy_time);
     if (S.copy_mbps.n) {
@@ -304,11 +375,56 @@ static void print_copies(const totals *t)
     }
 }
 
+static int by_total(const void *a, const void *b)
+{
+    const fn_use *x = a, *y = b;
+    return x->total_ns < y->total_ns ? 1 : x->total_ns > y->total_ns ? -1 : 0;
+}
+
+/* Every function that ran, the most time first. */
+static void print_fns(void)
+{
+    char a[32], b[32], c[32], name[256], obj[HCG_PATH_MAX];
+    fn_use *list = S.n_fns ? malloc(S.n_fns * sizeof *list) : NULL;
+    size_t n = 0;
+    for (size_t i = 0; list && i < S.fns_cap; i++)
+        if (S.fns[i].runs)
+            list[n++] = S.fns[i];
+    if (!n) {
+        free(list);
+        return;
+    }
+    qsort(list, n, sizeof *list, by_total);
+    hcg_msg("host functions by run time: %zu (most time first)", n);
+    for (size_t i = 0; i < n; i++) {
+        if (hcg_symbolize((const void *)list[i].fn, name, sizeof name, obj, sizeof obj) != 0)
+            snprintf(name, sizeof name, "anonymous");
+        const char *base = strrchr(obj, '/');
+        hcg_msg("    %#lx %s%s%s%s: %" PRIu64 " run%s, total %s, mean %s, max %s",
+                (unsigned long)list[i].fn, name, obj[0] ? " (in " : "",
+                obj[0] ? (base ? base + 1 : obj) : "", obj[0] ? ")" : "", list[i].runs,
+                list[i].runs == 1 ? "" : "s", fmt_ns(list[i].total_ns, a, sizeof a),
+                fmt_ns(list[i].total_ns / list[i].runs, b, sizeof b),
+                fmt_ns(list[i].max_ns, c, sizeof c));
+    }
+    free(list);
+}
+
+static int by_busy(const void *a, const void *b)
+{
+    const thread_use *x = a, *y = b;
+    return x->busy_ns < y->busy_ns ? 1 : x->busy_ns > y->busy_ns ? -1 : 0;
+}
+
+/* Busiest first. */
 static void print_threads(void)
 {
     char a[32], b[32];
+    thread_use sorted[MAX_THREADS];
+    memcpy(sorted, S.threads, S.n_threads * sizeof *sorted);
+    qsort(sorted, S.n_threads, sizeof *sorted, by_busy);
     for (unsigned i = 0; i < S.n_threads; i++) {
-        const thread_use *t = &S.threads[i];
+        const thread_use *t = &sorted[i];
         uint64_t span = t->last_ns - t->first_ns;
         hcg_msg("    thread %u: %" PRIu64 " host functions, busy %s of %s (%.1f%%)", t->tid,
                 t->calls, fmt_ns(t->busy_ns, a, sizeof a), fmt_ns(span, b, sizeof b),
@@ -324,26 +440,59 @@ static const char *mode_name(int m)
     return (unsigned)m < 3 ? modes[m] : "unknown";
 }
 
-/* The counts: launched, ran, copies, rejected, skipped. */
-static void print_counts(const totals *t, int mode)
+static void print_findings(const hcg_counts *c, int sev, int live);
+
+/* The counts: launched (on streams, captured into graphs, set on graph
+ * nodes), ran, copies. */
+static void print_counts(const totals *t)
 {
     uint64_t ran = ran_total(&t->c, 0), all = totals_launched(t, 0);
-    if (t->nodes)
+    uint64_t captured = t->captured < all - t->nodes ? t->captured : all - t->nodes;
+    if (t->nodes || captured)
         hcg_msg("host functions: %" PRIu64 " launched (%" PRIu64 " on streams, %" PRIu64
-                " set on graph nodes), %" PRIu64 " ran",
-                all, all - t->nodes, t->nodes, ran);
+                " captured into graphs, %" PRIu64 " set on graph nodes), %" PRIu64 " ran",
+                all, all - t->nodes - captured, captured, t->nodes, ran);
     else
         hcg_msg("host functions: %" PRIu64 " launched, %" PRIu64 " ran", all, ran);
     if (t->c.v[HCG_CNT_GRAPH_RUNS])
         hcg_msg("graph host node runs: %" PRIu64, t->c.v[HCG_CNT_GRAPH_RUNS]);
     print_copies(t);
+}
+
+/* The errors: bad records by reason, then the findings that are errors,
+ * each with its groups (function and call site). */
+static void print_error_list(const totals *t, int mode, int live)
+{
+    const hcg_counts *c = &t->c;
+    uint64_t errors = record_errors(c) + hcg_findings_of_severity(c, HCG_SEV_ERROR);
+    uint64_t skipped = hcg_counts_sum(c, HCG_CNT_SKIPPED, HCGUARD_STATUS_COUNT);
+    char note[160] = "";
+    hcg_msg("errors: %" PRIu64, errors);
     print_reasons(mode == HCG_MODE_AUDIT ? "bad records reported at enqueue (passed through)"
                                          : "bad records rejected at enqueue",
-                  &t->c.v[HCG_CNT_REJECTED]);
-    print_reasons("copies skipped at run time", &t->c.v[HCG_CNT_SKIPPED]);
-    if (t->c.v[HCG_CNT_SKIPPED_REPORTED])
-        hcg_msg("    (%" PRIu64 " of them reported at enqueue already)",
-                t->c.v[HCG_CNT_SKIPPED_REPORTED]);
+                  &c->v[HCG_CNT_REJECTED], live ? HCG_EV_REJECT : 0, "");
+    if (c->v[HCG_CNT_SKIPPED_REPORTED])
+        snprintf(note, sizeof note,
+                 "(%" PRIu64 " of them reported at enqueue already) not counted or listed "
+                 "again",
+                 c->v[HCG_CNT_SKIPPED_REPORTED]);
+    if (skipped)
+        print_reasons("copies skipped at run time", &c->v[HCG_CNT_SKIPPED],
+                      live ? HCG_EV_SKIP : 0, note);
+    print_findings(c, HCG_SEV_ERROR, live);
+}
+
+/* Per finding kind of severity sev: its count, and its groups. */
+static void print_findings(const hcg_counts *c, int sev, int live)
+{
+    for (int f = 1; f < HCG_FIND_COUNT; f++) {
+        uint64_t n = c->v[HCG_CNT_FINDING + f];
+        if (!n || hcg_severity_of(HCG_EV_FINDING, (unsigned)f) != sev)
+            continue;
+        hcg_msg("    %-26s %8" PRIu64, hcg_finding_name((hcg_finding)f), n);
+        if (live)
+            hcg_findings_print_groups(HCG_EV_FINDING, (unsigned)f);
+    }
 }
 
 static void print_dropped(const totals *t, size_t buffer_bytes)
@@ -354,47 +503,86 @@ static void print_dropped(const totals *t, size_t buffer_bytes)
                 "is %zu bytes per thread", t->dropped, buffer_bytes);
 }
 
-/* The findings, and the verdict. live: this process's own summary (a
- * recovered one has no configuration problems or print limit of its own). */
-static void print_errors(const totals *t, int live)
+/* The warnings, and what the print limit left out. */
+static void print_warning_list(const totals *t, int live)
 {
-    hcg_audit_print(&t->c);
-    uint64_t errors = record_errors(&t->c) + hcg_audit_errors(&t->c);
-    uint64_t warnings =
-        hcg_counts_sum(&t->c, HCG_CNT_FINDING, HCG_FIND_COUNT) - hcg_audit_errors(&t->c);
-    if (live) {
-        hcg_copy_fns_check(1);
-        hcg_problems_print();
-        uint64_t unprinted = hcg_print_suppressed();
-        if (unprinted)
-            hcg_msg("findings not printed (print limit %u): %" PRIu64 "; they are counted above",
-                    hcg_config_get()->print_limit, unprinted);
-    }
+    uint64_t warnings = hcg_findings_of_severity(&t->c, HCG_SEV_WARNING);
+    hcg_msg("warnings: %" PRIu64, warnings);
+    print_findings(&t->c, HCG_SEV_WARNING, live);
+    uint64_t unprinted = live && !from_logs ? hcg_print_suppressed() : 0;
+    if (unprinted)
+        hcg_msg("findings not printed (print limit %u): %" PRIu64
+                "; every one is in the lists above",
+                hcg_config_get()->print_limit, unprinted);
+}
+
+/* The verdict, last: the words agree with the lists above. */
+static void print_verdict(const totals *t)
+{
+    uint64_t errors = record_errors(&t->c) + hcg_findings_of_severity(&t->c, HCG_SEV_ERROR);
+    uint64_t warnings = hcg_findings_of_severity(&t->c, HCG_SEV_WARNING);
     if (warnings)
-        hcg_msg("ERROR SUMMARY: %" PRIu64 " error%s, %" PRIu64 " warning%s", errors,
-                errors == 1 ? "" : "s", warnings, warnings == 1 ? "" : "s");
+        hcg_msg("ERROR SUMMARY: %" PRIu64 " error%s, %" PRIu64 " warning%s%s", errors,
+                errors == 1 ? "" : "s", warnings, warnings == 1 ? "" : "s",
+                hcg_config_get()->warnings_as_errors ? " (warnings count as errors)" : "");
     else
         hcg_msg("ERROR SUMMARY: %" PRIu64 " error%s", errors, errors == 1 ? "" : "s");
 }
 
+#define HCG_STR_(x) #x
+#define HCG_STR(x) HCG_STR_(x)
+static const char *version_line(void)
+{
+    return "hcguard " HCG_STR(HCGUARD_VERSION_MAJOR) "." HCG_STR(HCGUARD_VERSION_MINOR) "." HCG_STR(
+        HCGUARD_VERSION_PATCH);
+}
+
+/* Times, functions and callback threads, from the events (under S.lock). */
+static void print_measures(void)
+{
+    print_time_hist("host function run time", &S.fn_time);
+    print_time_hist("dispatch latency (enqueue to start)", &S.dispatch);
+    print_fns();
+    if (S.n_threads) {
+        hcg_msg("callback threads: %u (busiest first)", S.n_threads);
+        print_threads();
+    }
+}
+
+/* The summary, in its documented order: errors (by reason, with their
+ * functions and call sites), warnings, measurements (counts, times, slow
+ * functions and callback threads, worst first), where the outputs went
+ * and what was misconfigured, the verdict. */
 void hcg_summary_print(void)
 {
     const hcg_config *cfg = hcg_config_get();
     totals t;
     totals_live(&t);
+    hcg_copy_fns_check(1);
+    hcg_msg("HCGUARD SUMMARY (pid %d, mode %s, %s)", (int)getpid(), mode_name(cfg->mode),
+            version_line());
+    print_error_list(&t, cfg->mode, 1);
+    print_warning_list(&t, 1);
     pthread_mutex_lock(&S.lock);
-    hcg_msg("HCGUARD SUMMARY (pid %d, mode %s)", (int)getpid(), mode_name(cfg->mode));
-    print_counts(&t, cfg->mode);
-    print_time_hist("host function run time", &S.fn_time);
-    print_time_hist("dispatch latency (enqueue to start)", &S.dispatch);
-    if (S.n_threads) {
-        hcg_msg("callback threads: %u", S.n_threads);
-        print_threads();
-    }
+    hcg_msg("measurements:");
+    print_counts(&t);
+    print_measures();
     print_dropped(&t, cfg->buffer_bytes);
+    hcg_msg("outputs:");
     hcg_sinks_summary_lines();
     pthread_mutex_unlock(&S.lock);
-    print_errors(&t, 1);
+    hcg_problems_print();
+    print_verdict(&t);
+}
+
+/* One line when hcguard was there but saw no host function: the user can
+ * tell it ran. */
+void hcg_summary_print_idle(void)
+{
+    const hcg_config *cfg = hcg_config_get();
+    hcg_msg("%s active (pid %d, mode %s): no host function was launched", version_line(),
+            (int)getpid(), mode_name(cfg->mode));
+    hcg_problems_print();
 }
 
 /* Written by the launcher from a flight record: the counts are exact; the
@@ -410,27 +598,55 @@ void hcg_summary_print_recovered(const hcg_flight *f, const hcg_counts *c, uint6
                         atomic_load(&f->nodes_launched[k]);
     t.nodes = atomic_load(&f->nodes_made);
     t.dropped = dropped;
-    hcg_msg("HCGUARD SUMMARY (pid %d, mode %s), written by hcguard run: the program ended "
-            "by %s before hcguard could write it", (int)pid, mode_name(f->mode), how);
-    print_counts(&t, f->mode);
-    hcg_msg("(times and histograms ended with the program; the counts are exact)");
+    t.captured = 0; /* not in the record: counted as on streams */
+    hcg_msg("HCGUARD SUMMARY (pid %d, mode %s, %s), written by hcguard run: the program "
+            "ended by %s before hcguard could write it", (int)pid, mode_name(f->mode),
+            version_line(), how);
+    hcg_msg("(the counts are exact; which functions and call sites, the times and the "
+            "histograms ended with the program)");
+    print_error_list(&t, f->mode, 0);
+    print_warning_list(&t, 0);
+    hcg_msg("measurements:");
+    print_counts(&t);
     print_dropped(&t, hcg_config_get()->buffer_bytes);
+    hcg_msg("outputs:");
     /* Names not ended inside their field were written over: not shown. */
     if (f->log_path[0] && memchr(f->log_path, 0, sizeof f->log_path))
         hcg_msg("event log: %s (the events left in memory appended)", f->log_path);
     if (f->trace_path[0] && memchr(f->trace_path, 0, sizeof f->trace_path))
         hcg_msg("trace: %s (the events left in memory appended, and closed)", f->trace_path);
-    print_errors(&t, 0);
+    print_verdict(&t);
 }
 
-/* --error-exitcode's count from a flight record's counts. */
-uint64_t hcg_summary_errors_of(const hcg_counts *c)
+/* Of events read back from logs (hcguard report): the counts made from
+ * them, the groups, times and findings from what hcg_summary_event and
+ * hcg_audit_event were given since they last started anew; in the order
+ * of the exit summary. */
+void hcg_summary_print_read(const char *title, const hcg_counts *c,
+                            const uint64_t launched[HCG_FN_KIND_COUNT], uint64_t nodes, int mode)
 {
-    return record_errors(c) + hcg_counts_sum(c, HCG_CNT_FINDING, HCG_FIND_COUNT);
+    totals t;
+    memset(&t, 0, sizeof t);
+    t.c = *c;
+    memcpy(t.launched, launched, sizeof t.launched);
+    t.nodes = nodes;
+    hcg_msg("%s", title);
+    from_logs = 1;
+    print_error_list(&t, mode, 1);
+    print_warning_list(&t, 1);
+    pthread_mutex_lock(&S.lock);
+    hcg_msg("measurements:");
+    print_counts(&t);
+    print_measures();
+    pthread_mutex_unlock(&S.lock);
+    from_logs = 0;
+    print_verdict(&t);
 }
 
 void hcg_summary_after_fork(void)
 {
+    /* The parent's table is the parent's: no thread of the child uses it. */
+    free(S.fns);
     memset(&S, 0, sizeof S);
     pthread_mutex_init(&S.lock, NULL);
 }

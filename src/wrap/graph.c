@@ -51,6 +51,8 @@ static void call_unref(hcg_call *c)
         atomic_fetch_sub_explicit(&calls_live, 1, memory_order_relaxed);
         if (c->wrapped)
             free(c->user); /* the wrapper's data: the wrapper never ran to free it */
+        free(c->replays);
+        c->replays = NULL;
         hcg_call_poison(c);
         hcg_call_release(c);
     }
@@ -216,6 +218,11 @@ static CUresult prepare(hcg_api api, CUhostFn fn, void *user, hcg_call **out)
     c->root = NULL;
     c->uobj = NULL;
     c->graph = c->node = 0;
+    /* A node's run-time findings name its graph and node; the stack is
+     * walked for them only when --backtrace asks for frames. */
+    atomic_store_explicit(&c->caller, hcg_g_backtrace ? hcg_callsite_here() : 0,
+                          memory_order_relaxed);
+    c->replays = calloc(1, sizeof *c->replays); /* without memory: replays unattributed */
     hcg_count_node((hcg_fnkind)c->kind);
     *out = c;
     return CUDA_SUCCESS;
@@ -479,6 +486,8 @@ typedef struct exec_ent {
     CUgraphExec exec;
     hcg_call *root;
     uint64_t launches;
+    hcg_call **calls; /* the calls its nodes run now: each launch is recorded in them */
+    size_t n_calls;
     exec_set *sets;
     size_t n_sets, cap_sets;
     hcg_link *retired;
@@ -491,20 +500,22 @@ static struct {
 } execs;
 static pthread_mutex_t exec_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* Fork hooks (src/lifecycle/fork.c): the table is kept in a child, whole. */
-void hcg_graph_fork_lock(void)
-{
-    pthread_mutex_lock(&exec_lock);
-}
-
-void hcg_graph_fork_unlock(void)
-{
-    pthread_mutex_unlock(&exec_lock);
-}
+/* The fork child's hook (src/lifecycle/fork.c). exec_lock is held across
+ * the driver's cuGraphLaunch (launches are counted and recorded in their
+ * order), and a driver's fork handler registered after hcguard's runs
+ * before it and may take the lock that call waits for: were hcguard's fork
+ * handler to take exec_lock too, a fork during a graph launch would
+ * deadlock (e2e_graph_fork_launch). So the lock is not taken at fork, and
+ * the child, which may have inherited the table half-changed, starts an
+ * empty one: it cannot run its parent's graphs anyway (a CUDA context does
+ * not survive fork). The parent's table stays referenced, never read. */
+static void *parent_table;
 
 void hcg_graph_after_fork(void)
 {
     pthread_mutex_init(&exec_lock, NULL);
+    parent_table = execs.bucket;
+    memset(&execs, 0, sizeof execs);
 }
 
 static size_t exec_hash(CUgraphExec e, size_t n_buckets)
@@ -579,13 +590,58 @@ static void retire_sets(exec_ent *x)
     x->n_sets = 0;
 }
 
-static void exec_put(CUgraphExec e, hcg_call *root)
+/* The calls a graph runs (each_call's visitor): they record its launches. */
+typedef struct call_list {
+    hcg_call **v;
+    size_t n, cap;
+} call_list;
+
+static int list_call(hcg_call *c, void *arg)
+{
+    call_list *l = arg;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 8;
+        hcg_call **v = realloc(l->v, cap * sizeof *v);
+        if (!v)
+            return 1; /* the rest go unattributed */
+        l->v = v;
+        l->cap = cap;
+    }
+    l->v[l->n++] = c;
+    return 0;
+}
+
+/* e holds root; when calls is set, its nodes run those (taken). */
+static void exec_put(CUgraphExec e, hcg_call *root, call_list *calls)
 {
     pthread_mutex_lock(&exec_lock);
     exec_ent *x = exec_get(e, 1);
     if (x)
         x->root = root;
+    if (x && calls) {
+        free(x->calls);
+        x->calls = calls->v;
+        x->n_calls = calls->n;
+        calls->v = NULL;
+    }
     pthread_mutex_unlock(&exec_lock);
+    if (calls)
+        free(calls->v);
+}
+
+/* Node n of x runs c from now on, in place of what it ran. Under exec_lock. */
+static void exec_swap_call(exec_ent *x, CUgraphNode n, hcg_call *c)
+{
+    for (size_t i = 0; i < x->n_calls; i++)
+        if (x->calls[i]->node == (uintptr_t)n) {
+            x->calls[i] = c;
+            return;
+        }
+    hcg_call **v = realloc(x->calls, (x->n_calls + 1) * sizeof *v);
+    if (v) {
+        x->calls = v;
+        x->calls[x->n_calls++] = c;
+    }
 }
 
 /* e is destroyed: what it owns goes with the root it holds, whose user
@@ -614,6 +670,7 @@ static void exec_forget(CUgraphExec e)
         free(l);
     }
     free(x->sets);
+    free(x->calls);
     free(x);
 }
 
@@ -665,6 +722,7 @@ static int exec_note_set(CUgraphExec e, CUgraphNode n, hcg_call *c, uint64_t bef
             x->n_sets++;
         }
         x->sets[i] = (exec_set){n, c, before};
+        exec_swap_call(x, n, c);
         rc = 0;
     }
     pthread_mutex_unlock(&exec_lock);
@@ -684,6 +742,16 @@ static void CUDA_CB reap(void *p)
 }
 
 
+/* A launch of x on s, recorded in each call it runs before the driver can
+ * run any (under exec_lock). */
+static void note_replays(exec_ent *x, CUstream s)
+{
+    uint64_t now = hcg_ticks();
+    uint32_t tid = hcg_gettid();
+    for (size_t i = 0; i < x->n_calls; i++)
+        hcg_replay_note(x->calls[i], (uintptr_t)s, now, tid);
+}
+
 /* Launches of e are counted and made under exec_lock, so that their order
  * is the count's; the calls retired before this launch ride on a host
  * function behind it, which runs once every launch of e so far is done. */
@@ -695,9 +763,14 @@ static CUresult graph_launch(hcg_pfn_cuGraphLaunch real, CUgraphExec e, CUstream
         return real(e, s);
     pthread_mutex_lock(&exec_lock);
     exec_ent *x = exec_get(e, 0);
-    if (x)
+    if (x) {
         x->launches++;
+        note_replays(x, s);
+    }
     CUresult r = real(e, s);
+    if (r != CUDA_SUCCESS && x)
+        for (size_t i = 0; i < x->n_calls; i++)
+            hcg_replay_unnote(x->calls[i]);
     CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_ACTIVE;
     if (r == CUDA_SUCCESS && x && x->retired && after && capturing &&
         capturing(s, &st) == CUDA_SUCCESS && st == CU_STREAM_CAPTURE_STATUS_NONE) {
@@ -776,8 +849,10 @@ static void note_exec(hcg_driver *d, CUresult r, CUgraphExec *pe, CUgraph g)
     if (r != CUDA_SUCCESS || !pe || !atomic_load(&host_nodes_seen) || passive())
         return;
     hcg_call *root = NULL;
+    call_list calls = {0};
     each_call(d, g, 0, take_root, &root);
-    exec_put(*pe, root);
+    each_call(d, g, 0, list_call, &calls);
+    exec_put(*pe, root, &calls);
 }
 
 /* Every instantiate variant: the real one, then the exec holds g's calls. */
@@ -821,15 +896,21 @@ static void adopt_update(hcg_driver *d, CUgraphExec e, CUgraph g)
     hcg_call *root = exec_root(e), *now = NULL;
     pthread_mutex_lock(&exec_lock);
     exec_ent *x = exec_get(e, 0);
-    if (x)
+    if (x) {
         retire_sets(x);
+        x->n_calls = 0; /* they may be freed: the exec runs g's now */
+    }
     pthread_mutex_unlock(&exec_lock);
     if (root)
         each_call(d, g, 0, chain_to_exec, root);
     each_call(d, g, 0, take_root, &now);
+    call_list calls = {0};
+    each_call(d, g, 0, list_call, &calls);
     if (now)
-        exec_put(e, now);
-    else if (!root && atomic_load(&host_nodes_seen))
+        exec_put(e, now, &calls);
+    else
+        free(calls.v);
+    if (!now && !root && atomic_load(&host_nodes_seen))
         hcg_debug("executable graph %p updated from %p: its host calls are kept for ever",
                   (void *)e, (void *)g);
 }
@@ -883,12 +964,14 @@ int hcg_graph_adopt_capture(hcg_call *c, CUstream s, int ptsz)
     atomic_store_explicit(&c->refs, 1, memory_order_relaxed);
     atomic_store_explicit(&c->chain, NULL, memory_order_relaxed);
     c->graph = c->node = 0;
+    c->replays = calloc(1, sizeof *c->replays);
     return attach_root(d, c, g);
 }
 
 /* The node a capture just added: the stream's only dependency now. */
 void hcg_graph_note_captured(hcg_call *c, CUstream s, int ptsz)
 {
+    hcg_count_captured();
     hcg_driver *d = hcg_driver_get();
     hcg_pfn_cuStreamGetCaptureInfo_v2 info =
         ptsz ? atomic_load(&d->cuStreamGetCaptureInfo_v2_ptsz) : atomic_load(&d->cuStreamGetCaptureInfo_v2);

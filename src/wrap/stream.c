@@ -5,42 +5,55 @@
 
 #include "wrap/wrap.h"
 
-/* Set once any capture has begun; until then no launch needs the (driver)
- * question "is this stream capturing?". */
-static atomic_int capture_seen;
+/* Until a capture has begun (HCG_LAUNCH_CAPTURE in hcg_g_launch_rare), no
+ * launch needs the (driver) question "is this stream capturing?". */
 
+/* Which entry point, and cuLaunchHostFunc_v2's sync mode. */
 typedef struct launch_args {
     hcg_api api;
     CUstream stream;
     CUhostFn fn;
     void *user;
     unsigned int sync_mode;
+    uintptr_t ra; /* the wrapper's return address: the enqueue site */
 } launch_args;
 
-static CUresult call_real(hcg_driver *d, const launch_args *a, CUhostFn fn, void *user)
+/* Inline with a constant api in each wrapper (the arguments are passed by
+ * value, never through memory another thread could see), so that the
+ * choice of the real entry point costs nothing at run time. */
+static inline __attribute__((always_inline)) CUresult
+call_real(hcg_driver *d, launch_args a, CUhostFn fn, void *user)
 {
-    switch (a->api) {
+    switch (a.api) {
     case HCG_API_LAUNCH_HOST_FUNC:
-        return atomic_load(&d->cuLaunchHostFunc)(a->stream, fn, user);
+        return atomic_load_explicit(&d->cuLaunchHostFunc, memory_order_relaxed)(a.stream, fn,
+                                                                                user);
     case HCG_API_LAUNCH_HOST_FUNC_PTSZ:
-        return atomic_load(&d->cuLaunchHostFunc_ptsz)(a->stream, fn, user);
+        return atomic_load_explicit(&d->cuLaunchHostFunc_ptsz, memory_order_relaxed)(a.stream,
+                                                                                     fn, user);
     case HCG_API_LAUNCH_HOST_FUNC_V2:
-        return atomic_load(&d->cuLaunchHostFunc_v2)(a->stream, fn, user, a->sync_mode);
+        return atomic_load_explicit(&d->cuLaunchHostFunc_v2, memory_order_relaxed)(
+            a.stream, fn, user, a.sync_mode);
     case HCG_API_LAUNCH_HOST_FUNC_V2_PTSZ:
-        return atomic_load(&d->cuLaunchHostFunc_v2_ptsz)(a->stream, fn, user, a->sync_mode);
+        return atomic_load_explicit(&d->cuLaunchHostFunc_v2_ptsz, memory_order_relaxed)(
+            a.stream, fn, user, a.sync_mode);
     default:
         return CUDA_ERROR_INVALID_VALUE;
     }
 }
 
-static int have_real(hcg_driver *d, hcg_api api)
+static inline __attribute__((always_inline)) int have_real(hcg_driver *d, hcg_api api)
 {
     switch (api) {
-    case HCG_API_LAUNCH_HOST_FUNC: return atomic_load(&d->cuLaunchHostFunc) != NULL;
-    case HCG_API_LAUNCH_HOST_FUNC_PTSZ: return atomic_load(&d->cuLaunchHostFunc_ptsz) != NULL;
-    case HCG_API_LAUNCH_HOST_FUNC_V2: return atomic_load(&d->cuLaunchHostFunc_v2) != NULL;
+    case HCG_API_LAUNCH_HOST_FUNC:
+        return atomic_load_explicit(&d->cuLaunchHostFunc, memory_order_relaxed) != NULL;
+    case HCG_API_LAUNCH_HOST_FUNC_PTSZ:
+        return atomic_load_explicit(&d->cuLaunchHostFunc_ptsz, memory_order_relaxed) != NULL;
+    case HCG_API_LAUNCH_HOST_FUNC_V2:
+        return atomic_load_explicit(&d->cuLaunchHostFunc_v2, memory_order_relaxed) != NULL;
     case HCG_API_LAUNCH_HOST_FUNC_V2_PTSZ:
-        return atomic_load(&d->cuLaunchHostFunc_v2_ptsz) != NULL;
+        return atomic_load_explicit(&d->cuLaunchHostFunc_v2_ptsz, memory_order_relaxed) !=
+               NULL;
     default: return 0;
     }
 }
@@ -51,15 +64,14 @@ static int is_ptsz(hcg_api api)
 }
 
 /* Whether the call may be replayed (stream capture), so must not be freed
- * after its first run. */
-static int launch_is_captured(hcg_driver *d, const launch_args *a)
+ * after its first run. Asked of the driver only once any capture began. */
+__attribute__((noinline)) static int stream_is_capturing(hcg_driver *d, hcg_api api,
+                                                          CUstream s)
 {
-    if (!atomic_load_explicit(&capture_seen, memory_order_relaxed))
-        return 0;
-    hcg_pfn_cuStreamIsCapturing q = is_ptsz(a->api) ? atomic_load(&d->cuStreamIsCapturing_ptsz)
-                                             : atomic_load(&d->cuStreamIsCapturing);
+    hcg_pfn_cuStreamIsCapturing q = is_ptsz(api) ? atomic_load(&d->cuStreamIsCapturing_ptsz)
+                                                 : atomic_load(&d->cuStreamIsCapturing);
     CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
-    if (!q || q(a->stream, &st) != CUDA_SUCCESS)
+    if (!q || q(s, &st) != CUDA_SUCCESS)
         return 1; /* unknown: keeping the call alive is the safe side */
     return st != CU_STREAM_CAPTURE_STATUS_NONE;
 }
@@ -71,73 +83,148 @@ static void no_driver(void)
         hcg_msg("%s: host functions cannot be launched", hcg_driver_error());
 }
 
-static CUresult launch(const launch_args *a)
+/* A captured launch: the call becomes the capture graph's. */
+__attribute__((noinline, cold)) static void adopt_captured(hcg_call *c, hcg_api api,
+                                                           CUstream s)
 {
-    hcg_driver *d = hcg_driver_get();
-    if (HCG_UNLIKELY(!d)) {
-        no_driver();
-        return CUDA_ERROR_NOT_INITIALIZED;
+    if (hcg_graph_adopt_capture(c, s, is_ptsz(api)) != 0)
+        hcg_debug("capture graph of stream %p not found: its host call is kept for ever",
+                  (void *)s);
+    /* The wrapper frees its data when it returns: a second replay would
+     * read freed memory. The trampoline calls what it wraps instead. */
+    if (c->wrapped) {
+        hcg_event_link_seq(c->seq);
+        hcg_audit_report_fn(HCG_FIND_ONESHOT_IN_GRAPH, api, s, (void *)c->inner, c->rec);
     }
-    if (!have_real(d, a->api))
-        return CUDA_ERROR_NOT_SUPPORTED; /* e.g. cuLaunchHostFunc_v2 on a 13.0 driver */
-    if (HCG_UNLIKELY(hcg_config_get()->mode == HCG_MODE_OFF || a->fn == NULL))
-        return call_real(d, a, a->fn, a->user);
-    if (HCG_UNLIKELY(hcg_audit_wrapper_call(a->api)))
-        return CUDA_ERROR_NOT_PERMITTED;
-    hcg_init();
-    hcg_call *c;
-    if (hcg_prepare_call(a->api, a->stream, a->fn, a->user, &c) != CUDA_SUCCESS)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (HCG_UNLIKELY(!c))
-        return call_real(d, a, a->fn, a->user);
-    int captured = launch_is_captured(d, a);
-    if (HCG_UNLIKELY(captured)) {
-        if (hcg_graph_adopt_capture(c, a->stream, is_ptsz(a->api)) != 0)
-            hcg_debug("capture graph of stream %p not found: its host call is kept for ever",
-                      (void *)a->stream);
-        /* The wrapper frees its data when it returns: a second replay would
-         * read freed memory. The trampoline calls what it wraps instead. */
-        if (c->wrapped)
-            hcg_audit_report_fn(HCG_FIND_ONESHOT_IN_GRAPH, a->api, a->stream, (void *)c->inner,
-                                c->rec);
+}
+
+/* The driver runs c's trampoline instead of the function. The call is not
+ * read after the driver took it: the callback thread may have run it and
+ * given it back already (and its line is that thread's by now). */
+static inline __attribute__((always_inline)) CUresult launch_call(hcg_driver *d, launch_args a,
+                                                                  hcg_call *c)
+{
+    /* The call site: the return address alone (a store), or the stack
+     * when --backtrace asks for frames. */
+    atomic_store_explicit(&c->caller, a.ra, memory_order_relaxed);
+    int captured = 0;
+    int rare = atomic_load_explicit(&hcg_g_launch_rare, memory_order_relaxed);
+    if (HCG_UNLIKELY(rare)) {
+        if (hcg_g_backtrace)
+            atomic_store_explicit(&c->caller, hcg_callsite_here(), memory_order_relaxed);
+        if ((rare & HCG_LAUNCH_CAPTURE) && (captured = stream_is_capturing(d, a.api, a.stream)))
+            adopt_captured(c, a.api, a.stream);
     }
     hcg_fnkind kind = (hcg_fnkind)c->kind;
-    struct hcg_pool *pool = c->owner; /* c is the callback thread's once launched */
+    hcg_pool *pool = c->owner;
     CUresult r = call_real(d, a, hcg_trampoline, c);
-    if (r == CUDA_SUCCESS) {
+    if (HCG_LIKELY(r == CUDA_SUCCESS)) {
         hcg_count_launch(pool, kind);
         if (HCG_LIKELY(!captured))
             hcg_pool_flow(pool);
-        if (HCG_UNLIKELY(captured))
-            hcg_graph_note_captured(c, a->stream, is_ptsz(a->api));
+        else
+            hcg_graph_note_captured(c, a.stream, is_ptsz(a.api));
     } else if (!captured) {
         hcg_call_free_local(c); /* a captured one belongs to the graph now */
     }
     return r;
 }
 
+/* Everything but an ordinary function or a copy launched as it is:
+ * cuda.bindings' wrapper, libc functions, closures, HCGUARD_DEBUG. */
+__attribute__((noinline)) static CUresult launch_general(hcg_driver *d, launch_args a)
+{
+    hcg_call *c;
+    if (hcg_prepare_call(a.api, a.stream, a.fn, a.user, &c) != CUDA_SUCCESS)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (HCG_UNLIKELY(!c))
+        return call_real(d, a, a.fn, a.user);
+    return launch_call(d, a, c);
+}
+
+/* A copy function launched as it is: its record checked (a record this
+ * thread found good lately, unchanged, costs a compare), the snapshot in
+ * the call's second line. t: the enqueue time stamp, also the verdict's
+ * age. */
+static inline __attribute__((always_inline)) CUresult launch_copy(hcg_driver *d, launch_args a,
+                                                      hcg_fnkind kind, uint64_t t)
+{
+    hcguard_copy_record snap;
+    hcguard_status why = HCGUARD_OK;
+    uint64_t gen = hcg_oracle_gen(); /* before the record is read */
+    /* The record read once, fault-contained, and found among this
+     * thread's recent verdicts; else the whole check (which reads it
+     * again: a record that faulted is reported from there). */
+    if (HCG_UNLIKELY(!a.user || !hcg_fault_ready() ||
+                     hcg_fault_copy(&snap, a.user, sizeof snap, NULL) != 0 ||
+                     !hcg_oracle_recent(a.user, &snap, t)) &&
+        hcg_prepare_copy(a.api, a.stream, a.fn, a.user, kind, t, &snap, &why, &gen))
+        return CUDA_ERROR_INVALID_VALUE;
+    hcg_call *c = hcg_call_alloc();
+    if (HCG_UNLIKELY(!c))
+        return call_real(d, a, a.fn, a.user); /* out of memory: unmeasured */
+    hcg_call_init(c, a.api, a.stream, a.fn, a.user, kind, why, 0, t);
+    c->rec = a.user;
+    c->snap = snap;
+    c->inner = a.fn;
+    c->gen = gen;
+    return launch_call(d, a, c);
+}
+
+/* The launch path, inline in each wrapper. An ordinary host function
+ * launched again costs loads and compares: its kind from this thread's
+ * last answer, one time stamp, the call from the thread's own free list,
+ * two counts in the thread's own pool. */
+static inline __attribute__((always_inline)) CUresult launch(launch_args a)
+{
+    hcg_driver *d = hcg_driver_get();
+    if (HCG_UNLIKELY(!d)) {
+        no_driver();
+        return CUDA_ERROR_NOT_INITIALIZED;
+    }
+    if (HCG_UNLIKELY(!have_real(d, a.api)))
+        return CUDA_ERROR_NOT_SUPPORTED; /* e.g. cuLaunchHostFunc_v2 on a 13.0 driver */
+    const hcg_config *cfg = hcg_config_get();
+    if (HCG_UNLIKELY(cfg->mode == HCG_MODE_OFF || a.fn == NULL))
+        return call_real(d, a, a.fn, a.user);
+    if (HCG_UNLIKELY(hcg_audit_wrapper_call(a.api)))
+        return CUDA_ERROR_NOT_PERMITTED;
+    hcg_init();
+    hcg_fnkind kind = hcg_recognize_fast((void *)a.fn);
+    if (HCG_UNLIKELY(kind != HCG_FN_ORDINARY || cfg->debug)) {
+        if (hcg_fnkind_is_copy(kind) && !cfg->debug)
+            return launch_copy(d, a, kind, hcg_ticks());
+        return launch_general(d, a);
+    }
+    hcg_call *c = hcg_call_alloc();
+    if (HCG_UNLIKELY(!c))
+        return call_real(d, a, a.fn, a.user); /* out of memory: unmeasured */
+    hcg_call_init(c, a.api, a.stream, a.fn, a.user, kind, HCGUARD_OK, 0, hcg_ticks());
+    return launch_call(d, a, c);
+}
+
 CUresult hcg_w_cuLaunchHostFunc(CUstream s, CUhostFn fn, void *user)
 {
-    launch_args a = {HCG_API_LAUNCH_HOST_FUNC, s, fn, user, 0};
-    return launch(&a);
+    return launch((launch_args){HCG_API_LAUNCH_HOST_FUNC, s, fn, user, 0,
+                               (uintptr_t)__builtin_return_address(0)});
 }
 
 CUresult hcg_w_cuLaunchHostFunc_ptsz(CUstream s, CUhostFn fn, void *user)
 {
-    launch_args a = {HCG_API_LAUNCH_HOST_FUNC_PTSZ, s, fn, user, 0};
-    return launch(&a);
+    return launch((launch_args){HCG_API_LAUNCH_HOST_FUNC_PTSZ, s, fn, user, 0,
+                               (uintptr_t)__builtin_return_address(0)});
 }
 
 CUresult hcg_w_cuLaunchHostFunc_v2(CUstream s, CUhostFn fn, void *user, unsigned int mode)
 {
-    launch_args a = {HCG_API_LAUNCH_HOST_FUNC_V2, s, fn, user, mode};
-    return launch(&a);
+    return launch((launch_args){HCG_API_LAUNCH_HOST_FUNC_V2, s, fn, user, mode,
+                               (uintptr_t)__builtin_return_address(0)});
 }
 
 CUresult hcg_w_cuLaunchHostFunc_v2_ptsz(CUstream s, CUhostFn fn, void *user, unsigned int mode)
 {
-    launch_args a = {HCG_API_LAUNCH_HOST_FUNC_V2_PTSZ, s, fn, user, mode};
-    return launch(&a);
+    return launch((launch_args){HCG_API_LAUNCH_HOST_FUNC_V2_PTSZ, s, fn, user, mode,
+                               (uintptr_t)__builtin_return_address(0)});
 }
 
 /* ---- cuStreamAddCallback ---------------------------------------------------
@@ -152,7 +239,7 @@ static hcg_fnkind add_callback_kind(CUstreamCallback cb, void *user, CUstreamCal
 {
     *inner = cb;
     *inner_user = user;
-    hcg_fnkind kind = hcg_recognize((void *)cb);
+    hcg_fnkind kind = hcg_recognize_fast((void *)cb);
     if (kind != HCG_FN_WRAP_BINDINGS)
         return kind;
     CUhostFn fn = NULL;
@@ -166,7 +253,7 @@ static hcg_fnkind add_callback_kind(CUstreamCallback cb, void *user, CUstreamCal
 }
 
 static CUresult add_callback(hcg_api api, CUstream s, CUstreamCallback cb, void *user,
-                             unsigned int flags)
+                             unsigned int flags, uintptr_t ra)
 {
     hcg_driver *d = hcg_driver_get();
     if (HCG_UNLIKELY(!d)) {
@@ -188,15 +275,22 @@ static CUresult add_callback(hcg_api api, CUstream s, CUstreamCallback cb, void 
     hcg_fnkind kind = add_callback_kind(cb, user, &inner, &inner_user);
     if (HCG_UNLIKELY(hcg_config_get()->debug))
         hcg_debug_call(api, (CUhostFn)(void *)cb, user, kind, (CUhostFn)(void *)inner);
-    if (kind == HCG_FN_LIBC || kind == HCG_FN_CLOSURE) {
-        hcg_audit_report_fn(kind == HCG_FN_LIBC ? HCG_FIND_LIBC_FN : HCG_FIND_CLOSURE, api, s,
-                            (void *)inner, inner_user);
-        if (kind == HCG_FN_LIBC && hcg_config_get()->mode == HCG_MODE_GUARD)
-            return CUDA_ERROR_INVALID_VALUE;
+    int found = kind == HCG_FN_LIBC || kind == HCG_FN_CLOSURE;
+    if (found && kind == HCG_FN_LIBC && hcg_config_get()->mode == HCG_MODE_GUARD) {
+        hcg_audit_report_fn(HCG_FIND_LIBC_FN, api, s, (void *)inner, inner_user);
+        return CUDA_ERROR_INVALID_VALUE;
     }
     hcg_call *c = hcg_call_new(api, s, (CUhostFn)(void *)cb, user, HCG_FN_ORDINARY, HCGUARD_OK, 0);
+    if (HCG_UNLIKELY(found)) { /* reported with the launch's seq */
+        if (c)
+            hcg_event_link_seq(c->seq);
+        hcg_audit_report_fn(kind == HCG_FN_LIBC ? HCG_FIND_LIBC_FN : HCG_FIND_CLOSURE, api, s,
+                            (void *)inner, inner_user);
+    }
     if (!c)
         return real(s, cb, user, flags);
+    atomic_store_explicit(&c->caller, HCG_UNLIKELY(hcg_g_backtrace) ? hcg_callsite_here() : ra,
+                          memory_order_relaxed);
     struct hcg_pool *pool = c->owner;
     CUresult r = real(s, hcg_stream_cb_trampoline, c, flags);
     if (r == CUDA_SUCCESS) {
@@ -209,20 +303,22 @@ static CUresult add_callback(hcg_api api, CUstream s, CUstreamCallback cb, void 
 
 CUresult hcg_w_cuStreamAddCallback(CUstream s, CUstreamCallback cb, void *user, unsigned int flags)
 {
-    return add_callback(HCG_API_STREAM_ADD_CALLBACK, s, cb, user, flags);
+    return add_callback(HCG_API_STREAM_ADD_CALLBACK, s, cb, user, flags,
+                        (uintptr_t)__builtin_return_address(0));
 }
 
 CUresult hcg_w_cuStreamAddCallback_ptsz(CUstream s, CUstreamCallback cb, void *user,
                                         unsigned int flags)
 {
-    return add_callback(HCG_API_STREAM_ADD_CALLBACK_PTSZ, s, cb, user, flags);
+    return add_callback(HCG_API_STREAM_ADD_CALLBACK_PTSZ, s, cb, user, flags,
+                        (uintptr_t)__builtin_return_address(0));
 }
 
 /* ---- capture ---------------------------------------------------------- */
 static void note_capture(CUresult r)
 {
     if (r == CUDA_SUCCESS)
-        atomic_store(&capture_seen, 1);
+        atomic_fetch_or(&hcg_g_launch_rare, HCG_LAUNCH_CAPTURE);
 }
 
 /* Every begin-capture variant: the real one, and a success noted. */

@@ -17,9 +17,7 @@ int hcg_graph_adopt_capture(hcg_call *c, CUstream s, int ptsz);
 void hcg_graph_note_captured(hcg_call *c, CUstream s, int ptsz);
 uint64_t hcg_graph_calls_live(void);
 
-void hcg_graph_fork_lock(void); /* fork hooks (src/lifecycle/fork.c) */
-void hcg_graph_fork_unlock(void);
-void hcg_graph_after_fork(void);
+void hcg_graph_after_fork(void); /* fork child hook (src/lifecycle/fork.c) */
 
 /* ---- src/lifecycle/init.c: the lazy start ---------------------------------
  * Start-up (pthread_once); safe from any intercepted call. Inline: once

@@ -16,6 +16,9 @@ import os
 import subprocess
 import sys
 
+import check_log
+import check_trace
+
 
 def main():
     if os.environ.get("HCG_REQUIRE_GPU") and subprocess.run(
@@ -53,9 +56,19 @@ def main():
     if runs != 100:
         bad.append("the log has %d run events, want 100" % runs)
     with open(trace) as f:
-        slices = [e for e in json.load(f) if e.get("ph") == "X"]
+        slices = [e for e in json.load(f) if e.get("ph") == "X" and e.get("cat") != "enqueue"]
     if len(slices) != 100:
         bad.append("the trace has %d slices, want 100" % len(slices))
+    # What the program wrote and what hcguard run wrote for it, together:
+    # the log's schema (a header first), the Trace Event Format.
+    strict = check_trace.Trace()
+    strict.check(trace)
+    if strict.bad:
+        bad.append("the trace breaks the Trace Event Format (above)")
+    logc = check_log.check_file(log, check_log.load_fields())
+    if logc.bad or logc.counts["header"] != 1:
+        bad.append("the log breaks docs/LOG.md (above), or has %d headers, want 1"
+                   % logc.counts["header"])
     if p.stderr.count("ERROR SUMMARY: %s" % errors) != 1:
         bad.append("want one summary saying 'ERROR SUMMARY: %s'" % errors)
     if "host functions: 100 launched, 100 ran" not in p.stderr:

@@ -27,7 +27,7 @@ def trace_slices(path):
         text = f.read().rstrip()
     if not text.endswith("]"):
         text = text.rstrip(",") + "]"
-    return [e for e in json.loads(text) if e.get("ph") == "X"]
+    return [e for e in json.loads(text) if e.get("ph") == "X" and e.get("cat") != "enqueue"]
 
 
 def log_runs(path):

@@ -1,62 +1,179 @@
-"""Runs a command with HCGUARD_TRACE set, then checks the trace.
+"""Runs a command with HCGUARD_TRACE set, then checks the trace strictly
+against the Trace Event Format (the JSON array form Perfetto opens).
 
-  check_trace.py DIR [--one-file] EXPECT... -- CMD ARGS...
-The trace must be one JSON array of Chrome trace events: every event with
-its fields and types, every slice's thread named by a metadata event.
-EXPECT is PH=N or PH:CAT=N (PH X slice, i instant, M metadata; CAT the
-category), or NAME@PH=N (events of phase PH named NAME): the trace must
-hold exactly N such events. --one-file names the trace without %p. Exit 77
-is passed on. HCG_CHILD_PRELOAD becomes the command's LD_PRELOAD.
+  check_trace.py DIR [--one-file | --each] EXPECT... -- CMD ARGS...
+  check_trace.py --files FILE...          (only check these traces)
+
+Checked: the file is one JSON array of objects; each event has the fields
+its phase needs, with their types (X slices, i instants, M metadata, s/f
+flow events; any other phase is an error); every pid has a process_name
+and every (pid, tid) an event uses a thread_name; every flow start has
+exactly one finish with the same cat, name and id, no earlier, each inside
+a slice of its own thread (the finish: bp "e"); the slices of each thread
+nest (none overlaps another partly).
+
+EXPECT is PH=N or PH:CAT=N (PH a phase, CAT a category), or NAME@PH=N
+(events of phase PH named NAME): the traces must hold exactly N such
+events. --one-file names the trace without %p (every process one file);
+--each lets the command write several (%p: one per process) and checks
+each. Exit 77 is passed on. HCG_CHILD_PRELOAD becomes the command's
+LD_PRELOAD.
 """
+import glob
 import json
+import os
 import sys
-from collections import Counter
+from collections import Counter, defaultdict
 
 import sinkrun
 
-FIELDS = {"X": ("name", "cat", "ts", "dur", "pid", "tid", "args"),
-          "i": ("name", "cat", "ts", "pid", "tid", "s", "args"),
-          "M": ("name", "pid", "tid", "args")}
+NUM = (int, float)
+FIELDS = {
+    "X": {"name": str, "cat": str, "ts": NUM, "dur": NUM, "pid": int, "tid": int, "args": dict},
+    "i": {"name": str, "cat": str, "ts": NUM, "pid": int, "tid": int, "s": str, "args": dict},
+    "M": {"name": str, "pid": int, "tid": int, "args": dict},
+    "s": {"name": str, "cat": str, "id": (int, str), "ts": NUM, "pid": int, "tid": int},
+    "f": {"name": str, "cat": str, "id": (int, str), "ts": NUM, "pid": int, "tid": int},
+}
+METADATA = ("process_name", "thread_name", "process_sort_index", "thread_sort_index",
+            "process_labels")
 
 
-def problems(ev):
+def ns(t):
+    """Microseconds as written (to the ns) to integer nanoseconds."""
+    return round(t * 1000)
+
+
+def event_problems(ev):
+    if not isinstance(ev, dict):
+        return ["is not an object"]
     ph = ev.get("ph")
     if ph not in FIELDS:
         return [f"unknown phase {ph!r}"]
-    out = [f"lacks {k}" for k in FIELDS[ph] if k not in ev]
-    for k in ("ts", "dur"):
-        if k in ev and not (isinstance(ev[k], (int, float)) and ev[k] >= 0):
+    out = []
+    for k, typ in FIELDS[ph].items():
+        if k not in ev:
+            out.append(f"lacks {k}")
+        elif not isinstance(ev[k], typ) or isinstance(ev[k], bool):
             out.append(f"{k} is {ev[k]!r}")
+    for k in ("ts", "dur"):
+        if isinstance(ev.get(k), NUM) and ev[k] < 0:
+            out.append(f"{k} is negative")
+    if ph == "i" and ev.get("s") not in ("g", "p", "t"):
+        out.append(f"scope {ev.get('s')!r}")
+    if ph == "M":
+        if ev.get("name") not in METADATA:
+            out.append(f"unknown metadata {ev.get('name')!r}")
+        elif ev["name"].endswith("_name") and not isinstance(ev.get("args", {}).get("name"), str):
+            out.append("names nothing (args.name)")
+    if ph == "f" and ev.get("bp", "e") != "e":
+        out.append(f"bp {ev.get('bp')!r}")
     return out
 
 
+class Trace:
+    def __init__(self):
+        self.counts, self.bad = Counter(), 0
+
+    def problem(self, where, what):
+        print(f"check_trace: {where}: {what}")
+        self.bad += 1
+
+    def check(self, path):
+        try:
+            events = json.load(open(path))
+        except ValueError as e:
+            self.problem(path, f"not JSON: {e}")
+            return 0
+        if not isinstance(events, list):
+            self.problem(path, "not a JSON array")
+            return 0
+        slices = defaultdict(list)        # (pid, tid) -> [(start, end, n)]
+        procs, threads, used = set(), set(), set()
+        flows = defaultdict(lambda: {"s": [], "f": []})
+        for n, ev in enumerate(events):
+            probs = event_problems(ev)
+            for p in probs:
+                self.problem(f"{path} event {n}", f"{p}: {str(ev)[:300]}")
+            if probs:
+                continue
+            ph = ev["ph"]
+            self.counts[ph] += 1
+            if "cat" in ev:
+                self.counts[f"{ph}:{ev['cat']}"] += 1
+            self.counts[f"{ev['name']}@{ph}"] += 1
+            key = (ev["pid"], ev["tid"])
+            if ph == "M":
+                if ev["name"] == "process_name":
+                    procs.add(ev["pid"])
+                elif ev["name"] == "thread_name":
+                    threads.add(key)
+                continue
+            used.add(key)
+            if ph == "X":
+                slices[key].append((ns(ev["ts"]), ns(ev["ts"]) + ns(ev["dur"]), n))
+            elif ph in "sf":
+                flows[(ev["cat"], ev["name"], ev["id"])][ph].append((key, ns(ev["ts"]), n))
+        for pid in sorted({k[0] for k in used} - procs):
+            self.problem(path, f"process {pid} has no process_name")
+        for key in sorted(used - threads):
+            self.problem(path, f"thread {key} has no thread_name")
+        for key, sl in slices.items():
+            self.nesting(path, key, sl)
+        for fid, ends in flows.items():
+            self.flow(path, fid, ends, slices)
+        return len(events)
+
+    def nesting(self, path, key, sl):
+        """Sorted by start (longest first): each slice lies inside the open
+        one it starts in, or after it."""
+        stack = []
+        for start, end, n in sorted(sl, key=lambda s: (s[0], -(s[1] - s[0]))):
+            while stack and start >= stack[-1][1] and not (start == stack[-1][1] == stack[-1][0]):
+                stack.pop()
+            if stack and end > stack[-1][1]:
+                self.problem(path, f"thread {key}: slice (event {n}) overlaps the slice of "
+                             f"event {stack[-1][2]} partly")
+                continue
+            stack.append((start, end, n))
+
+    def flow(self, path, fid, ends, slices):
+        if len(ends["s"]) != 1 or len(ends["f"]) != 1:
+            self.problem(path, f"flow {fid}: {len(ends['s'])} starts, {len(ends['f'])} finishes")
+            return
+        (skey, sts, sn), (fkey, fts, fn) = ends["s"][0], ends["f"][0]
+        if fts < sts:
+            self.problem(path, f"flow {fid}: finishes (event {fn}) before it starts (event {sn})")
+        for key, ts, n, what in ((skey, sts, sn, "start"), (fkey, fts, fn, "finish")):
+            if not any(a <= ts <= b for a, b, _ in slices.get(key, ())):
+                self.problem(path, f"flow {fid}: its {what} (event {n}) is in no slice of "
+                             f"thread {key}")
+
+
 def main():
-    rc, trace, expects = sinkrun.run(sys.argv, "HCGUARD_TRACE", "trace", "json", "check_trace")
+    if len(sys.argv) > 1 and sys.argv[1] == "--files":
+        t = Trace()
+        total = sum(t.check(p) for p in sys.argv[2:])
+        print(f"check_trace: {total} events in {len(sys.argv) - 2} files, {dict(t.counts)}")
+        return 1 if t.bad or len(sys.argv) < 3 else 0
+    argv = list(sys.argv)
+    each = "--each" in argv
+    if each:
+        argv.remove("--each")
+    rc, trace, expects = sinkrun.run(argv, "HCGUARD_TRACE", "trace", "json", "check_trace",
+                                     many=each)
     if rc == 77:
         return 77
-    if trace is None:
+    where = argv[1]
+    files = sorted(glob.glob(os.path.join(where, "trace-*.json"))) if each else \
+        ([trace] if trace else [])
+    if not files:
+        print("check_trace: no trace written")
         return 1
-    try:
-        events = json.load(open(trace))
-    except ValueError as e:
-        print(f"check_trace: {trace} is not JSON: {e}")
-        return 1
-    bad, counts = 0, Counter()
-    named = {(e["pid"], e["tid"]) for e in events
-             if e.get("ph") == "M" and e.get("name") == "thread_name"}
-    for n, ev in enumerate(events):
-        for p in problems(ev):
-            print(f"check_trace: event {n} {p}: {ev}")
-            bad += 1
-        ph = ev.get("ph")
-        counts[ph] += 1
-        if "cat" in ev:
-            counts[f"{ph}:{ev['cat']}"] += 1
-        counts[f"{ev.get('name')}@{ph}"] += 1
-        if ph == "X" and (ev.get("pid"), ev.get("tid")) not in named:
-            print(f"check_trace: event {n}: its thread is not named")
-            bad += 1
-    return sinkrun.verdict(bad, counts, expects, rc, len(events), "check_trace")
+    t = Trace()
+    total = sum(t.check(p) for p in files)
+    t.counts["files"] = len(files)
+    return sinkrun.verdict(t.bad, t.counts, expects, rc, total, "check_trace")
 
 
 if __name__ == "__main__":

@@ -13,6 +13,11 @@
  *                       instantiated, updated and destroyed in every order:
  *                       what hcguard keeps for them returns to zero
  *   hc_graph capture    host functions captured from a stream replay
+ *   hc_graph fork-launch
+ *                       a thread launches a graph without pause while the
+ *                       main thread forks 200 times: no fork hangs (the
+ *                       driver's fork handler and hcguard's take their
+ *                       locks in one order)
  *   hc_graph capture-bindings
  *                       the same, enqueued through a stand-in of cuda.bindings'
  *                       wrapper, which frees its data after one run: every
@@ -27,7 +32,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -369,6 +376,57 @@ static void capture_bindings(void)
         capture_with(launch, 5, "wrapped");
 }
 
+/* ---- fork while a graph is launched ---------------------------------------- */
+static atomic_int stop_launching;
+static CUgraphExec fork_exec;
+
+static void *launch_loop(void *ctx)
+{
+    CUstream s;
+    REQUIRE_OK(cuCtxSetCurrent(ctx));
+    REQUIRE_OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    for (int i = 0; !atomic_load(&stop_launching); i++) {
+        REQUIRE_OK(cuGraphLaunch(fork_exec, s));
+        if (i % 64 == 63)
+            REQUIRE_OK(cuStreamSynchronize(s));
+    }
+    REQUIRE_OK(cuStreamSynchronize(s));
+    REQUIRE_OK(cuStreamDestroy(s));
+    return NULL;
+}
+
+static void fork_launch(void)
+{
+    enum { FORKS = 200 };
+    test_watchdog(90); /* a deadlock in fork is reported, not left to the timeout */
+    CUgraph g;
+    CUgraphNode a;
+    CUDA_HOST_NODE_PARAMS pt = {tick, NULL};
+    REQUIRE_OK(cuGraphCreate(&g, 0));
+    REQUIRE_OK(cuGraphAddHostNode(&a, g, NULL, 0, &pt));
+    REQUIRE_OK(cuGraphInstantiate(&fork_exec, g, 0));
+    pthread_t t;
+    CUcontext ctx;
+    REQUIRE_OK(cuCtxGetCurrent(&ctx));
+    REQUIRE(pthread_create(&t, NULL, launch_loop, ctx) == 0);
+    int failed = 0;
+    for (int i = 0; i < FORKS; i++) {
+        pid_t pid = fork();
+        if (pid == 0)
+            _exit(0);
+        int st = 0;
+        if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+            failed++;
+    }
+    atomic_store(&stop_launching, 1);
+    pthread_join(t, NULL);
+    CHECK_MSG(failed == 0, "%d of %d forks failed", failed, FORKS);
+    CHECK_MSG(atomic_load(&ticks) > 0, "the graph never ran");
+    printf("%d forks while launching %d graph replays\n", FORKS, atomic_load(&ticks));
+    REQUIRE_OK(cuGraphExecDestroy(fork_exec));
+    REQUIRE_OK(cuGraphDestroy(g));
+}
+
 /* Every graph is gone: so is everything hcguard kept for them. */
 static void none_alive(void)
 {
@@ -383,6 +441,7 @@ static const check_scenario scenarios[] = {
     CHECK_SCENARIO("lifetime", lifetime),
     CHECK_SCENARIO("capture", capture),
     CHECK_SCENARIO("capture-bindings", capture_bindings),
+    CHECK_SCENARIO("fork-launch", fork_launch),
 };
 
 int main(int argc, char **argv)

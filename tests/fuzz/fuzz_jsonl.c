@@ -103,6 +103,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (hcg_logrec_parse(out, n, &back, err, sizeof err) != 0 || !same(&r, &back))
             abort();
     }
+    /* The header parser on the same bytes: 0 with a pid and a schema it
+     * reads, 1 (not a header), or -1 with a reason. */
+    hcg_loghdr h;
+    int hr = hcg_loghdr_parse(line, size, &h, err, sizeof err);
+    if (hr < -1 || hr > 1 || (hr == -1 && !err[0]) ||
+        (hr == 0 && (h.pid <= 0 || h.schema > HCG_LOGHDR_SCHEMA)) || (hr == 0 && rc == 0))
+        abort();
     free(line);
     return 0;
 }

@@ -126,7 +126,7 @@ def case_missing_value(args, tmp):
         expect_usage_error(args, ["run", opt + "=", "true"], want)
         # The next option is not taken for the value.
         expect_usage_error(args, ["run", opt, "--debug", "true"], want)
-    for flag in ("--no-summary", "--debug"):
+    for flag in ("--no-summary", "--debug", "--nvtx"):
         expect_usage_error(args, ["run", flag + "=1", "true"],
                            "option '%s' takes no value" % flag + SEE_RUN_HELP)
 
@@ -158,11 +158,13 @@ def case_bad_exitcode(args, tmp):
 def case_bad_thresholds(args, tmp):
     for opt in ("--slow-ms", "--hang-s"):
         for value in ("0", "-1", "x", "1x", "1e9", "nan", "inf", "0x"):
+            if value == "0" and opt == "--slow-ms":
+                continue  # switches slow host functions off: below
             want = ("bad value for %s: '%s' is not a positive number"
                     % (opt, value) + SEE_RUN_HELP)
             expect_usage_error(args, ["run", opt, value, "true"], want)
             expect_usage_error(args, ["run", opt + "=" + value, "true"], want)
-        for value in ("0.5", "20", "1e3"):
+        for value in ("0.5", "20", "1e3") + (("0",) if opt == "--slow-ms" else ()):
             p = run([args.hcguard, "run", "--mode", "off", opt, value, "true"],
                     env=dummy_env(args))
             expect_eq(p.returncode, 0, "%s %s" % (opt, value), p)
@@ -374,7 +376,7 @@ def case_child_env(args, tmp):
         "--copy-fn", "a_copy,b_copy", "--no-summary",
         "--driver", args.dummy, "--debug", "--slow-ms", "2.5",
         "--hang-s", "30", "--recheck", "always", "--buffer", "8M", "--log-file", "report.%p.txt",
-        "--file-mode", "0644", "--print-limit", "5"], dummy_env(args, RANK="3"))
+        "--file-mode", "0644", "--print-limit", "5", "--nvtx"], dummy_env(args, RANK="3"))
     expect_eq(p.returncode, 0, "exit status", p)
     want = {
         "LD_PRELOAD": os.path.abspath(args.dummy),
@@ -394,6 +396,7 @@ def case_child_env(args, tmp):
         "HCGUARD_SLOW_MS": "2.5",
         "HCGUARD_HANG_S": "30",
         "HCGUARD_RECHECK": "always",
+        "HCGUARD_NVTX": "1",
     }
     for k, v in want.items():
         expect_eq(seen.get(k), v, k, p)

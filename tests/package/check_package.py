@@ -93,7 +93,7 @@ def expect_demo_guarded(p, library, what):
     hcguard's own copy function found in the library preloaded."""
     expect_eq(p.returncode, 0, what + ": exit status", p)
     expect("hcdemo: hcguard is preloaded" in p.stdout, what + ": hcguard not loaded", p)
-    expect("==hcguard== bad records rejected at enqueue: 3" in p.stderr,
+    expect(re.search(r"^==hcguard== +bad records rejected at enqueue: 3$", p.stderr, re.M),
            what + ": no rejections in the summary", p)
     expect("hcguard_host_copy (in %s)" % library in p.stderr,
            what + ": the copy function is not in %s" % library, p)
@@ -299,9 +299,15 @@ def man_names(text):
     for want in ("NAME", "SYNOPSIS", "DESCRIPTION", "OPTIONS", "ENVIRONMENT",
                  "EXIT STATUS", "FILES", "SEE ALSO"):
         expect(want in sec, "the man page has no %s section" % want)
-    options = set()
-    for tag in tags(sec["OPTIONS"]):
-        options.update(o for o in OPTION.findall(tag) if o.startswith("--") or o == "-h")
+    # OPTIONS: those of run (options.def's), then "hcguard report"'s own.
+    lines = sec["OPTIONS"]
+    cut = next((i for i, line in enumerate(lines)
+                if line.startswith(".SS") and "hcguard report" in line), len(lines))
+    options, report = set(), set()
+    for part, into in ((lines[:cut], options), (lines[cut:], report)):
+        for tag in tags(part):
+            into.update(o for o in OPTION.findall(tag) if o.startswith("--") or o == "-h")
+    expect_eq(sorted(report), sorted(REPORT_OPTIONS), "the options of hcguard report")
     variables = set()
     for tag in tags(sec["ENVIRONMENT"]):
         variables.update(VARIABLE.findall(tag))
@@ -332,6 +338,7 @@ def case_man_sync(args, tmp):
 # The launcher's own options and variables, which are no row of the table.
 LAUNCHER_OPTIONS = {"--help", "-h", "--version"}
 LAUNCHER_VARIABLES = {"HCGUARD_LIBRARY"}
+REPORT_OPTIONS = {"--trace", "--svg"}  # tools/report.c
 ROW = re.compile(r'^HCG_OPTION\(\s*(\w+),\s*"(HCGUARD_\w+)",\s*"(--[a-z-]+)",', re.M)
 
 

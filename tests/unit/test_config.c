@@ -118,6 +118,9 @@ static void test_bools(void)
     check_bad("HCGUARD_SUMMARY", "yes", "not one of 0, 1");
     check_bad("HCGUARD_DEBUG", "true", "not one of 0, 1");
     check_bad("HCGUARD_DEBUG", "10", "not one of 0, 1");
+    CHECK(parse1("HCGUARD_NVTX", "1") == 0 && g_cfg.nvtx == 1);
+    CHECK(parse1("HCGUARD_NVTX", "0") == 0 && g_cfg.nvtx == 0);
+    check_bad("HCGUARD_NVTX", "yes", "not one of 0, 1");
 }
 
 static void test_recheck(void)
@@ -356,6 +359,23 @@ static void test_config_get(void)
     CHECK((size_t)n == total);
 }
 
+/* HCGUARD_COPY_THREADS: 1 (the default, not split) to 64 (empty: unset). */
+static void test_copy_threads(void)
+{
+    env_clear();
+    CHECK(hcg_config_parse(&g_cfg, fake_getenv, g_err, sizeof g_err) == 0);
+    CHECK_EQ(g_cfg.copy_threads, HCG_COPY_THREADS_DEFAULT);
+    CHECK(parse1("HCGUARD_COPY_THREADS", "1") == 0 && g_cfg.copy_threads == 1);
+    CHECK(parse1("HCGUARD_COPY_THREADS", "8") == 0 && g_cfg.copy_threads == 8);
+    CHECK(parse1("HCGUARD_COPY_THREADS", "64") == 0 && g_cfg.copy_threads == 64);
+    const char *bad[] = {"0", "65", "-1", "4x", " 4", "1e1", "0x4", "99999999999"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        CHECK(parse1("HCGUARD_COPY_THREADS", bad[i]) == -1);
+        CHECK_EQ(g_cfg.copy_threads, HCG_COPY_THREADS_DEFAULT);
+        CHECK_HAS(g_err, "is not an integer from 1 (copies not split) to 64");
+    }
+}
+
 /* HCGUARD_FILE_MODE, HCGUARD_LOG_FILE, HCGUARD_PRINT_LIMIT. */
 static void test_hostile_vars(void)
 {
@@ -451,9 +471,9 @@ static void test_option_table_agrees(void)
     static const char *const values[] = {
         "0", "1", "2", "guard", "audit", "off", "always", "changed", "x", "0.5", "-1",
         "64K", "4M", "2G", "0644", "0777", "255", "256", "a,b", "a,,b", "lib.so",
-        "out.%p", "out.%z", "1000000001", " 5", "nan",
+        "out.%p", "out.%z", "1000000001", " 5", "nan", "cuda-call", "slow, hung", "65",
     };
-    CHECK_EQ((int)HCG_OPT_COUNT, 15);
+    CHECK_EQ((int)HCG_OPT_COUNT, 20);
     for (size_t i = 0; i < HCG_OPT_COUNT; i++) {
         const hcg_option *o = &hcg_options[i];
         CHECK(strncmp(o->var, "HCGUARD_", 8) == 0 && strncmp(o->option, "--", 2) == 0);
@@ -497,6 +517,7 @@ static const check_case cases[] = {
     CHECK_CASE(expand_bad),
     CHECK_CASE(config_get),
     CHECK_CASE(option_table_agrees),
+    CHECK_CASE(copy_threads),
 };
 
 int main(int argc, char **argv)

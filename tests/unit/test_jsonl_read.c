@@ -5,6 +5,7 @@
  * line, and one cut short or holding a bad line names the line.
  */
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,7 +65,20 @@ static void test_bad(void)
     check_bad(HEAD ",\"reason\":\"overlap\",\"gbps\":1.0}", "did not run");
     /* found by fuzz_jsonl: part of the times on an event that has none */
     check_bad(HEAD ",\"reason\":\"overlap\",\"t_start_ns\":1,\"t_end_ns\":2}", "come together");
-    check_bad("{\"event\":\"launch\"}", "is not one of run, skip, reject, finding");
+    check_bad("{\"event\":\"Launch!\"}", "is not a record kind");
+    check_bad("{\"event\":\"\"}", "is not a record kind");
+    /* a kind a newer writer added reads as OTHER (the file reader skips it) */
+    CHECK_EQ(parse("{\"event\":\"launch\",\"pid\":3}"), 0);
+    CHECK_EQ(g_rec.kind, HCG_LOGREC_OTHER);
+    check_bad("{\"event\":\"launch\"}", "no \"pid\"");
+    /* the header: every field, schema not 0 */
+    check_bad("{\"event\":\"header\",\"schema\":1,\"pid\":3}", "no \"hcguard\"");
+    check_bad("{\"event\":\"header\",\"schema\":0,\"hcguard\":\"1\",\"pid\":3,\"ppid\":0,"
+              "\"host\":\"h\",\"mode\":\"guard\",\"driver_version\":0,\"exe\":\"x\",\"t0_ns\":1}",
+              "\"schema\" is 0");
+    check_bad("{\"event\":\"header\",\"schema\":1,\"hcguard\":\"1\",\"pid\":3,\"ppid\":0,"
+              "\"host\":\"h\",\"mode\":\"guard\",\"driver_version\":-1,\"exe\":\"x\",\"t0_ns\":1}",
+              "driver_version");
     check_bad("{\"event\":\"run\",\"pid\":0}", "\"pid\"");
     check_bad("{\"event\":\"run\",\"pid\":-3}", "\"pid\"");
     check_bad("{\"event\":\"run\",\"seq\":01}", "leading zero");
@@ -90,7 +104,11 @@ static void test_bad(void)
     CHECK_HAS(g_err, "NUL or newline");
 }
 
-/* Everything the writer writes, read back. */
+/* Everything the writer writes, read back: the header, then a run (with
+ * its enqueuing thread), a skip of a graph node, a rejection, a slow
+ * finding, a hung one (times and stream), a CUDA call made through one of
+ * hcguard's wrappers (called), a copy that faulted (the fault). */
+#define N_WRITTEN 8
 static void write_events(const char *path)
 {
     CHECK_EQ(hcg_jsonl_open(path, path), 0);
@@ -106,13 +124,28 @@ static void write_events(const char *path)
     e.t_enqueue = 10;
     e.t_start = 20;
     e.t_end = 30;
-    uint8_t kinds[] = {HCG_EV_RUN, HCG_EV_SKIP, HCG_EV_REJECT, HCG_EV_FINDING};
-    for (int i = 0; i < 4; i++) {
+    uint8_t kinds[] = {HCG_EV_RUN, HCG_EV_SKIP, HCG_EV_REJECT, HCG_EV_FINDING,
+                       HCG_EV_FINDING, HCG_EV_FINDING, HCG_EV_SKIP};
+    uint8_t reasons[] = {0, HCGUARD_ERR_OVERLAP, HCGUARD_ERR_OVERLAP, HCG_FIND_SLOW,
+                         HCG_FIND_HANG, HCG_FIND_CUDA_CALL, HCGUARD_ERR_COPY_FAULTED};
+    for (int i = 0; i < 7; i++) {
         e.kind = kinds[i];
-        e.seq = (uint64_t)i;
-        e.reason = kinds[i] == HCG_EV_FINDING ? HCG_FIND_SLOW : HCGUARD_ERR_OVERLAP;
+        e.seq = (uint64_t)i + 1;
+        e.reason = reasons[i];
+        e.enq_tid = i == 0 ? 4 : 0;
         e.graph = i == 1 ? 0xab : 0;
         e.node = i == 1 ? 0xcd : 0;
+        if (i == 5) {
+            e.fnkind = HCG_FN_ORDINARY;
+            e.bytes = HCG_FIND_WRAPPER_BIT | HCG_API_LAUNCH_HOST_FUNC;
+        }
+        if (i == 6) {
+            e.fnkind = HCG_FN_COPY_HCGUARD;
+            e.bytes = 64;
+            e.fault_sig = SIGBUS;
+            e.fault_code = BUS_ADRERR;
+            e.fault_addr = 0x3000;
+        }
         hcg_jsonl_event(&e);
     }
     hcg_jsonl_close();
@@ -120,13 +153,13 @@ static void write_events(const char *path)
 
 typedef struct seen {
     int n;
-    hcg_logrec rec[8];
+    hcg_logrec rec[N_WRITTEN];
 } seen;
 
 static int collect(const hcg_logrec *r, void *ctx)
 {
     seen *s = ctx;
-    if (s->n < 8)
+    if (s->n < N_WRITTEN)
         s->rec[s->n] = *r;
     s->n++;
     return 0;
@@ -142,20 +175,40 @@ static void test_writer_read_back(void)
     fd = open(path, O_RDONLY);
     seen s = {0};
     char err[300];
-    CHECK_EQ(hcg_logrec_read_fd(fd, collect, &s, err, sizeof err), 4);
+    CHECK_EQ(hcg_logrec_read_fd(fd, collect, &s, err, sizeof err), N_WRITTEN);
     close(fd);
-    CHECK_EQ(s.n, 4);
-    CHECK_EQ(s.rec[0].kind, HCG_LOGREC_RUN);
-    CHECK_EQ(s.rec[0].bytes, 4096);
-    CHECK_EQ(s.rec[0].pid, getpid());
-    CHECK(s.rec[0].have & HCG_LR_GBPS);
-    CHECK_STR(s.rec[0].fn_name, "hcguard_host_copy");
-    CHECK_EQ(s.rec[1].kind, HCG_LOGREC_SKIP);
-    CHECK_EQ(s.rec[1].graph, 0xab);
-    CHECK_STR(s.rec[1].reason, "overlap");
-    CHECK_EQ(s.rec[2].kind, HCG_LOGREC_REJECT);
-    CHECK_EQ(s.rec[3].kind, HCG_LOGREC_FINDING);
-    CHECK_STR(s.rec[3].finding, "slow-host-fn");
+    CHECK_EQ(s.n, N_WRITTEN);
+    const hcg_logrec *h = &s.rec[0], *r = &s.rec[1];
+    CHECK_EQ(h->kind, HCG_LOGREC_HEADER);
+    CHECK_EQ(h->schema, HCG_LOGREC_SCHEMA);
+    CHECK_EQ(h->pid, getpid());
+    CHECK_EQ(h->ppid, (uint64_t)getppid());
+    CHECK(h->host[0] && h->exe[0] && h->version[0] && h->t0_ns > 0);
+    CHECK_STR(h->mode, "guard");
+    CHECK(!(h->have & HCG_LR_RANK)); /* no rank in the test's environment */
+    CHECK_EQ(r[0].kind, HCG_LOGREC_RUN);
+    CHECK_EQ(r[0].bytes, 4096);
+    CHECK_EQ(r[0].pid, getpid());
+    CHECK_EQ(r[0].enqueue_tid, 4);
+    CHECK(r[0].have & HCG_LR_GBPS);
+    CHECK_STR(r[0].fn_name, "hcguard_host_copy");
+    CHECK_EQ(r[1].kind, HCG_LOGREC_SKIP);
+    CHECK_EQ(r[1].graph, 0xab);
+    CHECK_STR(r[1].reason, "overlap");
+    CHECK_EQ(r[2].kind, HCG_LOGREC_REJECT);
+    CHECK_EQ(r[3].kind, HCG_LOGREC_FINDING);
+    CHECK_STR(r[3].finding, "slow-host-fn");
+    CHECK_EQ(r[3].duration_ns, 10);
+    CHECK_STR(r[4].finding, "hung-host-fn");
+    CHECK_EQ(r[4].stream, 0x99);
+    CHECK(r[4].have & HCG_LR_T_START);
+    CHECK_STR(r[5].finding, "cuda-call-in-host-fn");
+    CHECK_STR(r[5].called, "cuLaunchHostFunc");
+    CHECK_STR(r[6].reason, "copy-faulted");
+    CHECK_STR(r[6].fault, "SIGBUS");
+    CHECK_EQ(r[6].fault_addr, 0x3000);
+    for (int i = 1; i < N_WRITTEN; i++)
+        CHECK_EQ(s.rec[i].seq, (uint64_t)i);
     unlink(path);
 }
 
@@ -191,13 +244,129 @@ static void test_files(void)
     big[sizeof big - 2] = '\n';
     CHECK_EQ(read_text(big, err, sizeof err), -1);
     CHECK_HAS(err, "line 1: longer than the limit");
+    /* a newer schema stops the reader; an unknown kind is skipped */
+    CHECK_EQ(read_text("{\"event\":\"header\",\"schema\":2,\"hcguard\":\"9\",\"pid\":3,\"ppid\":1,"
+                       "\"host\":\"h\",\"mode\":\"guard\",\"driver_version\":0,\"exe\":\"x\","
+                       "\"t0_ns\":1}\n", err, sizeof err), -1);
+    CHECK_HAS(err, "line 1: a log of schema 2, newer than this reader's (1)");
+    snprintf(text, sizeof text, "{\"event\":\"launch\",\"pid\":3}\n%s", good);
+    CHECK_EQ(read_text(text, err, sizeof err), 2);
+}
+
+/* path's whole text (at most len - 1 bytes). */
+static const char *slurp(const char *path, char *buf, size_t len)
+{
+    int fd = open(path, O_RDONLY);
+    ssize_t n = fd >= 0 ? read(fd, buf, len - 1) : -1;
+    if (fd >= 0)
+        close(fd);
+    buf[n > 0 ? n : 0] = '\0';
+    return buf;
+}
+
+static void put_text(const char *path, const char *text)
+{
+    int fd = open(path, O_WRONLY | O_TRUNC);
+    CHECK(fd >= 0);
+    CHECK_EQ(write(fd, text, strlen(text)), (long)strlen(text));
+    close(fd);
+}
+
+/* The launcher continues the files of a program that died: a last event
+ * cut short by the death (half a line, half a trace event) is removed, a
+ * whole one kept, so that what it appends reads. */
+static void test_reopen_cut(void)
+{
+    char path[] = "/tmp/hcg_jsonl_cutXXXXXX", text[8192], err[300];
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    close(fd);
+    hcg_event e = {0};
+    e.kind = HCG_EV_RUN;
+    e.seq = 9;
+    e.fn = (uintptr_t)hcguard_host_copy;
+    e.t_enqueue = 1;
+    e.t_start = 2;
+    e.t_end = 3;
+    const char *good = HEAD ",\"reason\":\"overlap\"}\n";
+    snprintf(text, sizeof text, "%s{\"event\":\"run\",\"pid\":1", good);
+    put_text(path, text);
+    CHECK_EQ(hcg_jsonl_reopen(path, getpid()), 0);
+    hcg_jsonl_event(&e);
+    hcg_jsonl_close();
+    fd = open(path, O_RDONLY);
+    CHECK_EQ(hcg_logrec_read_fd(fd, NULL, NULL, err, sizeof err), 2);
+    close(fd);
+
+    static const struct { const char *before, *kept; } traces[] = {
+        {"[\n{\"a\":1},\n{\"name\":\"x", "[\n{\"a\":1},\n{"},   /* half the last */
+        {"[\n{\"na", "[\n{"},                                     /* half the first */
+        {"[\n{\"a\":{\"b\":\"}\\\"\"}}", "[\n{\"a\":{\"b\":\"}\\\"\"}},\n{"}, /* whole */
+        {"[\n{\"a\":{\"b\":1}", "[\n{"},                          /* the args' brace only */
+    };
+    for (size_t i = 0; i < sizeof traces / sizeof traces[0]; i++) {
+        put_text(path, traces[i].before);
+        CHECK_EQ(hcg_trace_reopen(path, getpid()), 0);
+        hcg_trace_event(&e);
+        hcg_trace_close();
+        slurp(path, text, sizeof text);
+        CHECK(strncmp(text, traces[i].kept, strlen(traces[i].kept)) == 0);
+        CHECK(strcmp(text + strlen(text) - 3, "}\n]") == 0 || strstr(text, "}\n]\n") != NULL);
+        CHECK(strstr(text, "\"x") == NULL && strstr(text, "\"na\"") == NULL);
+    }
+    unlink(path);
+}
+
+/* The header record (hcg_loghdr_parse): read when it is one, "not a
+ * header" (1) for an event line, refused with a reason when it cannot be
+ * used, a newer schema above all. */
+static void test_header(void)
+{
+    hcg_loghdr h;
+    char err[256];
+    const char *good = "{\"event\":\"header\",\"schema\":1,\"hcguard\":\"0.1.0\",\"pid\":42,"
+                       "\"ppid\":1,\"host\":\"n\\u00e9\",\"rank\":\"3\",\"mode\":\"audit\","
+                       "\"driver_version\":13000,\"exe\":\"/bin/a\",\"t0_ns\":5,\"new\":true}";
+#define HDR(s) hcg_loghdr_parse(s, strlen(s), &h, err, sizeof err)
+    CHECK_EQ(HDR(good), 0);
+    CHECK_EQ(h.pid, 42);
+    CHECK_EQ(h.schema, 1);
+    CHECK_EQ(h.driver_version, 13000);
+    CHECK_EQ(h.t0_ns, 5);
+    CHECK_STR(h.host, "n\xc3\xa9");
+    CHECK_STR(h.rank, "3");
+    CHECK_STR(h.mode, "audit");
+    CHECK_STR(h.version, "0.1.0");
+    CHECK_EQ(HDR("{\"schema\":1,\"pid\":3,\"event\":\"header\"}"), 0); /* any order */
+    CHECK_EQ(HDR(HEAD ",\"reason\":\"overlap\"}"), 1);                   /* an event */
+    CHECK_EQ(HDR("{}"), 1);
+    CHECK_EQ(HDR("garbage"), 1);
+    CHECK_EQ(HDR("{\"event\":\"header\",\"schema\":2,\"pid\":3}"), -1);
+    CHECK_HAS(err, "schema 2 is newer than this hcguard reads (1)");
+    CHECK_EQ(HDR("{\"event\":\"header\",\"pid\":3}"), -1);
+    CHECK_HAS(err, "no \"schema\"");
+    CHECK_EQ(HDR("{\"event\":\"header\",\"schema\":1}"), -1);
+    CHECK_HAS(err, "no \"pid\"");
+    CHECK_EQ(HDR("{\"event\":\"header\",\"schema\":1,\"pid\":0}"), -1);
+    CHECK_HAS(err, "\"pid\": ");
+    CHECK_EQ(HDR("{\"event\":\"header\",\"schema\":1,\"schema\":1,\"pid\":2}"), -1);
+    CHECK_HAS(err, "appears twice");
+    CHECK_EQ(HDR("{\"event\":\"header\",\"schema\":1,\"pid\":2,\"host\":{}}"), -1);
+    CHECK_HAS(err, "\"host\": expected");
+    CHECK_EQ(HDR("{\"event\":\"header\",\"schema\":1,\"pid\":2} x"), -1);
+    CHECK_HAS(err, "text after the object");
+    /* an event line is still refused by the event parser */
+    CHECK_EQ(parse(good), -1);
+#undef HDR
 }
 
 static const check_case cases[] = {
+    CHECK_CASE(header),
     CHECK_CASE(good),
     CHECK_CASE(bad),
     CHECK_CASE(writer_read_back),
     CHECK_CASE(files),
+    CHECK_CASE(reopen_cut),
 };
 
 int main(int argc, char **argv)

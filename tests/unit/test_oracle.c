@@ -673,33 +673,40 @@ static void test_record_cache(void)
     static char recs[RC_TEST_SLOTS][24];
     const void *rec = recs[0];
     other.nbytes = 65;
+    uint64_t now = hcg_ticks();
     hcg_oracle_set_cache(1);
     uint64_t g = hcg_oracle_gen();
-    hcg_oracle_remember(rec, &r, g);
-    CHECK_EQ(hcg_oracle_recent(rec, &r), 1);
-    CHECK_EQ(hcg_oracle_recent(rec, &other), 0); /* contents changed */
-    CHECK_EQ(hcg_oracle_recent(recs[1], &r), 0); /* never seen */
+    hcg_oracle_remember(rec, &r, g, now);
+    CHECK_EQ(hcg_oracle_recent(rec, &r, now), 1);
+    CHECK_EQ(hcg_oracle_recent(rec, &other, now), 0); /* contents changed */
+    CHECK_EQ(hcg_oracle_recent(recs[1], &r, now), 0); /* never seen */
     hcg_oracle_invalidate();
-    CHECK_EQ(hcg_oracle_recent(rec, &r), 0); /* an unmap may have happened */
-    hcg_oracle_remember(rec, &r, hcg_oracle_gen());
-    CHECK_EQ(hcg_oracle_recent(rec, &r), 1);
+    CHECK_EQ(hcg_oracle_recent(rec, &r, now), 0); /* an unmap may have happened */
+    hcg_oracle_remember(rec, &r, hcg_oracle_gen(), now);
+    CHECK_EQ(hcg_oracle_recent(rec, &r, now), 1);
     /* The record rewritten and found good again: its one entry now holds
      * the new contents (an older entry must not answer first). */
-    hcg_oracle_remember(rec, &other, hcg_oracle_gen());
-    CHECK_EQ(hcg_oracle_recent(rec, &other), 1);
-    CHECK_EQ(hcg_oracle_recent(rec, &r), 0);
+    hcg_oracle_remember(rec, &other, hcg_oracle_gen(), now);
+    CHECK_EQ(hcg_oracle_recent(rec, &other, now), 1);
+    CHECK_EQ(hcg_oracle_recent(rec, &r, now), 0);
     /* A verdict reached before an unmap is not remembered as current. */
     g = hcg_oracle_gen();
     hcg_oracle_invalidate();
-    hcg_oracle_remember(recs[2], &r, g);
-    CHECK_EQ(hcg_oracle_recent(recs[2], &r), 0);
+    hcg_oracle_remember(recs[2], &r, g, now);
+    CHECK_EQ(hcg_oracle_recent(recs[2], &r, now), 0);
     /* Many records: each has one entry, the latest ones are found. */
     for (int i = 0; i < RC_TEST_SLOTS; i++)
-        hcg_oracle_remember(recs[i], &r, hcg_oracle_gen());
-    CHECK_EQ(hcg_oracle_recent(recs[RC_TEST_SLOTS - 1], &r), 1);
+        hcg_oracle_remember(recs[i], &r, hcg_oracle_gen(), now);
+    CHECK_EQ(hcg_oracle_recent(recs[RC_TEST_SLOTS - 1], &r, now), 1);
+    /* The verdict's age is measured on the callers' time stamps alone:
+     * the same stamp answers the same however long the test took; a stamp
+     * long after it does not. */
+    CHECK_EQ(hcg_oracle_recent(recs[RC_TEST_SLOTS - 1], &r, now), 1);
+    CHECK_EQ(hcg_oracle_recent(recs[RC_TEST_SLOTS - 1], &r, now + 1000000000000ull), 0);
+    CHECK_EQ(hcg_oracle_recent(recs[RC_TEST_SLOTS - 1], &r, now - 1), 0);
     /* Off: nothing is recent. */
     hcg_oracle_set_cache(0);
-    CHECK_EQ(hcg_oracle_recent(recs[RC_TEST_SLOTS - 1], &r), 0);
+    CHECK_EQ(hcg_oracle_recent(recs[RC_TEST_SLOTS - 1], &r, now), 0);
     hcg_oracle_set_cache(1);
 }
 

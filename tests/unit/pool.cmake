@@ -1,0 +1,6 @@
+# Unit tests of the call pools (src/run/pool.c) and the launch path's
+# recognition cache. Included from tests/unit/CMakeLists.txt.
+add_executable(test_pool ${CMAKE_CURRENT_LIST_DIR}/test_pool.c)
+target_link_libraries(test_pool PRIVATE hcg_core Threads::Threads)
+add_test(NAME test_pool COMMAND test_pool)
+set_tests_properties(test_pool PROPERTIES LABELS unit TIMEOUT 300)
