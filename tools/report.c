@@ -231,6 +231,30 @@ static int name_from_logs(const void *fn, char *buf, size_t len, char *obj, size
     return 0;
 }
 
+/* Call sites as the logs name them, numbered from 1 in the order first
+ * seen: an event's caller is its number here. */
+#define MAX_CALLERS 4096
+static char *callers[MAX_CALLERS];
+static unsigned n_callers;
+
+static uintptr_t caller_of(const hcg_logrec *r)
+{
+    if (!(r->have & HCG_LR_CALLER) || !r->caller[0])
+        return 0;
+    for (unsigned i = 0; i < n_callers; i++)
+        if (!strcmp(callers[i], r->caller))
+            return i + 1;
+    if (n_callers == MAX_CALLERS || !(callers[n_callers] = strdup(r->caller)))
+        return 0; /* past the bound: the site goes unnamed */
+    return ++n_callers;
+}
+
+static int caller_name_from_logs(uintptr_t site, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s", site && site <= n_callers ? callers[site - 1] : "unknown");
+    return 0;
+}
+
 static void note_name(const hcg_logrec *r)
 {
     if (!(r->have & HCG_LR_FN_NAME) || !r->fn_name[0] || !strcmp(r->fn_name, "anonymous") ||
@@ -281,6 +305,7 @@ static void clean_rec(hcg_logrec *r)
     clean(r->reason);
     clean(r->finding);
     clean(r->called);
+    clean(r->caller);
 }
 
 static void clean_hdr(hcg_loghdr *h)
@@ -300,7 +325,7 @@ static int one_line(logfile *lf, const char *p, size_t n, line_cb cb, void *ctx,
     hcg_logrec r;
     hcg_loghdr h;
     char herr[256];
-    if (hcg_logrec_parse(p, n, &r, why, whylen) == 0) {
+    if (hcg_logrec_parse(p, n, &r, why, whylen) == 0 && r.kind != HCG_LOGREC_HEADER) {
         clean_rec(&r);
         return cb(lf, &r, NULL, ctx);
     }
@@ -693,6 +718,7 @@ static hcg_event event_of(const hcg_logrec *r)
     e.src = (uintptr_t)r->src;
     e.graph = (uintptr_t)r->graph;
     e.node = (uintptr_t)r->node;
+    e.caller = caller_of(r);
     return e;
 }
 
@@ -722,6 +748,27 @@ typedef struct feed {
     map threads; /* named in the trace */
 } feed;
 
+static int mode_of(const proc *p)
+{
+    int audit = p->has_header ? strcmp(p->hdr.mode, "audit") == 0 : p->audit_seen;
+    return audit ? HCG_MODE_AUDIT : HCG_MODE_GUARD;
+}
+
+/* A skip in audit mode whose record was reported at enqueue (the same
+ * function, record and reason), as the process itself marked it. */
+static int reported_at_enqueue(int file, const hcg_logrec *r)
+{
+    int why = kind_of(r->reason, status_n, HCGUARD_STATUS_COUNT);
+    for (size_t i = 0; why >= 0 && i < R.n_procs; i++) {
+        const proc *p = &R.procs[i];
+        if (p->file != file || p->pid != r->pid)
+            continue;
+        const map_slot *m = map_get(&p->matched, r->fn, r->user_data, (uint64_t)why);
+        return mode_of(p) == HCG_MODE_AUDIT && m && m->a > 0;
+    }
+    return 0;
+}
+
 static int feed_line(logfile *lf, const hcg_logrec *r, const hcg_loghdr *h, void *ctx)
 {
     feed *fd = ctx;
@@ -730,6 +777,8 @@ static int feed_line(logfile *lf, const hcg_logrec *r, const hcg_loghdr *h, void
     if (!fd->p && !map_get(&R.known, (uint64_t)file_index(lf), (uint64_t)r->pid, 0))
         return 0; /* past the bounds: skipped */
     hcg_event e = event_of(r);
+    if (e.kind == HCG_EV_SKIP && reported_at_enqueue(file_index(lf), r))
+        e.flags |= HCG_EVF_REPORTED; /* that error, listed with the rejections */
     hcg_sinks_read_event(&e);
     if (!fd->p)
         return 0;
@@ -743,11 +792,6 @@ static int feed_line(logfile *lf, const hcg_logrec *r, const hcg_loghdr *h, void
     return 0;
 }
 
-static int mode_of(const proc *p)
-{
-    int audit = p->has_header ? strcmp(p->hdr.mode, "audit") == 0 : p->audit_seen;
-    return audit ? HCG_MODE_AUDIT : HCG_MODE_GUARD;
-}
 
 /* Messages of the sinks while they are fed (each finding, each skipped
  * copy) go nowhere: the report is the summaries. */
@@ -1268,6 +1312,7 @@ int hcg_report_main(int argc, char **argv)
         return 1;
     }
     hcg_symbolize_from = name_from_logs;
+    hcg_callsite_name_from = caller_name_from_logs;
     hcg_report_to_fd(out_fd);
     rc = run_report(&o, R.n_files);
     for (size_t i = 0; i < R.n_procs; i++) {

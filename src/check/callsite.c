@@ -173,8 +173,12 @@ void hcg_callsite_pc_name(uintptr_t pc, char *buf, size_t len)
     snprintf(buf, len, "%s (in %s)", name, obj[0] ? (base ? base + 1 : obj) : "anonymous memory");
 }
 
+int (*hcg_callsite_name_from)(uintptr_t site, char *buf, size_t len);
+
 void hcg_callsite_name(uintptr_t s, char *buf, size_t len)
 {
+    if (hcg_callsite_name_from && hcg_callsite_name_from(s, buf, len) == 0)
+        return;
     hcg_callsite_pc_name(hcg_callsite_pc(s), buf, len);
 }
 

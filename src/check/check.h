@@ -293,6 +293,9 @@ size_t hcg_callsite_frames(uintptr_t site, uintptr_t *out, size_t max);
 uintptr_t hcg_callsite_pc(uintptr_t site); /* its first frame */
 /* "main+0x1c (in app)" for a site, or for one frame's pc. */
 void hcg_callsite_name(uintptr_t site, char *buf, size_t len);
+/* Set by a reader of other processes' logs (hcguard report): sites are
+ * then its own numbers for the names the logs hold, named by it alone. */
+extern int (*hcg_callsite_name_from)(uintptr_t site, char *buf, size_t len);
 void hcg_callsite_pc_name(uintptr_t pc, char *buf, size_t len);
 void hcg_callsite_after_fork(void); /* fork hook: the table's lock anew */
 /* "    how main+0x1c (in app)", then --backtrace's frames, one a line. */

@@ -293,6 +293,7 @@ static const field fields[] = {
     STR("reason", reason, HCG_LR_REASON),
     STR("finding", finding, HCG_LR_FINDING),
     STR("called", called, HCG_LR_CALLED),
+    STR("caller", caller, HCG_LR_CALLER),
     {"enqueue_tid", F_UINT, AT(enqueue_tid), 0, HCG_LR_ENQUEUE_TID},
     STR("fault", fault, HCG_LR_FAULT),
     STR("fault_code", fault_code, HCG_LR_FAULT_CODE),

@@ -33,7 +33,7 @@ enum {
     HCG_LR_SRC = 1u << 15, HCG_LR_BYTES = 1u << 16, HCG_LR_GBPS = 1u << 17,
     HCG_LR_GRAPH = 1u << 18, HCG_LR_NODE = 1u << 19, HCG_LR_REASON = 1u << 20,
     HCG_LR_FINDING = 1u << 21, HCG_LR_CALLED = 1u << 22, HCG_LR_ENQUEUE_TID = 1u << 23,
-    HCG_LR_FAULT = 1u << 24, HCG_LR_FAULT_CODE = 1u << 25, HCG_LR_FAULT_ADDR = 1u << 26,
+    HCG_LR_FAULT = 1u << 24, HCG_LR_FAULT_CODE = 1u << 25, HCG_LR_FAULT_ADDR = 1u << 26, HCG_LR_CALLER = 1u << 27,
     /* the header's */
     HCG_LR_SCHEMA = 1ull << 32, HCG_LR_VERSION = 1ull << 33, HCG_LR_PPID = 1ull << 34,
     HCG_LR_HOST = 1ull << 35, HCG_LR_RANK = 1ull << 36, HCG_LR_MODE = 1ull << 37,
@@ -50,6 +50,7 @@ typedef struct hcg_logrec {
     double gbps;
     char api[64], fn_name[256], fn_kind[64], reason[64], finding[64], called[64];
     char fault[16], fault_code[32];
+    char caller[320]; /* the call site, as the writer named it */
     /* the header's */
     uint64_t schema, ppid, driver_version, t0_ns;
     char version[32], host[256], rank[16], mode[16], exe[4096];

@@ -325,6 +325,11 @@ static void flood(long n)
     for (long i = 0; i < n; i++)
         if (cuLaunchHostFunc(stream, noop, NULL) != CUDA_SUCCESS)
             exit(1);
+    /* Every host function has run (the driver's queue is not the attack:
+     * a process killed with launches still queued never runs them); their
+     * events may still wait in the rings, which the signal must write. */
+    if (cuStreamSynchronize(stream) != CUDA_SUCCESS)
+        exit(1);
     passed("flood");
     raise(SIGTERM);
     fprintf(stderr, "FAIL: SIGTERM did not kill\n");
