@@ -307,11 +307,10 @@ def man_names(text):
     for part, into in ((lines[:cut], options), (lines[cut:], report)):
         for tag in tags(part):
             into.update(o for o in OPTION.findall(tag) if o.startswith("--") or o == "-h")
-    expect_eq(sorted(report), sorted(REPORT_OPTIONS), "the options of hcguard report")
     variables = set()
     for tag in tags(sec["ENVIRONMENT"]):
         variables.update(VARIABLE.findall(tag))
-    return options, variables
+    return options, variables, report
 
 
 @case
@@ -322,7 +321,8 @@ def case_man_sync(args, tmp):
     expect(len(h_opts) >= 10 and len(h_vars) >= 10, "too few names read from --help", p)
     with open(args.man) as f:
         text = f.read()
-    m_opts, m_vars = man_names(text)
+    m_opts, m_vars, m_report = man_names(text)
+    m_opts |= m_report
     expect_eq(sorted(h_opts - m_opts), [], "options in --help without an entry in the man page")
     expect_eq(sorted(m_opts - h_opts), [], "options in the man page that --help does not list")
     expect_eq(sorted(h_vars - m_vars), [], "variables in --help without an entry in the man page")
@@ -381,7 +381,8 @@ def case_options_documented(args, tmp):
     expect_eq(sorted(rows - readme_rows(args.readme)), [],
               "options.def rows missing from README.md's options table")
     with open(args.man) as f:
-        m_opts, m_vars = man_names(f.read())
+        m_opts, m_vars, m_report = man_names(f.read())
+    expect_eq(sorted(m_report), sorted(REPORT_OPTIONS), "the options of hcguard report")
     want_opts = set(o for o, _ in rows) | LAUNCHER_OPTIONS
     want_vars = set(v for _, v in rows) | LAUNCHER_VARIABLES
     expect_eq(sorted(m_opts ^ want_opts), [],
