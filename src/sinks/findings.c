@@ -387,11 +387,14 @@ void hcg_audit_event(const hcg_event *e)
     pthread_mutex_unlock(&A.lock);
 }
 
+/* The parent's table, left as the fork found it: kept reachable, never
+ * freed, as the fork may have come between the collector's free of the
+ * old table and its store of the new one (a free here would be a second). */
+static void *parent_groups;
+
 void hcg_audit_after_fork(void)
 {
-    /* The parent's groups are the parent's: no thread of the child uses
-     * its table (the collector is the parent's), so it is freed here. */
-    free(A.g);
+    parent_groups = A.g;
     memset(&A, 0, sizeof A);
     pthread_mutex_init(&A.lock, NULL);
 }

@@ -643,10 +643,14 @@ void hcg_summary_print_read(const char *title, const hcg_counts *c,
     print_verdict(&t);
 }
 
+/* The parent's table, left as the fork found it: kept reachable, never
+ * freed, as the fork may have come between the collector's free of the
+ * old table and its store of the new one (a free here would be a second). */
+static void *parent_fns;
+
 void hcg_summary_after_fork(void)
 {
-    /* The parent's table is the parent's: no thread of the child uses it. */
-    free(S.fns);
+    parent_fns = S.fns;
     memset(&S, 0, sizeof S);
     pthread_mutex_init(&S.lock, NULL);
 }
