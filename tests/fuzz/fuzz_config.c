@@ -21,7 +21,8 @@ static const char *const names[] = {
     "HCGUARD_MODE", "HCGUARD_LOG", "HCGUARD_TRACE", "HCGUARD_ERROR_EXITCODE",
     "HCGUARD_SUMMARY", "HCGUARD_DEBUG", "HCGUARD_RECHECK", "HCGUARD_DRIVER",
     "HCGUARD_COPY_FN", "HCGUARD_SLOW_MS", "HCGUARD_HANG_S", "HCGUARD_FILE_MODE",
-    "HCGUARD_LOG_FILE", "HCGUARD_PRINT_LIMIT", "RANK", "A",
+    "HCGUARD_LOG_FILE", "HCGUARD_PRINT_LIMIT", "HCGUARD_COPY_THREADS", "HCGUARD_BACKTRACE",
+    "HCGUARD_NO_FINDING", "HCGUARD_WARNINGS_AS_ERRORS", "HCGUARD_NVTX", "RANK", "A",
 };
 #define NVARS (sizeof names / sizeof names[0])
 static const char *values[NVARS];
@@ -46,9 +47,17 @@ static void check_config(const hcg_config *c, int rc, const char *err)
         abort();
     if (c->mode > HCG_MODE_OFF || c->error_exitcode < 0 || c->error_exitcode > 255)
         abort();
-    if ((c->summary | c->debug | c->recheck_always) & ~1)
+    if ((c->summary | c->debug | c->recheck_always | c->warnings_as_errors | c->nvtx) & ~1)
         abort();
-    if (!(c->slow_ms > 0 && c->slow_ms < 1e9 && c->hang_s > 0 && c->hang_s < 1e9))
+    /* slow_ms 0: slow host functions are not reported (the kind is off) */
+    if (!(c->slow_ms >= 0 && c->slow_ms < 1e9 && c->hang_s > 0 && c->hang_s < 1e9))
+        abort();
+    if (c->slow_ms == 0 && HCG_FINDING_ON(c, HCG_FIND_SLOW))
+        abort();
+    if (c->copy_threads < 1 || c->copy_threads > HCG_COPY_THREADS_MAX ||
+        c->backtrace > HCG_BACKTRACE_MAX)
+        abort();
+    if (c->no_finding & ~(((1u << HCG_FIND_COUNT) - 1) & ~1u))
         abort();
     if ((c->file_mode & ~0666u) || (c->file_mode & 0600) != 0600)
         abort();
