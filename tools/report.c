@@ -755,18 +755,18 @@ static int mode_of(const proc *p)
 }
 
 /* A skip in audit mode whose record was reported at enqueue (the same
- * function, record and reason), as the process itself marked it. */
-static int reported_at_enqueue(int file, const hcg_logrec *r)
+ * function, record and reason), as the process itself marked it. p: the
+ * process being fed, or NULL (the totals' pass: looked up). */
+static int reported_at_enqueue(const proc *p, int file, const hcg_logrec *r)
 {
+    for (size_t i = 0; !p && i < R.n_procs; i++)
+        if (R.procs[i].file == file && R.procs[i].pid == r->pid)
+            p = &R.procs[i];
     int why = kind_of(r->reason, status_n, HCGUARD_STATUS_COUNT);
-    for (size_t i = 0; why >= 0 && i < R.n_procs; i++) {
-        const proc *p = &R.procs[i];
-        if (p->file != file || p->pid != r->pid)
-            continue;
-        const map_slot *m = map_get(&p->matched, r->fn, r->user_data, (uint64_t)why);
-        return mode_of(p) == HCG_MODE_AUDIT && m && m->a > 0;
-    }
-    return 0;
+    if (!p || why < 0)
+        return 0;
+    const map_slot *m = map_get(&p->matched, r->fn, r->user_data, (uint64_t)why);
+    return mode_of(p) == HCG_MODE_AUDIT && m && m->a > 0;
 }
 
 static int feed_line(logfile *lf, const hcg_logrec *r, const hcg_loghdr *h, void *ctx)
@@ -777,7 +777,7 @@ static int feed_line(logfile *lf, const hcg_logrec *r, const hcg_loghdr *h, void
     if (!fd->p && !map_get(&R.known, (uint64_t)file_index(lf), (uint64_t)r->pid, 0))
         return 0; /* past the bounds: skipped */
     hcg_event e = event_of(r);
-    if (e.kind == HCG_EV_SKIP && reported_at_enqueue(file_index(lf), r))
+    if (e.kind == HCG_EV_SKIP && reported_at_enqueue(fd->p, file_index(lf), r))
         e.flags |= HCG_EVF_REPORTED; /* that error, listed with the rejections */
     hcg_sinks_read_event(&e);
     if (!fd->p)
