@@ -108,13 +108,15 @@ typedef struct hcg_fault_info {
  * hcg_fault_install has succeeded; before that, a plain memcpy. */
 #if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
 #define HCG_FAULT_FIXUP 1
-/* x86-64 without sanitizers: inline, around entries in fault_x86_64.S
- * that arm the copy by storing the stack pointer in hcg_fault_sp (0: no
- * copy armed) and run glibc's memcpy or a word loop. They return dst (in
- * rax) or, after a fault, HCG_FAULT_MARK | signal << 16 | si_code, with
- * the address in rdx: registers, which nothing can overwrite before the
- * caller reads them (a signal handler's copy could, in memory). See
- * src/check/fault.c. */
+/* x86-64 without sanitizers: inline, around entries in fault_x86_64.S:
+ * hcguard's own word loop (records: each field one value the program
+ * wrote) and rep movsb (mid-sized copies where the processor has fast
+ * string moves: as fast as glibc's memcpy there, and recognised by its pc,
+ * so not armed), or glibc's memcpy armed by storing the stack pointer in
+ * hcg_fault_sp (0: no copy armed). They return dst (in rax) or, after a
+ * fault, HCG_FAULT_MARK | signal << 16 | si_code, with the address in
+ * rdx: registers, which nothing can overwrite before the caller reads
+ * them (a signal handler's copy could, in memory). See src/check/fault.c. */
 #define HCG_HIDDEN __attribute__((visibility("hidden")))
 #define HCG_FAULT_MARK ((uintptr_t)0xff << 56) /* no user address has it */
 typedef struct hcg_fault_ret {
@@ -122,21 +124,30 @@ typedef struct hcg_fault_ret {
     uintptr_t addr; /* rdx */
 } hcg_fault_ret;
 extern _Thread_local uintptr_t hcg_fault_sp HCG_HIDDEN;
+/* Sizes copied by rep movsb: n - lo < span (span 0: none). */
+extern size_t hcg_fault_movsb_lo HCG_HIDDEN, hcg_fault_movsb_span HCG_HIDDEN;
 HCG_HIDDEN hcg_fault_ret hcg_fault_memcpy(void *dst, const void *src, size_t n);
 HCG_HIDDEN hcg_fault_ret hcg_fault_words(void *dst, const void *src, size_t n);
+HCG_HIDDEN hcg_fault_ret hcg_fault_movsb(void *dst, const void *src, size_t n);
 HCG_HIDDEN int hcg_fault_failed(hcg_fault_ret r, hcg_fault_info *out);
 
 static inline int hcg_fault_copy(void *dst, const void *src, size_t n, hcg_fault_info *out)
 {
+    hcg_fault_ret r;
     if (HCG_UNLIKELY(n == 0))
         return 0;
-    uintptr_t outer = hcg_fault_sp; /* a copy this one interrupted (a signal handler's) */
-    /* A record another thread may be rewriting is read a whole aligned
-     * word per field, never a mix of two values (which could be any
-     * address); small aligned copies go word by word. */
-    int words = n <= 64 && (((uintptr_t)dst | (uintptr_t)src | n) & 7) == 0;
-    hcg_fault_ret r = words ? hcg_fault_words(dst, src, n) : hcg_fault_memcpy(dst, src, n);
-    hcg_fault_sp = outer;
+    if (n <= 64 && (((uintptr_t)dst | (uintptr_t)src | n) & 7) == 0) {
+        /* A record another thread may be rewriting is read a whole
+         * aligned word per field, never a mix of two values (which could
+         * be any address); small aligned copies go word by word. */
+        r = hcg_fault_words(dst, src, n);
+    } else if (n - hcg_fault_movsb_lo < hcg_fault_movsb_span) {
+        r = hcg_fault_movsb(dst, src, n);
+    } else {
+        uintptr_t outer = hcg_fault_sp; /* a copy this one interrupted (a signal handler's) */
+        r = hcg_fault_memcpy(dst, src, n);
+        hcg_fault_sp = outer;
+    }
     if (HCG_LIKELY((r.done & HCG_FAULT_MARK) != HCG_FAULT_MARK))
         return 0;
     return hcg_fault_failed(r, out);
@@ -182,6 +193,10 @@ void hcg_fault_watch_deaths(void (*hook)(void));
 int hcg_fault_ready(void);
 /* "SEGV_MAPERR", "BUS_ADRERR", ...; "other" when unknown. */
 const char *hcg_fault_code_name(int sig, int code);
+/* The sizes [*lo, *hi) that contained copies make by rep movsb (x86-64
+ * with fast string moves; none elsewhere), after setting them when set
+ * is 1 (tests, bench_copy; *lo == *hi: none). */
+void hcg_fault_movsb_window(size_t *lo, size_t *hi, int set);
 
 /* ---- validate.c: pure checks over an oracle ---------------------------- */
 /* Check the fields of a record already read. */

@@ -1,16 +1,19 @@
 /*
  * Fault containment: a copy hcguard makes never kills the process.
  *
- * How, on x86-64 (sanitizer builds excepted): the copy is glibc's memcpy
- * (whose bandwidth no hand loop matches) entered through a few
- * instructions of assembly (fault_x86_64.S) that arm it with one store:
- * the stack pointer, into an initial-exec thread-local (hcg_fault_sp; the
- * caller puts the outer value back after). SIGSEGV and SIGBUS go first to
- * hcguard's handler, which recovers only when the fault was raised by the
- * kernel for an instruction of the copy: a copy is armed on the faulting
- * thread, the interrupted stack pointer is exactly the armed one, and the
- * interrupted pc lies in glibc's code (libc's executable segment, which
- * holds its memcpy) or in hcguard's word loop. Then it points the
+ * How, on x86-64 (sanitizer builds excepted): a copy runs either in
+ * hcguard's own copy code (fault_x86_64.S: a word loop for records, rep
+ * movsb for copies of 4 to 64 KiB where the processor moves strings fast),
+ * or in glibc's memcpy (whose bandwidth no hand loop matches elsewhere),
+ * entered through a few instructions of assembly that arm it with one
+ * store: the stack pointer, into an initial-exec thread-local
+ * (hcg_fault_sp; the caller puts the outer value back after). SIGSEGV and
+ * SIGBUS go first to hcguard's handler, which recovers only when the fault
+ * was raised by the kernel for an instruction of the copy: the interrupted
+ * pc lies in hcguard's own copy code (which runs for contained copies
+ * alone), or a copy is armed on the faulting thread, the interrupted stack
+ * pointer is exactly the armed one and the pc lies in glibc's code (libc's
+ * executable segment, which holds its memcpy). Then it points the
  * interrupted context at a fix-up that returns from the copy with the
  * signal, code and address in registers (so that nothing a signal handler
  * does meanwhile can overwrite them; hcg_fault_copy then returns -1), and
@@ -20,12 +23,13 @@
  * program's own handler, or to the default action, as without hcguard: a
  * signal handler that runs during a copy runs deeper on the stack (or on
  * its own), so its faults are never taken for the copy's.
- * Nothing needs restoring on the way back because glibc's memcpy variants
- * are leaves that use neither the stack nor a callee-saved register (none
- * of the x86-64 variants of glibc 2.36 does): had one saved a register, it
- * would have moved the stack pointer, and the fault would not be taken for
- * the copy's. The fixed cost per copy: one thread-local load, two stores
- * and a jump (bench/bench_copy).
+ * Nothing needs restoring on the way back because hcguard's copy code and
+ * glibc's memcpy variants are leaves that use neither the stack nor a
+ * callee-saved register (none of the x86-64 variants of glibc 2.36 to 2.39
+ * does): had one saved a register, it would have moved the stack pointer,
+ * and the fault would not be taken for the copy's. The fixed cost per
+ * copy: none for hcguard's own code beyond its call; one thread-local
+ * load, two stores and a jump around glibc's (bench/bench_copy).
  * Other architectures and sanitizer builds use sigsetjmp(env, 0) (no mask
  * save: no system call; a few ns more) and siglongjmp, recovering when the
  * fault address lies in the pages of the copy's two ranges, the mask put
@@ -56,6 +60,9 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <link.h>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -70,11 +77,22 @@
 #define HCG_UNINSTRUMENTED __attribute__((no_sanitize("address", "thread", "undefined")))
 
 #if HCG_FAULT_FIXUP
-/* In fault_x86_64.S: the way back from a fault (see there). */
+/* In fault_x86_64.S: the way back from a fault, and hcguard's own copy
+ * code (see there). */
 void hcg_fault_fixup(void);
-extern const char hcg_fault_words_end[];
+extern const char hcg_fault_own[], hcg_fault_own_end[];
 
 _Thread_local uintptr_t hcg_fault_sp;
+/* Copies from 4 KiB to 64 KiB go by rep movsb where the processor moves
+ * strings fast (ERMS): measured as fast as glibc's memcpy there, hot or
+ * cold (bench_copy), and, being hcguard's own code, recognised without
+ * arming, whose few cycles are a percent of a 4 KiB copy in L1. Smaller
+ * copies keep glibc's vector code (rep movsb starts slowly), larger ones
+ * its choice of stores (non-temporal for huge copies). Set once, at
+ * installation. */
+#define MOVSB_LO ((size_t)4 << 10)
+#define MOVSB_HI ((size_t)64 << 10)
+size_t hcg_fault_movsb_lo HCG_HIDDEN, hcg_fault_movsb_span HCG_HIDDEN;
 /* What hcg_fault_memcpy jumps to: libc's own memcpy once installed (not
  * one the program defines), and the executable segment that holds it. */
 void *(*hcg_fault_target)(void *, const void *, size_t) HCG_HIDDEN = memcpy;
@@ -115,8 +133,30 @@ static int text_of(struct dl_phdr_info *info, size_t size, void *v)
  * before the handlers are installed and outside their lock (dlopen takes
  * the loader's lock, which a library's constructor calling sigaction may
  * hold while it waits for hcguard's). */
+static int fast_strings(void)
+{
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d))
+        return 0;
+    return (b >> 9) & 1; /* ERMS: enhanced rep movsb */
+}
+
+void hcg_fault_movsb_window(size_t *lo, size_t *hi, int set)
+{
+    if (set) {
+        hcg_fault_movsb_lo = *lo;
+        hcg_fault_movsb_span = *hi > *lo ? *hi - *lo : 0;
+    }
+    *lo = hcg_fault_movsb_lo;
+    *hi = hcg_fault_movsb_lo + hcg_fault_movsb_span;
+}
+
 static void find_memcpy(void)
 {
+    if (fast_strings()) {
+        size_t lo = MOVSB_LO, hi = MOVSB_HI;
+        hcg_fault_movsb_window(&lo, &hi, 1);
+    }
     /* libc's own, resolved (an IFUNC: its symbol is the selector) by dlsym
      * on libc's handle (driver/libc.c). */
     void *m = hcg_libc_find("memcpy", HCG_LIBC_HOW_LIBC_DLSYM, NULL);
@@ -136,10 +176,11 @@ static int recover(int sig, const siginfo_t *si, void *uc)
     ucontext_t *u = uc;
     uintptr_t sp = hcg_fault_sp;
     uintptr_t pc = (uintptr_t)u->uc_mcontext.gregs[REG_RIP];
-    if (!sp || si->si_code <= 0 || (uintptr_t)u->uc_mcontext.gregs[REG_RSP] != sp)
-        return 0;
-    int ours = (pc >= (uintptr_t)hcg_fault_words && pc < (uintptr_t)hcg_fault_words_end) ||
-               (pc >= atomic_load_explicit(&g_text[0], memory_order_relaxed) &&
+    if (si->si_code <= 0)
+        return 0; /* sent, not raised by an instruction */
+    int ours = (pc >= (uintptr_t)hcg_fault_own && pc < (uintptr_t)hcg_fault_own_end) ||
+               (sp && (uintptr_t)u->uc_mcontext.gregs[REG_RSP] == sp &&
+                pc >= atomic_load_explicit(&g_text[0], memory_order_relaxed) &&
                 pc < atomic_load_explicit(&g_text[1], memory_order_relaxed));
     if (!ours)
         return 0;
@@ -210,6 +251,12 @@ copy_bytes(void *dst, const void *src, size_t n)
 #else
 #define copy_bytes memcpy
 #endif
+
+void hcg_fault_movsb_window(size_t *lo, size_t *hi, int set)
+{
+    (void)set; /* no rep movsb copies here */
+    *lo = *hi = 0;
+}
 
 int hcg_fault_copy(void *dst, const void *src, size_t n, hcg_fault_info *out)
 {

@@ -8,6 +8,9 @@
  *             word loop, from several threads at once; between them the
  *             threads fault on their own (a store, libc's memcpy) and the
  *             program's handler must get exactly those faults
+ *   boundary_movsb, boundary_memcpy: the same with every copy but the
+ *             word loop's made by rep movsb, or by glibc's memcpy (x86-64;
+ *             boundary takes the sizes each way as hcguard sets them)
  *   nested    another thread interrupts large contained copies with a
  *             signal whose handler makes a contained copy that faults and
  *             a fault of its own (libc's memcpy, caught by the program's
@@ -159,6 +162,21 @@ static void *boundary_thread(void *v)
 
 #define N_THREADS 4
 
+/* Every copy not made by the word loop made one way (x86-64), or as
+ * hcguard chose (how < 0). */
+static void movsb_for(int how, const char *name)
+{
+    static size_t lo0, hi0;
+    static int saved;
+    if (!saved) {
+        hcg_fault_movsb_window(&lo0, &hi0, 0);
+        saved = 1;
+    }
+    size_t lo = how < 0 ? lo0 : 1, hi = how < 0 ? hi0 : how ? (size_t)1 << 40 : 1;
+    hcg_fault_movsb_window(&lo, &hi, 1);
+    printf("%s: rep movsb for sizes [%zu, %zu)\n", name, lo, hi);
+}
+
 static void test_boundary(void)
 {
     install_program_handler(); /* before hcguard's */
@@ -182,6 +200,20 @@ static void test_boundary(void)
     printf("boundary: %d threads x %d faulting copies contained, %d program faults each "
            "reached the program\n",
            N_THREADS, r[0].copies, 2 * r[0].program_ok);
+}
+
+static void test_boundary_movsb(void)
+{
+    movsb_for(1, "boundary_movsb");
+    test_boundary();
+    movsb_for(-1, "boundary_movsb");
+}
+
+static void test_boundary_memcpy(void)
+{
+    movsb_for(0, "boundary_memcpy");
+    test_boundary();
+    movsb_for(-1, "boundary_memcpy");
 }
 
 /* ---- nested ------------------------------------------------------------------ */
@@ -286,9 +318,20 @@ static void test_nested(void)
     munmap(mem, 2 * pg);
 }
 
+/* The outer copies and the handler's by rep movsb (x86-64). */
+static void test_nested_movsb(void)
+{
+    movsb_for(1, "nested_movsb");
+    test_nested();
+    movsb_for(-1, "nested_movsb");
+}
+
 static const check_case cases[] = {
     CHECK_CASE(boundary),
+    CHECK_CASE(boundary_movsb),
+    CHECK_CASE(boundary_memcpy),
     CHECK_CASE(nested),
+    CHECK_CASE(nested_movsb),
 };
 
 int main(int argc, char **argv)
