@@ -3,12 +3,13 @@
 # a case, so that no case passes only because of what an earlier one left
 # behind. Cases listed as "named-only" need an environment of their own and
 # have their own CTest test.
-#   run_cases.sh PROGRAM
+#   run_cases.sh [EMULATOR [ARGS]] PROGRAM
+# (an emulator, such as qemu-aarch64 -L SYSROOT, runs a cross-built one).
 # Exit: 0 all passed, 1 a case failed, 77 the program skips (its --list
 # exits 77, e.g. the test driver's self-test on the real driver).
 set -u
-prog=$1
-list=$("$prog" --list)
+for prog in "$@"; do :; done
+list=$("$@" --list)
 rc=$?
 [ "$rc" -eq 77 ] && { echo "SKIP: $prog skips"; exit 77; }
 [ "$rc" -ne 0 ] && { echo "run_cases: $prog --list exited $rc"; exit 1; }
@@ -18,7 +19,7 @@ failed=0
 total=0
 for c in $cases; do
     total=$((total + 1))
-    if "$prog" "$c" >/dev/null 2>"${TMPDIR:-/tmp}/run_cases.$$"; then
+    if "$@" "$c" >/dev/null 2>"${TMPDIR:-/tmp}/run_cases.$$"; then
         :
     else
         echo "case $c: FAILED (exit $?)"

@@ -27,6 +27,13 @@ fi
 python3 -c 'import os, sys, sysconfig
 sys.exit(not os.path.isfile(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
     >/dev/null 2>&1 || need+=(python3-dev)
+# The 64-bit Arm build of tools/test.sh (x86-64 hosts, not "quick"): a
+# cross compiler with its C library, and qemu-user to run the unit tests.
+if [ "${HCGUARD_AARCH64:-0}" = 1 ]; then
+    command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 || need+=(gcc-aarch64-linux-gnu)
+    [ -f /usr/aarch64-linux-gnu/include/stdio.h ] || need+=(libc6-dev-arm64-cross)
+    command -v qemu-aarch64 >/dev/null 2>&1 || need+=(qemu-user)
+fi
 # Sanitizer runtimes come with gcc; libFuzzer with clang's runtime.
 if [ "${HCGUARD_FUZZ:-0}" = 1 ]; then
     command -v clang >/dev/null 2>&1 || need+=(clang)

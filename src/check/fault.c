@@ -284,9 +284,20 @@ int hcg_fault_copy(void *dst, const void *src, size_t n, hcg_fault_info *out)
     return 0;
 }
 
+/* On aarch64 loads and stores ignore an address's top byte (Linux turns
+ * top-byte-ignore on for every process), and the kernel reports a fault's
+ * address with that byte cleared: a copy from 0x80...08 faults at 0x8.
+ * Ranges are compared without it there. */
+#if defined(__aarch64__)
+#define UNTAG(a) ((a) & (((uintptr_t)1 << 56) - 1))
+#else
+#define UNTAG(a) (a)
+#endif
+
 static int in_recovery(const recovery *r, uintptr_t a)
 {
-    return in_range(a, r->at[0], r->n) || in_range(a, r->at[1], r->n);
+    a = UNTAG(a);
+    return in_range(a, UNTAG(r->at[0]), r->n) || in_range(a, UNTAG(r->at[1]), r->n);
 }
 
 /* Whether a fault on a thread inside a contained copy is the copy's: a
