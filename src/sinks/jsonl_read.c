@@ -295,6 +295,7 @@ static const field fields[] = {
     STR("called", called, HCG_LR_CALLED),
     STR("caller", caller, HCG_LR_CALLER),
     {"enqueue_tid", F_UINT, AT(enqueue_tid), 0, HCG_LR_ENQUEUE_TID},
+    {"reject_seq", F_UINT, AT(reject_seq), 0, HCG_LR_REJECT_SEQ},
     STR("fault", fault, HCG_LR_FAULT),
     STR("fault_code", fault_code, HCG_LR_FAULT_CODE),
     {"fault_addr", F_HEX, AT(fault_addr), 0, HCG_LR_FAULT_ADDR},
@@ -420,6 +421,10 @@ static int complete(cursor *c, const hcg_logrec *r)
             return fail(c, "%s", together[i].what);
     if ((r->have & HCG_LR_GBPS) && r->kind != HCG_LOGREC_RUN)
         return fail(c, "\"gbps\" on an event that did not run");
+    if ((r->have & HCG_LR_REJECT_SEQ) && r->kind != HCG_LOGREC_RUN && r->kind != HCG_LOGREC_SKIP)
+        return fail(c, "\"reject_seq\" on an event that was not to run");
+    if ((r->have & HCG_LR_REJECT_SEQ) && r->reject_seq == 0)
+        return fail(c, "\"reject_seq\" is 0");
     return 0;
 }
 

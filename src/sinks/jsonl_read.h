@@ -34,6 +34,7 @@ enum {
     HCG_LR_GRAPH = 1u << 18, HCG_LR_NODE = 1u << 19, HCG_LR_REASON = 1u << 20,
     HCG_LR_FINDING = 1u << 21, HCG_LR_CALLED = 1u << 22, HCG_LR_ENQUEUE_TID = 1u << 23,
     HCG_LR_FAULT = 1u << 24, HCG_LR_FAULT_CODE = 1u << 25, HCG_LR_FAULT_ADDR = 1u << 26, HCG_LR_CALLER = 1u << 27,
+    HCG_LR_REJECT_SEQ = 1u << 28,
     /* the header's */
     HCG_LR_SCHEMA = 1ull << 32, HCG_LR_VERSION = 1ull << 33, HCG_LR_PPID = 1ull << 34,
     HCG_LR_HOST = 1ull << 35, HCG_LR_RANK = 1ull << 36, HCG_LR_MODE = 1ull << 37,
@@ -45,6 +46,7 @@ typedef struct hcg_logrec {
     uint64_t have; /* HCG_LR_* */
     int64_t pid;
     uint64_t seq, tid, enqueue_tid;
+    uint64_t reject_seq; /* a run's or skip's rejection at enqueue (audit mode) */
     uint64_t fn, user_data, stream, graph, node, dst, src, bytes, fault_addr;
     uint64_t t_enqueue_ns, t_start_ns, t_end_ns, duration_ns;
     double gbps;
