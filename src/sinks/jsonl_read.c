@@ -258,7 +258,7 @@ static int skip_value(cursor *c)
 
 /* ---- fields ---------------------------------------------------------------- */
 
-typedef enum ftype { F_STR, F_HEX, F_UINT, F_PID, F_DBL, F_EVENT } ftype;
+typedef enum ftype { F_STR, F_HEX, F_UINT, F_PID, F_TID, F_DBL, F_EVENT } ftype;
 
 typedef struct field {
     const char *key;
@@ -279,7 +279,7 @@ static const field fields[] = {
     STR("fn_kind", fn_kind, HCG_LR_FN_KIND),
     {"user_data", F_HEX, AT(user_data), 0, HCG_LR_USER},
     {"stream", F_HEX, AT(stream), 0, HCG_LR_STREAM},
-    {"tid", F_UINT, AT(tid), 0, HCG_LR_TID},
+    {"tid", F_TID, AT(tid), 0, HCG_LR_TID},
     {"t_enqueue_ns", F_UINT, AT(t_enqueue_ns), 0, HCG_LR_T_ENQUEUE},
     {"t_start_ns", F_UINT, AT(t_start_ns), 0, HCG_LR_T_START},
     {"t_end_ns", F_UINT, AT(t_end_ns), 0, HCG_LR_T_END},
@@ -294,7 +294,7 @@ static const field fields[] = {
     STR("finding", finding, HCG_LR_FINDING),
     STR("called", called, HCG_LR_CALLED),
     STR("caller", caller, HCG_LR_CALLER),
-    {"enqueue_tid", F_UINT, AT(enqueue_tid), 0, HCG_LR_ENQUEUE_TID},
+    {"enqueue_tid", F_TID, AT(enqueue_tid), 0, HCG_LR_ENQUEUE_TID},
     {"reject_seq", F_UINT, AT(reject_seq), 0, HCG_LR_REJECT_SEQ},
     STR("fault", fault, HCG_LR_FAULT),
     STR("fault_code", fault_code, HCG_LR_FAULT_CODE),
@@ -337,6 +337,14 @@ static int pid_value(cursor *c, int64_t *out)
     return 0;
 }
 
+/* A thread id is a pid_t: a trace's pseudo-threads are above them all. */
+static int tid_value(cursor *c, uint64_t *out)
+{
+    if (uint_value(c, out) != 0 || *out > INT32_MAX)
+        return fail(c, "not a thread id");
+    return 0;
+}
+
 static int field_value(cursor *c, const field *f, hcg_logrec *r)
 {
     char *at = (char *)r + f->off;
@@ -346,6 +354,7 @@ static int field_value(cursor *c, const field *f, hcg_logrec *r)
     case F_HEX: rc = hex_value(c, (uint64_t *)(void *)at); break;
     case F_UINT: rc = uint_value(c, (uint64_t *)(void *)at); break;
     case F_PID: rc = pid_value(c, &r->pid); break;
+    case F_TID: rc = tid_value(c, (uint64_t *)(void *)at); break;
     case F_DBL: rc = double_value(c, &r->gbps); break;
     default: rc = event_value(c, r); break;
     }

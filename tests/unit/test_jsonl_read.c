@@ -98,6 +98,15 @@ static void test_bad(void)
               "\"user_data\":\"0x0\",\"stream\":\"0x0\",\"tid\":0,\"t_enqueue_ns\":0,"
               "\"t_start_ns\":5,\"t_end_ns\":9,\"duration_ns\":3}",
               "duration_ns");
+    /* a rejection's seq only on what was to run (audit mode), never 0 */
+    check_bad(HEAD ",\"reason\":\"overlap\",\"reject_seq\":3}", "not to run");
+    check_bad("{\"event\":\"skip\",\"reject_seq\":0,\"pid\":1,\"seq\":1,\"api\":\"a\","
+              "\"fn\":\"0x1\",\"fn_kind\":\"k\",\"user_data\":\"0x0\",\"stream\":\"0x0\","
+              "\"tid\":1,\"t_enqueue_ns\":0,\"t_start_ns\":1,\"t_end_ns\":1,\"duration_ns\":0,"
+              "\"reason\":\"overlap\"}", "\"reject_seq\" is 0");
+    /* thread ids are pid_t's: a trace's stream tracks are above them */
+    check_bad("{\"event\":\"run\",\"tid\":2147483648}", "\"tid\": not a thread id");
+    check_bad("{\"event\":\"run\",\"enqueue_tid\":4294967296}", "not a thread id");
     char nul[] = "{\"event\":\"run\"}";
     nul[3] = '\0';
     CHECK_EQ(hcg_logrec_parse(nul, sizeof nul - 1, &g_rec, g_err, sizeof g_err), -1);
@@ -135,6 +144,10 @@ static void write_events(const char *path)
         e.enq_tid = i == 0 ? 4 : 0;
         e.graph = i == 1 ? 0xab : 0;
         e.node = i == 1 ? 0xcd : 0;
+        /* the skip names the rejection that reported it (audit mode); the
+         * rejection itself does not, even with the flag */
+        e.flags = i == 1 || i == 2 ? HCG_EVF_REPORTED : 0;
+        e.reject_seq = i == 1 || i == 2 ? 3 : 0;
         if (i == 5) {
             e.fnkind = HCG_FN_ORDINARY;
             e.bytes = HCG_FIND_WRAPPER_BIT | HCG_API_LAUNCH_HOST_FUNC;
@@ -195,7 +208,10 @@ static void test_writer_read_back(void)
     CHECK_EQ(r[1].kind, HCG_LOGREC_SKIP);
     CHECK_EQ(r[1].graph, 0xab);
     CHECK_STR(r[1].reason, "overlap");
+    CHECK_EQ(r[1].reject_seq, 3);
+    CHECK(!(r[0].have & HCG_LR_REJECT_SEQ) && !(r[2].have & HCG_LR_REJECT_SEQ));
     CHECK_EQ(r[2].kind, HCG_LOGREC_REJECT);
+    CHECK_EQ(r[2].seq, 3);
     CHECK_EQ(r[3].kind, HCG_LOGREC_FINDING);
     CHECK_STR(r[3].finding, "slow-host-fn");
     CHECK_EQ(r[3].duration_ns, 10);
