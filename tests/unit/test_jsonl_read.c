@@ -371,6 +371,27 @@ static void test_header(void)
     CHECK_HAS(err, "\"host\": expected");
     CHECK_EQ(HDR("{\"event\":\"header\",\"schema\":1,\"pid\":2} x"), -1);
     CHECK_HAS(err, "text after the object");
+    /* one parser, the header's rules: an error before "event" says it is a
+     * header is "not a header"; a rank up to 31 bytes and an exe up to
+     * 1023 are read (a record's rank is the writer's 15) */
+    CHECK_EQ(HDR("{\"pid\":\"x\",\"event\":\"header\",\"schema\":1}"), 1);
+    CHECK_EQ(HDR("{\"event\":\"run\",\"pid\":\"x\"}"), 1);
+    CHECK_EQ(HDR("{\"event\":\"header\",\"schema\":1,\"pid\":2,\"seq\":\"not a number\"}"), 0);
+    CHECK_EQ(HDR("{\"event\":\"header\",\"schema\":1,\"pid\":2,"
+                 "\"rank\":\"0123456789012345678901234567890\"}"), 0);
+    CHECK_STR(h.rank, "0123456789012345678901234567890");
+    CHECK_EQ(parse("{\"event\":\"header\",\"schema\":1,\"hcguard\":\"1\",\"pid\":3,\"ppid\":0,"
+                   "\"host\":\"h\",\"rank\":\"0123456789012345\",\"mode\":\"guard\","
+                   "\"driver_version\":0,\"exe\":\"x\",\"t0_ns\":1}"), -1);
+    CHECK_HAS(g_err, "\"rank\": a string longer than 15 bytes");
+    {
+        char big[1200];
+        int n = snprintf(big, sizeof big, "{\"event\":\"header\",\"schema\":1,\"pid\":2,\"exe\":\"");
+        memset(big + n, 'x', 1024);
+        snprintf(big + n + 1024, sizeof big - (size_t)n - 1024, "\"}");
+        CHECK_EQ(HDR(big), -1);
+        CHECK_HAS(err, "\"exe\": a string longer than 1023 bytes");
+    }
     /* the record reader takes the same line as a header record, alike */
     CHECK_EQ(parse(good), 0);
     CHECK_EQ(g_rec.kind, HCG_LOGREC_HEADER);
