@@ -656,7 +656,7 @@ static void trace_event(hcg_trace_proc *tp, const hcg_logrec *r, const hcg_event
     static char buf[HCG_SINK_EVENT_MAX];
     const char *name = (r->have & HCG_LR_FN_NAME) ? r->fn_name : r->fn ? "unknown" : "";
     uint32_t enq = (r->have & HCG_LR_ENQUEUE_TID) ? (uint32_t)r->enqueue_tid : 0;
-    size_t n = hcg_trace_format(tp, e, name, enq, buf, sizeof buf);
+    size_t n = hcg_sinks_trace_event(tp, e, name, enq, buf, sizeof buf);
     trace_sep();
     fwrite(buf, 1, n, R.trace);
 }
@@ -815,14 +815,14 @@ static void report_proc(proc *p, int tpid, hcg_counts *sum, uint64_t *launched, 
     uint64_t before = slow_judged();
     if (R.trace) {
         trace_process(p, tpid);
-        fd.tp = hcg_trace_proc_new(tpid, host_base(p), trace_tid_base(p), (uint64_t)tpid << 32);
+        fd.tp = hcg_sinks_trace_start(tpid, host_base(p), trace_tid_base(p), (uint64_t)tpid << 32);
         if (!fd.tp) {
             fprintf(stderr, "hcguard report: out of memory\n");
             exit(1);
         }
     }
     read_log(&R.files[p->file], 0, feed_line, &fd);
-    hcg_trace_proc_free(fd.tp);
+    hcg_sinks_trace_end(fd.tp);
     fix_slow(&p->c, p->slow_logged, slow_judged() - before);
     hcg_report_to_fd(out_fd);
     char title[HCG_PATH_MAX + 600];

@@ -58,6 +58,16 @@ def ns(t):
     return round(t * 1000)
 
 
+def run_slices(events):
+    """The runs' slices on real threads (enqueue slices and the runs'
+    twins on stream tracks left out)."""
+    pseudo = {(e.get("pid"), e.get("tid")) for e in events
+              if e.get("ph") == "M" and e.get("name") == "thread_name"
+              and "stream" in e.get("args", {})}
+    return [e for e in events if e.get("ph") == "X" and e.get("cat") in RUN_CATS
+            and (e.get("pid"), e.get("tid")) not in pseudo]
+
+
 def event_problems(ev):
     if not isinstance(ev, dict):
         return ["is not an object"]
