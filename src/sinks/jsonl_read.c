@@ -592,10 +592,16 @@ int hcg_loghdr_parse(const char *line, size_t len, hcg_loghdr *out, char *err, s
     out->driver_version = r.driver_version;
     out->t0_ns = r.t0_ns;
     out->pid = r.pid;
-    snprintf(out->version, sizeof out->version, "%s", r.version);
-    snprintf(out->host, sizeof out->host, "%s", r.host);
-    snprintf(out->rank, sizeof out->rank, "%s", r.rank);
-    snprintf(out->mode, sizeof out->mode, "%s", r.mode);
-    snprintf(out->exe, sizeof out->exe, "%s", r.exe);
+#define SAME_ROOM(m) _Static_assert(sizeof out->m == sizeof r.m, "hcg_loghdr and hcg_logrec: " #m)
+    SAME_ROOM(version);
+    SAME_ROOM(host);
+    SAME_ROOM(rank);
+    SAME_ROOM(mode);
+#undef SAME_ROOM
+    memcpy(out->version, r.version, sizeof out->version);
+    memcpy(out->host, r.host, sizeof out->host);
+    memcpy(out->rank, r.rank, sizeof out->rank);
+    memcpy(out->mode, r.mode, sizeof out->mode);
+    memcpy(out->exe, r.exe, strlen(r.exe) + 1); /* shorter than out->exe: above */
     return 0;
 }
