@@ -19,8 +19,9 @@ twin on a stream track of its process (same name, cat, ts, dur and args)
 and every slice on a stream track is such a twin, on its own stream's
 track (args.stream, but on the "other" and "unknown" tracks); a
 pseudo-thread is named as one stream only and carries nothing else (no
-real thread shares its tid: no other event, no other name); a process has
-at most 256 streams' own tracks. Events on stream tracks are counted apart:
+real thread shares its tid: no other event, no other name); a process
+image (each exec'd one names its process again) names at most 256
+streams' own tracks. Events on stream tracks are counted apart:
 "stream-tracks" (pseudo-threads), "stream-tracks:other", "stream X" (their
 slices), "stream X:CAT", "stream X:other" (those on the shared track); the other keys count real threads' events only.
 
@@ -158,20 +159,22 @@ class Trace:
         each named as one stream only, sharing its tid with no real thread."""
         names = defaultdict(set)
         pseudo = {}
+        image, per_image = Counter(), Counter()  # an exec'd image names its process anew
         for n, ev in good:
+            if ev["ph"] == "M" and ev["name"] == "process_name":
+                image[ev["pid"]] += 1
             if ev["ph"] == "M" and ev["name"] == "thread_name":
                 key = (ev["pid"], ev["tid"])
                 names[key].add(ev["args"]["name"])
                 if "stream" in ev["args"]:
                     pseudo[key] = str(ev["args"]["stream"])
-        per_pid = Counter()
+                    if pseudo[key] not in ("other", "unknown"):
+                        per_image[(ev["pid"], image[ev["pid"]])] += 1
         for key, stream in pseudo.items():
             if len(names[key]) > 1:
                 self.problem(path, f"thread {key}: a stream track named {sorted(names[key])}: "
                              "two streams (or a stream and a thread) share its tid")
-            if stream not in ("other", "unknown"):
-                per_pid[key[0]] += 1
-        for pid, n in per_pid.items():
+        for (pid, _), n in per_image.items():
             if n > MAX_STREAM_TRACKS:
                 self.problem(path, f"process {pid}: {n} streams with a track of their own, "
                              f"more than {MAX_STREAM_TRACKS}")
