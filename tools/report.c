@@ -148,8 +148,9 @@ typedef struct proc {
     uint64_t launched[HCG_FN_KIND_COUNT];
     uint64_t nodes, events, slow_logged;
     int audit_seen;        /* no header: a rejected record that ran anyway */
+    int linked;            /* its runs name their rejections (reject_seq) */
     map node_set, matched; /* graph nodes seen; (fn, record, reason): rejects, skips */
-    uint64_t t_min;
+    uint64_t t_min, tid_max; /* the earliest time; the highest thread id */
     lat run, wait;
 } proc;
 
@@ -475,6 +476,8 @@ static void count_event(proc *p, const hcg_logrec *r)
     int graph = (r->have & HCG_LR_GRAPH) && r->graph;
     if (k < 0)
         k = HCG_FN_ORDINARY;
+    if (r->have & HCG_LR_REJECT_SEQ)
+        p->linked = p->audit_seen = 1; /* only audit mode writes it */
     if (r->kind == HCG_LOGREC_RUN || r->kind == HCG_LOGREC_SKIP) {
         if (graph) {
             map_slot *s = map_find(&p->node_set, r->graph, r->node, 0);
@@ -500,6 +503,7 @@ static void count_event(proc *p, const hcg_logrec *r)
     case HCG_LOGREC_SKIP:
         p->c.v[HCG_CNT_SKIPPED + why]++;
         map_find(&p->matched, r->fn, r->user_data, (uint64_t)why)->b++;
+        p->c.v[HCG_CNT_SKIPPED_REPORTED] += (r->have & HCG_LR_REJECT_SEQ) != 0;
         break;
     case HCG_LOGREC_REJECT:
         p->c.v[HCG_CNT_REJECTED + why]++;
@@ -528,6 +532,10 @@ static int survey_line(logfile *lf, const hcg_logrec *r, const hcg_loghdr *h, vo
         return 0;
     }
     p->events++;
+    if (r->tid > p->tid_max)
+        p->tid_max = r->tid;
+    if ((r->have & HCG_LR_ENQUEUE_TID) && r->enqueue_tid > p->tid_max)
+        p->tid_max = r->enqueue_tid;
     note_name(r);
     count_event(p, r);
     uint64_t t = first_time(r);
@@ -537,10 +545,12 @@ static int survey_line(logfile *lf, const hcg_logrec *r, const hcg_loghdr *h, vo
 }
 
 /* A record skipped when it ran, reported at enqueue already (audit mode:
- * the launch went through): one error, as the live summary counts it. */
+ * the launch went through): one error, as the live summary counts it.
+ * A log that names each skip's rejection (reject_seq) was counted as
+ * read; an older one is matched by function, record and reason. */
 static void count_reported_skips(proc *p)
 {
-    int audit = !p->has_header || strcmp(p->hdr.mode, "audit") == 0;
+    int audit = !p->linked && (!p->has_header || strcmp(p->hdr.mode, "audit") == 0);
     for (size_t i = 0; audit && i < p->matched.n; i++) {
         const map_slot *s = &p->matched.s[i];
         uint64_t both = s->a < s->b ? s->a : s->b;
@@ -614,6 +624,14 @@ static void trace_sep(void)
     R.trace_started = 1;
 }
 
+/* Pseudo-threads (stream tracks) from HCG_TRACE_TID_BASE, or above the
+ * process's highest thread id if a log has one that high (the reader
+ * takes none above INT32_MAX: they stay below 2^32). */
+static uint32_t trace_tid_base(const proc *p)
+{
+    return p->tid_max < HCG_TRACE_TID_BASE ? HCG_TRACE_TID_BASE : (uint32_t)p->tid_max + 1;
+}
+
 static void trace_process(const proc *p, int tpid)
 {
     trace_sep();
@@ -631,63 +649,16 @@ static void trace_process(const proc *p, int tpid)
             "\"tid\":0,\"args\":{\"sort_index\":%d}}", tpid, tpid);
 }
 
-/* A host function that ran or was skipped: a slice on its thread, named
- * once per thread. */
-static void trace_slice(int tpid, double base, const hcg_logrec *r, map *threads)
+/* A record's trace events, formatted as the trace sink formats its own
+ * (stream tracks, flows from enqueue to run, instants). */
+static void trace_event(hcg_trace_proc *tp, const hcg_logrec *r, const hcg_event *e)
 {
-    const char *name = (r->have & HCG_LR_FN_NAME) ? r->fn_name : "unknown";
-    int copy = (r->have & HCG_LR_BYTES) != 0, skip = r->kind == HCG_LOGREC_SKIP;
-    map_slot *t = map_find(threads, r->tid, 0, 0);
-    if (!t->a++)
-        fprintf(R.trace, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%" PRIu64
-                ",\"args\":{\"name\":\"CUDA host functions (thread %" PRIu64 ")\"}},\n",
-                tpid, r->tid, r->tid);
-    fprintf(R.trace, "{\"name\":\"%s", skip ? "skipped: " : "");
-    json_str(R.trace, name);
-    fprintf(R.trace, "\",\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%d,"
-            "\"tid\":%" PRIu64 ",\"args\":{\"api\":\"",
-            skip ? "skipped copy" : copy ? "host copy" : "host function",
-            ((double)r->t_start_ns - base) / 1e3, (double)r->duration_ns / 1e3, tpid, r->tid);
-    json_str(R.trace, r->api);
-    fprintf(R.trace, "\",\"stream\":\"0x%" PRIx64 "\",\"seq\":%" PRIu64, r->stream, r->seq);
-    if (r->have & HCG_LR_GRAPH)
-        fprintf(R.trace, ",\"graph\":\"0x%" PRIx64 "\",\"node\":\"0x%" PRIx64 "\"", r->graph,
-                r->node);
-    else if (r->t_start_ns > r->t_enqueue_ns)
-        fprintf(R.trace, ",\"wait_us\":%.3f", (double)(r->t_start_ns - r->t_enqueue_ns) / 1e3);
-    if (copy)
-        fprintf(R.trace, ",\"bytes\":%" PRIu64, r->bytes);
-    if (skip) {
-        fputs(",\"reason\":\"", R.trace);
-        json_str(R.trace, r->reason);
-        fputs("\"", R.trace);
-    }
-    fputs("}}", R.trace);
-}
-
-/* A rejection or a finding: an instant on the thread that met it. */
-static void trace_instant(int tpid, double base, const hcg_logrec *r)
-{
-    int reject = r->kind == HCG_LOGREC_REJECT;
-    uint64_t t = !reject && (r->have & HCG_LR_T_START) ? r->t_start_ns : r->t_enqueue_ns;
-    fprintf(R.trace, "{\"name\":\"%s", reject ? "rejected: " : "");
-    json_str(R.trace, reject ? r->reason : r->finding);
-    fprintf(R.trace, "\",\"cat\":\"%s\",\"ph\":\"i\",\"s\":\"t\",\"ts\":%.3f,\"pid\":%d,"
-            "\"tid\":%" PRIu64 ",\"args\":{\"fn\":\"",
-            reject ? "rejected record" : "finding", ((double)t - base) / 1e3, tpid, r->tid);
-    json_str(R.trace, (r->have & HCG_LR_FN_NAME) ? r->fn_name : "unknown");
-    fputs("\",\"api\":\"", R.trace);
-    json_str(R.trace, r->api);
-    fprintf(R.trace, "\",\"stream\":\"0x%" PRIx64 "\"}}", r->stream);
-}
-
-static void trace_event(const proc *p, int tpid, const hcg_logrec *r, map *threads)
-{
+    static char buf[HCG_SINK_EVENT_MAX];
+    const char *name = (r->have & HCG_LR_FN_NAME) ? r->fn_name : r->fn ? "unknown" : "";
+    uint32_t enq = (r->have & HCG_LR_ENQUEUE_TID) ? (uint32_t)r->enqueue_tid : 0;
+    size_t n = hcg_sinks_trace_event(tp, e, name, enq, buf, sizeof buf);
     trace_sep();
-    if (r->kind == HCG_LOGREC_RUN || r->kind == HCG_LOGREC_SKIP)
-        trace_slice(tpid, (double)host_base(p), r, threads);
-    else
-        trace_instant(tpid, (double)host_base(p), r);
+    fwrite(buf, 1, n, R.trace);
 }
 
 /* ---- the events back into the sinks ------------------------------------------ */
@@ -719,6 +690,10 @@ static hcg_event event_of(const hcg_logrec *r)
     e.graph = (uintptr_t)r->graph;
     e.node = (uintptr_t)r->node;
     e.caller = caller_of(r);
+    if (r->have & HCG_LR_REJECT_SEQ) { /* the rejection that reported it (audit mode) */
+        e.flags |= HCG_EVF_REPORTED;
+        e.reject_seq = r->reject_seq;
+    }
     return e;
 }
 
@@ -743,9 +718,8 @@ static void lat_add(lat *l, uint64_t ns)
 }
 
 typedef struct feed {
-    proc *p;     /* NULL: every process (the totals) */
-    int tpid;    /* the trace's pid of p; 0: no trace */
-    map threads; /* named in the trace */
+    proc *p;            /* NULL: every process (the totals) */
+    hcg_trace_proc *tp; /* p's tracks in the trace; NULL: no trace */
 } feed;
 
 static int mode_of(const proc *p)
@@ -763,8 +737,8 @@ static int reported_at_enqueue(const proc *p, int file, const hcg_logrec *r)
         if (R.procs[i].file == file && R.procs[i].pid == r->pid)
             p = &R.procs[i];
     int why = kind_of(r->reason, status_n, HCGUARD_STATUS_COUNT);
-    if (!p || why < 0)
-        return 0;
+    if (!p || why < 0 || p->linked)
+        return 0; /* a linked log says it with reject_seq (event_of) */
     const map_slot *m = map_get(&p->matched, r->fn, r->user_data, (uint64_t)why);
     return mode_of(p) == HCG_MODE_AUDIT && m && m->a > 0;
 }
@@ -787,8 +761,8 @@ static int feed_line(logfile *lf, const hcg_logrec *r, const hcg_loghdr *h, void
         if (!(r->have & HCG_LR_GRAPH)) /* a node's "enqueue" is its creation */
             lat_add(&fd->p->wait, r->t_start_ns > r->t_enqueue_ns ? r->t_start_ns - r->t_enqueue_ns : 0);
     }
-    if (fd->tpid && R.trace)
-        trace_event(fd->p, fd->tpid, r, &fd->threads);
+    if (fd->tp)
+        trace_event(fd->tp, r, &e);
     return 0;
 }
 
@@ -836,13 +810,19 @@ static void describe_log(const proc *p)
 
 static void report_proc(proc *p, int tpid, hcg_counts *sum, uint64_t *launched, uint64_t *nodes)
 {
-    feed fd = {.p = p, .tpid = tpid};
+    feed fd = {.p = p};
     start_sinks();
     uint64_t before = slow_judged();
-    if (R.trace)
+    if (R.trace) {
         trace_process(p, tpid);
+        fd.tp = hcg_sinks_trace_start(tpid, host_base(p), trace_tid_base(p), (uint64_t)tpid << 32);
+        if (!fd.tp) {
+            fprintf(stderr, "hcguard report: out of memory\n");
+            exit(1);
+        }
+    }
     read_log(&R.files[p->file], 0, feed_line, &fd);
-    map_free(&fd.threads);
+    hcg_sinks_trace_end(fd.tp);
     fix_slow(&p->c, p->slow_logged, slow_judged() - before);
     hcg_report_to_fd(out_fd);
     char title[HCG_PATH_MAX + 600];

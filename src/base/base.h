@@ -141,6 +141,7 @@ typedef struct hcg_thread {
     struct hcg_pool *pool;        /* run: this thread's call pool */
     const struct hcg_call *current; /* run: the call whose host function runs now */
     uint64_t linked_seq;          /* events: the next finding's seq; 0: a new one */
+    uint64_t reject_seq;          /* check: the seq of this thread's last rejection */
 } hcg_thread;
 extern _Thread_local hcg_thread hcg_self
     __attribute__((tls_model("initial-exec"), visibility("hidden")));

@@ -32,7 +32,11 @@ typedef struct hcg_event {
     uint64_t bytes;
     uintptr_t fn, user, stream, dst, src;
     uintptr_t graph, node; /* graph host nodes; 0 for stream launches */
-    uintptr_t fault_addr;  /* copy-faulted: the address that faulted */
+    union {
+        uintptr_t fault_addr; /* a copy-faulted skip: the address that faulted */
+        uint64_t reject_seq;  /* a run or skip flagged HCG_EVF_REPORTED: the seq of
+                               * the rejection that reported its record at enqueue */
+    };
     uintptr_t caller;      /* findings, rejections, skips, slow runs: the call site
                             * (check/callsite.c: hcg_callsite_name); 0 unknown */
 } hcg_event;

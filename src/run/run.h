@@ -62,6 +62,7 @@ typedef struct hcg_call {
     _Atomic uintptr_t caller;
     void *nvtx_name;          /* hcg_nvtx_on: its NVTX range's registered name */
     hcg_replays *replays;     /* graph nodes: their launches, or NULL (graph.c owns it) */
+    uint64_t reject_seq;      /* enqueue_status not OK: the rejection that reported it */
 } __attribute__((aligned(64))) hcg_call;
 
 /* The one initialiser: a call from this thread's pool for a one-shot
@@ -159,6 +160,8 @@ static inline void hcg_call_init(hcg_call *c, hcg_api api, CUstream s, CUhostFn 
     c->oneshot = 1;
     c->api = (uint8_t)api;
     c->enqueue_status = (uint8_t)why;
+    if (HCG_UNLIKELY(why != HCGUARD_OK)) /* reported at enqueue just now (audit mode) */
+        c->reject_seq = hcg_self.reject_seq;
     c->wrapped = (uint8_t)wrapped;
     if (HCG_UNLIKELY(hcg_nvtx_on)) /* set once at start-up, before any launch */
         c->nvtx_name = hcg_nvtx_name((uintptr_t)fn);

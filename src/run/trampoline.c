@@ -208,6 +208,8 @@ static void run(hcg_call *c, CUstream s, CUresult status, int stream_cb)
     e.flags = c->enqueue_status != HCGUARD_OK ? HCG_EVF_REPORTED : 0;
     e.fault_sig = e.fault_code = 0;
     e.fault_addr = 0;
+    if (HCG_UNLIKELY(e.flags)) /* its record was reported at enqueue */
+        e.reject_seq = c->reject_seq;
     e.caller = 0;
     e.tid = hcg_gettid();
     e.seq = c->seq;

@@ -185,6 +185,10 @@ void hcg_jsonl_event(const hcg_event *e)
         n = snprintf(p + len, room - len, ",\"enqueue_tid\":%u", enq_tid);
         len += n > 0 ? (size_t)n : 0;
     }
+    if (hcg_event_reject_seq(e)) {
+        n = snprintf(p + len, room - len, ",\"reject_seq\":%" PRIu64, e->reject_seq);
+        len += n > 0 ? (size_t)n : 0;
+    }
     if ((e->kind != HCG_EV_REJECT && e->kind != HCG_EV_FINDING) ||
         (e->kind == HCG_EV_FINDING && (e->reason == HCG_FIND_SLOW || e->reason == HCG_FIND_HANG))) {
         n = snprintf(p + len, room - len, ",\"t_start_ns\":%" PRIu64 ",\"t_end_ns\":%" PRIu64

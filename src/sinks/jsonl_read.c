@@ -258,7 +258,7 @@ static int skip_value(cursor *c)
 
 /* ---- fields ---------------------------------------------------------------- */
 
-typedef enum ftype { F_STR, F_HEX, F_UINT, F_PID, F_DBL, F_EVENT } ftype;
+typedef enum ftype { F_STR, F_HEX, F_UINT, F_PID, F_TID, F_DBL, F_EVENT } ftype;
 
 typedef struct field {
     const char *key;
@@ -266,6 +266,11 @@ typedef struct field {
     size_t off, cap;
     uint64_t bit;
 } field;
+
+/* The fields a header record has (hcg_loghdr_parse reads only these). */
+#define HEADER_BITS                                                                          \
+    (HCG_LR_EVENT | HCG_LR_PID | HCG_LR_SCHEMA | HCG_LR_VERSION | HCG_LR_PPID | HCG_LR_HOST | \
+     HCG_LR_RANK | HCG_LR_MODE | HCG_LR_DRIVER_VERSION | HCG_LR_EXE | HCG_LR_T0)
 
 #define AT(m) offsetof(hcg_logrec, m)
 #define STR(k, m, bit) {k, F_STR, AT(m), sizeof(((hcg_logrec *)0)->m), bit}
@@ -279,7 +284,7 @@ static const field fields[] = {
     STR("fn_kind", fn_kind, HCG_LR_FN_KIND),
     {"user_data", F_HEX, AT(user_data), 0, HCG_LR_USER},
     {"stream", F_HEX, AT(stream), 0, HCG_LR_STREAM},
-    {"tid", F_UINT, AT(tid), 0, HCG_LR_TID},
+    {"tid", F_TID, AT(tid), 0, HCG_LR_TID},
     {"t_enqueue_ns", F_UINT, AT(t_enqueue_ns), 0, HCG_LR_T_ENQUEUE},
     {"t_start_ns", F_UINT, AT(t_start_ns), 0, HCG_LR_T_START},
     {"t_end_ns", F_UINT, AT(t_end_ns), 0, HCG_LR_T_END},
@@ -294,7 +299,8 @@ static const field fields[] = {
     STR("finding", finding, HCG_LR_FINDING),
     STR("called", called, HCG_LR_CALLED),
     STR("caller", caller, HCG_LR_CALLER),
-    {"enqueue_tid", F_UINT, AT(enqueue_tid), 0, HCG_LR_ENQUEUE_TID},
+    {"enqueue_tid", F_TID, AT(enqueue_tid), 0, HCG_LR_ENQUEUE_TID},
+    {"reject_seq", F_UINT, AT(reject_seq), 0, HCG_LR_REJECT_SEQ},
     STR("fault", fault, HCG_LR_FAULT),
     STR("fault_code", fault_code, HCG_LR_FAULT_CODE),
     {"fault_addr", F_HEX, AT(fault_addr), 0, HCG_LR_FAULT_ADDR},
@@ -336,6 +342,14 @@ static int pid_value(cursor *c, int64_t *out)
     return 0;
 }
 
+/* A thread id is a pid_t: a trace's pseudo-threads are above them all. */
+static int tid_value(cursor *c, uint64_t *out)
+{
+    if (uint_value(c, out) != 0 || *out > INT32_MAX)
+        return fail(c, "not a thread id");
+    return 0;
+}
+
 static int field_value(cursor *c, const field *f, hcg_logrec *r)
 {
     char *at = (char *)r + f->off;
@@ -345,6 +359,7 @@ static int field_value(cursor *c, const field *f, hcg_logrec *r)
     case F_HEX: rc = hex_value(c, (uint64_t *)(void *)at); break;
     case F_UINT: rc = uint_value(c, (uint64_t *)(void *)at); break;
     case F_PID: rc = pid_value(c, &r->pid); break;
+    case F_TID: rc = tid_value(c, (uint64_t *)(void *)at); break;
     case F_DBL: rc = double_value(c, &r->gbps); break;
     default: rc = event_value(c, r); break;
     }
@@ -356,13 +371,15 @@ static int field_value(cursor *c, const field *f, hcg_logrec *r)
     return rc;
 }
 
-static int member(cursor *c, hcg_logrec *r)
+/* One member into r: a field of the table (only among want), or a key
+ * skipped as unknown. */
+static int member(cursor *c, hcg_logrec *r, uint64_t want)
 {
     char key[64];
     if (string(c, key, sizeof key) != 0 || expect(c, ':') != 0)
         return -1;
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
-        if (strcmp(key, fields[i].key) != 0)
+        if (!(want & fields[i].bit) || strcmp(key, fields[i].key) != 0)
             continue;
         if (r->have & fields[i].bit)
             return fail(c, "\"%s\" appears twice", key);
@@ -389,6 +406,8 @@ static int complete_header(cursor *c, const hcg_logrec *r)
 /* The fields every event has, and those its kind adds. */
 static int complete(cursor *c, const hcg_logrec *r)
 {
+    if (strlen(r->rank) >= HCG_LOGREC_RANK_MAX) /* the writer's bound */
+        return fail(c, "\"rank\": a string longer than %d bytes", HCG_LOGREC_RANK_MAX - 1);
     if (r->kind == HCG_LOGREC_HEADER)
         return complete_header(c, r);
     if (r->kind == HCG_LOGREC_OTHER)
@@ -420,6 +439,37 @@ static int complete(cursor *c, const hcg_logrec *r)
             return fail(c, "%s", together[i].what);
     if ((r->have & HCG_LR_GBPS) && r->kind != HCG_LOGREC_RUN)
         return fail(c, "\"gbps\" on an event that did not run");
+    if ((r->have & HCG_LR_REJECT_SEQ) && r->kind != HCG_LOGREC_RUN && r->kind != HCG_LOGREC_SKIP)
+        return fail(c, "\"reject_seq\" on an event that was not to run");
+    if ((r->have & HCG_LR_REJECT_SEQ) && r->reject_seq == 0)
+        return fail(c, "\"reject_seq\" is 0");
+    return 0;
+}
+
+/* One object's members into r (only the fields among want, the rest
+ * skipped as unknown), nothing after it. */
+static int object(cursor *c, hcg_logrec *r, uint64_t want)
+{
+    if (expect(c, '{') != 0)
+        return fail(c, "not a JSON object");
+    skip_ws(c);
+    if (c->p < c->end && *c->p == '}')
+        return fail(c, "an empty object");
+    for (;;) {
+        if (member(c, r, want) != 0)
+            return -1;
+        skip_ws(c);
+        if (c->p < c->end && *c->p == ',') {
+            c->p++;
+            continue;
+        }
+        if (expect(c, '}') != 0)
+            return fail(c, "expected ',' or '}' after a value");
+        break;
+    }
+    skip_ws(c);
+    if (c->p != c->end)
+        return fail(c, "text after the object");
     return 0;
 }
 
@@ -433,26 +483,8 @@ int hcg_logrec_parse(const char *line, size_t len, hcg_logrec *out, char *err, s
         return fail(&c, "a line longer than %d bytes", HCG_LOGREC_LINE_MAX);
     if (memchr(line, '\0', len) || memchr(line, '\n', len))
         return fail(&c, "a NUL or newline inside a line");
-    if (expect(&c, '{') != 0)
-        return fail(&c, "not a JSON object");
-    skip_ws(&c);
-    if (c.p < c.end && *c.p == '}')
-        return fail(&c, "an empty object");
-    for (;;) {
-        if (member(&c, out) != 0)
-            return -1;
-        skip_ws(&c);
-        if (c.p < c.end && *c.p == ',') {
-            c.p++;
-            continue;
-        }
-        if (expect(&c, '}') != 0)
-            return fail(&c, "expected ',' or '}' after a value");
-        break;
-    }
-    skip_ws(&c);
-    if (c.p != c.end)
-        return fail(&c, "text after the object");
+    if (object(&c, out, ~0ull) != 0)
+        return -1;
     return complete(&c, out);
 }
 
@@ -527,94 +559,49 @@ long hcg_logrec_read_fd(int fd, hcg_logrec_cb cb, void *ctx, char *err, size_t e
 
 /* ---- the header ----------------------------------------------------------- */
 
-typedef enum htype { H_STR, H_UINT, H_PID } htype;
-#define HAT(m) offsetof(hcg_loghdr, m)
-#define HSTR(k, m) {k, H_STR, HAT(m), sizeof(((hcg_loghdr *)0)->m)}
-static const struct hfield {
-    const char *key;
-    htype type;
-    size_t off, cap;
-} hfields[] = {
-    {"schema", H_UINT, HAT(schema), 0},   HSTR("hcguard", version),
-    {"pid", H_PID, HAT(pid), 0},          {"ppid", H_UINT, HAT(ppid), 0},
-    HSTR("host", host),                   HSTR("rank", rank),
-    HSTR("mode", mode),                   {"driver_version", H_UINT, HAT(driver_version), 0},
-    HSTR("exe", exe),                     {"t0_ns", H_UINT, HAT(t0_ns), 0},
-};
-
-/* One member; *is_header set by "event". seen: a bit per hfields row. */
-static int header_member(cursor *c, hcg_loghdr *h, int *is_header, uint32_t *seen)
-{
-    char key[64];
-    if (string(c, key, sizeof key) != 0 || expect(c, ':') != 0)
-        return -1;
-    if (strcmp(key, "event") == 0) {
-        char ev[16];
-        skip_ws(c);
-        if (c->p < c->end && *c->p != '"')
-            return fail(c, "\"event\" is not a string");
-        if (string(c, ev, sizeof ev) != 0)
-            *is_header = 0;
-        else
-            *is_header = strcmp(ev, "header") == 0;
-        return 0;
-    }
-    for (size_t i = 0; i < sizeof hfields / sizeof hfields[0]; i++) {
-        if (strcmp(key, hfields[i].key) != 0)
-            continue;
-        if (*seen & (1u << i))
-            return fail(c, "\"%s\" appears twice", key);
-        *seen |= 1u << i;
-        char *at = (char *)h + hfields[i].off;
-        int rc = hfields[i].type == H_STR  ? string(c, at, hfields[i].cap)
-                 : hfields[i].type == H_PID ? pid_value(c, &h->pid)
-                                            : uint_value(c, (uint64_t *)(void *)at);
-        if (rc != 0 && c->err && c->errlen) {
-            char why[200];
-            snprintf(why, sizeof why, "%s", c->err);
-            fail(c, "\"%s\": %s", key, why);
-        }
-        return rc;
-    }
-    return skip_value(c);
-}
-
+/* The record parser over the header's fields alone (others are skipped as
+ * unknown keys), with a header's own rules: "schema" and "pid" needed, no
+ * newer schema. A line is a header once its "event" says so: an error
+ * before that is "not a header" (1), after it a header refused (-1). */
 int hcg_loghdr_parse(const char *line, size_t len, hcg_loghdr *out, char *err, size_t errlen)
 {
     cursor c = {line, line + len, err, errlen};
-    int is_header = 0;
-    uint32_t seen = 0;
+    hcg_logrec r;
     if (err && errlen)
         err[0] = '\0';
     memset(out, 0, sizeof *out);
-    if (len > HCG_LOGREC_LINE_MAX || memchr(line, '\0', len) || expect(&c, '{') != 0)
+    memset(&r, 0, sizeof r);
+    if (len > HCG_LOGREC_LINE_MAX || memchr(line, '\0', len))
         return 1;
-    for (;;) {
-        skip_ws(&c);
-        if (c.p < c.end && *c.p == '}')
-            return is_header ? fail(&c, "expected a key") : 1;
-        if (header_member(&c, out, &is_header, &seen) != 0)
-            return is_header ? -1 : 1;
-        skip_ws(&c);
-        if (c.p < c.end && *c.p == ',') {
-            c.p++;
-            continue;
-        }
-        if (expect(&c, '}') != 0)
-            return is_header ? fail(&c, "expected ',' or '}' after a value") : 1;
-        break;
-    }
-    if (!is_header)
+    int rc = object(&c, &r, HEADER_BITS);
+    if (r.kind != HCG_LOGREC_HEADER)
         return 1;
-    skip_ws(&c);
-    if (c.p != c.end)
-        return fail(&c, "text after the object");
-    if (!(seen & 1u))
+    if (rc != 0)
+        return -1;
+    if (!(r.have & HCG_LR_SCHEMA))
         return fail(&c, "a header with no \"schema\"");
-    if (out->schema > HCG_LOGHDR_SCHEMA)
+    if (r.schema > HCG_LOGHDR_SCHEMA)
         return fail(&c, "schema %llu is newer than this hcguard reads (%d): read it with a newer "
-                    "hcguard", (unsigned long long)out->schema, HCG_LOGHDR_SCHEMA);
-    if (!(seen & 4u))
+                    "hcguard", (unsigned long long)r.schema, HCG_LOGHDR_SCHEMA);
+    if (!(r.have & HCG_LR_PID))
         return fail(&c, "a header with no \"pid\"");
+    if (strlen(r.exe) >= sizeof out->exe)
+        return fail(&c, "\"exe\": a string longer than %zu bytes", sizeof out->exe - 1);
+    out->schema = r.schema;
+    out->ppid = r.ppid;
+    out->driver_version = r.driver_version;
+    out->t0_ns = r.t0_ns;
+    out->pid = r.pid;
+#define SAME_ROOM(m) _Static_assert(sizeof out->m == sizeof r.m, "hcg_loghdr and hcg_logrec: " #m)
+    SAME_ROOM(version);
+    SAME_ROOM(host);
+    SAME_ROOM(rank);
+    SAME_ROOM(mode);
+#undef SAME_ROOM
+    memcpy(out->version, r.version, sizeof out->version);
+    memcpy(out->host, r.host, sizeof out->host);
+    memcpy(out->rank, r.rank, sizeof out->rank);
+    memcpy(out->mode, r.mode, sizeof out->mode);
+    memcpy(out->exe, r.exe, strlen(r.exe) + 1); /* shorter than out->exe: above */
     return 0;
 }

@@ -23,6 +23,10 @@ typedef enum hcg_logrec_kind {
  * higher one stops hcg_logrec_read_fd. */
 #define HCG_LOGREC_SCHEMA 1
 
+/* hcg_loghdr's room for the rank (hcg_logrec has the same, so that both
+ * parsers are one). */
+#define HCG_LOGHDR_RANK_CAP 32
+
 /* Bits of hcg_logrec.have: which fields the line held. */
 enum {
     HCG_LR_EVENT = 1u << 0, HCG_LR_PID = 1u << 1, HCG_LR_SEQ = 1u << 2,
@@ -34,6 +38,7 @@ enum {
     HCG_LR_GRAPH = 1u << 18, HCG_LR_NODE = 1u << 19, HCG_LR_REASON = 1u << 20,
     HCG_LR_FINDING = 1u << 21, HCG_LR_CALLED = 1u << 22, HCG_LR_ENQUEUE_TID = 1u << 23,
     HCG_LR_FAULT = 1u << 24, HCG_LR_FAULT_CODE = 1u << 25, HCG_LR_FAULT_ADDR = 1u << 26, HCG_LR_CALLER = 1u << 27,
+    HCG_LR_REJECT_SEQ = 1u << 28,
     /* the header's */
     HCG_LR_SCHEMA = 1ull << 32, HCG_LR_VERSION = 1ull << 33, HCG_LR_PPID = 1ull << 34,
     HCG_LR_HOST = 1ull << 35, HCG_LR_RANK = 1ull << 36, HCG_LR_MODE = 1ull << 37,
@@ -45,6 +50,7 @@ typedef struct hcg_logrec {
     uint64_t have; /* HCG_LR_* */
     int64_t pid;
     uint64_t seq, tid, enqueue_tid;
+    uint64_t reject_seq; /* a run's or skip's rejection at enqueue (audit mode) */
     uint64_t fn, user_data, stream, graph, node, dst, src, bytes, fault_addr;
     uint64_t t_enqueue_ns, t_start_ns, t_end_ns, duration_ns;
     double gbps;
@@ -53,8 +59,11 @@ typedef struct hcg_logrec {
     char caller[320]; /* the call site, as the writer named it */
     /* the header's */
     uint64_t schema, ppid, driver_version, t0_ns;
-    char version[32], host[256], rank[16], mode[16], exe[4096];
+    char version[32], host[256], rank[HCG_LOGHDR_RANK_CAP], mode[16], exe[4096];
 } hcg_logrec;
+/* A record's rank is at most this long with its NUL (the writer's); a
+ * header read by hcg_loghdr_parse may hold up to HCG_LOGHDR_RANK_CAP. */
+#define HCG_LOGREC_RANK_MAX 16
 
 /* Parse one line (without its '\n'; len bytes, no NUL needed). Returns 0,
  * or -1 with a one-line reason in err. Unknown keys with scalar values
@@ -79,13 +88,15 @@ long hcg_logrec_read_fd(int fd, hcg_logrec_cb cb, void *ctx, char *err, size_t e
 typedef struct hcg_loghdr {
     uint64_t schema, ppid, driver_version, t0_ns;
     int64_t pid;
-    char version[32], host[256], rank[32], mode[16], exe[1024];
+    char version[32], host[256], rank[HCG_LOGHDR_RANK_CAP], mode[16], exe[1024];
 } hcg_loghdr;
 
 /* Parse line as a header: 0; 1 if it is not one ("event" is not "header",
  * or there is none: an event line); -1 with a reason in err if it is a
  * header that cannot be used (a bad value, no "pid", or a schema newer
- * than HCG_LOGHDR_SCHEMA). Unknown keys with scalar values are skipped. */
+ * than HCG_LOGHDR_SCHEMA). Unknown keys with scalar values are skipped.
+ * The same parser as hcg_logrec_parse's, over the header's fields, more
+ * lenient than a record (only "schema" and "pid" are needed). */
 int hcg_loghdr_parse(const char *line, size_t len, hcg_loghdr *out, char *err, size_t errlen);
 
 #endif

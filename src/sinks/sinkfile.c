@@ -295,6 +295,12 @@ uint32_t hcg_event_enqueuer(const hcg_event *e)
     return hcg_seq_launcher_tid(e->seq);
 }
 
+uint64_t hcg_event_reject_seq(const hcg_event *e)
+{
+    int run = e->kind == HCG_EV_RUN || e->kind == HCG_EV_SKIP;
+    return run && (e->flags & HCG_EVF_REPORTED) ? e->reject_seq : 0;
+}
+
 size_t hcg_json_str(char *out, size_t room, const char *s)
 {
     size_t n = 0;

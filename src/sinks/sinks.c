@@ -195,3 +195,20 @@ void hcg_sinks_report_read(const char *title, const hcg_counts *c,
 {
     hcg_summary_print_read(title, c, launched, nodes, mode);
 }
+
+hcg_trace_proc *hcg_sinks_trace_start(int pid, uint64_t base_ns, uint32_t tid_base,
+                                      uint64_t flow_first)
+{
+    return hcg_trace_proc_new(pid, base_ns, tid_base, flow_first);
+}
+
+void hcg_sinks_trace_end(hcg_trace_proc *tp)
+{
+    hcg_trace_proc_free(tp);
+}
+
+size_t hcg_sinks_trace_event(hcg_trace_proc *tp, const hcg_event *e, const char *fn_name,
+                             uint32_t enq_tid, char *out, size_t room)
+{
+    return hcg_trace_format(tp, e, fn_name, enq_tid, out, room);
+}

@@ -41,6 +41,28 @@ void hcg_sinks_read_start(void);
 void hcg_sinks_read_event(const hcg_event *e);
 void hcg_sinks_report_read(const char *title, const hcg_counts *c,
                            const uint64_t launched[HCG_FN_KIND_COUNT], uint64_t nodes, int mode);
+/* hcguard report --trace: the trace's events of one process, as the trace
+ * sink writes them (trace.c): its threads named, a slice per run on its
+ * callback thread and on its stream's track (a pseudo-thread, docs/LOG.md),
+ * the enqueue joined to the run by a flow, instants for the rest. At most
+ * HCG_TRACE_STREAM_TRACKS streams get a track of their own, the rest share
+ * one; pseudo-threads' ids are tid_base and up: above every real thread's
+ * (Linux's are below 2^22). */
+#define HCG_TRACE_STREAM_TRACKS 256
+#define HCG_TRACE_TID_BASE 0x40000000u
+typedef struct hcg_trace_proc hcg_trace_proc;
+/* A process of a report: pid the trace's, times less base_ns, flow ids
+ * from flow_first (unique in the file); named by the caller. NULL if out
+ * of memory. */
+hcg_trace_proc *hcg_sinks_trace_start(int pid, uint64_t base_ns, uint32_t tid_base,
+                                      uint64_t flow_first);
+void hcg_sinks_trace_end(hcg_trace_proc *tp);
+/* e's trace events into out (room: HCG_SINK_EVENT_MAX is enough), one
+ * object a line, ",\n" between them, none before or after; fn_name names
+ * its function, enq_tid the thread that enqueued it (0 unknown). Returns
+ * the length. */
+size_t hcg_sinks_trace_event(hcg_trace_proc *tp, const hcg_event *e, const char *fn_name,
+                             uint32_t enq_tid, char *out, size_t room);
 
 /* ---- summary.c: aggregation and the exit summary ----------------------- */
 
@@ -142,6 +164,9 @@ const char *hcg_caller_name(uintptr_t site);
 /* The thread that enqueued a run or skip (launched its graph), 0 if
  * unknown: the event's own, or for a stream launch its pool's owner. */
 uint32_t hcg_event_enqueuer(const hcg_event *e);
+/* The seq of the rejection that reported a run's or skip's record at
+ * enqueue (audit mode), 0 if none. */
+uint64_t hcg_event_reject_seq(const hcg_event *e);
 /* s as the body of a JSON string into out; returns the length (< room). */
 size_t hcg_json_str(char *out, size_t room, const char *s);
 
@@ -170,6 +195,12 @@ char hcg_trace_exec_state(void);
 void hcg_trace_close(void);
 void hcg_trace_after_fork(void);
 void hcg_trace_summary(void);
+/* The formatting of one process's events (hcg_sinks_trace_*). */
+hcg_trace_proc *hcg_trace_proc_new(int pid, uint64_t base_ns, uint32_t tid_base,
+                                   uint64_t flow_first);
+void hcg_trace_proc_free(hcg_trace_proc *tp);
+size_t hcg_trace_format(hcg_trace_proc *tp, const hcg_event *e, const char *fn_name,
+                        uint32_t enq_tid, char *out, size_t room);
 
 /* continue the file of process pid (the launcher). */
 int hcg_jsonl_reopen(const char *path, pid_t pid);

@@ -4,47 +4,458 @@
  * stream (for a graph node's run, the stream the graph was launched on),
  * graph and node, how long it waited in the queue and, for copies, bytes
  * and GB/s; a copy skipped at run time is a slice too. Its enqueue is a
- * short slice on the thread that launched it, joined to the run by a flow
- * arrow. Rejections and findings are instant events on the thread that
+ * short slice on the thread that launched it, joined to the run's slice on
+ * the callback thread by a flow arrow. The same run is also a slice on its
+ * stream's track: a pseudo-thread per CUDA stream (docs/LOG.md, "The
+ * trace"). Rejections and findings are instant events on the thread that
  * met them. Every process is named (program, pid, rank) and so is every
  * thread it uses. Times are CLOCK_MONOTONIC microseconds, written to the
  * nanosecond. A fork child writes a trace of its own only where the name
- * holds %p: two arrays cannot share a file. */
+ * holds %p: two arrays cannot share a file.
+ *
+ * The formatting (hcg_trace_format) is shared with `hcguard report
+ * --trace`, which gives it the events read back from logs. */
 #include <inttypes.h>
 #include <stdarg.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "sinks/sinks.h"
 
-static hcg_sinkfile trace_file = {.fd = -1};
+/* ---- one process's tracks -------------------------------------------------- */
 
-/* Threads already named in this file, and whether the process is. */
+/* Threads already named in the file; the last run slice's end (ns) on each
+ * callback thread. */
 #define MAX_NAMED 256
-static uint32_t named[MAX_NAMED];
-static unsigned n_named;
-static int process_named;
+#define MAX_TRACKS 64
+/* Stream tracks: slots of an open-addressed table, twice the bound. */
+#define STREAM_SLOTS (2 * HCG_TRACE_STREAM_TRACKS)
+/* Where pseudo-threads' ids are spread above tid_base (2 reserved below). */
+#define STREAM_TID_SPAN 0x20000000u
+
+typedef struct stream_track {
+    uintptr_t stream;
+    uint32_t owner;     /* the per-thread default stream: its thread (0 unknown) */
+    uint32_t tid;       /* 0: a free slot */
+    uint64_t end;       /* its last slice's end (ns) */
+    uint8_t per_thread; /* a per-thread default stream */
+    uint8_t named;
+} stream_track;
+
+struct hcg_trace_proc {
+    int pid;           /* the trace's pid */
+    int live;          /* this process's own events: threads named from /proc */
+    int process_named;
+    uint64_t base_ns;  /* subtracted from every time */
+    uint32_t tid_base; /* pseudo-threads' ids: tid_base and up */
+    uint64_t flow_next;
+    uint32_t named[MAX_NAMED];
+    unsigned n_named;
+    struct {
+        uint32_t tid;
+        uint64_t end;
+    } last_end[MAX_TRACKS];
+    stream_track streams[STREAM_SLOTS];
+    unsigned n_streams;
+    stream_track other, unknown; /* past the bound; a graph launch not seen */
+};
+
+static void proc_init(hcg_trace_proc *tp, int pid, int live, uint64_t base_ns, uint32_t tid_base,
+                      uint64_t flow_first)
+{
+    memset(tp, 0, sizeof *tp);
+    tp->pid = pid;
+    tp->live = live;
+    tp->base_ns = base_ns;
+    tp->tid_base = tid_base;
+    tp->flow_next = flow_first;
+    tp->other.tid = tid_base;
+    tp->unknown.tid = tid_base + 1;
+}
+
+hcg_trace_proc *hcg_trace_proc_new(int pid, uint64_t base_ns, uint32_t tid_base,
+                                   uint64_t flow_first)
+{
+    hcg_trace_proc *tp = malloc(sizeof *tp);
+    if (tp) {
+        proc_init(tp, pid, 0, base_ns, tid_base, flow_first);
+        tp->process_named = 1; /* the caller names it */
+    }
+    return tp;
+}
+
+void hcg_trace_proc_free(hcg_trace_proc *tp)
+{
+    free(tp);
+}
+
+/* ---- writing --------------------------------------------------------------- */
+
+/* Appends to p at *len, bounded by room: the formats below are short. */
+static void put(char *p, size_t *len, size_t room, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void put(char *p, size_t *len, size_t room, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(p + *len, room - *len, fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        *len = *len + (size_t)n < room ? *len + (size_t)n : room - 1;
+}
+
+/* ns as microseconds with three decimals: exact, no floating point. */
+#define US_FMT "%" PRIu64 ".%03u"
+#define US(ns) (uint64_t)((ns) / 1000), (unsigned)((ns) % 1000)
+
+/* A name escaped once (at most TRACE_NAME_MAX bytes, whole characters;
+ * a byte that is not valid UTF-8 becomes '?'), so that an event with its
+ * name three times still fits HCG_SINK_EVENT_MAX. */
+#define TRACE_NAME_MAX 400
+
+static size_t utf8_len(const unsigned char *s)
+{
+    size_t n = *s < 0x80 ? 1 : (*s & 0xe0) == 0xc0 ? 2 : (*s & 0xf0) == 0xe0 ? 3
+                             : (*s & 0xf8) == 0xf0 ? 4 : 0;
+    if ((n == 2 && *s < 0xc2) || (n == 4 && *s > 0xf4))
+        return 0;
+    for (size_t i = 1; i < n; i++)
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+    return n;
+}
+
+static void escape_name(char out[TRACE_NAME_MAX + 1], const char *name)
+{
+    size_t n = 0;
+    for (const unsigned char *s = (const unsigned char *)name; *s;) {
+        size_t k = utf8_len(s);
+        char ch[8];
+        size_t w;
+        if (k == 0 || *s == 0x7f)
+            w = (size_t)snprintf(ch, sizeof ch, "?");
+        else if (*s == '"' || *s == '\\')
+            w = (size_t)snprintf(ch, sizeof ch, "\\%c", *s);
+        else if (*s < 0x20)
+            w = (size_t)snprintf(ch, sizeof ch, "\\u%04x", *s);
+        else
+            w = k, memcpy(ch, s, k);
+        if (n + w > TRACE_NAME_MAX)
+            break;
+        memcpy(out + n, ch, w);
+        n += w;
+        s += k ? k : 1;
+    }
+    out[n] = '\0';
+}
+
+/* A thread's own name (its comm), "" when it cannot be read: not this
+ * process's (the launcher, a report), or a signal handler is writing. */
+static void thread_comm(const hcg_trace_proc *tp, uint32_t tid, char *out, size_t len)
+{
+    char path[64];
+    out[0] = '\0';
+    if (!tp->live || tp->pid != getpid() || hcg_fn_names_cached())
+        return;
+    snprintf(path, sizeof path, "/proc/self/task/%u/comm", tid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    ssize_t n = read(fd, out, len - 1);
+    close(fd);
+    out[n > 0 ? n : 0] = '\0';
+    char *nl = strchr(out, '\n');
+    if (nl)
+        *nl = '\0';
+}
+
+static void put_name(char *p, size_t *len, size_t room, const char *prefix, const char *name)
+{
+    char esc[TRACE_NAME_MAX + 1];
+    escape_name(esc, name);
+    put(p, len, room, "\"name\":\"%s%s\"", prefix, esc);
+}
+
+static int name_once(hcg_trace_proc *tp, uint32_t tid)
+{
+    for (unsigned i = 0; i < tp->n_named; i++)
+        if (tp->named[i] == tid)
+            return 0;
+    if (tp->n_named < MAX_NAMED)
+        tp->named[tp->n_named++] = tid;
+    return 1;
+}
+
+/* Metadata naming tid, the first time it is used: a callback thread by
+ * its role, any other by its own name. */
+static void name_thread(hcg_trace_proc *tp, char *p, size_t *len, size_t room, uint32_t tid,
+                        int callback)
+{
+    char comm[32], name[96];
+    if (!tid || !name_once(tp, tid))
+        return;
+    thread_comm(tp, tid, comm, sizeof comm);
+    if (callback)
+        snprintf(name, sizeof name, "CUDA host functions (thread %u)", tid);
+    else if (comm[0])
+        snprintf(name, sizeof name, "%s (thread %u)", comm, tid);
+    else
+        snprintf(name, sizeof name, "thread %u", tid);
+    put(p, len, room, "{\"ph\":\"M\",\"pid\":%d,\"tid\":%u,\"args\":{", tp->pid, tid);
+    put_name(p, len, room, "", name);
+    put(p, len, room, "},\"name\":\"thread_name\"},\n");
+}
+
+/* ---- stream tracks ------------------------------------------------------------ */
+
+static uint64_t key_hash(uintptr_t stream, uint32_t owner)
+{
+    uint64_t h = ((uint64_t)stream * 0x9e3779b97f4a7c15ull) ^ owner;
+    return (h ^ (h >> 31)) * 0xbf58476d1ce4e5b9ull;
+}
+
+/* A new track's id: from the stream's hash, so that an image exec
+ * continues the file with gives the same stream the same track; the next
+ * free one if another stream of this image has it. */
+static uint32_t track_tid(const hcg_trace_proc *tp, uint64_t h)
+{
+    uint32_t off = (uint32_t)(h >> 33) % STREAM_TID_SPAN;
+    for (;;) {
+        uint32_t tid = tp->tid_base + 2 + off;
+        int taken = 0;
+        for (unsigned i = 0; i < STREAM_SLOTS && !taken; i++)
+            taken = tp->streams[i].tid == tid;
+        if (!taken)
+            return tid;
+        off = (off + 1) % STREAM_TID_SPAN;
+    }
+}
+
+/* Whether a run on stream 0 or CU_STREAM_PER_THREAD (2) was on the
+ * per-thread default stream: its entry point's _ptsz variant said so. */
+static int per_thread(const hcg_event *e)
+{
+    const char *api = hcg_api_name((hcg_api)e->api);
+    size_t n = strlen(api);
+    return e->stream == 2 || (e->stream == 0 && !e->graph && n > 5 && !strcmp(api + n - 5, "_ptsz"));
+}
+
+/* The track of e's stream, *fresh set when it is new (to be named). */
+static stream_track *stream_of(hcg_trace_proc *tp, const hcg_event *e, uint32_t enq_tid,
+                               int *fresh)
+{
+    stream_track *t = &tp->other;
+    *fresh = 0;
+    if (e->graph && e->stream == 0 && e->t_enqueue == e->t_start) { /* docs/LOG.md */
+        t = &tp->unknown;
+    } else {
+        uint8_t pt = (uint8_t)per_thread(e);
+        uint32_t owner = pt ? enq_tid : 0;
+        uint64_t h = key_hash(e->stream, owner) + pt;
+        for (unsigned i = 0; i < STREAM_SLOTS; i++) {
+            stream_track *s = &tp->streams[(h + i) % STREAM_SLOTS];
+            if (s->tid && s->stream == e->stream && s->owner == owner && s->per_thread == pt)
+                return s;
+            if (s->tid)
+                continue;
+            if (tp->n_streams == HCG_TRACE_STREAM_TRACKS)
+                break; /* bounded: the rest share one track */
+            tp->n_streams++;
+            *s = (stream_track){e->stream, owner, track_tid(tp, h), 0, pt, 0};
+            t = s;
+            break;
+        }
+    }
+    *fresh = !t->named;
+    t->named = 1;
+    return t;
+}
+
+/* A stream track's name, as the summary names the special handles. */
+static void stream_track_name(const hcg_trace_proc *tp, const stream_track *t, char *out,
+                              size_t len)
+{
+    if (t == &tp->other)
+        snprintf(out, len, "other streams (past the first %d)", HCG_TRACE_STREAM_TRACKS);
+    else if (t == &tp->unknown)
+        snprintf(out, len, "graph launches not seen (stream unknown)");
+    else if (t->per_thread && t->owner)
+        snprintf(out, len, "stream 0x%" PRIxPTR " (per-thread default stream of thread %u)",
+                 t->stream, t->owner);
+    else if (t->per_thread)
+        snprintf(out, len, "stream 0x%" PRIxPTR " (per-thread default stream)", t->stream);
+    else if (t->stream <= 1)
+        snprintf(out, len, "stream 0x%" PRIxPTR " (legacy default stream)", t->stream);
+    else
+        snprintf(out, len, "stream 0x%" PRIxPTR, t->stream);
+}
+
+/* Metadata naming a new stream track: its name and the stream it is (the
+ * checker tells pseudo-threads by it), sorted after the real threads. */
+static void name_stream(const hcg_trace_proc *tp, char *p, size_t *len, size_t room,
+                        const stream_track *t)
+{
+    char name[128];
+    stream_track_name(tp, t, name, sizeof name);
+    put(p, len, room, "{\"ph\":\"M\",\"pid\":%d,\"tid\":%u,\"args\":{\"name\":\"%s\",", tp->pid,
+        t->tid, name);
+    if (t == &tp->other || t == &tp->unknown)
+        put(p, len, room, "\"stream\":\"%s\"", t == &tp->other ? "other" : "unknown");
+    else
+        put(p, len, room, "\"stream\":\"0x%" PRIxPTR "\"", t->stream);
+    put(p, len, room, "},\"name\":\"thread_name\"},\n{\"ph\":\"M\",\"pid\":%d,\"tid\":%u,"
+        "\"args\":{\"sort_index\":%u},\"name\":\"thread_sort_index\"},\n",
+        tp->pid, t->tid, t->tid - tp->tid_base + 1000000u);
+}
+
+/* ---- slices ------------------------------------------------------------------ */
+
+/* A run's slice [start, end] (ns) begins no earlier than the last one on
+ * its callback thread, and on its stream's track, ended (two drains' clock
+ * references may disagree by a few ns), so that slices nest on both. */
+static uint64_t track_start(hcg_trace_proc *tp, uint32_t tid, stream_track *st, uint64_t start,
+                            uint64_t *end)
+{
+    unsigned i = tid % MAX_TRACKS;
+    if (tp->last_end[i].tid == tid && start < tp->last_end[i].end && *end > tp->last_end[i].end)
+        start = tp->last_end[i].end;
+    if (start < st->end && *end > st->end)
+        start = st->end;
+    if (*end < start)
+        *end = start;
+    tp->last_end[i].tid = tid;
+    tp->last_end[i].end = *end;
+    st->end = *end;
+    return start;
+}
+
+static uint64_t rel(const hcg_trace_proc *tp, uint64_t t)
+{
+    return t > tp->base_ns ? t - tp->base_ns : 0;
+}
+
+/* The run (or skipped copy) from start to end on track tid. */
+static void slice(const hcg_trace_proc *tp, char *p, size_t *len, size_t room,
+                  const hcg_event *e, const char *fn_name, uint32_t tid, uint64_t start,
+                  uint64_t end, uint32_t enq_tid)
+{
+    int copy = hcg_fnkind_is_copy((hcg_fnkind)e->fnkind);
+    const char *cat = e->kind == HCG_EV_SKIP ? "skipped copy" : copy ? "host copy" : "host function";
+    put(p, len, room, "{");
+    put_name(p, len, room, e->kind == HCG_EV_SKIP ? "skipped: " : "", fn_name);
+    put(p, len, room,
+        ",\"cat\":\"%s\",\"ph\":\"X\",\"ts\":" US_FMT ",\"dur\":" US_FMT ",\"pid\":%d,"
+        "\"tid\":%u,\"args\":{\"api\":\"%s\",\"stream\":\"0x%" PRIxPTR "\",\"seq\":%" PRIu64,
+        cat, US(rel(tp, start)), US(end - start), tp->pid, tid,
+        hcg_api_name((hcg_api)e->api), e->stream, e->seq);
+    if (e->graph)
+        put(p, len, room, ",\"graph\":\"0x%" PRIxPTR "\",\"node\":\"0x%" PRIxPTR "\"", e->graph,
+            e->node);
+    if (e->t_start > e->t_enqueue)
+        put(p, len, room, ",\"wait_us\":" US_FMT, US(e->t_start - e->t_enqueue));
+    if (enq_tid)
+        put(p, len, room, ",\"enqueued_by\":%u", enq_tid);
+    if (hcg_event_reject_seq(e))
+        put(p, len, room, ",\"reject_seq\":%" PRIu64, hcg_event_reject_seq(e));
+    if (copy)
+        put(p, len, room, ",\"bytes\":%" PRIu64, e->bytes);
+    if (copy && e->kind == HCG_EV_RUN && e->t_end > e->t_start)
+        put(p, len, room, ",\"gbps\":%.3f", (double)e->bytes / (double)(e->t_end - e->t_start));
+    if (e->kind == HCG_EV_SKIP)
+        put(p, len, room, ",\"reason\":\"%s\"", hcguard_status_name((hcguard_status)e->reason));
+    put(p, len, room, "}}");
+}
+
+/* The enqueue: a 2 ns slice on the launching thread (its own length is
+ * not measured: that would cost a clock read per launch), and a flow from
+ * inside it to inside the run's slice on the callback thread. */
+static void enqueue(hcg_trace_proc *tp, char *p, size_t *len, size_t room, const hcg_event *e,
+                    const char *fn_name, uint64_t run_start, uint32_t enq_tid)
+{
+    uint64_t id = ++tp->flow_next, t = rel(tp, e->t_enqueue);
+    put(p, len, room, "{");
+    put_name(p, len, room, e->graph ? "launch: " : "enqueue: ", fn_name);
+    put(p, len, room,
+        ",\"cat\":\"enqueue\",\"ph\":\"X\",\"ts\":" US_FMT ",\"dur\":0.002,\"pid\":%d,"
+        "\"tid\":%u,\"args\":{\"api\":\"%s\",\"stream\":\"0x%" PRIxPTR "\",\"seq\":%" PRIu64
+        "}},\n",
+        US(t), tp->pid, enq_tid, hcg_api_name((hcg_api)e->api), e->stream, e->seq);
+    put(p, len, room,
+        "{\"name\":\"host function\",\"cat\":\"flow\",\"ph\":\"s\",\"id\":%" PRIu64
+        ",\"ts\":" US_FMT ",\"pid\":%d,\"tid\":%u},\n",
+        id, US(t + 1), tp->pid, enq_tid);
+    put(p, len, room,
+        "{\"name\":\"host function\",\"cat\":\"flow\",\"ph\":\"f\",\"bp\":\"e\",\"id\":%" PRIu64
+        ",\"ts\":" US_FMT ",\"pid\":%d,\"tid\":%u},\n",
+        id, US(rel(tp, run_start)), tp->pid, e->tid);
+}
+
+static void instant(const hcg_trace_proc *tp, char *p, size_t *len, size_t room,
+                    const hcg_event *e, const char *fn_name)
+{
+    int reject = e->kind == HCG_EV_REJECT;
+    const char *what = reject ? hcguard_status_name((hcguard_status)e->reason)
+                              : hcg_finding_name((hcg_finding)e->reason);
+    /* A slow run's finding marks its end, a hung one when it was seen. */
+    uint64_t t = reject ? e->t_enqueue : e->kind == HCG_EV_FINDING ? e->t_end : e->t_start;
+    char esc[TRACE_NAME_MAX + 1];
+    escape_name(esc, fn_name);
+    put(p, len, room, "{\"name\":\"%s%s\",\"cat\":\"%s\",\"ph\":\"i\",\"s\":\"t\",\"ts\":" US_FMT
+        ",\"pid\":%d,\"tid\":%u,\"args\":{\"fn\":\"%s\"",
+        reject ? "rejected: " : "", what, reject ? "rejected record" : "finding", US(rel(tp, t)),
+        tp->pid, e->tid, esc);
+    put(p, len, room, ",\"api\":\"%s\",\"stream\":\"0x%" PRIxPTR "\",\"seq\":%" PRIu64,
+        hcg_api_name((hcg_api)e->api), e->stream, e->seq);
+    if (e->graph)
+        put(p, len, room, ",\"graph\":\"0x%" PRIxPTR "\",\"node\":\"0x%" PRIxPTR "\"", e->graph,
+            e->node);
+    if (e->kind == HCG_EV_FINDING && (e->reason == HCG_FIND_SLOW || e->reason == HCG_FIND_HANG))
+        put(p, len, room, ",\"running_us\":" US_FMT, US(e->t_end - e->t_start));
+    put(p, len, room, "}}");
+}
+
+size_t hcg_trace_format(hcg_trace_proc *tp, const hcg_event *e, const char *fn_name,
+                        uint32_t enq_tid, char *p, size_t room)
+{
+    size_t len = 0;
+    int run = e->kind == HCG_EV_RUN || e->kind == HCG_EV_SKIP;
+    int on_callback = run || (e->kind == HCG_EV_FINDING &&
+                              (e->reason == HCG_FIND_CUDA_CALL || e->reason == HCG_FIND_SLOW ||
+                               e->reason == HCG_FIND_HANG));
+    name_thread(tp, p, &len, room, e->tid, on_callback);
+    if (!run) {
+        instant(tp, p, &len, room, e, fn_name);
+        return len;
+    }
+    int fresh;
+    stream_track *st = stream_of(tp, e, enq_tid, &fresh);
+    if (fresh)
+        name_stream(tp, p, &len, room, st);
+    uint64_t end = e->t_end, start = track_start(tp, e->tid, st, e->t_start, &end);
+    if (enq_tid && e->t_enqueue + 2 < start) {
+        name_thread(tp, p, &len, room, enq_tid, 0);
+        enqueue(tp, p, &len, room, e, fn_name, start + (end > start ? 1 : 0), enq_tid);
+    }
+    slice(tp, p, &len, room, e, fn_name, e->tid, start, end, enq_tid);
+    put(p, &len, room, ",\n");
+    slice(tp, p, &len, room, e, fn_name, st->tid, start, end, enq_tid);
+    return len;
+}
+
+/* ---- the sink: this process's trace file ------------------------------------- */
+
+static hcg_sinkfile trace_file = {.fd = -1};
+static hcg_trace_proc live;
+
 /* Flow ids: unique in the file, across the images exec continues it with
  * (each starts from its own start time, in us, times 256). */
-static uint64_t flow_next;
-/* The last run slice's end on each callback thread (ns): a slice is never
- * made to begin before it (two drains' clock references may disagree by a
- * few ns), so that slices nest. */
-#define MAX_TRACKS 64
-static struct {
-    uint32_t tid;
-    uint64_t end;
-} last_end[MAX_TRACKS];
-
 static void restart(void)
 {
-    n_named = 0;
-    process_named = 0;
-    memset(last_end, 0, sizeof last_end);
-    flow_next = (hcg_now_ns() / 1000) << 8;
+    proc_init(&live, (int)getpid(), 1, 0, HCG_TRACE_TID_BASE, (hcg_now_ns() / 1000) << 8);
 }
 
 int hcg_trace_open(const char *path, const char *pattern)
@@ -121,69 +532,6 @@ void hcg_trace_after_fork(void)
     restart();
 }
 
-static int name_once(uint32_t tid)
-{
-    for (unsigned i = 0; i < n_named; i++)
-        if (named[i] == tid)
-            return 0;
-    if (n_named < MAX_NAMED)
-        named[n_named++] = tid;
-    return 1;
-}
-
-/* A run slice on tid from start to *end (ns): begins no earlier than the
- * last one there ended; returns its start. */
-static uint64_t track_start(uint32_t tid, uint64_t start, uint64_t *end)
-{
-    unsigned i = tid % MAX_TRACKS;
-    if (last_end[i].tid == tid && start < last_end[i].end && *end > last_end[i].end)
-        start = last_end[i].end;
-    if (*end < start)
-        *end = start;
-    last_end[i].tid = tid;
-    last_end[i].end = *end;
-    return start;
-}
-
-/* Appends to p at *len, bounded by room: the formats below are short. */
-static void put(char *p, size_t *len, size_t room, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static void put(char *p, size_t *len, size_t room, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(p + *len, room - *len, fmt, ap);
-    va_end(ap);
-    if (n > 0)
-        *len = *len + (size_t)n < room ? *len + (size_t)n : room - 1;
-}
-
-/* ns as microseconds with three decimals: exact, no floating point. */
-#define US_FMT "%" PRIu64 ".%03u"
-#define US(ns) (uint64_t)((ns) / 1000), (unsigned)((ns) % 1000)
-
-/* A thread's own name (its comm), "" when it cannot be read: the program
- * is gone (the launcher), or a signal handler is writing. */
-static void thread_comm(uint32_t tid, char *out, size_t len)
-{
-    char path[64];
-    out[0] = '\0';
-    if (trace_file.pid != getpid() || hcg_fn_names_cached())
-        return;
-    snprintf(path, sizeof path, "/proc/self/task/%u/comm", tid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return;
-    ssize_t n = read(fd, out, len - 1);
-    close(fd);
-    out[n > 0 ? n : 0] = '\0';
-    char *nl = strchr(out, '\n');
-    if (nl)
-        *nl = '\0';
-}
-
-static void put_name(char *p, size_t *len, size_t room, const char *prefix, const char *name);
-
 /* Metadata naming the process, once per image (exec names it anew). */
 static void name_process(char *p, size_t *len, size_t room)
 {
@@ -199,109 +547,7 @@ static void name_process(char *p, size_t *len, size_t room)
         (int)trace_file.pid, (int)trace_file.pid);
     put_name(p, len, room, "", name);
     put(p, len, room, "},\"name\":\"process_name\"},\n");
-    process_named = 1;
-}
-
-/* Metadata naming tid, the first time it is used: a callback thread by
- * its role, any other by its own name. */
-static void name_thread(char *p, size_t *len, size_t room, uint32_t tid, int callback)
-{
-    char comm[32], name[96];
-    if (!tid || !name_once(tid))
-        return;
-    thread_comm(tid, comm, sizeof comm);
-    if (callback)
-        snprintf(name, sizeof name, "CUDA host functions (thread %u)", tid);
-    else if (comm[0])
-        snprintf(name, sizeof name, "%s (thread %u)", comm, tid);
-    else
-        snprintf(name, sizeof name, "thread %u", tid);
-    put(p, len, room, "{\"ph\":\"M\",\"pid\":%d,\"tid\":%u,\"args\":{", (int)trace_file.pid,
-        tid);
-    put_name(p, len, room, "", name);
-    put(p, len, room, "},\"name\":\"thread_name\"},\n");
-}
-
-static void put_name(char *p, size_t *len, size_t room, const char *prefix, const char *name)
-{
-    put(p, len, room, "\"name\":\"%s", prefix);
-    *len += hcg_json_str(p + *len, room - *len - 2, name);
-    put(p, len, room, "\"");
-}
-
-/* The run (or skipped copy) on its callback thread, from start to end. */
-static void slice(char *p, size_t *len, size_t room, const hcg_event *e, uint64_t start,
-                  uint64_t end, uint32_t enq_tid)
-{
-    int copy = hcg_fnkind_is_copy((hcg_fnkind)e->fnkind);
-    const char *cat = e->kind == HCG_EV_SKIP ? "skipped copy" : copy ? "host copy" : "host function";
-    put(p, len, room, "{");
-    put_name(p, len, room, e->kind == HCG_EV_SKIP ? "skipped: " : "", hcg_fn_name(e->fn));
-    put(p, len, room,
-        ",\"cat\":\"%s\",\"ph\":\"X\",\"ts\":" US_FMT ",\"dur\":" US_FMT ",\"pid\":%d,"
-        "\"tid\":%u,\"args\":{\"api\":\"%s\",\"stream\":\"0x%" PRIxPTR "\",\"seq\":%" PRIu64,
-        cat, US(start), US(end - start), (int)trace_file.pid, e->tid,
-        hcg_api_name((hcg_api)e->api), e->stream, e->seq);
-    if (e->graph)
-        put(p, len, room, ",\"graph\":\"0x%" PRIxPTR "\",\"node\":\"0x%" PRIxPTR "\"", e->graph,
-            e->node);
-    if (e->t_start > e->t_enqueue)
-        put(p, len, room, ",\"wait_us\":" US_FMT, US(e->t_start - e->t_enqueue));
-    if (enq_tid)
-        put(p, len, room, ",\"enqueued_by\":%u", enq_tid);
-    if (copy)
-        put(p, len, room, ",\"bytes\":%" PRIu64, e->bytes);
-    if (copy && e->kind == HCG_EV_RUN && e->t_end > e->t_start)
-        put(p, len, room, ",\"gbps\":%.3f", (double)e->bytes / (double)(e->t_end - e->t_start));
-    if (e->kind == HCG_EV_SKIP)
-        put(p, len, room, ",\"reason\":\"%s\"", hcguard_status_name((hcguard_status)e->reason));
-    put(p, len, room, "}}");
-}
-
-/* The enqueue: a 2 ns slice on the launching thread (its own length is
- * not measured: that would cost a clock read per launch), and a flow from
- * inside it to inside the run's slice. */
-static void enqueue(char *p, size_t *len, size_t room, const hcg_event *e, uint64_t run_start,
-                    uint32_t enq_tid)
-{
-    uint64_t id = ++flow_next, t = e->t_enqueue;
-    put(p, len, room, "{");
-    put_name(p, len, room, e->graph ? "launch: " : "enqueue: ", hcg_fn_name(e->fn));
-    put(p, len, room,
-        ",\"cat\":\"enqueue\",\"ph\":\"X\",\"ts\":" US_FMT ",\"dur\":0.002,\"pid\":%d,"
-        "\"tid\":%u,\"args\":{\"api\":\"%s\",\"stream\":\"0x%" PRIxPTR "\",\"seq\":%" PRIu64
-        "}},\n",
-        US(t), (int)trace_file.pid, enq_tid, hcg_api_name((hcg_api)e->api), e->stream, e->seq);
-    put(p, len, room,
-        "{\"name\":\"host function\",\"cat\":\"flow\",\"ph\":\"s\",\"id\":%" PRIu64
-        ",\"ts\":" US_FMT ",\"pid\":%d,\"tid\":%u},\n",
-        id, US(t + 1), (int)trace_file.pid, enq_tid);
-    put(p, len, room,
-        "{\"name\":\"host function\",\"cat\":\"flow\",\"ph\":\"f\",\"bp\":\"e\",\"id\":%" PRIu64
-        ",\"ts\":" US_FMT ",\"pid\":%d,\"tid\":%u},\n",
-        id, US(run_start), (int)trace_file.pid, e->tid);
-}
-
-static void instant(char *p, size_t *len, size_t room, const hcg_event *e)
-{
-    int reject = e->kind == HCG_EV_REJECT;
-    const char *what = reject ? hcguard_status_name((hcguard_status)e->reason)
-                              : hcg_finding_name((hcg_finding)e->reason);
-    /* A slow run's finding marks its end, a hung one when it was seen. */
-    uint64_t t = reject ? e->t_enqueue : e->kind == HCG_EV_FINDING ? e->t_end : e->t_start;
-    put(p, len, room, "{\"name\":\"%s%s\",\"cat\":\"%s\",\"ph\":\"i\",\"s\":\"t\",\"ts\":" US_FMT
-        ",\"pid\":%d,\"tid\":%u,\"args\":{\"fn\":\"",
-        reject ? "rejected: " : "", what, reject ? "rejected record" : "finding", US(t),
-        (int)trace_file.pid, e->tid);
-    *len += hcg_json_str(p + *len, room - *len - 2, hcg_fn_name(e->fn));
-    put(p, len, room, "\",\"api\":\"%s\",\"stream\":\"0x%" PRIxPTR "\",\"seq\":%" PRIu64,
-        hcg_api_name((hcg_api)e->api), e->stream, e->seq);
-    if (e->graph)
-        put(p, len, room, ",\"graph\":\"0x%" PRIxPTR "\",\"node\":\"0x%" PRIxPTR "\"", e->graph,
-            e->node);
-    if (e->kind == HCG_EV_FINDING && (e->reason == HCG_FIND_SLOW || e->reason == HCG_FIND_HANG))
-        put(p, len, room, ",\"running_us\":" US_FMT, US(e->t_end - e->t_start));
-    put(p, len, room, "}}");
+    live.process_named = 1;
 }
 
 void hcg_trace_event(const hcg_event *e)
@@ -310,25 +556,12 @@ void hcg_trace_event(const hcg_event *e)
     if (!p)
         return;
     size_t room = HCG_SINK_EVENT_MAX, len = 0;
+    live.pid = (int)trace_file.pid; /* the launcher writes a program's that died */
     put(p, &len, room, "%s", trace_file.started ? ",\n" : "[\n");
-    if (!process_named)
+    if (!live.process_named)
         name_process(p, &len, room);
-    int run = e->kind == HCG_EV_RUN || e->kind == HCG_EV_SKIP;
-    int on_callback = run || (e->kind == HCG_EV_FINDING &&
-                              (e->reason == HCG_FIND_CUDA_CALL || e->reason == HCG_FIND_SLOW ||
-                               e->reason == HCG_FIND_HANG));
-    name_thread(p, &len, room, e->tid, on_callback);
-    if (run) {
-        uint64_t end = e->t_end, start = track_start(e->tid, e->t_start, &end);
-        uint32_t enq_tid = hcg_event_enqueuer(e);
-        if (enq_tid && e->t_enqueue + 2 < start) {
-            name_thread(p, &len, room, enq_tid, 0);
-            enqueue(p, &len, room, e, start + (end > start ? 1 : 0), enq_tid);
-        }
-        slice(p, &len, room, e, start, end, enq_tid);
-    } else {
-        instant(p, &len, room, e);
-    }
+    len += hcg_trace_format(&live, e, hcg_fn_name(e->fn), hcg_event_enqueuer(e), p + len,
+                            room - len);
     hcg_sinkfile_commit(&trace_file, len);
 }
 

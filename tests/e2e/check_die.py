@@ -56,7 +56,7 @@ def main():
     if runs != 100:
         bad.append("the log has %d run events, want 100" % runs)
     with open(trace) as f:
-        slices = [e for e in json.load(f) if e.get("ph") == "X" and e.get("cat") != "enqueue"]
+        slices = check_trace.run_slices(json.load(f))
     if len(slices) != 100:
         bad.append("the trace has %d slices, want 100" % len(slices))
     # What the program wrote and what hcguard run wrote for it, together:

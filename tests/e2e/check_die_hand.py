@@ -16,6 +16,8 @@ import signal
 import subprocess
 import sys
 
+import check_trace
+
 DEATHS = {"segv": signal.SIGSEGV, "fault": signal.SIGSEGV, "bus": signal.SIGBUS,
           "abort": signal.SIGABRT, "term": signal.SIGTERM, "int": signal.SIGINT,
           "hup": signal.SIGHUP, "quit": signal.SIGQUIT, "outside": signal.SIGTERM}
@@ -27,7 +29,7 @@ def trace_slices(path):
         text = f.read().rstrip()
     if not text.endswith("]"):
         text = text.rstrip(",") + "]"
-    return [e for e in json.loads(text) if e.get("ph") == "X" and e.get("cat") != "enqueue"]
+    return check_trace.run_slices(json.loads(text))
 
 
 def log_runs(path):

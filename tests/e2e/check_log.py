@@ -8,7 +8,9 @@ Every line is checked against docs/LOG.md's field table: a JSON object
 whose fields are all listed for its kind, with their types, every
 "always" field present; each process's header before its events, with a
 known schema; no seq 0; no two runs of one process image with one seq; a
-graph node's runs each with their own launch time.
+graph node's runs each with their own launch time; a run's or skip's
+reject_seq names a reject of its process image with its function and
+record, made in audit mode.
 
 EXPECT is KEY=N, the log must hold exactly N such records:
   KIND (run, skip, reject, finding, header), KIND:REASON (REASON the
@@ -17,7 +19,8 @@ EXPECT is KEY=N, the log must hold exactly N such records:
   fn_name is NAME), pids (the processes that wrote), linked:FINDING
   (findings whose (pid, seq) is a run's or skip's), graph-runs:stream0
   (graph node runs with an unknown launch stream), finding:FINDING:stream0
-  (findings with stream 0x0), header:rank (headers with a rank).
+  (findings with stream 0x0), header:rank (headers with a rank),
+  linked:reject (runs and skips whose reject_seq names their reject).
 Exit 77 is passed on (not applicable). HCG_CHILD_PRELOAD becomes the
 command's LD_PRELOAD.
 """
@@ -95,6 +98,9 @@ class Log:
         self.runs = defaultdict(list)     # (pid, image, seq) -> run/skip records
         self.findings = []                # (pid, image, record)
         self.node_enqueues = defaultdict(list)  # (pid, image, node) -> t_enqueue_ns
+        self.mode = {}                    # (pid, image) -> its header's mode
+        self.rejects = {}                 # (pid, image, seq) -> reject record
+        self.linked = []                  # (line, pid, image, run or skip with reject_seq)
 
     def problem(self, n, what):
         print(f"check_log: line {n} {what}")
@@ -108,6 +114,7 @@ class Log:
         c[kind] += 1
         if kind == "header":
             self.image[pid] = self.image.get(pid, 0) + 1
+            self.mode[(pid, self.image[pid])] = ev.get("mode")
             if ev.get("rank"):
                 c["header:rank"] += 1
             return
@@ -125,6 +132,10 @@ class Log:
                 c[f"{kind}:{why}:{ev['called']}"] += 1
             if ev.get("stream") == "0x0":
                 c[f"{kind}:{why}:stream0"] += 1
+        if kind == "reject":
+            self.rejects[(pid, img, ev.get("seq"))] = ev
+        if "reject_seq" in ev:
+            self.linked.append((n, pid, img, ev))
         if kind in ("run", "skip"):
             self.runs[(pid, img, ev.get("seq"))].append(ev)
             if ev.get("graph"):
@@ -152,6 +163,18 @@ class Log:
                     print(f"check_log: a {ev['finding']} finding names fn {ev.get('fn')}, "
                           f"its run {run.get('fn')}")
                     self.bad += 1
+        for n, pid, img, ev in self.linked:
+            rej = self.rejects.get((pid, img, ev["reject_seq"]))
+            if self.mode.get((pid, img)) != "audit":
+                self.problem(n, f"has a reject_seq in {self.mode.get((pid, img))} mode")
+            elif rej is None or (rej.get("fn"), rej.get("user_data")) != (ev.get("fn"),
+                                                                          ev.get("user_data")):
+                self.problem(n, f"names reject {ev['reject_seq']}, not a reject of its "
+                             "process's image with its function and record")
+            elif ev.get("reason") == "copy-faulted":
+                self.problem(n, "a copy-faulted skip names the reject made at enqueue")
+            else:
+                self.counts["linked:reject"] += 1
         self.counts["pids"] = len(self.image)
 
 

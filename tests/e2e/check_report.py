@@ -14,6 +14,10 @@ Cases:
                the sums, the trace has one named process per process, the
                SVG parses as XML with one series per process in each panel
   same-as-exit one process's report is its exit summary, line for line
+  stream-tracks  three processes (two on three streams each, one on 1005
+               streams: past the bound) merged with --trace: the strict
+               checker passes and each process has its own stream tracks,
+               256 of its own and one shared at most
   shared-file  a fork child writing into its parent's log: two processes
   header       a log with a header record: named by its rank, host and mode
                in the title, its schema read
@@ -41,6 +45,8 @@ import subprocess
 import sys
 import time
 import xml.etree.ElementTree as ET
+
+import check_trace as strict_trace
 
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -235,6 +241,14 @@ def check_trace(c, path, names):
         c.check(e.get("pid") in pnames, "a trace event of an unnamed process: %r" % e)
         if e.get("ph") == "X":
             c.check(e["dur"] >= 0 and e["ts"] >= 0, "a slice with negative times: %r" % e)
+    # The Trace Event Format, strictly, as the live trace is checked: flows,
+    # nesting, named threads, each run on its stream's track too.
+    t = strict_trace.Trace()
+    t.check(path)
+    c.check(t.bad == 0, "the trace breaks the Trace Event Format (said above)")
+    runs = t.counts["X:host function"] + t.counts["X:host copy"] + t.counts["X:skipped copy"]
+    c.check(not runs or t.counts["stream-tracks"] >= 1, "runs, but no stream track")
+    print("check_report: trace %s: %s" % (path, dict(t.counts)))
     return trace
 
 
@@ -303,6 +317,28 @@ def case_merge(c):
     c.check(len(set(names)) == len(names), "two processes share a name: %s" % names)
     check_trace(c, trace, names)
     check_svg(c, svg, names)
+
+
+def case_stream_tracks(c):
+    streams = os.path.join(os.path.dirname(c.a.lost), "hc_streams")
+    pattern = c.path("st.%q{HCG_RANK}.jsonl")
+    for rank, prog in (("0", [c.a.lost, "threads", "3", "300"]),
+                       ("1", [c.a.lost, "threads", "3", "300"]), ("2", [streams, "1000"])):
+        p = c.run_under(pattern, prog, {"HCG_RANK": rank, "OMPI_COMM_WORLD_RANK": rank})
+        c.check(p.returncode == 0, "rank %s failed: %s" % (rank, p.stderr[-500:]))
+    trace = c.path("st.json")
+    p = c.report("--trace", trace, *[c.path("st.%d.jsonl" % i) for i in range(3)])
+    c.check(p.returncode == 0, "exit status %d" % p.returncode)
+    t = check_trace(c, trace, ["rank 0", "rank 1", "rank 2"])
+    if not t:
+        return
+    tracks = {}
+    for e in t:
+        if e.get("ph") == "M" and e.get("name") == "thread_name" and "stream" in e["args"]:
+            tracks.setdefault(e["pid"], []).append(e["args"]["stream"])
+    got = sorted((len(v), v.count("other")) for v in tracks.values())
+    c.check(got == [(3, 0), (3, 0), (257, 1)],
+            "stream tracks (own and shared) per process: %s, want 3, 3 and 256 + 1" % got)
 
 
 def log_hosts(log):
@@ -437,7 +473,7 @@ def case_hostile_strings(c):
     name = 'rank q"<&>?[31m??('
     t = check_trace(c, trace, [name])
     if t:
-        fns = {e["name"] for e in t if e.get("ph") == "X"}
+        fns = {e["name"] for e in t if e.get("ph") == "X" and e["cat"] != "enqueue"}
         c.check(fns == {'q"<&>?[31m??('}, "trace slice names %s" % fns)
     check_svg(c, svg, [name])
 

@@ -12,6 +12,19 @@ exactly one finish with the same cat, name and id, no earlier, each inside
 a slice of its own thread (the finish: bp "e"); the slices of each thread
 nest (none overlaps another partly).
 
+Stream tracks (docs/LOG.md, "The trace"): a pseudo-thread is a tid whose
+thread_name metadata names a stream (args.stream). Every run slice (cat
+host function, host copy, skipped copy) on a real thread has exactly one
+twin on a stream track of its process (same name, cat, ts, dur and args)
+and every slice on a stream track is such a twin, on its own stream's
+track (args.stream, but on the "other" and "unknown" tracks); a
+pseudo-thread is named as one stream only and carries nothing else (no
+real thread shares its tid: no other event, no other name); a process
+image (each exec'd one names its process again) names at most 256
+streams' own tracks. Events on stream tracks are counted apart:
+"stream-tracks" (pseudo-threads), "stream-tracks:other", "stream X" (their
+slices), "stream X:CAT", "stream X:other" (those on the shared track); the other keys count real threads' events only.
+
 EXPECT is PH=N or PH:CAT=N (PH a phase, CAT a category), or NAME@PH=N
 (events of phase PH named NAME): the traces must hold exactly N such
 events. --one-file names the trace without %p (every process one file);
@@ -37,11 +50,23 @@ FIELDS = {
 }
 METADATA = ("process_name", "thread_name", "process_sort_index", "thread_sort_index",
             "process_labels")
+RUN_CATS = ("host function", "host copy", "skipped copy")
+MAX_STREAM_TRACKS = 256
 
 
 def ns(t):
     """Microseconds as written (to the ns) to integer nanoseconds."""
     return round(t * 1000)
+
+
+def run_slices(events):
+    """The runs' slices on real threads (enqueue slices and the runs'
+    twins on stream tracks left out)."""
+    pseudo = {(e.get("pid"), e.get("tid")) for e in events
+              if e.get("ph") == "M" and e.get("name") == "thread_name"
+              and "stream" in e.get("args", {})}
+    return [e for e in events if e.get("ph") == "X" and e.get("cat") in RUN_CATS
+            and (e.get("pid"), e.get("tid")) not in pseudo]
 
 
 def event_problems(ev):
@@ -91,18 +116,16 @@ class Trace:
         slices = defaultdict(list)        # (pid, tid) -> [(start, end, n)]
         procs, threads, used = set(), set(), set()
         flows = defaultdict(lambda: {"s": [], "f": []})
-        for n, ev in enumerate(events):
-            probs = event_problems(ev)
-            for p in probs:
-                self.problem(f"{path} event {n}", f"{p}: {str(ev)[:300]}")
-            if probs:
-                continue
+        good = [(n, ev) for n, ev in enumerate(events) if not self.malformed(path, n, ev)]
+        pseudo = self.stream_tracks(path, good)
+        for n, ev in good:
             ph = ev["ph"]
-            self.counts[ph] += 1
-            if "cat" in ev:
-                self.counts[f"{ph}:{ev['cat']}"] += 1
-            self.counts[f"{ev['name']}@{ph}"] += 1
             key = (ev["pid"], ev["tid"])
+            pre = "stream " if key in pseudo else ""
+            self.counts[pre + ph] += 1
+            if "cat" in ev:
+                self.counts[f"{pre}{ph}:{ev['cat']}"] += 1
+            self.counts[f"{pre}{ev['name']}@{ph}"] += 1
             if ph == "M":
                 if ev["name"] == "process_name":
                     procs.add(ev["pid"])
@@ -122,7 +145,73 @@ class Trace:
             self.nesting(path, key, sl)
         for fid, ends in flows.items():
             self.flow(path, fid, ends, slices)
+        self.twins(path, good, pseudo)
         return len(events)
+
+    def malformed(self, path, n, ev):
+        probs = event_problems(ev)
+        for p in probs:
+            self.problem(f"{path} event {n}", f"{p}: {str(ev)[:300]}")
+        return bool(probs)
+
+    def stream_tracks(self, path, good):
+        """(pid, tid) -> the stream (args.stream) of every pseudo-thread;
+        each named as one stream only, sharing its tid with no real thread."""
+        names = defaultdict(set)
+        pseudo = {}
+        image, per_image = Counter(), Counter()  # an exec'd image names its process anew
+        for n, ev in good:
+            if ev["ph"] == "M" and ev["name"] == "process_name":
+                image[ev["pid"]] += 1
+            if ev["ph"] == "M" and ev["name"] == "thread_name":
+                key = (ev["pid"], ev["tid"])
+                names[key].add(ev["args"]["name"])
+                if "stream" in ev["args"]:
+                    pseudo[key] = str(ev["args"]["stream"])
+                    if pseudo[key] not in ("other", "unknown"):
+                        per_image[(ev["pid"], image[ev["pid"]])] += 1
+        for key, stream in pseudo.items():
+            if len(names[key]) > 1:
+                self.problem(path, f"thread {key}: a stream track named {sorted(names[key])}: "
+                             "two streams (or a stream and a thread) share its tid")
+        for (pid, _), n in per_image.items():
+            if n > MAX_STREAM_TRACKS:
+                self.problem(path, f"process {pid}: {n} streams with a track of their own, "
+                             f"more than {MAX_STREAM_TRACKS}")
+        for n, ev in good:
+            key = (ev["pid"], ev["tid"])
+            if key in pseudo and ev["ph"] != "M" and not (ev["ph"] == "X" and
+                                                          ev["cat"] in RUN_CATS):
+                self.problem(path, f"event {n} ({ev['ph']} {ev.get('cat')}) on stream track "
+                             f"{key}: its tid is a real thread's too")
+        self.counts["stream-tracks"] += len(pseudo)
+        self.counts["stream-tracks:other"] += sum(s == "other" for s in pseudo.values())
+        return pseudo
+
+    def twins(self, path, good, pseudo):
+        """Every run slice of a real thread has one twin on a stream track,
+        and every stream-track slice is one, on its own stream's track."""
+        def ident(ev):
+            return (ev["pid"], ev["name"], ev["cat"], ns(ev["ts"]), ns(ev["dur"]),
+                    json.dumps(ev["args"], sort_keys=True))
+        runs, mirrored = Counter(), Counter()
+        for n, ev in good:
+            if ev["ph"] != "X" or ev["cat"] not in RUN_CATS:
+                continue
+            key = (ev["pid"], ev["tid"])
+            if key not in pseudo:
+                runs[ident(ev)] += 1
+                continue
+            mirrored[ident(ev)] += 1
+            stream = pseudo[key]
+            self.counts["stream X:other"] += stream == "other"
+            if stream not in ("other", "unknown") and ev["args"].get("stream") != stream:
+                self.problem(path, f"event {n}: a run on stream {ev['args'].get('stream')} "
+                             f"on the track of stream {stream}")
+        for k in (runs - mirrored):
+            self.problem(path, f"a run slice with no twin on a stream track: {k[:5]} {k[5][:200]}")
+        for k in (mirrored - runs):
+            self.problem(path, f"a stream-track slice that is no run's: {k[:5]} {k[5][:200]}")
 
     def nesting(self, path, key, sl):
         """Sorted by start (longest first): each slice lies inside the open

@@ -70,6 +70,8 @@ static size_t write_back(const hcg_logrec *r, char *out)
         n = put_str(out, n, "caller", r->caller);
     if (r->have & HCG_LR_ENQUEUE_TID)
         n += (size_t)sprintf(out + n, ",\"enqueue_tid\":%" PRIu64, r->enqueue_tid);
+    if (r->have & HCG_LR_REJECT_SEQ)
+        n += (size_t)sprintf(out + n, ",\"reject_seq\":%" PRIu64, r->reject_seq);
     if (r->have & HCG_LR_FAULT)
         n = put_str(out, n, "fault", r->fault);
     if (r->have & HCG_LR_FAULT_CODE)
@@ -112,6 +114,7 @@ static int same(const hcg_logrec *a, const hcg_logrec *b)
            !strcmp(a->fn_kind, b->fn_kind) && !strcmp(a->reason, b->reason) &&
            !strcmp(a->finding, b->finding) && !strcmp(a->called, b->called) &&
            !strcmp(a->caller, b->caller) && a->enqueue_tid == b->enqueue_tid &&
+           a->reject_seq == b->reject_seq &&
            !strcmp(a->fault, b->fault) && !strcmp(a->fault_code, b->fault_code) &&
            a->fault_addr == b->fault_addr && a->schema == b->schema && a->ppid == b->ppid &&
            a->driver_version == b->driver_version && a->t0_ns == b->t0_ns &&

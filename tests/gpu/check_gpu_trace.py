@@ -3,8 +3,9 @@ functions and copies on a stream, bad records, host functions captured
 into a graph and replayed) under `hcguard run --log --trace`; its trace
 must pass the strict Trace Event Format checker (tests/e2e/check_trace.py)
 and its log docs/LOG.md's schema (tests/e2e/check_log.py), with a header
-naming the real driver, flows from enqueue to run, and every graph replay
-on the stream it was launched on, with its own seq.
+naming the real driver, flows from enqueue to run, every graph replay
+on the stream it was launched on, with its own seq, and a track for each
+of the program's three streams (two made, the NULL stream).
 
   check_gpu_trace.py HCGUARD PROGRAM DIR
 Exit 0 passed, 1 failed, 77 no GPU (the program's own skip).
@@ -48,6 +49,9 @@ def main():
     events = json.load(open(trace))
     graph_runs = [e for e in events if e.get("ph") == "X" and "graph" in e.get("args", {})]
     on_stream = [e for e in graph_runs if e["args"].get("stream") != "0x0"]
+    tracks = sorted(e["args"]["name"] for e in events if e.get("ph") == "M" and
+                    e.get("name") == "thread_name" and "stream" in e.get("args", {}))
+    print(f"gpu trace: {len(tracks)} stream tracks: {', '.join(tracks)}")
     c = t.counts
     print(f"gpu trace: {c['X']} slices ({c['X:enqueue']} enqueues), {c['s']} flows, "
           f"{len(graph_runs)} graph node runs, {len(on_stream)} on their launch stream, "
@@ -59,6 +63,8 @@ def main():
         bad.append("the log's first line is not a header naming the driver's version")
     if c["s"] == 0 or c["s"] != c["f"]:
         bad.append("no flows from enqueue to run")
+    if len(tracks) != 3 or not any("legacy default stream" in n for n in tracks):
+        bad.append("not three stream tracks, one the NULL stream's")
     if not graph_runs or len(on_stream) != len(graph_runs):
         bad.append("graph replays without their launch stream")
     for b in bad:

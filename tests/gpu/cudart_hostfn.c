@@ -55,6 +55,21 @@ int main(void)
     RT(cudaStreamSynchronize(s));
     CHECK_MSG(memcmp(src, dst, SZ) == 0, "pageable -> pinned -> pageable copy differs");
 
+    /* The same on a second stream, and on the NULL (legacy default)
+     * stream: three streams, three stream tracks in the trace. */
+    cudaStream_t s2;
+    RT(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
+    memset(dst, 0, SZ);
+    RT(cudaLaunchHostFunc(s2, copy, &r1));
+    RT(cudaLaunchHostFunc(s2, copy, &r2));
+    RT(cudaStreamSynchronize(s2));
+    CHECK_MSG(memcmp(src, dst, SZ) == 0, "the copies on a second stream differ");
+    memset(dst, 0, SZ);
+    RT(cudaLaunchHostFunc(0, copy, &r2));
+    RT(cudaStreamSynchronize(0));
+    CHECK_MSG(memcmp(src, dst, SZ) == 0, "the copy on the NULL stream differs");
+    RT(cudaStreamDestroy(s2));
+
     if (guarded) {
         long pg = sysconf(_SC_PAGESIZE);
         void *none = mmap(NULL, (size_t)pg, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);

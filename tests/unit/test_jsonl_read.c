@@ -98,6 +98,15 @@ static void test_bad(void)
               "\"user_data\":\"0x0\",\"stream\":\"0x0\",\"tid\":0,\"t_enqueue_ns\":0,"
               "\"t_start_ns\":5,\"t_end_ns\":9,\"duration_ns\":3}",
               "duration_ns");
+    /* a rejection's seq only on what was to run (audit mode), never 0 */
+    check_bad(HEAD ",\"reason\":\"overlap\",\"reject_seq\":3}", "not to run");
+    check_bad("{\"event\":\"skip\",\"reject_seq\":0,\"pid\":1,\"seq\":1,\"api\":\"a\","
+              "\"fn\":\"0x1\",\"fn_kind\":\"k\",\"user_data\":\"0x0\",\"stream\":\"0x0\","
+              "\"tid\":1,\"t_enqueue_ns\":0,\"t_start_ns\":1,\"t_end_ns\":1,\"duration_ns\":0,"
+              "\"reason\":\"overlap\"}", "\"reject_seq\" is 0");
+    /* thread ids are pid_t's: a trace's stream tracks are above them */
+    check_bad("{\"event\":\"run\",\"tid\":2147483648}", "\"tid\": not a thread id");
+    check_bad("{\"event\":\"run\",\"enqueue_tid\":4294967296}", "not a thread id");
     char nul[] = "{\"event\":\"run\"}";
     nul[3] = '\0';
     CHECK_EQ(hcg_logrec_parse(nul, sizeof nul - 1, &g_rec, g_err, sizeof g_err), -1);
@@ -135,6 +144,10 @@ static void write_events(const char *path)
         e.enq_tid = i == 0 ? 4 : 0;
         e.graph = i == 1 ? 0xab : 0;
         e.node = i == 1 ? 0xcd : 0;
+        /* the skip names the rejection that reported it (audit mode); the
+         * rejection itself does not, even with the flag */
+        e.flags = i == 1 || i == 2 ? HCG_EVF_REPORTED : 0;
+        e.reject_seq = i == 1 || i == 2 ? 3 : 0;
         if (i == 5) {
             e.fnkind = HCG_FN_ORDINARY;
             e.bytes = HCG_FIND_WRAPPER_BIT | HCG_API_LAUNCH_HOST_FUNC;
@@ -195,7 +208,10 @@ static void test_writer_read_back(void)
     CHECK_EQ(r[1].kind, HCG_LOGREC_SKIP);
     CHECK_EQ(r[1].graph, 0xab);
     CHECK_STR(r[1].reason, "overlap");
+    CHECK_EQ(r[1].reject_seq, 3);
+    CHECK(!(r[0].have & HCG_LR_REJECT_SEQ) && !(r[2].have & HCG_LR_REJECT_SEQ));
     CHECK_EQ(r[2].kind, HCG_LOGREC_REJECT);
+    CHECK_EQ(r[2].seq, 3);
     CHECK_EQ(r[3].kind, HCG_LOGREC_FINDING);
     CHECK_STR(r[3].finding, "slow-host-fn");
     CHECK_EQ(r[3].duration_ns, 10);
@@ -355,6 +371,27 @@ static void test_header(void)
     CHECK_HAS(err, "\"host\": expected");
     CHECK_EQ(HDR("{\"event\":\"header\",\"schema\":1,\"pid\":2} x"), -1);
     CHECK_HAS(err, "text after the object");
+    /* one parser, the header's rules: an error before "event" says it is a
+     * header is "not a header"; a rank up to 31 bytes and an exe up to
+     * 1023 are read (a record's rank is the writer's 15) */
+    CHECK_EQ(HDR("{\"pid\":\"x\",\"event\":\"header\",\"schema\":1}"), 1);
+    CHECK_EQ(HDR("{\"event\":\"run\",\"pid\":\"x\"}"), 1);
+    CHECK_EQ(HDR("{\"event\":\"header\",\"schema\":1,\"pid\":2,\"seq\":\"not a number\"}"), 0);
+    CHECK_EQ(HDR("{\"event\":\"header\",\"schema\":1,\"pid\":2,"
+                 "\"rank\":\"0123456789012345678901234567890\"}"), 0);
+    CHECK_STR(h.rank, "0123456789012345678901234567890");
+    CHECK_EQ(parse("{\"event\":\"header\",\"schema\":1,\"hcguard\":\"1\",\"pid\":3,\"ppid\":0,"
+                   "\"host\":\"h\",\"rank\":\"0123456789012345\",\"mode\":\"guard\","
+                   "\"driver_version\":0,\"exe\":\"x\",\"t0_ns\":1}"), -1);
+    CHECK_HAS(g_err, "\"rank\": a string longer than 15 bytes");
+    {
+        char big[1200];
+        int n = snprintf(big, sizeof big, "{\"event\":\"header\",\"schema\":1,\"pid\":2,\"exe\":\"");
+        memset(big + n, 'x', 1024);
+        snprintf(big + n + 1024, sizeof big - (size_t)n - 1024, "\"}");
+        CHECK_EQ(HDR(big), -1);
+        CHECK_HAS(err, "\"exe\": a string longer than 1023 bytes");
+    }
     /* the record reader takes the same line as a header record, alike */
     CHECK_EQ(parse(good), 0);
     CHECK_EQ(g_rec.kind, HCG_LOGREC_HEADER);
