@@ -182,8 +182,9 @@ static rt_site *rt_sites;
 static unsigned n_rt_sites;
 
 /* The launches this thread resolved lately: off 0 means R is the site
- * itself (the program called the wrapper). stack_hi: the highest frame an
- * unwind on this thread reached; no slot at or above it is read. */
+ * itself (the program called the wrapper). stack_hi: the highest frame
+ * the last unwind on this thread reached; no slot at or above it is read
+ * (a launch from above it, or from another stack, learns again). */
 static _Thread_local struct {
     struct {
         uintptr_t ra, off, site;
@@ -261,10 +262,12 @@ static void rt_hit_put(uintptr_t ra, uintptr_t off, uintptr_t site)
 }
 
 /* The word at base + off, if it lies below the highest frame this
- * thread's unwinds reached (this thread's live stack, above the caller's
- * frame): 0 and *v, or -1. Uninstrumented: a distance learned on another
- * path may point into a sanitizer's redzone of the program's frame, which
- * is not an error here, only a value that fails the check. */
+ * thread's last unwind reached (this thread's live stack, above the
+ * caller's frame): 0 and *v, or -1. Fault-contained where copies are (a
+ * stack switched under a thread that launches from several); else
+ * uninstrumented: a distance learned on another path may point into a
+ * sanitizer's redzone of the program's frame, which is not an error here,
+ * only a value that fails the check. */
 __attribute__((no_sanitize("address", "thread"))) static int rt_read(uintptr_t base,
                                                                        uintptr_t off,
                                                                        uintptr_t *v)
@@ -334,7 +337,9 @@ rt_learn(uintptr_t ra, uintptr_t base, uintptr_t *off)
     w.ra = ra;
     w.base = base;
     _Unwind_Backtrace(rt_walk_frame, &w);
-    if (w.hi > rt_t.stack_hi)
+    /* The stack walked last: a thread that launches from another stack
+     * (a fiber's) reads nothing above that one's top, but learns again. */
+    if (w.hi)
         rt_t.stack_hi = w.hi;
     if (!w.site || w.slot <= base || w.slot - base > UINT32_MAX)
         return 0; /* not the x86-64 convention: nothing to learn */

@@ -31,6 +31,8 @@
  *                            through another entry point (audit mode)
  *   hc_rtsite sizes RT N     audit mode: N such copies through the alloca
  *                            entry point, each with a frame of another size
+ *   hc_rtsite fibers RT      audit mode: such copies from the thread's own
+ *                            stack and a fiber's (ucontext), in turn
  *
  * Exit 0 passed, 1 failed, 77 not applicable.
  */
@@ -43,6 +45,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <ucontext.h>
 
 #include "hcguard.h"
 #include "testutil.h"
@@ -317,6 +320,13 @@ static void s_graph(int argc, char **argv)
     REQUIRE_OK(cuGraphExecDestroy(ecap));
     REQUIRE_OK(cuGraphDestroy(g));
     REQUIRE_OK(cuGraphDestroy(cap));
+    /* The nodes' calls are freed by user objects' destructors, which run
+     * asynchronously on a driver thread: wait for them (no leak at exit). */
+    cuCtxSynchronize();
+    test_stats_fn get = (test_stats_fn)dlsym(RTLD_DEFAULT, "hcguard_get_stats");
+    for (int i = 0; i < 400 && test_stats(get).graph_calls_live; i++)
+        sleep_ms(5);
+    CHECK_EQ(test_stats(get).graph_calls_live, 0);
 }
 
 /* ---- late ---------------------------------------------------------------- */
@@ -379,6 +389,57 @@ static void s_threads(int argc, char **argv)
     unlock_bad();
 }
 
+/* ---- fibers -------------------------------------------------------------- */
+/* A thread that launches from two stacks in turn: its own and a fiber's
+ * (malloc'd, ucontext), where what was learned on one does not hold. */
+static ucontext_t main_uc, fiber_uc;
+
+SITE void site_fiber(void)
+{
+    CHECK(rt.b(stream, copy, &bad) == CUDA_SUCCESS);
+    KEEP_FRAME();
+}
+
+SITE void site_main_stack(void)
+{
+    CHECK(rt.b(stream, copy, &bad) == CUDA_SUCCESS);
+    KEEP_FRAME();
+}
+
+static void fiber_main(void)
+{
+    for (int i = 0; i < 3; i++) {
+        site_fiber();
+        swapcontext(&fiber_uc, &main_uc);
+    }
+}
+
+static void s_fibers(int argc, char **argv)
+{
+    (void)argc;
+#ifdef __SANITIZE_THREAD__
+    (void)argv;
+    printf("SKIP: ThreadSanitizer does not follow swapcontext without annotations\n");
+    exit(77);
+#else
+    begin(argv[0]);
+    lock_stream();
+    enum { STACK = 256 << 10 };
+    void *stack = malloc(STACK);
+    REQUIRE(stack != NULL && getcontext(&fiber_uc) == 0);
+    fiber_uc.uc_stack.ss_sp = stack;
+    fiber_uc.uc_stack.ss_size = STACK;
+    fiber_uc.uc_link = &main_uc;
+    makecontext(&fiber_uc, fiber_main, 0);
+    for (int i = 0; i < 3; i++) {
+        site_main_stack();
+        REQUIRE(swapcontext(&main_uc, &fiber_uc) == 0);
+    }
+    unlock_bad();
+    free(stack);
+#endif
+}
+
 /* ---- sizes --------------------------------------------------------------- */
 SITE void site_sizes(long n)
 {
@@ -410,6 +471,7 @@ static const check_scenario scenarios[] = {
     CHECK_SCENARIO_ARGS("late", s_late, 1, 2, "RT [dlsym|given]"),
     CHECK_SCENARIO_ARGS("threads", s_threads, 1, 1, "RT"),
     CHECK_SCENARIO_ARGS("sizes", s_sizes, 2, 2, "RT N"),
+    CHECK_SCENARIO_ARGS("fibers", s_fibers, 1, 1, "RT"),
 };
 
 int main(int argc, char **argv)
