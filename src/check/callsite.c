@@ -162,7 +162,7 @@ atomic_int hcg_g_launch_rare;
 #define RT_RETS 1024   /* return addresses classified (open addressing) */
 #define RT_SITES 4096  /* (R, distance, site) seen by an unwind */
 #define RT_GIVE_UP 64  /* unwinds for one R that left nothing kept */
-#define RT_HITS 4      /* per thread */
+#define RT_HITS 8      /* per thread */
 
 typedef struct rt_ret {
     uintptr_t ra;
