@@ -388,12 +388,15 @@ CUresult hcg_w_cuGraphNodeSetParams(CUgraphNode n, CUgraphNodeParams *p)
 
 /* A call for node n of exec e, owned by e's entry once the driver took it
  * (exec_note_set); before: the launch count it was made at. */
-static hcg_call *call_for_exec_set(hcg_api api, CUgraphExec e, CUgraphNode n, CUhostFn fn,
-                                   void *user, CUresult *r, uint64_t *before, uintptr_t ra)
+static hcg_call *call_for_exec_set(hcg_driver *d, hcg_api api, CUgraphExec e, CUgraphNode n,
+                                   CUhostFn fn, void *user, CUresult *r, uint64_t *before,
+                                   uintptr_t ra)
 {
     hcg_call *c = NULL;
     *r = passive() ? CUDA_SUCCESS : prepare(api, fn, user, &c, ra);
     if (c) {
+        hcg_call *root = node_root(d, n); /* its runs name the graph it was made in */
+        c->graph = root ? root->graph : 0;
         c->node = (uintptr_t)n;
         *before = exec_launches(e);
     }
@@ -417,8 +420,8 @@ CUresult hcg_w_cuGraphExecHostNodeSetParams(CUgraphExec e, CUgraphNode n,
     REAL_OR_FAIL(d, cuGraphExecHostNodeSetParams, real);
     CUresult r = CUDA_SUCCESS;
     uint64_t before = 0;
-    hcg_call *c = p ? call_for_exec_set(HCG_API_GRAPH_EXEC_SET_PARAMS, e, n, p->fn, p->userData,
-                                        &r, &before, RA)
+    hcg_call *c = p ? call_for_exec_set(d, HCG_API_GRAPH_EXEC_SET_PARAMS, e, n, p->fn,
+                                        p->userData, &r, &before, RA)
                     : NULL;
     if (!p || !c)
         return p && r != CUDA_SUCCESS ? r : real(e, n, p);
@@ -434,7 +437,7 @@ CUresult hcg_w_cuGraphExecNodeSetParams(CUgraphExec e, CUgraphNode n, CUgraphNod
         return real(e, n, p);
     CUresult r;
     uint64_t before = 0;
-    hcg_call *c = call_for_exec_set(HCG_API_GRAPH_EXEC_SET_PARAMS, e, n, p->host.fn,
+    hcg_call *c = call_for_exec_set(d, HCG_API_GRAPH_EXEC_SET_PARAMS, e, n, p->host.fn,
                                     p->host.userData, &r, &before, RA);
     if (!c)
         return r != CUDA_SUCCESS ? r : real(e, n, p);

@@ -146,13 +146,26 @@ def cudacall(args):
 @case
 def graph(args):
     err, log = run(args, ["graph", args.runtime], {"HCGUARD_SLOW_MS": "5"})
-    want = {"site_node_direct": 1, "site_node_rt": 1, "site_node_set": 1, "site_captured": 1}
+    want = {"site_node_direct": 1, "site_node_rt": 1, "site_node_set": 1, "site_node_generic": 1,
+            "site_exec_set": 1, "site_captured": 1}
     expect(groups(err, "host node made at") == want,
            f"slow nodes by where they were made: {groups(err, 'host node made at')}", err)
     expect(callers(log, "finding", "slow-host-fn") == want,
            f"the log: {callers(log, 'finding', 'slow-host-fn')}", err)
     expect(re.search(r"^==hcguard==     host node made at site_node_\w+\+0x[0-9a-f]+ "
                      r"\(in hc_rtsite\)$", err, re.M), "the finding's own message", err)
+    no_runtime(err, log)
+
+
+@case
+def hang(args):
+    err, log = run(args, ["hang", args.runtime], {"HCGUARD_HANG_S": "0.2"})
+    expect(re.search(r"WARNING: hung-host-fn: host function 0x[0-9a-f]+ sleep_500ms", err),
+           "the hung function", err)
+    expect(re.search(r"^==hcguard==     enqueued at site_hang\+0x[0-9a-f]+ \(in hc_rtsite\)$",
+                     err, re.M), "its enqueue site", err)
+    expect(callers(log, "finding", "hung-host-fn") == {"site_hang": 1},
+           f"the log: {callers(log, 'finding', 'hung-host-fn')}", err)
     no_runtime(err, log)
 
 

@@ -19,8 +19,12 @@
  *   hc_rtsite cudacall RT    a host function that calls the driver,
  *                            through the runtime
  *   hc_rtsite graph RT       slow graph host nodes: added directly, added
- *                            through the runtime, set by set-params, and
- *                            captured from a launch through the runtime
+ *                            through the runtime, added with cuGraphAddNode,
+ *                            set by set-params on the graph and on its
+ *                            executable graph, and captured from a launch
+ *                            through the runtime
+ *   hc_rtsite hang RT        a host function that runs 500 ms (hung under
+ *                            HCGUARD_HANG_S=0.2), through the runtime
  *   hc_rtsite late RT [dlsym|given]  a launch first (hcguard starts),
  *                            then the runtime loaded, finding the driver's
  *                            entry points as libcudart does (dlsym, then
@@ -289,6 +293,26 @@ SITE void site_node_set(CUgraphNode n)
     KEEP_FRAME();
 }
 
+/* cuGraphAddNode with host parameters. */
+SITE void site_node_generic(CUgraph g)
+{
+    CUgraphNodeParams np;
+    memset(&np, 0, sizeof np);
+    np.type = CU_GRAPH_NODE_TYPE_HOST;
+    np.host.fn = sleep_20ms;
+    CUgraphNode n;
+    REQUIRE_OK(cuGraphAddNode(&n, g, NULL, NULL, 0, &np));
+    KEEP_FRAME();
+}
+
+/* A node of an executable graph set to a slow function here. */
+SITE void site_exec_set(CUgraphExec e, CUgraphNode n)
+{
+    CUDA_HOST_NODE_PARAMS p = {sleep_20ms, NULL};
+    REQUIRE_OK(cuGraphExecHostNodeSetParams(e, n, &p));
+    KEEP_FRAME();
+}
+
 SITE void site_captured(CUstream s)
 {
     REQUIRE_OK(rt.a(s, sleep_20ms, &buf));
@@ -304,15 +328,18 @@ static void s_graph(int argc, char **argv)
     site_node_direct(g);
     site_node_rt(g);
     CUDA_HOST_NODE_PARAMS quick = {noop, NULL};
-    CUgraphNode n;
+    CUgraphNode n, n2;
     REQUIRE_OK(cuGraphAddHostNode(&n, g, NULL, 0, &quick));
+    REQUIRE_OK(cuGraphAddHostNode(&n2, g, NULL, 0, &quick));
     site_node_set(n);
+    site_node_generic(g);
     REQUIRE_OK(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
     site_captured(stream);
     REQUIRE_OK(cuStreamEndCapture(stream, &cap));
     CUgraphExec e, ecap;
     REQUIRE_OK(cuGraphInstantiate(&e, g, 0));
     REQUIRE_OK(cuGraphInstantiate(&ecap, cap, 0));
+    site_exec_set(e, n2);
     REQUIRE_OK(cuGraphLaunch(e, stream));
     REQUIRE_OK(cuGraphLaunch(ecap, stream));
     REQUIRE_OK(cuStreamSynchronize(stream));
@@ -327,6 +354,27 @@ static void s_graph(int argc, char **argv)
     for (int i = 0; i < 400 && test_stats(get).graph_calls_live; i++)
         sleep_ms(5);
     CHECK_EQ(test_stats(get).graph_calls_live, 0);
+}
+
+/* ---- hang ---------------------------------------------------------------- */
+static void sleep_500ms(void *p)
+{
+    (void)p;
+    sleep_ms(500);
+}
+
+SITE void site_hang(void)
+{
+    REQUIRE_OK(rt.alloca_n(stream, sleep_500ms, NULL, 40));
+    KEEP_FRAME();
+}
+
+static void s_hang(int argc, char **argv)
+{
+    (void)argc;
+    begin(argv[0]);
+    site_hang();
+    REQUIRE_OK(cuStreamSynchronize(stream));
 }
 
 /* ---- late ---------------------------------------------------------------- */
@@ -474,6 +522,7 @@ static const check_scenario scenarios[] = {
     CHECK_SCENARIO_ARGS("slow", s_slow, 1, 1, "RT"),
     CHECK_SCENARIO_ARGS("cudacall", s_cudacall, 1, 1, "RT"),
     CHECK_SCENARIO_ARGS("graph", s_graph, 1, 1, "RT"),
+    CHECK_SCENARIO_ARGS("hang", s_hang, 1, 1, "RT"),
     CHECK_SCENARIO_ARGS("late", s_late, 1, 2, "RT [dlsym|given]"),
     CHECK_SCENARIO_ARGS("threads", s_threads, 1, 1, "RT"),
     CHECK_SCENARIO_ARGS("sizes", s_sizes, 2, 2, "RT N"),
