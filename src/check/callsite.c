@@ -409,6 +409,9 @@ static uintptr_t rt_site_slow(uintptr_t ra, uintptr_t base)
     if (!site && r.wasted < RT_GIVE_UP) {
         site = rt_learn(ra, base, &off);
         rt_keep(ra, site ? off : 0, site);
+        hcg_debug("call site: stack unwound above %#lx (in the CUDA libraries): %s %#lx at +%#lx",
+                  (unsigned long)ra, site ? "the program's frame" : "no frame outside",
+                  (unsigned long)site, (unsigned long)off);
     }
     if (!site)
         return ra;

@@ -218,6 +218,24 @@ def sizes(args):
 
 
 @case
+def unwinds(args):
+    # The stack is unwound once per path through the runtime and call site
+    # (and per thread), not at every launch: 18 launches through the
+    # runtime on 4 paths, then 100 from 2 threads on 2 paths. HCGUARD_DEBUG
+    # says each unwind (and takes the general launch path: named the same).
+    for scenario, launches, most in (("skip", 18, 4), ("threads", 100, 2)):
+        err, log = run(args, [scenario, args.runtime], {"HCGUARD_MODE": "audit",
+                                                         "HCGUARD_DEBUG": "1"})
+        n = len(re.findall(r"call site: stack unwound above 0x[0-9a-f]+ \(in the CUDA "
+                           r"libraries\): the program's frame 0x", err))
+        expect(1 <= n <= most, f"{scenario}: {n} unwinds for {launches} launches, want at "
+               f"most {most}", err)
+        expect(all(k.startswith("site_") for k in groups(err, "enqueued at")),
+               f"{scenario}: named {groups(err, 'enqueued at')}", err)
+        no_runtime(err, log)
+
+
+@case
 def fibers(args):
     err, log = run(args, ["fibers", args.runtime], {"HCGUARD_MODE": "audit"})
     want = {"site_fiber": 3, "site_main_stack": 3}
