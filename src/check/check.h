@@ -300,10 +300,27 @@ uintptr_t hcg_callsite_here(void);
 extern unsigned hcg_g_backtrace;
 void hcg_callsite_init(void);
 /* The rare paths of a stream launch, tested with one load: a capture has
- * begun somewhere (set by wrap/stream.c), --backtrace (set at start-up). */
+ * begun somewhere (set by wrap/stream.c), --backtrace (set at start-up),
+ * the CUDA runtime calls the wrappers (x86-64; set when libcudart* is
+ * loaded at start-up or looks an entry point up: hcg_callsite_launch). */
 #define HCG_LAUNCH_CAPTURE 1
 #define HCG_LAUNCH_BACKTRACE 2
+#define HCG_LAUNCH_RUNTIME 4
 extern atomic_int hcg_g_launch_rare;
+/* The site of a launch whose wrapper returns to ra: ra itself when that is
+ * the program's code; when it is in the CUDA runtime or driver, the
+ * program's return address further up, read from a stack slot learned
+ * once per ra and path by unwinding (x86-64; ra itself elsewhere, or when
+ * it cannot be learned). Call it from the wrapper's own thread, directly
+ * below the wrapper's frame (not through a signal handler). */
+uintptr_t hcg_callsite_launch(uintptr_t ra);
+/* A stream launch's site when hcg_g_launch_rare has HCG_LAUNCH_BACKTRACE
+ * (the stack walked: hcg_callsite_here) or HCG_LAUNCH_RUNTIME
+ * (hcg_callsite_launch). */
+uintptr_t hcg_callsite_rare(uintptr_t ra);
+/* The same for a graph node made or set by a wrapper that returns to ra:
+ * when the slot cannot tell, the stack is walked (hcg_callsite_here). */
+uintptr_t hcg_callsite_made(uintptr_t ra);
 size_t hcg_callsite_frames(uintptr_t site, uintptr_t *out, size_t max);
 uintptr_t hcg_callsite_pc(uintptr_t site); /* its first frame */
 /* "main+0x1c (in app)" for a site, or for one frame's pc. */

@@ -125,6 +125,16 @@ static void *route(const char *name, void *p, cuuint64_t flags)
     return guarded(d, name, p);
 }
 
+/* Whoever looks up an entry point (dlsym of a driver name, cuGetProcAddress):
+ * the call sites want to know whether it is the CUDA runtime. */
+__attribute__((weak)) void (*hcg_gpa_caller_hook)(uintptr_t ra);
+
+static void tell_caller(uintptr_t ra)
+{
+    if (hcg_gpa_caller_hook)
+        hcg_gpa_caller_hook(ra);
+}
+
 /* ---- dlsym / dlvsym ----------------------------------------------------
  * The exported entry points are small assembly stubs (dl_<arch>.S): they ask
  * hcg_dlsym_target where to go and jump there with the caller's own return
@@ -158,6 +168,7 @@ static void *dlsym_routed(void *handle, const char *name)
     void *p = hcg_real_dlsym(handle, name);
     if (HCG_UNLIKELY(hcg_thunk_is_export(p)) && !driver_loaded())
         p = hcg_real_dlsym(RTLD_NEXT, name);
+    tell_caller((uintptr_t)__builtin_return_address(0)); /* the stub jumped here */
     return route(name, p, 0);
 }
 
@@ -166,6 +177,7 @@ static void *dlvsym_routed(void *handle, const char *name, const char *version)
     void *p = hcg_real_dlvsym(handle, name, version);
     if (HCG_UNLIKELY(hcg_thunk_is_export(p)) && !driver_loaded())
         p = hcg_real_dlvsym(RTLD_NEXT, name, version);
+    tell_caller((uintptr_t)__builtin_return_address(0));
     return route(name, p, 0);
 }
 
@@ -225,6 +237,7 @@ CUresult hcg_w_cuGetProcAddress_v2(const char *symbol, void **pfn, int version,
     }
     if (r == CUDA_SUCCESS && pfn)
         *pfn = route(symbol, *pfn, flags);
+    tell_caller((uintptr_t)__builtin_return_address(0));
     return r;
 }
 
@@ -238,6 +251,7 @@ CUresult hcg_w_cuGetProcAddress(const char *symbol, void **pfn, int version,
     CUresult r = v1(symbol, pfn, version, flags);
     if (r == CUDA_SUCCESS && pfn)
         *pfn = route(symbol, *pfn, flags);
+    tell_caller((uintptr_t)__builtin_return_address(0));
     return r;
 }
 

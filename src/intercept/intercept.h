@@ -7,6 +7,12 @@
 
 #include "driver/driver.h"
 
+/* ---- intercept.c ----------------------------------------------------------
+ * Told the return address of every cuGetProcAddress call and dlsym of a
+ * driver name (set by the call sites, check/callsite.c: is it the CUDA
+ * runtime?); NULL: nobody asks. */
+extern void (*hcg_gpa_caller_hook)(uintptr_t ra);
+
 /* ---- thunk.c: entry points handed out for any driver function ---------- */
 /* hcg_self.in_host_fn (base.h) is set by the trampoline while the thread
  * runs a host function; the thunks read it from the thread pointer. */

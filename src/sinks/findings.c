@@ -168,14 +168,14 @@ static void describe(uintptr_t fn, char *buf, size_t len)
 }
 
 /* "called from" (at enqueue) or "enqueued at" (run time): where; a graph
- * node's run without a site names its graph. */
+ * node's run names where the node was made or set (a captured launch: the
+ * launch), or its graph when that is not known. */
 static void print_site(const char *how, uintptr_t site, uintptr_t graph)
 {
     if (!site && graph)
-        hcg_msg("    %s: a host node of graph %p (--backtrace N names where it was set)", how,
-                (void *)graph);
+        hcg_msg("    %s: a host node of graph %p", how, (void *)graph);
     else
-        hcg_callsite_print(how, site);
+        hcg_callsite_print(graph ? "host node made at" : how, site);
 }
 
 static void print_skip(const hcg_event *e)
@@ -421,7 +421,8 @@ static void print_group(const group *g)
                               (g->ev == HCG_EV_FINDING && g->reason != HCG_FIND_CUDA_CALL &&
                                g->reason != HCG_FIND_SLOW && g->reason != HCG_FIND_HANG)
                           ? "called from"
-                          : "enqueued at";
+                      : g->graph ? "host node made at"
+                                 : "enqueued at";
     if (g->ev == HCG_EV_FINDING && g->reason == HCG_FIND_SLOW) {
         char a[32], b[32], c[32];
         snprintf(a, sizeof a, "%.1f ms", (double)g->total_ns / 1e6);

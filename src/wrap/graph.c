@@ -198,10 +198,15 @@ static int passive(void)
     return hcg_config_get()->mode == HCG_MODE_OFF;
 }
 
-/* Check fn/user as the host function of a node. Returns CUDA_SUCCESS with
- * *out set (or NULL: pass the parameters through unmeasured), or
- * CUDA_ERROR_INVALID_VALUE if the record is refused. */
-static CUresult prepare(hcg_api api, CUhostFn fn, void *user, hcg_call **out)
+/* The return address of the wrapper a graph function is in: where the
+ * node was made or set (hcg_callsite_made finds the program's frame). */
+#define RA ((uintptr_t)__builtin_return_address(0))
+
+/* Check fn/user as the host function of a node made or set by a wrapper
+ * that returns to ra. Returns CUDA_SUCCESS with *out set (or NULL: pass
+ * the parameters through unmeasured), or CUDA_ERROR_INVALID_VALUE if the
+ * record is refused. */
+static CUresult prepare(hcg_api api, CUhostFn fn, void *user, hcg_call **out, uintptr_t ra)
 {
     *out = NULL;
     if (!fn || fn == hcg_trampoline)
@@ -218,10 +223,8 @@ static CUresult prepare(hcg_api api, CUhostFn fn, void *user, hcg_call **out)
     c->root = NULL;
     c->uobj = NULL;
     c->graph = c->node = 0;
-    /* A node's run-time findings name its graph and node; the stack is
-     * walked for them only when --backtrace asks for frames. */
-    atomic_store_explicit(&c->caller, hcg_g_backtrace ? hcg_callsite_here() : 0,
-                          memory_order_relaxed);
+    /* A node's run-time findings name where it was made or set. */
+    atomic_store_explicit(&c->caller, hcg_callsite_made(ra), memory_order_relaxed);
     c->replays = calloc(1, sizeof *c->replays); /* without memory: replays unattributed */
     hcg_count_node((hcg_fnkind)c->kind);
     *out = c;
@@ -237,7 +240,7 @@ CUresult hcg_w_cuGraphAddHostNode(CUgraphNode *ph, CUgraph g, const CUgraphNode 
     hcg_call *c = NULL;
     if (!p || passive())
         return real(ph, g, deps, n, p);
-    CUresult r = prepare(HCG_API_GRAPH_ADD_HOST_NODE, p->fn, p->userData, &c);
+    CUresult r = prepare(HCG_API_GRAPH_ADD_HOST_NODE, p->fn, p->userData, &c, RA);
     if (r != CUDA_SUCCESS || !c || attach_root(d, c, g) != 0)
         return r != CUDA_SUCCESS ? r : real(ph, g, deps, n, p);
     CUDA_HOST_NODE_PARAMS q = {hcg_trampoline, c};
@@ -249,12 +252,12 @@ CUresult hcg_w_cuGraphAddHostNode(CUgraphNode *ph, CUgraph g, const CUgraphNode 
 
 /* cuGraphAddNode(_v2) with a host node: the same, on a copy of params. */
 static CUresult add_node(hcg_driver *d, CUgraph g, CUgraphNodeParams *p, CUgraphNodeParams *q,
-                         hcg_call **c)
+                         hcg_call **c, uintptr_t ra)
 {
     *c = NULL;
     if (!p || p->type != CU_GRAPH_NODE_TYPE_HOST || passive())
         return CUDA_SUCCESS;
-    CUresult r = prepare(HCG_API_GRAPH_ADD_HOST_NODE, p->host.fn, p->host.userData, c);
+    CUresult r = prepare(HCG_API_GRAPH_ADD_HOST_NODE, p->host.fn, p->host.userData, c, ra);
     if (r != CUDA_SUCCESS || !*c)
         return r;
     if (attach_root(d, *c, g) != 0) {
@@ -274,7 +277,7 @@ CUresult hcg_w_cuGraphAddNode(CUgraphNode *ph, CUgraph g, const CUgraphNode *dep
     REAL_OR_FAIL(d, cuGraphAddNode, real);
     CUgraphNodeParams q;
     hcg_call *c;
-    CUresult r = add_node(d, g, p, &q, &c);
+    CUresult r = add_node(d, g, p, &q, &c, RA);
     if (r != CUDA_SUCCESS)
         return r;
     r = real(ph, g, deps, n, c ? &q : p);
@@ -290,7 +293,7 @@ CUresult hcg_w_cuGraphAddNode_v2(CUgraphNode *ph, CUgraph g, const CUgraphNode *
     REAL_OR_FAIL(d, cuGraphAddNode_v2, real);
     CUgraphNodeParams q;
     hcg_call *c;
-    CUresult r = add_node(d, g, p, &q, &c);
+    CUresult r = add_node(d, g, p, &q, &c, RA);
     if (r != CUDA_SUCCESS)
         return r;
     r = real(ph, g, deps, edges, n, c ? &q : p);
@@ -320,10 +323,11 @@ typedef struct graph_set {
 } graph_set;
 
 static CUresult prepare_graph_set(hcg_driver *d, CUgraphNode n, CUhostFn fn, void *user,
-                                  graph_set *gs)
+                                  graph_set *gs, uintptr_t ra)
 {
     memset(gs, 0, sizeof *gs);
-    CUresult r = passive() ? CUDA_SUCCESS : prepare(HCG_API_GRAPH_SET_PARAMS, fn, user, &gs->c);
+    CUresult r =
+        passive() ? CUDA_SUCCESS : prepare(HCG_API_GRAPH_SET_PARAMS, fn, user, &gs->c, ra);
     if (!gs->c)
         return r;
     hcg_call *root = node_root(d, n);
@@ -359,7 +363,7 @@ CUresult hcg_w_cuGraphHostNodeSetParams(CUgraphNode n, const CUDA_HOST_NODE_PARA
     HCG_DRV_OR_FAIL(d);
     REAL_OR_FAIL(d, cuGraphHostNodeSetParams, real);
     graph_set gs = {0};
-    CUresult r = p ? prepare_graph_set(d, n, p->fn, p->userData, &gs) : CUDA_SUCCESS;
+    CUresult r = p ? prepare_graph_set(d, n, p->fn, p->userData, &gs, RA) : CUDA_SUCCESS;
     if (!p || !gs.c)
         return r != CUDA_SUCCESS ? r : real(n, p);
     CUDA_HOST_NODE_PARAMS q = {hcg_trampoline, gs.c};
@@ -373,7 +377,7 @@ CUresult hcg_w_cuGraphNodeSetParams(CUgraphNode n, CUgraphNodeParams *p)
     if (!p || p->type != CU_GRAPH_NODE_TYPE_HOST)
         return real(n, p);
     graph_set gs;
-    CUresult r = prepare_graph_set(d, n, p->host.fn, p->host.userData, &gs);
+    CUresult r = prepare_graph_set(d, n, p->host.fn, p->host.userData, &gs, RA);
     if (!gs.c)
         return r != CUDA_SUCCESS ? r : real(n, p);
     CUgraphNodeParams q = *p;
@@ -384,12 +388,15 @@ CUresult hcg_w_cuGraphNodeSetParams(CUgraphNode n, CUgraphNodeParams *p)
 
 /* A call for node n of exec e, owned by e's entry once the driver took it
  * (exec_note_set); before: the launch count it was made at. */
-static hcg_call *call_for_exec_set(hcg_api api, CUgraphExec e, CUgraphNode n, CUhostFn fn,
-                                   void *user, CUresult *r, uint64_t *before)
+static hcg_call *call_for_exec_set(hcg_driver *d, hcg_api api, CUgraphExec e, CUgraphNode n,
+                                   CUhostFn fn, void *user, CUresult *r, uint64_t *before,
+                                   uintptr_t ra)
 {
     hcg_call *c = NULL;
-    *r = passive() ? CUDA_SUCCESS : prepare(api, fn, user, &c);
+    *r = passive() ? CUDA_SUCCESS : prepare(api, fn, user, &c, ra);
     if (c) {
+        hcg_call *root = node_root(d, n); /* its runs name the graph it was made in */
+        c->graph = root ? root->graph : 0;
         c->node = (uintptr_t)n;
         *before = exec_launches(e);
     }
@@ -413,8 +420,8 @@ CUresult hcg_w_cuGraphExecHostNodeSetParams(CUgraphExec e, CUgraphNode n,
     REAL_OR_FAIL(d, cuGraphExecHostNodeSetParams, real);
     CUresult r = CUDA_SUCCESS;
     uint64_t before = 0;
-    hcg_call *c = p ? call_for_exec_set(HCG_API_GRAPH_EXEC_SET_PARAMS, e, n, p->fn, p->userData,
-                                        &r, &before)
+    hcg_call *c = p ? call_for_exec_set(d, HCG_API_GRAPH_EXEC_SET_PARAMS, e, n, p->fn,
+                                        p->userData, &r, &before, RA)
                     : NULL;
     if (!p || !c)
         return p && r != CUDA_SUCCESS ? r : real(e, n, p);
@@ -430,8 +437,8 @@ CUresult hcg_w_cuGraphExecNodeSetParams(CUgraphExec e, CUgraphNode n, CUgraphNod
         return real(e, n, p);
     CUresult r;
     uint64_t before = 0;
-    hcg_call *c = call_for_exec_set(HCG_API_GRAPH_EXEC_SET_PARAMS, e, n, p->host.fn,
-                                    p->host.userData, &r, &before);
+    hcg_call *c = call_for_exec_set(d, HCG_API_GRAPH_EXEC_SET_PARAMS, e, n, p->host.fn,
+                                    p->host.userData, &r, &before, RA);
     if (!c)
         return r != CUDA_SUCCESS ? r : real(e, n, p);
     CUgraphNodeParams q = *p;

@@ -105,13 +105,14 @@ static inline __attribute__((always_inline)) CUresult launch_call(hcg_driver *d,
                                                                   hcg_call *c)
 {
     /* The call site: the return address alone (a store), or the stack
-     * when --backtrace asks for frames. */
+     * when --backtrace asks for frames, or, in a process with the CUDA
+     * runtime, the program's frame above a return address into it. */
     atomic_store_explicit(&c->caller, a.ra, memory_order_relaxed);
     int captured = 0;
     int rare = atomic_load_explicit(&hcg_g_launch_rare, memory_order_relaxed);
     if (HCG_UNLIKELY(rare)) {
-        if (hcg_g_backtrace)
-            atomic_store_explicit(&c->caller, hcg_callsite_here(), memory_order_relaxed);
+        if (rare & (HCG_LAUNCH_BACKTRACE | HCG_LAUNCH_RUNTIME))
+            atomic_store_explicit(&c->caller, hcg_callsite_rare(a.ra), memory_order_relaxed);
         if ((rare & HCG_LAUNCH_CAPTURE) && (captured = stream_is_capturing(d, a.api, a.stream)))
             adopt_captured(c, a.api, a.stream);
     }
@@ -289,7 +290,10 @@ static CUresult add_callback(hcg_api api, CUstream s, CUstreamCallback cb, void 
     }
     if (!c)
         return real(s, cb, user, flags);
-    atomic_store_explicit(&c->caller, HCG_UNLIKELY(hcg_g_backtrace) ? hcg_callsite_here() : ra,
+    int rare = atomic_load_explicit(&hcg_g_launch_rare, memory_order_relaxed);
+    atomic_store_explicit(&c->caller,
+                          rare & (HCG_LAUNCH_BACKTRACE | HCG_LAUNCH_RUNTIME) ? hcg_callsite_rare(ra)
+                                                                             : ra,
                           memory_order_relaxed);
     struct hcg_pool *pool = c->owner;
     CUresult r = real(s, hcg_stream_cb_trampoline, c, flags);

@@ -4,7 +4,8 @@
  * cuGetProcAddress, looked up through itself, so this is the path CuPy and
  * PyTorch take. Good copies must be exact, bad records refused with
  * cudaErrorInvalidValue, and host functions captured into a graph must
- * survive every replay.
+ * survive every replay. "cudart_hostfn site": slow host functions made
+ * through the runtime from this program's functions (see sites()).
  *
  * Exit 0: passed; 1: failed; 77: no GPU.
  */
@@ -28,13 +29,89 @@
                                #call, cudaGetErrorName(e_));                   \
     } while (0)
 
-int main(void)
+/* ---- "site": run-time findings name the program's functions ------------
+ * Host functions that sleep 5 ms (slow under --slow-ms 1), made through the
+ * runtime from static functions of this program: launched, added as a
+ * stream callback, added as a graph node, captured. Each slow finding must
+ * name the function here that made it, not the runtime's. */
+#define KEEP_FRAME() __asm__ __volatile__("" ::: "memory") /* no tail call */
+
+static void sleep_5ms(void *p)
+{
+    (void)p;
+    usleep(5000);
+}
+
+static void CUDART_CB sleep_5ms_cb(cudaStream_t s, cudaError_t status, void *p)
+{
+    (void)s;
+    (void)status;
+    usleep(5000);
+    (void)p;
+}
+
+static __attribute__((noinline)) void launch_sleeper(cudaStream_t s)
+{
+    RT(cudaLaunchHostFunc(s, sleep_5ms, NULL));
+    KEEP_FRAME();
+}
+
+static __attribute__((noinline)) void add_sleeper_callback(cudaStream_t s)
+{
+    RT(cudaStreamAddCallback(s, sleep_5ms_cb, NULL, 0));
+    KEEP_FRAME();
+}
+
+static __attribute__((noinline)) void add_sleeper_node(cudaGraph_t g)
+{
+    cudaGraphNode_t node;
+    struct cudaHostNodeParams p = {sleep_5ms, NULL};
+    RT(cudaGraphAddHostNode(&node, g, NULL, 0, &p));
+    KEEP_FRAME();
+}
+
+static __attribute__((noinline)) void capture_sleeper(cudaStream_t s)
+{
+    RT(cudaLaunchHostFunc(s, sleep_5ms, NULL));
+    KEEP_FRAME();
+}
+
+static int sites(void)
+{
+    cudaStream_t s;
+    cudaGraph_t g, cap;
+    cudaGraphExec_t ge, gcap;
+    RT(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    launch_sleeper(s);
+    add_sleeper_callback(s);
+    RT(cudaGraphCreate(&g, 0));
+    add_sleeper_node(g);
+    RT(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    capture_sleeper(s);
+    RT(cudaStreamEndCapture(s, &cap));
+    RT(cudaGraphInstantiate(&ge, g, 0));
+    RT(cudaGraphInstantiate(&gcap, cap, 0));
+    RT(cudaGraphLaunch(ge, s));
+    RT(cudaGraphLaunch(gcap, s));
+    RT(cudaStreamSynchronize(s));
+    RT(cudaGraphExecDestroy(ge));
+    RT(cudaGraphExecDestroy(gcap));
+    RT(cudaGraphDestroy(g));
+    RT(cudaGraphDestroy(cap));
+    RT(cudaStreamDestroy(s));
+    printf("cudart hostfn site: %s\n", check_failures ? "FAILED" : "passed");
+    return check_failures ? 1 : 0;
+}
+
+int main(int argc, char **argv)
 {
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
         fprintf(stderr, "SKIP: no CUDA device\n");
         return 77;
     }
+    if (argc > 1 && strcmp(argv[1], "site") == 0)
+        return sites();
     cudaHostFn_t copy = (cudaHostFn_t)dlsym(RTLD_DEFAULT, "hcguard_host_copy");
     int guarded = copy != NULL;
     if (!copy)

@@ -1,0 +1,272 @@
+"""Run-time findings of launches made through a CUDA runtime name the
+program's function, on stderr and as `caller` in the log; each case one
+CTest test (e2e_rtsite_<case>).
+
+  check_rtsite.py --list
+  check_rtsite.py --case NAME --prog hc_rtsite --runtime libcudart.so.99
+                  --preload LIBHCGUARD --fake-dir DIR
+
+hc_rtsite (tests/e2e/hc_rtsite.c) runs under the preloaded library on the
+test driver and calls the stand-in runtime (fake_cudart.c, built as
+libcudart.so.99) from static functions named site_*; every run-time
+finding must name one of those (from the executable's .symtab), never the
+runtime's own functions.
+"""
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+CASES = {}
+PROG = "hc_rtsite"
+
+
+def case(fn):
+    CASES[fn.__name__] = fn
+    return fn
+
+
+class Failed(Exception):
+    pass
+
+
+class Skipped(Exception):
+    pass
+
+
+def expect(cond, what, out=""):
+    if not cond:
+        raise Failed(f"{what}\n--- output ---\n{out[-8000:]}")
+
+
+def run(args, argv, extra):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HCGUARD_")}
+    env["LD_PRELOAD"] = args.preload
+    env["LD_LIBRARY_PATH"] = args.fake_dir
+    env["HCGUARD_SLOW_MS"] = "10000"
+    with tempfile.TemporaryDirectory() as d:
+        log = os.path.join(d, "log.jsonl")
+        env["HCGUARD_LOG"] = log
+        env.update(extra)
+        p = subprocess.run([args.prog] + argv, env=env, capture_output=True, text=True,
+                           timeout=120, errors="replace")
+        records = []
+        if os.path.exists(log):
+            with open(log) as f:
+                records = [json.loads(line) for line in f if line.strip()]
+    out = p.stdout + p.stderr
+    if p.returncode == 77:
+        raise Skipped(p.stdout.strip())
+    scenario = argv[0]
+    expect(p.returncode == 0 and f"rtsite {scenario}: passed" in p.stdout,
+           f"exit status {p.returncode}", out)
+    return p.stderr, records
+
+
+# A summary line of one merged group: count, function, how, where.
+GROUP = re.compile(r"^==hcguard== +(\d+)  (?:\S+ in )?0x[0-9a-f]+ (\S+) \(in [^)]+\), "
+                   r"(enqueued at|host node made at|called from) (\S+) \(in ([^)]+)\)", re.M)
+
+
+def groups(err, how):
+    """{function name: count} of the summary's groups listed with how."""
+    got = {}
+    for count, fn, h, where, obj in GROUP.findall(err):
+        if h != how:
+            continue
+        # a compiler's clone of the function is the function
+        name = re.sub(r"\.(isra|constprop|part)\.\d+$", "", where.split("+")[0])
+        key = name if obj == PROG else f"{name} (in {obj})"
+        got[key] = got.get(key, 0) + int(count)
+    return got
+
+
+def no_runtime(err, records):
+    """The runtime's own code is named nowhere."""
+    expect("(in libcudart" not in err, "the runtime named on stderr", err)
+    for r in records:
+        expect("libcudart" not in r.get("caller", ""), f"the runtime named in the log: {r}", err)
+
+
+def callers(records, event, finding=None):
+    """{function name: count} of the log's callers of event records."""
+    got = {}
+    for r in records:
+        if r.get("event") != event or (finding and r.get("finding") != finding):
+            continue
+        if event == "run" and "caller" not in r:
+            continue
+        m = re.match(r"(\w+)(?:\.\w+\.\d+)?\+0x[0-9a-f]+ \(in (.*)\)$", r.get("caller", ""))
+        key = m.group(1) if m and os.path.basename(m.group(2)) == PROG else r.get("caller")
+        got[key] = got.get(key, 0) + 1
+    return got
+
+
+@case
+def skip(args):
+    err, log = run(args, ["skip", args.runtime], {"HCGUARD_MODE": "audit"})
+    want = {"site_entry_a": 6, "site_entry_b": 4, "site_alloca_small": 4, "site_alloca_big": 4,
+            "site_direct": 2}
+    expect(groups(err, "enqueued at") == want,
+           f"skips by enqueue site: {groups(err, 'enqueued at')}, want {want}", err)
+    expect("bad records reported at enqueue" not in err, "good at enqueue", err)
+    expect(callers(log, "skip") == want, f"the log's skips: {callers(log, 'skip')}", err)
+    expect(re.search(r"^==hcguard==     enqueued at site_entry_b\+0x[0-9a-f]+ \(in hc_rtsite\)$",
+                     err, re.M), "the skip's own message names the site", err)
+    no_runtime(err, log)
+
+
+@case
+def slow(args):
+    err, log = run(args, ["slow", args.runtime], {"HCGUARD_SLOW_MS": "5"})
+    want = {"site_slow_rt": 1, "site_slow_cb": 1, "site_slow_direct": 1}
+    expect(groups(err, "enqueued at") == want, f"slow by site: {groups(err, 'enqueued at')}",
+           err)
+    expect(callers(log, "finding", "slow-host-fn") == want,
+           f"the log's slow findings: {callers(log, 'finding', 'slow-host-fn')}", err)
+    expect(callers(log, "run") == want, f"the log's slow runs: {callers(log, 'run')}", err)
+    no_runtime(err, log)
+
+
+@case
+def cudacall(args):
+    err, log = run(args, ["cudacall", args.runtime], {})
+    expect(re.search(r"^==hcguard==     the host function was enqueued at site_cudacall\+0x"
+                     r"[0-9a-f]+ \(in hc_rtsite\)$", err, re.M), "the finding's site", err)
+    expect(groups(err, "enqueued at") == {"site_cudacall": 1},
+           f"the summary: {groups(err, 'enqueued at')}", err)
+    expect(callers(log, "finding", "cuda-call-in-host-fn") == {"site_cudacall": 1},
+           f"the log: {callers(log, 'finding', 'cuda-call-in-host-fn')}", err)
+    no_runtime(err, log)
+
+
+@case
+def graph(args):
+    err, log = run(args, ["graph", args.runtime], {"HCGUARD_SLOW_MS": "5"})
+    want = {"site_node_direct": 1, "site_node_rt": 1, "site_node_set": 1, "site_node_generic": 1,
+            "site_exec_set": 1, "site_captured": 1}
+    expect(groups(err, "host node made at") == want,
+           f"slow nodes by where they were made: {groups(err, 'host node made at')}", err)
+    expect(callers(log, "finding", "slow-host-fn") == want,
+           f"the log: {callers(log, 'finding', 'slow-host-fn')}", err)
+    expect(re.search(r"^==hcguard==     host node made at site_node_\w+\+0x[0-9a-f]+ "
+                     r"\(in hc_rtsite\)$", err, re.M), "the finding's own message", err)
+    no_runtime(err, log)
+
+
+@case
+def hang(args):
+    err, log = run(args, ["hang", args.runtime], {"HCGUARD_HANG_S": "0.2"})
+    expect(re.search(r"WARNING: hung-host-fn: host function 0x[0-9a-f]+ sleep_500ms", err),
+           "the hung function", err)
+    expect(re.search(r"^==hcguard==     enqueued at site_hang\+0x[0-9a-f]+ \(in hc_rtsite\)$",
+                     err, re.M), "its enqueue site", err)
+    expect(callers(log, "finding", "hung-host-fn") == {"site_hang": 1},
+           f"the log: {callers(log, 'finding', 'hung-host-fn')}", err)
+    no_runtime(err, log)
+
+
+def late_case(args, how):
+    err, log = run(args, ["late", args.runtime] + ([how] if how else []), {"HCGUARD_SLOW_MS": "5"})
+    expect(groups(err, "enqueued at") == {"site_late": 2},
+           f"found after start-up ({how or 'as libcudart'}): {groups(err, 'enqueued at')}", err)
+    no_runtime(err, log)
+
+
+@case
+def late(args):
+    late_case(args, None)
+
+
+@case
+def late_dlsym(args):
+    late_case(args, "dlsym")
+
+
+@case
+def late_gpa(args):
+    late_case(args, "given")
+
+
+@case
+def threads(args):
+    err, log = run(args, ["threads", args.runtime], {"HCGUARD_MODE": "audit"})
+    want = {"site_thread_a": 50, "site_thread_b": 50}
+    expect(groups(err, "enqueued at") == want, f"per thread: {groups(err, 'enqueued at')}", err)
+    expect(callers(log, "skip") == want, f"the log: {callers(log, 'skip')}", err)
+    no_runtime(err, log)
+
+
+@case
+def sizes(args):
+    # A frame of another size every launch: a new slot each time. The first
+    # ones are learned and named; once 64 unwinds for the runtime's return
+    # address taught nothing that could be kept, the rest name the runtime's
+    # launcher (the documented limit), never another function.
+    n = 100
+    err, log = run(args, ["sizes", args.runtime, str(n)], {"HCGUARD_MODE": "audit"})
+    got = groups(err, "enqueued at")
+    named = got.get("site_sizes", 0)
+    rest = {k: v for k, v in got.items() if k != "site_sizes"}
+    expect(named >= 64, f"at least 64 named by the program's function: {got}", err)
+    expect(all(re.fullmatch(r"launcher \(in libcudart\.so\.99\)", k) for k in rest),
+           f"the others name the runtime's launcher: {got}", err)
+    expect(named + sum(rest.values()) == n, f"{n} skips: {got}", err)
+
+
+@case
+def unwinds(args):
+    # The stack is unwound once per path through the runtime and call site
+    # (and per thread), not at every launch: 18 launches through the
+    # runtime on 4 paths, then 100 from 2 threads on 2 paths. HCGUARD_DEBUG
+    # says each unwind (and takes the general launch path: named the same).
+    for scenario, launches, most in (("skip", 18, 4), ("threads", 100, 2)):
+        err, log = run(args, [scenario, args.runtime], {"HCGUARD_MODE": "audit",
+                                                         "HCGUARD_DEBUG": "1"})
+        n = len(re.findall(r"call site: stack unwound above 0x[0-9a-f]+ \(in the CUDA "
+                           r"libraries\): the program's frame 0x", err))
+        expect(1 <= n <= most, f"{scenario}: {n} unwinds for {launches} launches, want at "
+               f"most {most}", err)
+        expect(all(k.startswith("site_") for k in groups(err, "enqueued at")),
+               f"{scenario}: named {groups(err, 'enqueued at')}", err)
+        no_runtime(err, log)
+
+
+@case
+def fibers(args):
+    err, log = run(args, ["fibers", args.runtime], {"HCGUARD_MODE": "audit"})
+    want = {"site_fiber": 3, "site_main_stack": 3}
+    expect(groups(err, "enqueued at") == want, f"by stack: {groups(err, 'enqueued at')}", err)
+    expect(callers(log, "skip") == want, f"the log: {callers(log, 'skip')}", err)
+    no_runtime(err, log)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--list", action="store_true")
+    for a in ("--case", "--prog", "--runtime", "--preload", "--fake-dir"):
+        ap.add_argument(a)
+    args = ap.parse_args()
+    if args.list:
+        print("\n".join(CASES))
+        return 0
+    try:
+        CASES[args.case](args)
+    except Failed as e:
+        print(f"e2e_rtsite_{args.case}: FAILED: {e}")
+        return 1
+    except subprocess.TimeoutExpired:
+        print(f"e2e_rtsite_{args.case}: FAILED: the program hung")
+        return 1
+    except Skipped as e:
+        print(e)
+        return 77
+    print(f"e2e_rtsite_{args.case}: passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,536 @@
+/*
+ * Run-time findings of launches made through a CUDA runtime name the
+ * program's function, not the runtime's: on the test driver, with the
+ * stand-in runtime libcudart.so.99 (fake_cudart.c), loaded with dlopen.
+ * Run by tests/e2e/check_rtsite.py, which checks stderr and the log. Every
+ * program function that makes a call is static and not inlined (named from
+ * the executable's .symtab) and starts with "site_".
+ *
+ *   hc_rtsite skip RT        audit mode: copies through the runtime's
+ *                            three entry points (two and four frames, an
+ *                            alloca of two sizes), alternating, from
+ *                            several program functions and depths, and one
+ *                            launched directly, behind a host function that
+ *                            waits until their record was made bad: each
+ *                            skipped when it runs
+ *   hc_rtsite slow RT        host functions sleeping 20 ms (--slow-ms 5)
+ *                            through the runtime, its stream callback, and
+ *                            directly
+ *   hc_rtsite cudacall RT    a host function that calls the driver,
+ *                            through the runtime
+ *   hc_rtsite graph RT       slow graph host nodes: added directly, added
+ *                            through the runtime, added with cuGraphAddNode,
+ *                            set by set-params on the graph and on its
+ *                            executable graph, and captured from a launch
+ *                            through the runtime
+ *   hc_rtsite hang RT        a host function that runs 500 ms (hung under
+ *                            HCGUARD_HANG_S=0.2), through the runtime
+ *   hc_rtsite late RT [dlsym|given]  a launch first (hcguard starts),
+ *                            then the runtime loaded, finding the driver's
+ *                            entry points as libcudart does (dlsym, then
+ *                            cuGetProcAddress), with dlsym alone, or with
+ *                            cuGetProcAddress alone (given it by the
+ *                            program), then slow host functions through it
+ *   hc_rtsite threads RT     two threads, each launching such copies
+ *                            through another entry point (audit mode)
+ *   hc_rtsite sizes RT N     audit mode: N such copies through the alloca
+ *                            entry point, each with a frame of another size
+ *   hc_rtsite fibers RT      audit mode: such copies from the thread's own
+ *                            stack and a fiber's (ucontext), in turn
+ *
+ * Exit 0 passed, 1 failed, 77 not applicable.
+ */
+#include <cuda.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <ucontext.h>
+
+#include "hcguard.h"
+#include "testutil.h"
+
+#define KEEP_FRAME() __asm__ __volatile__("" ::: "memory") /* no tail call */
+#define SITE static __attribute__((noinline))
+
+typedef CUresult (*launch_fn)(CUstream, CUhostFn, void *);
+typedef CUresult (*launch_n_fn)(CUstream, CUhostFn, void *, size_t);
+typedef CUresult (*add_cb_fn)(CUstream, CUstreamCallback, void *);
+typedef CUresult (*add_node_fn)(CUgraphNode *, CUgraph, CUhostFn, void *);
+
+static struct {
+    launch_fn a, b;
+    launch_n_fn alloca_n;
+    add_cb_fn add_cb;
+    add_node_fn add_node;
+} rt;
+
+static CUstream stream;
+static CUcontext ctx;
+static CUhostFn copy;
+static unsigned char buf[256];
+/* A good record when launched, made bad (overlapping ranges) before it
+ * runs: skipped then, a run-time finding (unlock_bad). */
+static hcguard_copy_record bad = {(uintptr_t)buf, (uintptr_t)(buf + 128), 32};
+static atomic_int gate_open;
+
+/* how: as fcrt_init takes it (0 as libcudart, 1 dlsym, 2 given). */
+static void load_runtime(const char *path, int how)
+{
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    REQUIRE(h != NULL);
+    int (*init)(int, void *) = (int (*)(int, void *))dlsym(h, "fcrt_init");
+    REQUIRE(init != NULL && init(how, (void *)cuGetProcAddress_v2) == 0);
+    rt.a = (launch_fn)dlsym(h, "fcrt_launch_a");
+    rt.b = (launch_fn)dlsym(h, "fcrt_launch_b");
+    rt.alloca_n = (launch_n_fn)dlsym(h, "fcrt_launch_alloca");
+    rt.add_cb = (add_cb_fn)dlsym(h, "fcrt_add_callback");
+    rt.add_node = (add_node_fn)dlsym(h, "fcrt_graph_add_host_node");
+    REQUIRE(rt.a && rt.b && rt.alloca_n && rt.add_cb && rt.add_node);
+}
+
+static void begin(const char *runtime)
+{
+    load_runtime(runtime, 0);
+    stream = test_context();
+    REQUIRE_OK(cuCtxGetCurrent(&ctx));
+    copy = (CUhostFn)dlsym(RTLD_DEFAULT, "hcguard_host_copy");
+    if (!copy) {
+        fprintf(stderr, "SKIP: hcguard is not preloaded\n");
+        exit(77);
+    }
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {0, ms * 1000000L};
+    while (nanosleep(&ts, &ts) != 0)
+        ;
+}
+
+static void sleep_20ms(void *p)
+{
+    (void)p;
+    sleep_ms(20);
+}
+
+static void CUDA_CB sleep_20ms_cb(CUstream s, CUresult status, void *p)
+{
+    (void)s;
+    (void)status;
+    (void)p;
+    sleep_ms(20);
+}
+
+/* Holds the stream until unlock_bad: the copies behind it run after their
+ * record was rewritten. */
+static void gate(void *p)
+{
+    (void)p;
+    while (!atomic_load(&gate_open))
+        sleep_ms(1);
+}
+
+static void lock_stream(void)
+{
+    REQUIRE_OK(cuLaunchHostFunc(stream, gate, NULL));
+}
+
+static void unlock_bad(void)
+{
+    bad.src = bad.dst + 8;
+    atomic_store(&gate_open, 1);
+    REQUIRE_OK(cuStreamSynchronize(stream));
+}
+
+static CUresult got_query = CUDA_SUCCESS;
+static void calls_query(void *p)
+{
+    (void)p;
+    got_query = cuStreamQuery(stream);
+}
+
+/* ---- skip ---------------------------------------------------------------- */
+SITE void site_entry_a(void)
+{
+    CHECK(rt.a(stream, copy, &bad) == CUDA_SUCCESS);
+    KEEP_FRAME();
+}
+
+SITE void site_entry_b(void)
+{
+    CHECK(rt.b(stream, copy, &bad) == CUDA_SUCCESS);
+    KEEP_FRAME();
+}
+
+SITE void site_alloca_small(void)
+{
+    CHECK(rt.alloca_n(stream, copy, &bad, 24) == CUDA_SUCCESS);
+    KEEP_FRAME();
+}
+
+SITE void site_alloca_big(void)
+{
+    CHECK(rt.alloca_n(stream, copy, &bad, 3000) == CUDA_SUCCESS);
+    KEEP_FRAME();
+}
+
+SITE void site_direct(void)
+{
+    CHECK(cuLaunchHostFunc(stream, copy, &bad) == CUDA_SUCCESS);
+    KEEP_FRAME();
+}
+
+/* site_entry_a again from depth more frames down the stack. */
+SITE void deep_then_a(int depth)
+{
+    char pad[200];
+    __asm__ __volatile__("" ::"r"(pad) : "memory");
+    if (depth > 0)
+        deep_then_a(depth - 1);
+    else
+        site_entry_a();
+    KEEP_FRAME();
+}
+
+static void s_skip(int argc, char **argv)
+{
+    (void)argc;
+    begin(argv[0]);
+    lock_stream();
+    /* Each order once, so that every path meets every other's learning:
+     * a short path after a long one and the other way round. */
+    for (int round = 0; round < 2; round++) {
+        site_entry_a();
+        site_entry_b();
+        site_alloca_small();
+        site_alloca_big();
+        site_entry_b();
+        site_alloca_big();
+        site_entry_a();
+        site_alloca_small();
+        site_direct();
+        deep_then_a(3);
+    }
+    unlock_bad();
+}
+
+/* ---- slow ---------------------------------------------------------------- */
+SITE void site_slow_rt(void)
+{
+    REQUIRE_OK(rt.b(stream, sleep_20ms, NULL));
+    KEEP_FRAME();
+}
+
+SITE void site_slow_cb(void)
+{
+    REQUIRE_OK(rt.add_cb(stream, sleep_20ms_cb, NULL));
+    KEEP_FRAME();
+}
+
+SITE void site_slow_direct(void)
+{
+    REQUIRE_OK(cuLaunchHostFunc(stream, sleep_20ms, NULL));
+    KEEP_FRAME();
+}
+
+static void s_slow(int argc, char **argv)
+{
+    (void)argc;
+    begin(argv[0]);
+    site_slow_rt();
+    site_slow_cb();
+    site_slow_direct();
+    REQUIRE_OK(cuStreamSynchronize(stream));
+}
+
+/* ---- cudacall ------------------------------------------------------------ */
+SITE void site_cudacall(void)
+{
+    REQUIRE_OK(rt.alloca_n(stream, calls_query, NULL, 100));
+    KEEP_FRAME();
+}
+
+static void s_cudacall(int argc, char **argv)
+{
+    (void)argc;
+    begin(argv[0]);
+    site_cudacall();
+    REQUIRE_OK(cuStreamSynchronize(stream));
+    CHECK(got_query == CUDA_ERROR_NOT_PERMITTED);
+}
+
+/* ---- graph --------------------------------------------------------------- */
+SITE void site_node_direct(CUgraph g)
+{
+    CUDA_HOST_NODE_PARAMS p = {sleep_20ms, NULL};
+    CUgraphNode n;
+    REQUIRE_OK(cuGraphAddHostNode(&n, g, NULL, 0, &p));
+    KEEP_FRAME();
+}
+
+SITE void site_node_rt(CUgraph g)
+{
+    CUgraphNode n;
+    REQUIRE_OK(rt.add_node(&n, g, sleep_20ms, NULL));
+    KEEP_FRAME();
+}
+
+static void noop(void *p)
+{
+    (void)p;
+}
+
+/* A node made with a quick function, then set to a slow one here. */
+SITE void site_node_set(CUgraphNode n)
+{
+    CUDA_HOST_NODE_PARAMS p = {sleep_20ms, NULL};
+    REQUIRE_OK(cuGraphHostNodeSetParams(n, &p));
+    KEEP_FRAME();
+}
+
+/* cuGraphAddNode with host parameters. */
+SITE void site_node_generic(CUgraph g)
+{
+    CUgraphNodeParams np;
+    memset(&np, 0, sizeof np);
+    np.type = CU_GRAPH_NODE_TYPE_HOST;
+    np.host.fn = sleep_20ms;
+    CUgraphNode n;
+    REQUIRE_OK(cuGraphAddNode(&n, g, NULL, NULL, 0, &np));
+    KEEP_FRAME();
+}
+
+/* A node of an executable graph set to a slow function here. */
+SITE void site_exec_set(CUgraphExec e, CUgraphNode n)
+{
+    CUDA_HOST_NODE_PARAMS p = {sleep_20ms, NULL};
+    REQUIRE_OK(cuGraphExecHostNodeSetParams(e, n, &p));
+    KEEP_FRAME();
+}
+
+SITE void site_captured(CUstream s)
+{
+    REQUIRE_OK(rt.a(s, sleep_20ms, &buf));
+    KEEP_FRAME();
+}
+
+static void s_graph(int argc, char **argv)
+{
+    (void)argc;
+    begin(argv[0]);
+    CUgraph g, cap;
+    REQUIRE_OK(cuGraphCreate(&g, 0));
+    site_node_direct(g);
+    site_node_rt(g);
+    CUDA_HOST_NODE_PARAMS quick = {noop, NULL};
+    CUgraphNode n, n2;
+    REQUIRE_OK(cuGraphAddHostNode(&n, g, NULL, 0, &quick));
+    REQUIRE_OK(cuGraphAddHostNode(&n2, g, NULL, 0, &quick));
+    site_node_set(n);
+    site_node_generic(g);
+    REQUIRE_OK(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    site_captured(stream);
+    REQUIRE_OK(cuStreamEndCapture(stream, &cap));
+    CUgraphExec e, ecap;
+    REQUIRE_OK(cuGraphInstantiate(&e, g, 0));
+    REQUIRE_OK(cuGraphInstantiate(&ecap, cap, 0));
+    site_exec_set(e, n2);
+    REQUIRE_OK(cuGraphLaunch(e, stream));
+    REQUIRE_OK(cuGraphLaunch(ecap, stream));
+    REQUIRE_OK(cuStreamSynchronize(stream));
+    REQUIRE_OK(cuGraphExecDestroy(e));
+    REQUIRE_OK(cuGraphExecDestroy(ecap));
+    REQUIRE_OK(cuGraphDestroy(g));
+    REQUIRE_OK(cuGraphDestroy(cap));
+    /* The nodes' calls are freed by user objects' destructors, which run
+     * asynchronously on a driver thread: wait for them (no leak at exit). */
+    cuCtxSynchronize();
+    test_stats_fn get = (test_stats_fn)dlsym(RTLD_DEFAULT, "hcguard_get_stats");
+    for (int i = 0; i < 400 && test_stats(get).graph_calls_live; i++)
+        sleep_ms(5);
+    CHECK_EQ(test_stats(get).graph_calls_live, 0);
+}
+
+/* ---- hang ---------------------------------------------------------------- */
+static void sleep_500ms(void *p)
+{
+    (void)p;
+    sleep_ms(500);
+}
+
+SITE void site_hang(void)
+{
+    REQUIRE_OK(rt.alloca_n(stream, sleep_500ms, NULL, 40));
+    KEEP_FRAME();
+}
+
+static void s_hang(int argc, char **argv)
+{
+    (void)argc;
+    begin(argv[0]);
+    site_hang();
+    REQUIRE_OK(cuStreamSynchronize(stream));
+}
+
+/* ---- late ---------------------------------------------------------------- */
+SITE void site_late(void)
+{
+    REQUIRE_OK(rt.a(stream, sleep_20ms, NULL));
+    KEEP_FRAME();
+}
+
+static void s_late(int argc, char **argv)
+{
+    stream = test_context();
+    REQUIRE_OK(cuLaunchHostFunc(stream, noop, NULL)); /* hcguard starts */
+    REQUIRE_OK(cuStreamSynchronize(stream));
+    int how = argc < 2 ? 0 : strcmp(argv[1], "dlsym") == 0 ? 1 : strcmp(argv[1], "given") == 0 ? 2 : -1;
+    REQUIRE(how >= 0);
+    load_runtime(argv[0], how);
+    site_late();
+    site_late();
+    REQUIRE_OK(cuStreamSynchronize(stream));
+}
+
+/* ---- threads ------------------------------------------------------------- */
+enum { PER_THREAD = 50 };
+
+SITE void site_thread_a(void)
+{
+    for (int i = 0; i < PER_THREAD; i++)
+        CHECK(rt.a(stream, copy, &bad) == CUDA_SUCCESS);
+    KEEP_FRAME();
+}
+
+SITE void site_thread_b(void)
+{
+    for (int i = 0; i < PER_THREAD; i++)
+        CHECK(rt.b(stream, copy, &bad) == CUDA_SUCCESS);
+    KEEP_FRAME();
+}
+
+static void *thread_main(void *arg)
+{
+    REQUIRE_OK(cuCtxSetCurrent(ctx));
+    if (arg)
+        site_thread_a();
+    else
+        site_thread_b();
+    return NULL;
+}
+
+static void s_threads(int argc, char **argv)
+{
+    (void)argc;
+    begin(argv[0]);
+    lock_stream();
+    pthread_t t[2];
+    REQUIRE(pthread_create(&t[0], NULL, thread_main, (void *)1) == 0);
+    REQUIRE(pthread_create(&t[1], NULL, thread_main, NULL) == 0);
+    pthread_join(t[0], NULL);
+    pthread_join(t[1], NULL);
+    unlock_bad();
+}
+
+/* ---- fibers -------------------------------------------------------------- */
+/* A thread that launches from two stacks in turn: its own and a fiber's
+ * (malloc'd, ucontext), where what was learned on one does not hold.
+ * Not under ThreadSanitizer, which does not follow swapcontext without
+ * annotations. */
+#ifdef __SANITIZE_THREAD__
+static void s_fibers(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    printf("SKIP: ThreadSanitizer does not follow swapcontext without annotations\n");
+    exit(77);
+}
+#else
+static ucontext_t main_uc, fiber_uc;
+
+SITE void site_fiber(void)
+{
+    CHECK(rt.b(stream, copy, &bad) == CUDA_SUCCESS);
+    KEEP_FRAME();
+}
+
+SITE void site_main_stack(void)
+{
+    CHECK(rt.b(stream, copy, &bad) == CUDA_SUCCESS);
+    KEEP_FRAME();
+}
+
+static void fiber_main(void)
+{
+    for (int i = 0; i < 3; i++) {
+        site_fiber();
+        swapcontext(&fiber_uc, &main_uc);
+    }
+}
+
+static void s_fibers(int argc, char **argv)
+{
+    (void)argc;
+    begin(argv[0]);
+    lock_stream();
+    enum { STACK = 256 << 10 };
+    void *stack = malloc(STACK);
+    REQUIRE(stack != NULL && getcontext(&fiber_uc) == 0);
+    fiber_uc.uc_stack.ss_sp = stack;
+    fiber_uc.uc_stack.ss_size = STACK;
+    fiber_uc.uc_link = &main_uc;
+    makecontext(&fiber_uc, fiber_main, 0);
+    for (int i = 0; i < 3; i++) {
+        site_main_stack();
+        REQUIRE(swapcontext(&main_uc, &fiber_uc) == 0);
+    }
+    unlock_bad();
+    free(stack);
+}
+#endif
+
+/* ---- sizes --------------------------------------------------------------- */
+SITE void site_sizes(long n)
+{
+    for (long i = 0; i < n; i++)
+        CHECK(rt.alloca_n(stream, copy, &bad, (size_t)(16 + 16 * i)) == CUDA_SUCCESS);
+    KEEP_FRAME();
+}
+
+static void s_sizes(int argc, char **argv)
+{
+    (void)argc;
+    begin(argv[0]);
+    lock_stream();
+    site_sizes(atol(argv[1]));
+    unlock_bad();
+}
+
+static void teardown(void)
+{
+    if (stream)
+        REQUIRE_OK(cuStreamSynchronize(stream));
+}
+
+static const check_scenario scenarios[] = {
+    CHECK_SCENARIO_ARGS("skip", s_skip, 1, 1, "RT"),
+    CHECK_SCENARIO_ARGS("slow", s_slow, 1, 1, "RT"),
+    CHECK_SCENARIO_ARGS("cudacall", s_cudacall, 1, 1, "RT"),
+    CHECK_SCENARIO_ARGS("graph", s_graph, 1, 1, "RT"),
+    CHECK_SCENARIO_ARGS("hang", s_hang, 1, 1, "RT"),
+    CHECK_SCENARIO_ARGS("late", s_late, 1, 2, "RT [dlsym|given]"),
+    CHECK_SCENARIO_ARGS("threads", s_threads, 1, 1, "RT"),
+    CHECK_SCENARIO_ARGS("sizes", s_sizes, 2, 2, "RT N"),
+    CHECK_SCENARIO_ARGS("fibers", s_fibers, 1, 1, "RT"),
+};
+
+int main(int argc, char **argv)
+{
+    return check_scenario_main("hc_rtsite", "rtsite %s", CHECK_CASES(scenarios), argc, argv,
+                               NULL, teardown);
+}
