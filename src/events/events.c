@@ -352,6 +352,10 @@ static void flush_files(void)
 
 static void to_ns(hcg_event *e, const hcg_clock_ref_t *ref)
 {
+    if (HCG_UNLIKELY(!e->t_enqueue && e->kind != HCG_EV_REJECT)) { /* a launch not stamped */
+        e->t_enqueue = e->t_start;
+        e->flags |= HCG_EVF_NO_STAMP;
+    }
     e->t_enqueue = hcg_ticks_to_ns(ref, e->t_enqueue);
     if (e->kind != HCG_EV_REJECT) {
         e->t_start = hcg_ticks_to_ns(ref, e->t_start);

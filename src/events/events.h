@@ -16,6 +16,12 @@
 #define HCG_EVF_HAVE_RECORD 0x02
 /* A rejection in audit mode: the launch went through. */
 #define HCG_EVF_PASSED 0x04
+/* A run whose launch took no enqueue time stamp (sampled: 1 launch in
+ * HCG_STAMP_EVERY when no output needs each one): drained with its
+ * t_enqueue set to its t_start, so that no wait is made up; the summary's
+ * queue wait leaves it out. */
+#define HCG_EVF_NO_STAMP 0x08
+#define HCG_STAMP_EVERY 16
 
 typedef struct hcg_event {
     uint8_t kind;   /* hcg_evkind */

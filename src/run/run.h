@@ -97,6 +97,9 @@ typedef struct hcg_pool {
      * may still make before it looks again, and launches given up on. */
     _Atomic uint64_t captured, flow_forgiven;
     int64_t credit;
+    /* Ordinary launches until the next one takes its enqueue time stamp
+     * (hcg_launch_stamp). */
+    int32_t stamp_left;
     _Alignas(64) _Atomic(hcg_call *) returned;
     atomic_int owned;
     struct hcg_pool *next;          /* all pools; the list only grows */
@@ -172,6 +175,22 @@ static inline void hcg_call_nvtx(hcg_call *c)
 {
     if (HCG_UNLIKELY(hcg_nvtx_on))
         c->nvtx_name = hcg_nvtx_name((uintptr_t)c->fn);
+}
+
+/* Which ordinary launches take an enqueue time stamp: 1 in
+ * HCG_STAMP_EVERY, or every one (1) when an output needs each (the log,
+ * the trace, NVTX ranges). Set at start-up (hcg_trampoline_init). */
+extern uint32_t hcg_g_stamp_every;
+/* The enqueue time stamp of an ordinary launch from p: hcg_ticks() on
+ * each hcg_g_stamp_every-th of the thread's launches, else 0 ("no stamp":
+ * its event has no queue wait, src/events). Copies stamp every launch
+ * (the verdict's age needs it). */
+static inline uint64_t hcg_launch_stamp(hcg_pool *p)
+{
+    if (HCG_LIKELY(--p->stamp_left > 0))
+        return 0;
+    p->stamp_left = (int32_t)hcg_g_stamp_every;
+    return hcg_ticks();
 }
 
 /* An owner-only counter others read: a plain add, no locked instruction. */

@@ -283,9 +283,16 @@ static double ns_per_tick_at_most(void)
     return 1.0;
 }
 
+uint32_t hcg_g_stamp_every = 1;
+
 void hcg_trampoline_init(void)
 {
     const hcg_config *cfg = hcg_config_get();
+    /* The log's t_enqueue_ns, the trace's enqueue slices and flows and
+     * the NVTX ranges need every launch's stamp; the summary's queue wait
+     * alone does with a sample. */
+    int every = cfg->log_path[0] || cfg->trace_path[0] || cfg->nvtx;
+    hcg_g_stamp_every = every ? 1 : HCG_STAMP_EVERY;
     hcg_events_on_running(running_site);
     if (cfg->slow_ms > 0 && HCG_FINDING_ON(cfg, HCG_FIND_SLOW))
         atomic_store(&hcg_slow_ticks,

@@ -200,8 +200,9 @@ static inline __attribute__((always_inline)) CUresult launch_copy(hcg_driver *d,
 
 /* The launch path, inline in each wrapper. An ordinary host function
  * launched again costs loads and compares: its kind from this thread's
- * last answer, one time stamp, the call from the thread's own free list,
- * two counts in the thread's own pool. */
+ * last answer, a time stamp on 1 launch in HCG_STAMP_EVERY (each one when
+ * an output needs it: hcg_launch_stamp), the call from the thread's own
+ * free list, a count in the thread's own pool. */
 static inline __attribute__((always_inline)) CUresult launch(launch_args a)
 {
     hcg_driver *d = hcg_driver_get();
@@ -227,7 +228,8 @@ static inline __attribute__((always_inline)) CUresult launch(launch_args a)
     hcg_call *c = hcg_call_alloc();
     if (HCG_UNLIKELY(!c))
         return call_real(a, a.fn, a.user); /* out of memory: unmeasured */
-    hcg_call_init(c, a.api, a.stream, a.fn, a.user, kind, HCGUARD_OK, 0, hcg_ticks());
+    hcg_call_init(c, a.api, a.stream, a.fn, a.user, kind, HCGUARD_OK, 0,
+                  hcg_launch_stamp(c->owner));
     atomic_store_explicit(&c->caller, a.ra, memory_order_relaxed);
     return launch_call(d, a, c);
 }
