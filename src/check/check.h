@@ -175,8 +175,10 @@ int hcg_copy_split(void *dst, const void *src, size_t n, unsigned threads, hcg_f
  * says. */
 static inline int hcg_copy_run(void *dst, const void *src, size_t n, hcg_fault_info *out)
 {
+    if (HCG_LIKELY(n < 2 * HCG_COPY_PART_MIN)) /* never split: no setting to read */
+        return hcg_fault_copy(dst, src, n, out);
     unsigned threads = hcg_config_get()->copy_threads;
-    if (HCG_LIKELY(threads <= 1 || n < 2 * HCG_COPY_PART_MIN))
+    if (threads <= 1)
         return hcg_fault_copy(dst, src, n, out);
     return hcg_copy_split(dst, src, n, threads, out);
 }

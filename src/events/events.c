@@ -89,10 +89,9 @@ void hcg_event_link_seq(uint64_t s)
     hcg_self.linked_seq = s;
 }
 
-uint32_t hcg_gettid(void)
+uint32_t hcg_gettid_slow(void)
 {
-    if (HCG_UNLIKELY(hcg_self.tid == 0))
-        hcg_self.tid = (uint32_t)syscall(SYS_gettid);
+    hcg_self.tid = (uint32_t)syscall(SYS_gettid);
     return hcg_self.tid;
 }
 
@@ -593,6 +592,14 @@ void hcg_event_running(const hcg_event *run, const void *tag, uint64_t since)
     atomic_store_explicit(&r->run_seq, run->seq, memory_order_relaxed);
     atomic_store_explicit(&r->run_stream, run->stream, memory_order_relaxed);
     atomic_store_explicit(&r->run_since, since, memory_order_release);
+}
+
+void hcg_event_push_ran(const hcg_event *run)
+{
+    ring *r = hcg_self.ring;
+    if (HCG_LIKELY(r)) /* made by hcg_event_running when the run began */
+        atomic_store_explicit(&r->run_since, 0, memory_order_release);
+    hcg_event_push(run);
 }
 
 uint64_t hcg_event_running_seq(void)
