@@ -13,9 +13,18 @@
  *           validated at enqueue under hcguard
  *   thunk   cuCtxGetCurrent, a driver call hcguard does not wrap: under
  *           hcguard the linked one is its exported thunk
+ *   cb_plain, cb_copy  the same ordinary host function, and
+ *           hcguard_host_copy with an 8-byte record, counted where they
+ *           run: on the driver's callback thread, launched through the
+ *           driver's entry point (the function alone) or the linked one
+ *           (hcguard's trampoline around it: its time stamps, the copy's
+ *           re-check and hcguard's own copy of the 8 bytes, the event, the
+ *           call given back)
  *
  * Collection is switched on (CALLGRIND_TOGGLE_COLLECT) around each batch
- * of CALLS calls on this thread only, and each batch is dumped with a
+ * of CALLS calls on this thread only (for cb_*: by host functions
+ * launched through the driver's own entry point before and after the
+ * batch, on the callback thread only), and each batch is dumped with a
  * label "<figure> <way> <batch>" (CALLGRIND_DUMP_STATS_AT); the script
  * reads the dumps. Threads never collect unless they toggle, so the
  * driver's callback thread and hcguard's collector count nothing.
@@ -52,7 +61,7 @@
  * driver's entry points to their legacy versions). */
 void *hcg_dynsym(const char *object, const char *name, const char *version);
 
-enum { CALLS = 50 };
+enum { CALLS = 64 }; /* a multiple of the 1-in-16 stamp and the 32-call give-back */
 
 #define DRV(call)                                                              \
     do {                                                                       \
@@ -118,9 +127,19 @@ typedef struct figure {
     const char *name;
     CUhostFn fn; /* NULL: the thunk figure (cuCtxGetCurrent) */
     void *user;
+    int on_callback_thread; /* counted where the host functions run */
 } figure;
 
+/* Run on the callback thread, launched through the driver's own entry
+ * point: collection there on, then off again. */
+static void toggle_collect(void *p)
+{
+    (void)p;
+    CALLGRIND_TOGGLE_COLLECT;
+}
+
 static CUstream stream;
+static launch_fn real_launch;
 
 static void one_call(const figure *f, const way *w)
 {
@@ -131,11 +150,31 @@ static void one_call(const figure *f, const way *w)
         DRV(w->ctx_get(&c));
 }
 
+/* A batch counted on the callback thread: held while it is enqueued, so
+ * that the CALLS host functions then run back to back between the two
+ * toggles, with no wait for work between them. */
+static void counted_cb_batch(const figure *f, const way *w)
+{
+    hold_stream(real_launch, stream);
+    DRV(real_launch(stream, toggle_collect, NULL));
+    for (int i = 0; i < CALLS; i++)
+        DRV(w->launch(stream, f->fn, f->user));
+    DRV(real_launch(stream, toggle_collect, NULL));
+    pipe_put(gate_pipe[1]);
+    DRV(cuStreamSynchronize(stream));
+}
+
 /* One counted batch, dumped as "<figure> <way> <batch>". The loop is the
  * same code for both ways, so what it costs itself cancels out. */
 static void counted_batch(const figure *f, const way *w, int batch)
 {
     char label[64];
+    if (f->on_callback_thread) {
+        counted_cb_batch(f, w);
+        snprintf(label, sizeof label, "%s %s %d", f->name, w->name, batch);
+        CALLGRIND_DUMP_STATS_AT(label);
+        return;
+    }
     if (f->fn)
         hold_stream(w->launch, stream);
     one_call(f, w); /* warm: caches filled */
@@ -173,7 +212,7 @@ int main(int argc, char **argv)
     DRV(cuCtxSetCurrent(ctx));
     DRV(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
 
-    launch_fn real_launch = (launch_fn)hcg_dynsym("libcuda.so", "cuLaunchHostFunc", NULL);
+    real_launch = (launch_fn)hcg_dynsym("libcuda.so", "cuLaunchHostFunc", NULL);
     ctx_get_fn real_ctx = (ctx_get_fn)hcg_dynsym("libcuda.so", "cuCtxGetCurrent", NULL);
     CUhostFn hcg_copy = (CUhostFn)dlsym(RTLD_DEFAULT, "hcguard_host_copy");
     if (!real_launch || !real_ctx) {
@@ -192,12 +231,15 @@ int main(int argc, char **argv)
     /* Packed by hand: hcguard's own functions are the preloaded library's
      * alone (the core archive linked here is for hcg_dynsym). */
     static unsigned char a[64], b[64];
-    static hcguard_copy_record rec;
+    static hcguard_copy_record rec, rec8;
     rec = (hcguard_copy_record){(uintptr_t)a, (uintptr_t)b, sizeof a};
+    rec8 = (hcguard_copy_record){(uintptr_t)a, (uintptr_t)b, 8};
     const figure figs[] = {
-        {"plain", noop, NULL},
-        {"copy", hcg_copy, &rec},
-        {"thunk", NULL, NULL},
+        {"plain", noop, NULL, 0},
+        {"copy", hcg_copy, &rec, 0},
+        {"thunk", NULL, NULL, 0},
+        {"cb_plain", noop, NULL, 1},
+        {"cb_copy", hcg_copy, &rec8, 1},
     };
     const way ways[2] = {{"driver", real_launch, real_ctx},
                          {"linked", cuLaunchHostFunc, cuCtxGetCurrent}};

@@ -49,7 +49,7 @@ static inline uint64_t hcg_oracle_gen(void)
 typedef struct hcg_rc_entry {
     const void *rec;
     hcguard_copy_record r;
-    uint64_t gen, t, ttl; /* t, ttl: hcg_ticks() */
+    uint64_t gen, until; /* until: hcg_ticks() when it expires */
 } hcg_rc_entry;
 typedef struct hcg_rc_cache {
     hcg_rc_entry hot;
@@ -61,10 +61,27 @@ extern _Thread_local hcg_rc_cache hcg_t_rc
 static inline int hcg_rc_holds(const hcg_rc_entry *e, const void *rec,
                                const hcguard_copy_record *r, uint64_t t, uint64_t gen)
 {
-    return e->rec == rec && e->gen == gen && t - e->t <= e->ttl && e->r.dst == r->dst &&
+    return e->rec == rec && e->gen == gen && t <= e->until && e->r.dst == r->dst &&
            e->r.src == r->src && e->r.nbytes == r->nbytes;
 }
 int hcg_oracle_recent_slow(const void *rec, const hcguard_copy_record *r, uint64_t t);
+/* The launch's fast path, in two steps around its read of the record: is
+ * rec (not NULL) the record of this thread's last verdict? (There is one
+ * only once the fault handler is installed, so the contained read may
+ * follow.) Then: does that verdict hold for the contents *r just read, at
+ * time t and generation gen (read before *r was)? */
+static inline int hcg_oracle_hot(const void *rec)
+{
+    return hcg_t_rc.hot.rec == rec && rec != NULL;
+}
+static inline int hcg_oracle_holds_hot(const hcguard_copy_record *r, uint64_t t, uint64_t gen)
+{
+    const hcg_rc_entry *e = &hcg_t_rc.hot;
+    /* One test of all the words, not a branch each. */
+    uint64_t differ = (e->gen ^ gen) | (e->r.dst ^ r->dst) | (e->r.src ^ r->src) |
+                      (e->r.nbytes ^ r->nbytes);
+    return (differ == 0) & (t <= e->until);
+}
 /* 1 if the record at rec, whose contents are *r (read by the caller), was
  * found good by this thread lately (at most RC_TTL_NS, src/check/oracle.c,
  * before t, a hcg_ticks() time stamp) with the same contents, and the
@@ -169,8 +186,10 @@ int hcg_copy_split(void *dst, const void *src, size_t n, unsigned threads, hcg_f
  * says. */
 static inline int hcg_copy_run(void *dst, const void *src, size_t n, hcg_fault_info *out)
 {
+    if (HCG_LIKELY(n < 2 * HCG_COPY_PART_MIN)) /* never split: no setting to read */
+        return hcg_fault_copy(dst, src, n, out);
     unsigned threads = hcg_config_get()->copy_threads;
-    if (HCG_LIKELY(threads <= 1 || n < 2 * HCG_COPY_PART_MIN))
+    if (threads <= 1)
         return hcg_fault_copy(dst, src, n, out);
     return hcg_copy_split(dst, src, n, threads, out);
 }
@@ -306,6 +325,7 @@ void hcg_callsite_init(void);
 #define HCG_LAUNCH_CAPTURE 1
 #define HCG_LAUNCH_BACKTRACE 2
 #define HCG_LAUNCH_RUNTIME 4
+#define HCG_LAUNCH_NVTX 8 /* NVTX ranges: each call its function's name */
 extern atomic_int hcg_g_launch_rare;
 /* The site of a launch whose wrapper returns to ra: ra itself when that is
  * the program's code; when it is in the CUDA runtime or driver, the

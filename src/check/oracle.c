@@ -198,13 +198,23 @@ static hcg_rc_entry *rc_find(const void *rec)
     return NULL;
 }
 
+/* e is looked at first next time. The launch's fast path reads the record
+ * it names fault-contained before it asks anything else (hcg_oracle_hot),
+ * so an entry becomes hot only once the fault handler is installed (it is
+ * never removed). */
+static void rc_make_hot(const hcg_rc_entry *e)
+{
+    if (hcg_fault_ready())
+        hcg_t_rc.hot = *e;
+}
+
 /* Not the entry looked at first (hcg_oracle_recent): the others. */
 int hcg_oracle_recent_slow(const void *rec, const hcguard_copy_record *r, uint64_t t)
 {
     const hcg_rc_entry *e = rec ? rc_find(rec) : NULL;
     if (!e || !hcg_rc_holds(e, rec, r, t, hcg_oracle_gen()))
         return 0;
-    hcg_t_rc.hot = *e; /* looked at first next time */
+    rc_make_hot(e);
     return 1;
 }
 
@@ -228,9 +238,9 @@ void hcg_oracle_remember(const void *rec, const hcguard_copy_record *r, uint64_t
     e->rec = rec;
     e->r = *r;
     e->gen = gen;
-    e->t = t;
-    e->ttl = rc_ttl_ticks();
-    hcg_t_rc.hot = *e;
+    uint64_t ttl = rc_ttl_ticks();
+    e->until = t <= UINT64_MAX - ttl ? t + ttl : UINT64_MAX;
+    rc_make_hot(e);
 }
 
 /* ---- PROCMAP_QUERY ------------------------------------------------------ */

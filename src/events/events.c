@@ -89,10 +89,9 @@ void hcg_event_link_seq(uint64_t s)
     hcg_self.linked_seq = s;
 }
 
-uint32_t hcg_gettid(void)
+uint32_t hcg_gettid_slow(void)
 {
-    if (HCG_UNLIKELY(hcg_self.tid == 0))
-        hcg_self.tid = (uint32_t)syscall(SYS_gettid);
+    hcg_self.tid = (uint32_t)syscall(SYS_gettid);
     return hcg_self.tid;
 }
 
@@ -352,6 +351,10 @@ static void flush_files(void)
 
 static void to_ns(hcg_event *e, const hcg_clock_ref_t *ref)
 {
+    if (HCG_UNLIKELY(!e->t_enqueue && e->kind != HCG_EV_REJECT)) { /* a launch not stamped */
+        e->t_enqueue = e->t_start;
+        e->flags |= HCG_EVF_NO_STAMP;
+    }
     e->t_enqueue = hcg_ticks_to_ns(ref, e->t_enqueue);
     if (e->kind != HCG_EV_REJECT) {
         e->t_start = hcg_ticks_to_ns(ref, e->t_start);
@@ -589,6 +592,14 @@ void hcg_event_running(const hcg_event *run, const void *tag, uint64_t since)
     atomic_store_explicit(&r->run_seq, run->seq, memory_order_relaxed);
     atomic_store_explicit(&r->run_stream, run->stream, memory_order_relaxed);
     atomic_store_explicit(&r->run_since, since, memory_order_release);
+}
+
+void hcg_event_push_ran(const hcg_event *run)
+{
+    ring *r = hcg_self.ring;
+    if (HCG_LIKELY(r)) /* made by hcg_event_running when the run began */
+        atomic_store_explicit(&r->run_since, 0, memory_order_release);
+    hcg_event_push(run);
 }
 
 uint64_t hcg_event_running_seq(void)

@@ -16,6 +16,12 @@
 #define HCG_EVF_HAVE_RECORD 0x02
 /* A rejection in audit mode: the launch went through. */
 #define HCG_EVF_PASSED 0x04
+/* A run whose launch took no enqueue time stamp (sampled: 1 launch in
+ * HCG_STAMP_EVERY when no output needs each one): drained with its
+ * t_enqueue set to its t_start, so that no wait is made up; the summary's
+ * queue wait leaves it out. */
+#define HCG_EVF_NO_STAMP 0x08
+#define HCG_STAMP_EVERY 16
 
 typedef struct hcg_event {
     uint8_t kind;   /* hcg_evkind */
@@ -90,6 +96,9 @@ uint64_t hcg_event_next_seq(void);
 void hcg_event_running(const hcg_event *run, const void *tag, uint64_t since);
 /* The run layer's: the enqueue site of a running call's tag (set once). */
 void hcg_events_on_running(uintptr_t (*site_of)(const void *tag));
+/* hcg_event_running(NULL, NULL, 0) and hcg_event_push(run) in one call:
+ * the end of a host function's run, its event. */
+void hcg_event_push_ran(const hcg_event *run);
 /* The seq of the run the calling thread is in (0 if none yet). */
 uint64_t hcg_event_running_seq(void);
 /* A host function that ran longer than HCGUARD_SLOW_MS: run (a run event,
@@ -116,7 +125,15 @@ void hcg_events_flush_files(void);
  * (a trylock), so it never waits; async-signal-safe as far as the sinks'
  * formatting (snprintf) is. */
 void hcg_events_flush_from_signal(void);
-uint32_t hcg_gettid(void); /* cached per thread */
+/* The calling thread's id, cached per thread: inline, as every host
+ * function's event takes it. */
+uint32_t hcg_gettid_slow(void);
+static inline uint32_t hcg_gettid(void)
+{
+    if (HCG_LIKELY(hcg_self.tid != 0))
+        return hcg_self.tid;
+    return hcg_gettid_slow();
+}
 
 /* Called by the collector with the sequence number of each stream launch
  * whose event has been drained (flow control, src/run); set once. */

@@ -51,6 +51,7 @@ void hcg_nvtx_init(void)
         return;
     }
     hcg_nvtx_on = 1;
+    atomic_fetch_or(&hcg_g_launch_rare, HCG_LAUNCH_NVTX); /* the launch names its call */
     hcg_debug("NVTX: host functions are ranges in the 'hcguard' domain");
 }
 

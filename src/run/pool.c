@@ -70,6 +70,7 @@ static hcg_pool *acquire_pool(void)
             return NULL; /* more live threads than that: their calls go unmeasured */
         p = &pool_store[i];
         p->index = i;
+        p->seq = (uint64_t)(i + 1) << 44; /* the pool in each number's top bits */
         atomic_store(&p->owned, 1);
         hcg_pool *head = atomic_load(&pools);
         do
@@ -159,6 +160,7 @@ hcg_call *hcg_call_new(hcg_api api, CUstream s, CUhostFn fn, void *user, hcg_fnk
     if (HCG_UNLIKELY(!c))
         return NULL;
     hcg_call_init(c, api, s, fn, user, kind, why, wrapped, hcg_ticks());
+    hcg_call_nvtx(c);
     return c;
 }
 
@@ -177,11 +179,21 @@ hcg_call *hcg_call_new(hcg_api api, CUstream s, CUhostFn fn, void *user, hcg_fnk
  * progress: the launch then goes on (events may then be dropped, counted). */
 #define FLOW_STALL_MS 2000
 
+/* p's one-shot launches: all it launched on streams, less those captured
+ * into graphs (one count fewer on every launch's path). */
+static uint64_t flow_launched(const hcg_pool *p)
+{
+    uint64_t made = 0;
+    for (int k = 0; k < HCG_FN_KIND_COUNT; k++)
+        made += atomic_load_explicit(&p->launched[k], memory_order_relaxed);
+    return made - atomic_load_explicit(&p->captured, memory_order_relaxed);
+}
+
 static uint64_t flow_outstanding(const hcg_pool *p)
 {
     uint64_t done = atomic_load_explicit(&p->flow_drained, memory_order_relaxed) +
                     atomic_load_explicit(&p->flow_forgiven, memory_order_relaxed);
-    uint64_t made = atomic_load_explicit(&p->flow_launched, memory_order_relaxed);
+    uint64_t made = flow_launched(p);
     return made > done ? made - done : 0;
 }
 
@@ -397,7 +409,7 @@ void hcg_pool_after_fork(void)
             atomic_store(&p->owned, 0);
         for (int k = 0; k < HCG_FN_KIND_COUNT; k++)
             atomic_store(&p->launched[k], 0);
-        atomic_store(&p->flow_launched, 0);
+        atomic_store(&p->captured, 0);
         atomic_store(&p->flow_forgiven, 0);
         p->credit = 0;
         atomic_store(&p->flow_drained, 0);

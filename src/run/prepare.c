@@ -102,6 +102,7 @@ CUresult hcg_prepare_call(hcg_api api, CUstream s, CUhostFn fn, void *user, hcg_
         return CUDA_SUCCESS; /* out of memory: pass through, unmeasured */
     }
     hcg_call_init(c, api, s, fn, user, kind, why, inner != fn, t);
+    hcg_call_nvtx(c);
     if (HCG_UNLIKELY(found)) {
         hcg_event_link_seq(c->seq);
         hcg_audit_report_fn(found, api, s, (void *)inner, rec);

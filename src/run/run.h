@@ -88,14 +88,19 @@ void hcg_call_release_batched(hcg_call *c);
  * allocating costs no atomic operation on a line another core writes. */
 typedef struct hcg_pool {
     hcg_call *free;                 /* owner only */
-    uint64_t seq;                   /* owner only: sequence numbers it gave */
+    uint64_t seq;                   /* owner only: the last sequence number it gave,
+                                     * its index + 1 in the top bits (pool.c) */
     _Atomic uint64_t launched[HCG_FN_KIND_COUNT]; /* owner writes, summary reads */
     unsigned index;
     _Atomic uint32_t tid;           /* the owner's thread id (the trace's enqueue marks) */
-    /* Flow control, owner only: one-shot launches made, launches it may
-     * still make before it looks again, and launches given up on. */
-    _Atomic uint64_t flow_launched, flow_forgiven;
+    /* Flow control, owner only: launches captured into graphs (the
+     * launched[] less these are the one-shot launches made), launches it
+     * may still make before it looks again, and launches given up on. */
+    _Atomic uint64_t captured, flow_forgiven;
     int64_t credit;
+    /* Ordinary launches until the next one takes its enqueue time stamp
+     * (hcg_launch_stamp). */
+    int32_t stamp_left;
     _Alignas(64) _Atomic(hcg_call *) returned;
     atomic_int owned;
     struct hcg_pool *next;          /* all pools; the list only grows */
@@ -146,7 +151,9 @@ void hcg_nvtx_after_fork(void);
 
 /* Fill a call's first line. Sequence numbers carry the pool in their top
  * bits (unique, ordered per thread), so a launch costs no atomic
- * read-modify-write. t: its enqueue time stamp (hcg_ticks). */
+ * read-modify-write. t: its enqueue time stamp (hcg_ticks). Its NVTX name
+ * is not set here: hcg_call_nvtx, where hcg_nvtx_on (the stream launch's
+ * rare branch, hcg_call_new). */
 static inline void hcg_call_init(hcg_call *c, hcg_api api, CUstream s, CUhostFn fn, void *user,
                                  hcg_fnkind kind, hcguard_status why, int wrapped, uint64_t t)
 {
@@ -155,7 +162,7 @@ static inline void hcg_call_init(hcg_call *c, hcg_api api, CUstream s, CUhostFn 
     c->user = user;
     c->stream = (uintptr_t)s;
     c->t_enqueue = t;
-    c->seq = (uint64_t)(p->index + 1) << 44 | ++p->seq;
+    c->seq = ++p->seq;
     c->kind = (uint8_t)kind;
     c->oneshot = 1;
     c->api = (uint8_t)api;
@@ -163,8 +170,30 @@ static inline void hcg_call_init(hcg_call *c, hcg_api api, CUstream s, CUhostFn 
     if (HCG_UNLIKELY(why != HCGUARD_OK)) /* reported at enqueue just now (audit mode) */
         c->reject_seq = hcg_self.reject_seq;
     c->wrapped = (uint8_t)wrapped;
-    if (HCG_UNLIKELY(hcg_nvtx_on)) /* set once at start-up, before any launch */
-        c->nvtx_name = hcg_nvtx_name((uintptr_t)fn);
+}
+
+/* Where hcg_nvtx_on (set once at start-up, before any launch): the NVTX
+ * name of c's function. */
+static inline void hcg_call_nvtx(hcg_call *c)
+{
+    if (HCG_UNLIKELY(hcg_nvtx_on))
+        c->nvtx_name = hcg_nvtx_name((uintptr_t)c->fn);
+}
+
+/* Which ordinary launches take an enqueue time stamp: 1 in
+ * HCG_STAMP_EVERY, or every one (1) when an output needs each (the log,
+ * the trace, NVTX ranges). Set at start-up (hcg_trampoline_init). */
+extern uint32_t hcg_g_stamp_every;
+/* The enqueue time stamp of an ordinary launch from p: hcg_ticks() on
+ * each hcg_g_stamp_every-th of the thread's launches, else 0 ("no stamp":
+ * its event has no queue wait, src/events). Copies stamp every launch
+ * (the verdict's age needs it). */
+static inline uint64_t hcg_launch_stamp(hcg_pool *p)
+{
+    if (HCG_LIKELY(--p->stamp_left > 0))
+        return 0;
+    p->stamp_left = (int32_t)hcg_g_stamp_every;
+    return hcg_ticks();
 }
 
 /* An owner-only counter others read: a plain add, no locked instruction. */
@@ -190,15 +219,19 @@ static inline void hcg_count_launch(hcg_pool *p, hcg_fnkind kind)
     hcg_owner_inc(&p->launched[kind]);
 }
 
-/* Flow control: a one-shot launch made from p (after the driver took it),
- * which may wait for the collector once the thread's credit is spent (see
- * pool.c). */
+/* Flow control: a one-shot launch made from p (after the driver took it
+ * and hcg_count_launch counted it), which may wait for the collector once
+ * the thread's credit is spent (see pool.c). A launch captured into a
+ * graph is not one-shot: hcg_count_captured_in instead. */
 void hcg_pool_flow_wait(hcg_pool *p);
 static inline void hcg_pool_flow(hcg_pool *p)
 {
-    hcg_owner_inc(&p->flow_launched);
     if (HCG_UNLIKELY(--p->credit <= 0))
         hcg_pool_flow_wait(p);
+}
+static inline void hcg_count_captured_in(hcg_pool *p)
+{
+    hcg_owner_inc(&p->captured);
 }
 
 /* Make c stop loudly if it ever runs again (graph calls, before release). */

@@ -58,16 +58,30 @@ static hcguard_status same_reason(hcguard_status at_enqueue, hcguard_status now)
  * again. It is re-checked unless it equals what was checked at enqueue and
  * no unmap happened since (the generation did not move); buffers unmapped
  * past libc since (glibc's free) are caught by the contained copy. */
+/* hcg_fault_ready, remembered once true (it never becomes false again):
+ * a load instead of a call. */
+static int fault_ready(void)
+{
+    static atomic_int seen;
+    if (HCG_LIKELY(atomic_load_explicit(&seen, memory_order_relaxed)))
+        return 1;
+    if (!hcg_fault_ready())
+        return 0;
+    atomic_store_explicit(&seen, 1, memory_order_relaxed);
+    return 1;
+}
+
 static hcguard_status recheck(const hcg_call *c, hcguard_copy_record *now)
 {
-    const hcg_oracle *o = hcg_oracle_process();
     if (HCG_UNLIKELY(!c->rec))
         return HCGUARD_ERR_NULL_RECORD;
     /* The contained copy itself once the handler is in (the oracle's read
      * adds only its fallback). */
-    int unread = HCG_LIKELY(hcg_fault_ready())
+    const hcg_oracle *o;
+    int unread = HCG_LIKELY(fault_ready())
                      ? hcg_fault_copy(now, c->rec, sizeof *now, NULL)
-                     : o->read(o->ctx, (uintptr_t)c->rec, now, sizeof *now);
+                     : (o = hcg_oracle_process(),
+                        o->read(o->ctx, (uintptr_t)c->rec, now, sizeof *now));
     if (HCG_UNLIKELY(unread != 0))
         return HCGUARD_ERR_RECORD_UNREADABLE;
     /* (A record unreadable at enqueue has no contents to compare.) */
@@ -78,7 +92,7 @@ static hcguard_status recheck(const hcg_call *c, hcguard_copy_record *now)
         return (hcguard_status)c->enqueue_status;
     /* Uncommon path: system calls allowed; driver calls are not (the oracle
      * skips them inside a host function). */
-    hcguard_status st = hcg_validate_fields(o, now);
+    hcguard_status st = hcg_validate_fields(hcg_oracle_process(), now);
     return same ? same_reason((hcguard_status)c->enqueue_status, st) : st;
 }
 
@@ -93,7 +107,8 @@ static int hcguard_copies(hcg_fnkind k)
 
 /* The copy, fault-contained (split across the copy threads when large);
  * a fault is the event's reason. */
-static void copy_snapshot(const hcguard_copy_record *r, hcg_event *e)
+static inline __attribute__((always_inline)) void copy_snapshot(const hcguard_copy_record *r,
+                                                                hcg_event *e)
 {
     hcg_fault_info fi;
     if (HCG_LIKELY(hcg_copy_run((void *)r->dst, (const void *)r->src, r->nbytes, &fi) == 0))
@@ -107,9 +122,13 @@ static void copy_snapshot(const hcguard_copy_record *r, hcg_event *e)
 }
 
 /* The user's function (or hcguard's copy for it). snap: a copy's checked
- * record, NULL for other host functions. */
-static void call_fn(hcg_call *c, CUstream s, CUresult status, int stream_cb,
-                    const hcguard_copy_record *snap, hcg_event *e)
+ * record, NULL for other host functions. Inline in run (no second frame
+ * on the common path); the watchdog stops watching when run pushes the
+ * event (hcg_event_push_ran). */
+static inline __attribute__((always_inline)) void call_fn(hcg_call *c, CUstream s,
+                                                          CUresult status, int stream_cb,
+                                                          const hcguard_copy_record *snap,
+                                                          hcg_event *e)
 {
     /* Only the user's code counts as inside a host function: hcguard's
      * checks and copies are its own. Nested trampolines keep theirs. */
@@ -129,7 +148,6 @@ static void call_fn(hcg_call *c, CUstream s, CUresult status, int stream_cb,
             c->fn(c->user);
         hcg_self.in_host_fn = was;
     }
-    hcg_event_running(NULL, NULL, 0);
 }
 
 /* call_fn inside an NVTX range (HCGUARD_NVTX), off the common path; a
@@ -261,7 +279,7 @@ static void run(hcg_call *c, CUstream s, CUresult status, int stream_cb)
     }
     hcg_self.current = NULL;
     int oneshot = c->oneshot;
-    hcg_event_push(&e);
+    hcg_event_push_ran(&e);
     if (oneshot)
         hcg_call_release_batched(c);
 }
@@ -285,9 +303,16 @@ static double ns_per_tick_at_most(void)
     return 1.0;
 }
 
+uint32_t hcg_g_stamp_every = 1;
+
 void hcg_trampoline_init(void)
 {
     const hcg_config *cfg = hcg_config_get();
+    /* The log's t_enqueue_ns, the trace's enqueue slices and flows and
+     * the NVTX ranges need every launch's stamp; the summary's queue wait
+     * alone does with a sample. */
+    int every = cfg->log_path[0] || cfg->trace_path[0] || cfg->nvtx;
+    hcg_g_stamp_every = every ? 1 : HCG_STAMP_EVERY;
     hcg_events_on_running(running_site);
     if (cfg->slow_ms > 0 && HCG_FINDING_ON(cfg, HCG_FIND_SLOW))
         atomic_store(&hcg_slow_ticks,

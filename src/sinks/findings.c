@@ -75,6 +75,9 @@ static struct {
      * waited behind it. */
     struct { uint32_t tid; uint64_t end; size_t gi; } slow_last[MAX_SLOW_THREADS];
     unsigned n_slow_last;
+    /* Runs whose launch took no enqueue stamp (sampled): what waited is
+     * known only of the others. */
+    uint64_t unstamped;
 } A = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static uint64_t group_hash(const group *k)
@@ -301,6 +304,10 @@ static int was_hung(const hcg_event *e)
 
 static void note_delays(const hcg_event *e)
 {
+    if (e->flags & HCG_EVF_NO_STAMP) {
+        A.unstamped++;
+        return;
+    }
     for (unsigned i = 0; i < A.n_slow_last; i++) {
         if (A.slow_last[i].tid != e->tid)
             continue;
@@ -428,9 +435,14 @@ static void print_group(const group *g)
         snprintf(a, sizeof a, "%.1f ms", (double)g->total_ns / 1e6);
         snprintf(b, sizeof b, "%.1f ms", (double)g->max_ns / 1e6);
         snprintf(c, sizeof c, "%.1f ms", (double)g->max_wait / 1e6);
+        char sampled[64] = "";
+        if (A.unstamped)
+            snprintf(sampled, sizeof sampled, " (of the launches stamped: 1 in %d)",
+                     HCG_STAMP_EVERY);
         hcg_msg("        %8" PRIu64 "  %s, %s %s: total %s, max %s; %" PRIu64
-                " host function%s waited behind them, the longest %s",
-                g->count, fbuf, how, where, a, b, g->delayed, g->delayed == 1 ? "" : "s", c);
+                " host function%s waited behind them%s, the longest %s",
+                g->count, fbuf, how, where, a, b, g->delayed, g->delayed == 1 ? "" : "s",
+                sampled, c);
     } else if (g->ev == HCG_EV_FINDING && g->reason == HCG_FIND_CUDA_CALL) {
         hcg_msg("        %8" PRIu64 "  %s in %s, %s %s", g->count,
                 called_name(g->what, nbuf, sizeof nbuf), fbuf, how, where);

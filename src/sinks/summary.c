@@ -86,6 +86,7 @@ static struct {
     fn_use *fns;             /* open addressing, at most half full */
     size_t fns_cap, n_fns;
     hist fn_time, copy_time, copy_mbps, dispatch;
+    uint64_t dispatch_unstamped; /* runs of launches not stamped (sampled) */
     thread_use threads[MAX_THREADS];
     unsigned n_threads;
     uint64_t other_threads;
@@ -148,7 +149,13 @@ static void on_run(const hcg_event *e)
     uint64_t d = e->t_end - e->t_start;
     note_fn(e->fn, d);
     hist_add(&S.fn_time, d);
-    if (!e->graph) /* a graph node's "enqueue" is its creation */
+    /* A graph node's "enqueue" is its creation; a launch whose enqueue
+     * was not stamped (sampled) has no wait to tell. */
+    if (e->graph)
+        ;
+    else if (HCG_UNLIKELY(e->flags & HCG_EVF_NO_STAMP))
+        S.dispatch_unstamped++;
+    else
         hist_add(&S.dispatch, e->t_start > e->t_enqueue ? e->t_start - e->t_enqueue : 0);
     note_thread(e->tid, e->t_start, e->t_end);
     if (!hcg_fnkind_is_copy((hcg_fnkind)e->fnkind))
@@ -541,7 +548,14 @@ static const char *version_line(void)
 static void print_measures(void)
 {
     print_time_hist("host function run time", &S.fn_time);
-    print_time_hist("dispatch latency (enqueue to start)", &S.dispatch);
+    if (S.dispatch_unstamped) {
+        char what[128];
+        snprintf(what, sizeof what,
+                 "dispatch latency (enqueue to start; sampled, 1 launch in %d: %" PRIu64
+                 " samples)", HCG_STAMP_EVERY, S.dispatch.n);
+        print_time_hist(what, &S.dispatch);
+    } else
+        print_time_hist("dispatch latency (enqueue to start)", &S.dispatch);
     print_fns();
     if (S.n_threads) {
         hcg_msg("callback threads: %u (busiest first)", S.n_threads);

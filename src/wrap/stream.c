@@ -16,45 +16,41 @@ typedef struct launch_args {
     void *user;
     unsigned int sync_mode;
     uintptr_t ra; /* the wrapper's return address: the enqueue site */
+    void *real;   /* the driver's entry point for api (real_entry) */
 } launch_args;
 
-/* Inline with a constant api in each wrapper (the arguments are passed by
- * value, never through memory another thread could see), so that the
- * choice of the real entry point costs nothing at run time. */
-static inline __attribute__((always_inline)) CUresult
-call_real(hcg_driver *d, launch_args a, CUhostFn fn, void *user)
-{
-    switch (a.api) {
-    case HCG_API_LAUNCH_HOST_FUNC:
-        return atomic_load_explicit(&d->cuLaunchHostFunc, memory_order_relaxed)(a.stream, fn,
-                                                                                user);
-    case HCG_API_LAUNCH_HOST_FUNC_PTSZ:
-        return atomic_load_explicit(&d->cuLaunchHostFunc_ptsz, memory_order_relaxed)(a.stream,
-                                                                                     fn, user);
-    case HCG_API_LAUNCH_HOST_FUNC_V2:
-        return atomic_load_explicit(&d->cuLaunchHostFunc_v2, memory_order_relaxed)(
-            a.stream, fn, user, a.sync_mode);
-    case HCG_API_LAUNCH_HOST_FUNC_V2_PTSZ:
-        return atomic_load_explicit(&d->cuLaunchHostFunc_v2_ptsz, memory_order_relaxed)(
-            a.stream, fn, user, a.sync_mode);
-    default:
-        return CUDA_ERROR_INVALID_VALUE;
-    }
-}
-
-static inline __attribute__((always_inline)) int have_real(hcg_driver *d, hcg_api api)
+/* The real entry point of api (NULL: the driver has none). Inline with a
+ * constant api in each wrapper, so that the choice costs nothing at run
+ * time; loaded once a launch, and called through what was loaded. */
+static inline __attribute__((always_inline)) void *real_entry(hcg_driver *d, hcg_api api)
 {
     switch (api) {
     case HCG_API_LAUNCH_HOST_FUNC:
-        return atomic_load_explicit(&d->cuLaunchHostFunc, memory_order_relaxed) != NULL;
+        return (void *)atomic_load_explicit(&d->cuLaunchHostFunc, memory_order_relaxed);
     case HCG_API_LAUNCH_HOST_FUNC_PTSZ:
-        return atomic_load_explicit(&d->cuLaunchHostFunc_ptsz, memory_order_relaxed) != NULL;
+        return (void *)atomic_load_explicit(&d->cuLaunchHostFunc_ptsz, memory_order_relaxed);
     case HCG_API_LAUNCH_HOST_FUNC_V2:
-        return atomic_load_explicit(&d->cuLaunchHostFunc_v2, memory_order_relaxed) != NULL;
+        return (void *)atomic_load_explicit(&d->cuLaunchHostFunc_v2, memory_order_relaxed);
     case HCG_API_LAUNCH_HOST_FUNC_V2_PTSZ:
-        return atomic_load_explicit(&d->cuLaunchHostFunc_v2_ptsz, memory_order_relaxed) !=
-               NULL;
-    default: return 0;
+        return (void *)atomic_load_explicit(&d->cuLaunchHostFunc_v2_ptsz, memory_order_relaxed);
+    default: return NULL;
+    }
+}
+
+/* a.real (the arguments are passed by value, never through memory another
+ * thread could see) with fn(user). */
+static inline __attribute__((always_inline)) CUresult call_real(launch_args a, CUhostFn fn,
+                                                                void *user)
+{
+    switch (a.api) {
+    case HCG_API_LAUNCH_HOST_FUNC:
+    case HCG_API_LAUNCH_HOST_FUNC_PTSZ:
+        return ((hcg_pfn_cuLaunchHostFunc)a.real)(a.stream, fn, user);
+    case HCG_API_LAUNCH_HOST_FUNC_V2:
+    case HCG_API_LAUNCH_HOST_FUNC_V2_PTSZ:
+        return ((hcg_pfn_cuLaunchHostFunc_v2)a.real)(a.stream, fn, user, a.sync_mode);
+    default:
+        return CUDA_ERROR_INVALID_VALUE;
     }
 }
 
@@ -104,13 +100,14 @@ __attribute__((noinline, cold)) static void adopt_captured(hcg_call *c, hcg_api 
 static inline __attribute__((always_inline)) CUresult launch_call(hcg_driver *d, launch_args a,
                                                                   hcg_call *c)
 {
-    /* The call site: the return address alone (a store), or the stack
-     * when --backtrace asks for frames, or, in a process with the CUDA
-     * runtime, the program's frame above a return address into it. */
-    atomic_store_explicit(&c->caller, a.ra, memory_order_relaxed);
+    /* The call site: the return address alone (stored by the caller, a
+     * store), or the stack when --backtrace asks for frames, or, in a
+     * process with the CUDA runtime, the program's frame above a return
+     * address into it. */
     int captured = 0;
     int rare = atomic_load_explicit(&hcg_g_launch_rare, memory_order_relaxed);
     if (HCG_UNLIKELY(rare)) {
+        hcg_call_nvtx(c);
         if (rare & (HCG_LAUNCH_BACKTRACE | HCG_LAUNCH_RUNTIME))
             atomic_store_explicit(&c->caller, hcg_callsite_rare(a.ra), memory_order_relaxed);
         if ((rare & HCG_LAUNCH_CAPTURE) && (captured = stream_is_capturing(d, a.api, a.stream)))
@@ -118,13 +115,15 @@ static inline __attribute__((always_inline)) CUresult launch_call(hcg_driver *d,
     }
     hcg_fnkind kind = (hcg_fnkind)c->kind;
     hcg_pool *pool = c->owner;
-    CUresult r = call_real(d, a, hcg_trampoline, c);
+    CUresult r = call_real(a, hcg_trampoline, c);
     if (HCG_LIKELY(r == CUDA_SUCCESS)) {
         hcg_count_launch(pool, kind);
         if (HCG_LIKELY(!captured))
             hcg_pool_flow(pool);
-        else
+        else {
+            hcg_count_captured_in(pool);
             hcg_graph_note_captured(c, a.stream, is_ptsz(a.api));
+        }
     } else if (!captured) {
         hcg_call_free_local(c); /* a captured one belongs to the graph now */
     }
@@ -139,43 +138,73 @@ __attribute__((noinline)) static CUresult launch_general(hcg_driver *d, launch_a
     if (hcg_prepare_call(a.api, a.stream, a.fn, a.user, &c) != CUDA_SUCCESS)
         return CUDA_ERROR_INVALID_VALUE;
     if (HCG_UNLIKELY(!c))
-        return call_real(d, a, a.fn, a.user);
+        return call_real(a, a.fn, a.user);
+    atomic_store_explicit(&c->caller, a.ra, memory_order_relaxed);
     return launch_call(d, a, c);
 }
 
-/* A copy function launched as it is: its record checked (a record this
- * thread found good lately, unchanged, costs a compare), the snapshot in
- * the call's second line. t: the enqueue time stamp, also the verdict's
- * age. */
-static inline __attribute__((always_inline)) CUresult launch_copy(hcg_driver *d, launch_args a,
-                                                      hcg_fnkind kind, uint64_t t)
+/* A copy launched with no call to measure it (out of memory): checked
+ * all the same, then handed to the driver as it is. */
+__attribute__((noinline, cold)) static CUresult launch_copy_unmeasured(launch_args a,
+                                                                      hcg_fnkind kind, uint64_t t)
 {
     hcguard_copy_record snap;
     hcguard_status why = HCGUARD_OK;
-    uint64_t gen = hcg_oracle_gen(); /* before the record is read */
-    /* The record read once, fault-contained, and found among this
-     * thread's recent verdicts; else the whole check (which reads it
-     * again: a record that faulted is reported from there). */
-    if (HCG_UNLIKELY(!a.user || !hcg_fault_ready() ||
-                     hcg_fault_copy(&snap, a.user, sizeof snap, NULL) != 0 ||
-                     !hcg_oracle_recent(a.user, &snap, t)) &&
-        hcg_prepare_copy(a.api, a.stream, a.fn, a.user, kind, t, &snap, &why, &gen))
+    uint64_t gen;
+    if (hcg_prepare_copy(a.api, a.stream, a.fn, a.user, kind, t, &snap, &why, &gen))
         return CUDA_ERROR_INVALID_VALUE;
+    return call_real(a, a.fn, a.user);
+}
+
+/* The whole check of a copy whose record is not this thread's last
+ * verdict, unchanged (its first launch, another record, a record that
+ * changed, an unmap since): c's snapshot and verdict from it. Nonzero if
+ * the launch is refused (c given back). */
+__attribute__((noinline)) static int launch_copy_check(hcg_call *c)
+{
+    hcguard_status why = HCGUARD_OK;
+    uint64_t gen;
+    if (hcg_prepare_copy((hcg_api)c->api, (CUstream)c->stream, c->fn, c->user,
+                         (hcg_fnkind)c->kind, c->t_enqueue, &c->snap, &why, &gen)) {
+        hcg_call_free_local(c);
+        return 1;
+    }
+    c->enqueue_status = (uint8_t)why;
+    c->gen = gen;
+    return 0;
+}
+
+/* A copy function launched as it is: the call made first, then its
+ * record read once, fault-contained, straight into the call's snapshot,
+ * and compared with this thread's last verdict (there is one only once
+ * the fault handler is in: hcg_oracle_hot); else the whole check (which
+ * reads it again: a record that faulted is reported from there). What the
+ * compare needs is read back from the call, not kept across the read. t:
+ * the enqueue time stamp, also the verdict's age. */
+static inline __attribute__((always_inline)) CUresult launch_copy(hcg_driver *d, launch_args a,
+                                                      hcg_fnkind kind, uint64_t t)
+{
     hcg_call *c = hcg_call_alloc();
     if (HCG_UNLIKELY(!c))
-        return call_real(d, a, a.fn, a.user); /* out of memory: unmeasured */
-    hcg_call_init(c, a.api, a.stream, a.fn, a.user, kind, why, 0, t);
+        return launch_copy_unmeasured(a, kind, t);
+    hcg_call_init(c, a.api, a.stream, a.fn, a.user, kind, HCGUARD_OK, 0, t);
     c->rec = a.user;
-    c->snap = snap;
     c->inner = a.fn;
-    c->gen = gen;
+    c->gen = hcg_oracle_gen(); /* before the record is read */
+    atomic_store_explicit(&c->caller, a.ra, memory_order_relaxed);
+    if (HCG_UNLIKELY(!hcg_oracle_hot(a.user) ||
+                     hcg_fault_copy(&c->snap, a.user, sizeof c->snap, NULL) != 0 ||
+                     !hcg_oracle_holds_hot(&c->snap, c->t_enqueue, c->gen)) &&
+        launch_copy_check(c))
+        return CUDA_ERROR_INVALID_VALUE;
     return launch_call(d, a, c);
 }
 
 /* The launch path, inline in each wrapper. An ordinary host function
  * launched again costs loads and compares: its kind from this thread's
- * last answer, one time stamp, the call from the thread's own free list,
- * two counts in the thread's own pool. */
+ * last answer, a time stamp on 1 launch in HCG_STAMP_EVERY (each one when
+ * an output needs it: hcg_launch_stamp), the call from the thread's own
+ * free list, a count in the thread's own pool. */
 static inline __attribute__((always_inline)) CUresult launch(launch_args a)
 {
     hcg_driver *d = hcg_driver_get();
@@ -183,11 +212,12 @@ static inline __attribute__((always_inline)) CUresult launch(launch_args a)
         no_driver();
         return CUDA_ERROR_NOT_INITIALIZED;
     }
-    if (HCG_UNLIKELY(!have_real(d, a.api)))
+    a.real = real_entry(d, a.api);
+    if (HCG_UNLIKELY(!a.real))
         return CUDA_ERROR_NOT_SUPPORTED; /* e.g. cuLaunchHostFunc_v2 on a 13.0 driver */
     const hcg_config *cfg = hcg_config_get();
     if (HCG_UNLIKELY(cfg->mode == HCG_MODE_OFF || a.fn == NULL))
-        return call_real(d, a, a.fn, a.user);
+        return call_real(a, a.fn, a.user);
     if (HCG_UNLIKELY(hcg_audit_wrapper_call(a.api)))
         return CUDA_ERROR_NOT_PERMITTED;
     hcg_init();
@@ -199,33 +229,35 @@ static inline __attribute__((always_inline)) CUresult launch(launch_args a)
     }
     hcg_call *c = hcg_call_alloc();
     if (HCG_UNLIKELY(!c))
-        return call_real(d, a, a.fn, a.user); /* out of memory: unmeasured */
-    hcg_call_init(c, a.api, a.stream, a.fn, a.user, kind, HCGUARD_OK, 0, hcg_ticks());
+        return call_real(a, a.fn, a.user); /* out of memory: unmeasured */
+    hcg_call_init(c, a.api, a.stream, a.fn, a.user, kind, HCGUARD_OK, 0,
+                  hcg_launch_stamp(c->owner));
+    atomic_store_explicit(&c->caller, a.ra, memory_order_relaxed);
     return launch_call(d, a, c);
 }
 
 CUresult hcg_w_cuLaunchHostFunc(CUstream s, CUhostFn fn, void *user)
 {
     return launch((launch_args){HCG_API_LAUNCH_HOST_FUNC, s, fn, user, 0,
-                               (uintptr_t)__builtin_return_address(0)});
+                               (uintptr_t)__builtin_return_address(0), NULL});
 }
 
 CUresult hcg_w_cuLaunchHostFunc_ptsz(CUstream s, CUhostFn fn, void *user)
 {
     return launch((launch_args){HCG_API_LAUNCH_HOST_FUNC_PTSZ, s, fn, user, 0,
-                               (uintptr_t)__builtin_return_address(0)});
+                               (uintptr_t)__builtin_return_address(0), NULL});
 }
 
 CUresult hcg_w_cuLaunchHostFunc_v2(CUstream s, CUhostFn fn, void *user, unsigned int mode)
 {
     return launch((launch_args){HCG_API_LAUNCH_HOST_FUNC_V2, s, fn, user, mode,
-                               (uintptr_t)__builtin_return_address(0)});
+                               (uintptr_t)__builtin_return_address(0), NULL});
 }
 
 CUresult hcg_w_cuLaunchHostFunc_v2_ptsz(CUstream s, CUhostFn fn, void *user, unsigned int mode)
 {
     return launch((launch_args){HCG_API_LAUNCH_HOST_FUNC_V2_PTSZ, s, fn, user, mode,
-                               (uintptr_t)__builtin_return_address(0)});
+                               (uintptr_t)__builtin_return_address(0), NULL});
 }
 
 /* ---- cuStreamAddCallback ---------------------------------------------------

@@ -1,0 +1,233 @@
+/*
+ * The launch's shortcut for a copy record under attack: a record this
+ * thread found good at its last launch, unchanged, is checked by one
+ * fault-contained read and a compare with that verdict. Each attack makes
+ * the record hot (launched good twice), then changes what the verdict was
+ * about between two launches, and the next launch must be checked again:
+ *
+ *   changed    the record rewritten (overlap, then a bad source)
+ *   unmapped   its destination unmapped through libc (the generation moves)
+ *   unreadable the record's own page made unreadable past libc (a system
+ *              call: the generation does not move): the contained read
+ *              faults, the launch is refused, the process goes on
+ *   past-libc  its destination unmapped past libc: refused at enqueue if
+ *              the verdict expired, else skipped when run (copy-faulted);
+ *              never written, never a crash
+ *   threads    another thread rewrites it bad, launches it, mends it with
+ *              other contents, unmaps a buffer: this thread's verdict is
+ *              not taken for what changed
+ *
+ *   hc_hotrec guard|audit   (HCGUARD_MODE must say the same)
+ * Prints "hotrec MODE: passed"; exit 0.
+ */
+#include <cuda.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "hcguard.h"
+#include "testutil.h"
+
+enum { N = 256 };
+
+static CUstream stream;
+static CUhostFn copy_fn;
+static test_stats_fn get_stats;
+static int audit;
+static size_t pg;
+static unsigned bad_launches; /* launches of a record that is bad */
+
+static CUresult launch(hcguard_copy_record *rec)
+{
+    return cuLaunchHostFunc(stream, copy_fn, rec);
+}
+
+/* A good launch, run. */
+static void good(hcguard_copy_record *rec, const char *what)
+{
+    CHECK_MSG(launch(rec) == CUDA_SUCCESS, "%s: a good record refused", what);
+    REQUIRE_OK(cuStreamSynchronize(stream));
+}
+
+/* A launch of a bad record: refused (guard), or passed and skipped when
+ * it runs (audit). */
+static void bad(hcguard_copy_record *rec, const char *what)
+{
+    CUresult r = launch(rec);
+    CHECK_MSG(r == (audit ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE),
+              "%s: a bad record's launch returned %d", what, (int)r);
+    REQUIRE_OK(cuStreamSynchronize(stream));
+    bad_launches++;
+}
+
+/* Launched good twice: this thread's last verdict is about it. */
+static void make_hot(hcguard_copy_record *rec, const char *what)
+{
+    good(rec, what);
+    good(rec, what);
+}
+
+static void changed(void)
+{
+    unsigned char src[N], dst[N];
+    memset(src, 7, sizeof src);
+    hcguard_copy_record rec = {(uintptr_t)dst, (uintptr_t)src, N};
+    make_hot(&rec, "changed");
+    rec.src = rec.dst + 8; /* overlapping */
+    bad(&rec, "changed: overlap");
+    rec.src = NEVER_MAPPED;
+    bad(&rec, "changed: source never mapped");
+    rec.src = (uintptr_t)src;
+    memset(dst, 0, sizeof dst);
+    good(&rec, "changed: mended");
+    CHECK_MSG(memcmp(src, dst, N) == 0, "changed: the mended record did not copy");
+}
+
+static void unmapped(void)
+{
+    unsigned char src[N];
+    unsigned char *dst = test_map(pg, PROT_READ | PROT_WRITE);
+    hcguard_copy_record rec = {(uintptr_t)dst, (uintptr_t)src, N};
+    make_hot(&rec, "unmapped");
+    munmap(dst, pg);
+    bad(&rec, "unmapped through libc");
+}
+
+static void unreadable(void)
+{
+    unsigned char src[N], dst[N];
+    hcguard_copy_record *rec = test_map(pg, PROT_READ | PROT_WRITE);
+    *rec = (hcguard_copy_record){(uintptr_t)dst, (uintptr_t)src, N};
+    make_hot(rec, "unreadable");
+    CHECK_MSG(syscall(SYS_mprotect, rec, pg, PROT_NONE) == 0, "mprotect");
+    bad(rec, "record unreadable past libc");
+    syscall(SYS_mprotect, rec, pg, PROT_READ | PROT_WRITE);
+    good(rec, "unreadable: readable again");
+    munmap(rec, pg);
+}
+
+static void past_libc(void)
+{
+    unsigned char src[N];
+    memset(src, 9, sizeof src);
+    unsigned char *dst = test_map(pg, PROT_READ | PROT_WRITE);
+    hcguard_copy_record rec = {(uintptr_t)dst, (uintptr_t)src, N};
+    make_hot(&rec, "past-libc");
+    hcguard_stats before = test_stats(get_stats);
+    CHECK_MSG(syscall(SYS_munmap, dst, pg) == 0, "munmap");
+    CUresult r = launch(&rec);
+    REQUIRE_OK(cuStreamSynchronize(stream));
+    hcguard_stats s = test_stats(get_stats);
+    uint64_t refused = s.rejected - before.rejected, skipped = s.skipped - before.skipped;
+    /* Which one depends on how long the verdict had lived: either way the
+     * copy was not made. */
+    if (refused == 0)
+        CHECK_MSG(r == CUDA_SUCCESS && skipped == 1, "past-libc: passed at enqueue (%d), "
+                  "then skipped %llu, want 1", (int)r, (unsigned long long)skipped);
+    else
+        CHECK_MSG(refused == 1 && r == (audit ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE) &&
+                      skipped == (audit ? 1u : 0u),
+                  "past-libc: rejected %llu (returned %d), skipped %llu", (unsigned long long)refused,
+                  (int)r, (unsigned long long)skipped);
+    CHECK_MSG(s.copies_ran == before.copies_ran, "past-libc: the copy ran");
+    /* Taken out of the totals the other attacks are held to. */
+    get_stats = NULL;
+}
+
+/* ---- another thread --------------------------------------------------- */
+typedef enum { T_BREAK, T_MEND_OTHER, T_UNMAP } t_step;
+static hcguard_copy_record shared;
+static unsigned char t_src[N], t_src2[N], t_dst[N];
+static unsigned char *t_buf;
+
+static void *other_thread(void *arg)
+{
+    switch ((t_step)(uintptr_t)arg) {
+    case T_BREAK: /* bad here too, and checked here */
+        shared.src = NEVER_MAPPED;
+        bad(&shared, "threads: the other thread's bad launch");
+        break;
+    case T_MEND_OTHER: /* good again, with contents this thread never saw */
+        shared.src = (uintptr_t)t_src2;
+        good(&shared, "threads: the other thread's good launch");
+        break;
+    case T_UNMAP:
+        munmap(t_buf, pg);
+        break;
+    }
+    return NULL;
+}
+
+static void on_other_thread(t_step step)
+{
+    pthread_t t;
+    REQUIRE(pthread_create(&t, NULL, other_thread, (void *)(uintptr_t)step) == 0);
+    pthread_join(t, NULL);
+}
+
+static void threads(void)
+{
+    memset(t_src, 1, N);
+    memset(t_src2, 2, N);
+    shared = (hcguard_copy_record){(uintptr_t)t_dst, (uintptr_t)t_src, N};
+    make_hot(&shared, "threads");
+    on_other_thread(T_BREAK);
+    bad(&shared, "threads: broken by the other thread");
+    on_other_thread(T_MEND_OTHER);
+    memset(t_dst, 0, N);
+    good(&shared, "threads: mended by the other thread");
+    CHECK_MSG(memcmp(t_dst, t_src2, N) == 0, "threads: not copied from the new source");
+    /* A buffer of a hot record unmapped by another thread. */
+    t_buf = test_map(pg, PROT_READ | PROT_WRITE);
+    shared.src = (uintptr_t)t_buf;
+    make_hot(&shared, "threads: unmap");
+    on_other_thread(T_UNMAP);
+    bad(&shared, "threads: source unmapped by the other thread");
+}
+
+static void run_attacks(void)
+{
+    pg = (size_t)sysconf(_SC_PAGESIZE);
+    stream = test_context();
+    copy_fn = (CUhostFn)dlsym(RTLD_DEFAULT, "hcguard_host_copy");
+    get_stats = (test_stats_fn)dlsym(RTLD_DEFAULT, "hcguard_get_stats");
+    REQUIRE(copy_fn && get_stats);
+    hcguard_stats before = test_stats(get_stats);
+    changed();
+    unmapped();
+    unreadable();
+    threads();
+    hcguard_stats s = test_stats(get_stats);
+    CHECK_MSG(s.rejected - before.rejected == bad_launches, "rejected %llu, want %u",
+              (unsigned long long)(s.rejected - before.rejected), bad_launches);
+    CHECK_MSG(s.skipped - before.skipped == (audit ? bad_launches : 0), "skipped %llu, want %u",
+              (unsigned long long)(s.skipped - before.skipped), audit ? bad_launches : 0);
+    past_libc();
+}
+
+static void scenario_guard(void)
+{
+    run_attacks();
+}
+
+static void scenario_audit(void)
+{
+    audit = 1;
+    run_attacks();
+}
+
+int main(int argc, char **argv)
+{
+    static const check_scenario scenarios[] = {
+        CHECK_SCENARIO("guard", scenario_guard),
+        CHECK_SCENARIO("audit", scenario_audit),
+    };
+    return check_scenario_main("hc_hotrec", "hotrec %s", scenarios,
+                               sizeof scenarios / sizeof scenarios[0], argc, argv, NULL, NULL);
+}
