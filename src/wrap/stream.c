@@ -170,6 +170,8 @@ __attribute__((noinline)) static int launch_copy_check(hcg_call *c)
         return 1;
     }
     c->enqueue_status = (uint8_t)why;
+    if (HCG_UNLIKELY(why != HCGUARD_OK)) /* reported at enqueue just now (audit mode) */
+        c->reject_seq = hcg_self.reject_seq;
     c->gen = gen;
     return 0;
 }
