@@ -263,9 +263,12 @@ static void rt_hit_put(uintptr_t ra, uintptr_t off, uintptr_t site)
 
 /* The word at base + off, if it lies below the highest frame this
  * thread's last unwind reached (this thread's live stack, above the
- * caller's frame): 0 and *v, or -1. Fault-contained where copies are (a
- * stack switched under a thread that launches from several); else
- * uninstrumented: a distance learned on another path may point into a
+ * caller's frame): 0 and *v, or -1. Fault-contained, in every build
+ * (sanitizer builds too, by their portable copy): on a stack
+ * switched since (a signal handler's alternate stack, a fiber's), below
+ * the bound, a distance learned on the thread's own stack can lie past
+ * the top of the small one, in memory that is not mapped. Uninstrumented
+ * either way: a distance learned on another path may point into a
  * sanitizer's redzone of the program's frame, which is not an error here,
  * only a value that fails the check. */
 __attribute__((no_sanitize("address", "thread"))) static int rt_read(uintptr_t base,
@@ -275,12 +278,9 @@ __attribute__((no_sanitize("address", "thread"))) static int rt_read(uintptr_t b
     uintptr_t at = base + off;
     if (at < base || rt_t.stack_hi < sizeof *v || at > rt_t.stack_hi - sizeof *v)
         return -1;
-#if HCG_FAULT_FIXUP
-    if (hcg_fault_ready()) /* contained: a stack switched since (sigaltstack) */
-        return hcg_fault_copy(v, (const void *)at, sizeof *v, NULL);
-#endif
-    *v = *(const volatile uintptr_t *)at;
-    return 0;
+    /* Where hcguard's handlers could not be installed nothing is read:
+     * the stack is unwound at every such launch instead. */
+    return hcg_fault_ready() ? hcg_fault_copy(v, (const void *)at, sizeof *v, NULL) : -1;
 }
 
 typedef struct rt_walk {

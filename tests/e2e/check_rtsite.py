@@ -244,6 +244,72 @@ def fibers(args):
     no_runtime(err, log)
 
 
+@case
+def altstack(args):
+    # A distance learned through a 12 KiB frame on the thread's stack lies in
+    # the inaccessible region above a small alternate signal stack: never
+    # read there (the process lives), and every launch named by its own
+    # function (a handler's on either stack too).
+    err, log = run(args, ["altstack", args.runtime], {"HCGUARD_MODE": "audit"})
+    want = {"site_deep_main": 6, "site_main_a": 3, "site_sig_alt": 6, "site_sig_own": 3}
+    expect(groups(err, "enqueued at") == want, f"by stack: {groups(err, 'enqueued at')}", err)
+    expect(callers(log, "skip") == want, f"the log: {callers(log, 'skip')}", err)
+    no_runtime(err, log)
+
+
+@case
+def fiberguard(args):
+    err, log = run(args, ["fiberguard", args.runtime], {"HCGUARD_MODE": "audit"})
+    want = {"site_deep_main": 8, "site_guarded_fiber": 8}
+    expect(groups(err, "enqueued at") == want, f"by stack: {groups(err, 'enqueued at')}", err)
+    expect(callers(log, "skip") == want, f"the log: {callers(log, 'skip')}", err)
+    no_runtime(err, log)
+
+
+@case
+def smallstacks(args):
+    err, log = run(args, ["smallstacks", args.runtime], {"HCGUARD_MODE": "audit"})
+    want = {"site_deep_main": 1, "site_small_deep": 2, "site_small_shallow": 2,
+            "site_small_alloca": 2}
+    expect(groups(err, "enqueued at") == want, f"by thread: {groups(err, 'enqueued at')}",
+           err)
+    expect(callers(log, "skip") == want, f"the log: {callers(log, 'skip')}", err)
+    no_runtime(err, log)
+
+
+@case
+def forks(args):
+    # The children finish (no lock left held by a learn at the fork); the
+    # watchdog in the program turns a hang into a dump and a failure.
+    err, log = run(args, ["forks", args.runtime], {})
+    expect("watchdog" not in err, "a hang", err)
+
+
+@case
+def stale(args):
+    # Each skip names its own launch's function (told apart by the record,
+    # the log's user data) or the runtime's launcher, never the other one.
+    err, log = run(args, ["stale", args.runtime], {"HCGUARD_MODE": "audit"})
+    out = err
+    per = {}
+    for r in log:
+        if r.get("event") != "skip":
+            continue
+        m = re.match(r"(\w+)\+0x[0-9a-f]+ \(in (.*)\)$", r.get("caller", ""))
+        who = m.group(1) if m else r.get("caller")
+        key = (r.get("user_data"), who)
+        per[key] = per.get(key, 0) + 1
+    users = sorted({u for u, _ in per})
+    expect(len(users) == 2, f"two records: {per}", out)
+    wrong = {}
+    for u in users:
+        named = {w: c for (uu, w), c in per.items() if uu == u and w != "launcher"}
+        expect(len(named) == 1, f"record {u} named by more than one function: {named}", out)
+        wrong.update(named)
+    expect(set(wrong) == {"site_stale_p", "site_stale_q"}, f"each its own: {per}", out)
+    expect(sum(per.values()) == 4 * 512, f"{4 * 512} skips: {per}", out)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--list", action="store_true")

@@ -37,19 +37,42 @@
  *                            entry point, each with a frame of another size
  *   hc_rtsite fibers RT      audit mode: such copies from the thread's own
  *                            stack and a fiber's (ucontext), in turn
+ *   hc_rtsite altstack RT    audit mode: such copies from the thread's
+ *                            stack through a deep frame (alloca), from a
+ *                            signal handler on a small alternate stack
+ *                            with an inaccessible region right above it,
+ *                            and from one on the thread's stack, in turn
+ *   hc_rtsite fiberguard RT  the same from fibers on small mapped stacks
+ *                            with an inaccessible region right above,
+ *                            each unmapped and another mapped between
+ *                            launches
+ *   hc_rtsite smallstacks RT audit mode: threads with 16 KiB for frames on
+ *                            a stack of the program's, one after another
+ *                            on the same memory, each with other frames,
+ *                            after a deep launch on the main stack
+ *   hc_rtsite forks RT       forks while threads learn, each child
+ *                            launching through the runtime at once
+ *   hc_rtsite stale RT       audit mode: two program functions through the
+ *                            alloca entry point, frames of many sizes
+ *                            interleaved (stack memory full of the other's
+ *                            return address): never the other one named
  *
  * Exit 0 passed, 1 failed, 77 not applicable.
  */
 #include <cuda.h>
 #include <dlfcn.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <ucontext.h>
+#include <unistd.h>
 
 #include "hcguard.h"
 #include "testutil.h"
@@ -511,6 +534,335 @@ static void s_sizes(int argc, char **argv)
     unlock_bad();
 }
 
+/* ---- altstack ------------------------------------------------------------ */
+/* What is learned on the thread's stack through a deep frame (a distance
+ * of some 12 KiB) must not be read on a small alternate signal stack, where
+ * that distance lies in the inaccessible region above it (the process
+ * would die), nor taken from the thread's stack when the handler runs on
+ * it. */
+enum { DEEP = 12000, ALT = 64 << 10, ABOVE = 64 << 10 };
+
+SITE void site_deep_main(void)
+{
+    CHECK(rt.alloca_n(stream, copy, &bad, DEEP) == CUDA_SUCCESS);
+    KEEP_FRAME();
+}
+
+SITE void site_main_a(void)
+{
+    CHECK(rt.a(stream, copy, &bad) == CUDA_SUCCESS);
+    KEEP_FRAME();
+}
+
+SITE void site_sig_alt(void)
+{
+    CHECK(rt.a(stream, copy, &bad) == CUDA_SUCCESS);
+    KEEP_FRAME();
+}
+
+SITE void site_sig_own(void)
+{
+    CHECK(rt.b(stream, copy, &bad) == CUDA_SUCCESS);
+    KEEP_FRAME();
+}
+
+static void on_alt(int sig)
+{
+    (void)sig;
+    site_sig_alt();
+}
+
+static void on_own(int sig)
+{
+    (void)sig;
+    site_sig_own();
+}
+
+/* n bytes of stack with an inaccessible region of ABOVE bytes right above
+ * them: the mapping's start. */
+static char *guarded_stack(size_t n)
+{
+    char *m = test_map(n + ABOVE, PROT_READ | PROT_WRITE);
+    REQUIRE(mprotect(m + n, ABOVE, PROT_NONE) == 0);
+    return m;
+}
+
+static void s_altstack(int argc, char **argv)
+{
+    (void)argc;
+    begin(argv[0]);
+    lock_stream();
+    char *alt = guarded_stack(ALT);
+    stack_t ss = {.ss_sp = alt, .ss_size = ALT, .ss_flags = 0};
+    REQUIRE(sigaltstack(&ss, NULL) == 0);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_alt;
+    sa.sa_flags = SA_ONSTACK;
+    REQUIRE(sigaction(SIGUSR1, &sa, NULL) == 0);
+    sa.sa_handler = on_own;
+    sa.sa_flags = 0;
+    REQUIRE(sigaction(SIGUSR2, &sa, NULL) == 0);
+    for (int i = 0; i < 3; i++) {
+        site_deep_main();
+        raise(SIGUSR1);
+        site_main_a();
+        raise(SIGUSR2);
+        site_deep_main();
+        raise(SIGUSR1);
+    }
+    unlock_bad();
+    ss.ss_flags = SS_DISABLE;
+    REQUIRE(sigaltstack(&ss, NULL) == 0);
+    munmap(alt, ALT + ABOVE);
+}
+
+/* ---- fiberguard ----------------------------------------------------------- */
+#ifdef __SANITIZE_THREAD__
+static void s_fiberguard(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    printf("SKIP: ThreadSanitizer does not follow swapcontext without annotations\n");
+    exit(77);
+}
+#else
+static ucontext_t guard_main_uc, guard_fiber_uc;
+
+SITE void site_guarded_fiber(void)
+{
+    CHECK(rt.a(stream, copy, &bad) == CUDA_SUCCESS);
+    KEEP_FRAME();
+}
+
+static void guarded_fiber_main(void)
+{
+    site_guarded_fiber();
+    swapcontext(&guard_fiber_uc, &guard_main_uc);
+    site_guarded_fiber();
+}
+
+static void s_fiberguard(int argc, char **argv)
+{
+    (void)argc;
+    begin(argv[0]);
+    lock_stream();
+    enum { FIBER = 32 << 10 };
+    for (int i = 0; i < 4; i++) {
+        /* Each fiber on fresh memory, the last one's unmapped: where the
+         * thread learned last may be gone. */
+        char *stack = guarded_stack(FIBER);
+        REQUIRE(getcontext(&guard_fiber_uc) == 0);
+        guard_fiber_uc.uc_stack.ss_sp = stack;
+        guard_fiber_uc.uc_stack.ss_size = FIBER;
+        guard_fiber_uc.uc_link = &guard_main_uc;
+        makecontext(&guard_fiber_uc, guarded_fiber_main, 0);
+        site_deep_main();
+        REQUIRE(swapcontext(&guard_main_uc, &guard_fiber_uc) == 0);
+        site_deep_main();
+        REQUIRE(swapcontext(&guard_main_uc, &guard_fiber_uc) == 0); /* to its end */
+        munmap(stack, FIBER + ABOVE);
+    }
+    unlock_bad();
+}
+#endif
+
+/* ---- smallstacks ---------------------------------------------------------- */
+/* Threads on 16 KiB stacks of the program's, one after another on the same
+ * memory: the first deep in frames of its own, the second shallow, the
+ * third through the alloca entry point; the stale memory the second and
+ * third find holds the first's return addresses. */
+SITE void site_small_deep(void)
+{
+    CHECK(rt.b(stream, copy, &bad) == CUDA_SUCCESS);
+    KEEP_FRAME();
+}
+
+SITE void site_small_shallow(void)
+{
+    CHECK(rt.a(stream, copy, &bad) == CUDA_SUCCESS);
+    KEEP_FRAME();
+}
+
+SITE void site_small_alloca(void)
+{
+    CHECK(rt.alloca_n(stream, copy, &bad, 200) == CUDA_SUCCESS);
+    KEEP_FRAME();
+}
+
+SITE void small_deep(int depth)
+{
+    char pad[128];
+    __asm__ __volatile__("" ::"r"(pad) : "memory");
+    if (depth > 0)
+        small_deep(depth - 1);
+    else
+        site_small_deep();
+    KEEP_FRAME();
+}
+
+static void *small_main(void *arg)
+{
+    REQUIRE_OK(cuCtxSetCurrent(ctx));
+    int which = (int)(intptr_t)arg;
+    if (which == 0)
+        small_deep(4);
+    else if (which == 1)
+        site_small_shallow();
+    else
+        site_small_alloca();
+    return NULL;
+}
+
+static void s_smallstacks(int argc, char **argv)
+{
+    (void)argc;
+    begin(argv[0]);
+    lock_stream();
+    site_deep_main();
+    /* glibc places the thread's descriptor and static TLS (hcguard's
+     * included) at the top of a stack the program gives: 16 KiB for frames
+     * above 64 KiB for those (a sanitizer's frames are larger). */
+#ifdef __SANITIZE_ADDRESS__
+    enum { SMALL = (256 + 64) << 10 };
+#else
+    enum { SMALL = (16 + 64) << 10 };
+#endif
+    size_t size = SMALL;
+    char *stack = guarded_stack(size);
+    pthread_attr_t attr;
+    REQUIRE(pthread_attr_init(&attr) == 0 && pthread_attr_setstack(&attr, stack, size) == 0);
+    for (int round = 0; round < 2; round++)
+        for (int which = 0; which < 3; which++) {
+            pthread_t t;
+            REQUIRE(pthread_create(&t, &attr, small_main, (void *)(intptr_t)which) == 0);
+            REQUIRE(pthread_join(t, NULL) == 0);
+        }
+    pthread_attr_destroy(&attr);
+    unlock_bad();
+    munmap(stack, size + ABOVE);
+}
+
+/* ---- forks ---------------------------------------------------------------- */
+/* Threads that each learn (a new thread unwinds on its first launch
+ * through the runtime) while the main thread forks; each child launches
+ * through the runtime on a new path and a new thread: a lock held by a
+ * learn at the fork must not hang it (the watchdog dumps a hang). */
+static atomic_int forks_done;
+
+SITE void site_learner(size_t n)
+{
+    REQUIRE_OK(rt.alloca_n(stream, noop, NULL, n));
+    KEEP_FRAME();
+}
+
+static void *learner_main(void *arg)
+{
+    REQUIRE_OK(cuCtxSetCurrent(ctx));
+    site_learner((size_t)(uintptr_t)arg);
+    return NULL;
+}
+
+static void *learners(void *arg)
+{
+    (void)arg;
+    for (unsigned i = 0; !atomic_load(&forks_done); i++) {
+        pthread_t t;
+        REQUIRE(pthread_create(&t, NULL, learner_main, (void *)(uintptr_t)(16 + i % 8 * 16)) ==
+                0);
+        REQUIRE(pthread_join(t, NULL) == 0);
+    }
+    return NULL;
+}
+
+SITE void site_child(void)
+{
+    REQUIRE_OK(rt.b(stream, noop, NULL));
+    KEEP_FRAME();
+}
+
+static void *child_thread(void *arg)
+{
+    (void)arg;
+    site_child();
+    site_learner(5000);
+    return NULL;
+}
+
+static void s_forks(int argc, char **argv)
+{
+    (void)argc;
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    /* GCC's AddressSanitizer leaves its allocator's lock held in a child
+     * forked while another thread allocates; ThreadSanitizer does not
+     * follow threads a child of a multi-threaded process starts. */
+    printf("SKIP: a sanitizer's runtime does not survive forks while threads run\n");
+    exit(77);
+#endif
+    begin(argv[0]);
+    test_watchdog(60);
+    pthread_t t;
+    REQUIRE(pthread_create(&t, NULL, learners, NULL) == 0);
+    for (int i = 0; i < 20; i++) {
+        fflush(NULL);
+        pid_t pid = fork();
+        REQUIRE(pid >= 0);
+        if (pid == 0) {
+            alarm(0);
+            site_child();
+            pthread_t c;
+            REQUIRE(pthread_create(&c, NULL, child_thread, NULL) == 0);
+            REQUIRE(pthread_join(c, NULL) == 0);
+            REQUIRE_OK(cuStreamSynchronize(stream));
+            _exit(check_failures ? 1 : 0);
+        }
+        int st = 0;
+        CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    }
+    atomic_store(&forks_done, 1);
+    REQUIRE(pthread_join(t, NULL) == 0);
+    alarm(0);
+}
+
+/* ---- stale ---------------------------------------------------------------- */
+/* Two program functions through the alloca entry point with frames of many
+ * sizes, interleaved: what one leaves on the stack (its return address, at
+ * every depth the unwinder and hcguard copied it to) is what the other's
+ * reads find at distances learned for the first. A launch names its own
+ * function, or the runtime's launcher, never the other. Each has its own
+ * record, so that the log tells which launch each skip was. */
+static hcguard_copy_record bad_p = {(uintptr_t)buf, (uintptr_t)(buf + 128), 32};
+static hcguard_copy_record bad_q = {(uintptr_t)buf, (uintptr_t)(buf + 128), 32};
+
+SITE void site_stale_p(size_t n)
+{
+    CHECK(rt.alloca_n(stream, copy, &bad_p, n) == CUDA_SUCCESS);
+    KEEP_FRAME();
+}
+
+SITE void site_stale_q(size_t n)
+{
+    CHECK(rt.alloca_n(stream, copy, &bad_q, n) == CUDA_SUCCESS);
+    KEEP_FRAME();
+}
+
+static void s_stale(int argc, char **argv)
+{
+    (void)argc;
+    begin(argv[0]);
+    lock_stream();
+    printf("records p %p q %p\n", (void *)&bad_p, (void *)&bad_q);
+    for (size_t n = 8; n <= 4096; n += 8) {
+        site_stale_p(n);
+        site_stale_q(4104 - n);
+        site_stale_q(n);
+        site_stale_p(n + 8);
+    }
+    bad_p.src = bad_p.dst + 8;
+    bad_q.src = bad_q.dst + 8;
+    unlock_bad();
+}
+
 static void teardown(void)
 {
     if (stream)
@@ -527,6 +879,11 @@ static const check_scenario scenarios[] = {
     CHECK_SCENARIO_ARGS("threads", s_threads, 1, 1, "RT"),
     CHECK_SCENARIO_ARGS("sizes", s_sizes, 2, 2, "RT N"),
     CHECK_SCENARIO_ARGS("fibers", s_fibers, 1, 1, "RT"),
+    CHECK_SCENARIO_ARGS("altstack", s_altstack, 1, 1, "RT"),
+    CHECK_SCENARIO_ARGS("fiberguard", s_fiberguard, 1, 1, "RT"),
+    CHECK_SCENARIO_ARGS("smallstacks", s_smallstacks, 1, 1, "RT"),
+    CHECK_SCENARIO_ARGS("forks", s_forks, 1, 1, "RT"),
+    CHECK_SCENARIO_ARGS("stale", s_stale, 1, 1, "RT"),
 };
 
 int main(int argc, char **argv)
