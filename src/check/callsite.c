@@ -12,6 +12,7 @@
  * into it reads the program's return address from a stack slot learned
  * once (hcg_callsite_launch, below). Sites are named off the hot path too
  * (hcg_callsite_name). */
+#include <alloca.h>
 #include <dlfcn.h>
 #include <execinfo.h>
 #include <link.h>
@@ -288,6 +289,7 @@ typedef struct rt_walk {
     uintptr_t prev_cfa;   /* the CFA the unwinder gave for the frame before */
     uintptr_t slot, site; /* found: where the program's return address is */
     uintptr_t hi;         /* the highest CFA seen */
+    uintptr_t lo;         /* the deepest frame of the callback */
     unsigned n;
     int past_ra;
 } rt_walk;
@@ -316,6 +318,9 @@ static _Unwind_Reason_Code rt_walk_frame(struct _Unwind_Context *ctx, void *arg)
         return _URC_END_OF_STACK;
     if (cfa > w->hi)
         w->hi = cfa;
+    uintptr_t here = (uintptr_t)__builtin_frame_address(0);
+    if (!w->lo || here < w->lo)
+        w->lo = here;
     /* The first frame R returns into, then the first one outside. */
     if (!w->site && !w->past_ra)
         w->past_ra = ip == w->ra && cfa > w->base;
@@ -328,15 +333,17 @@ static _Unwind_Reason_Code rt_walk_frame(struct _Unwind_Context *ctx, void *arg)
 }
 
 /* Unwind this thread's stack: the program's return address above R, and
- * its slot's distance from base in *off; 0 if none is found. */
+ * its slot's distance from base in *off; 0 if none is found. *lo: the
+ * deepest frame the walk's callback had. */
 __attribute__((noinline, no_sanitize("address", "thread"))) static uintptr_t
-rt_learn(uintptr_t ra, uintptr_t base, uintptr_t *off)
+rt_learn(uintptr_t ra, uintptr_t base, uintptr_t *off, uintptr_t *lo)
 {
     rt_walk w;
     memset(&w, 0, sizeof w);
     w.ra = ra;
     w.base = base;
     _Unwind_Backtrace(rt_walk_frame, &w);
+    *lo = w.lo;
     /* The stack walked last: a thread that launches from another stack
      * (a fiber's) reads nothing above that one's top, but learns again. */
     if (w.hi)
@@ -381,6 +388,22 @@ static void rt_keep(uintptr_t ra, uintptr_t off, uintptr_t site)
     pthread_mutex_unlock(&rt_lock);
 }
 
+/* The dead stack an unwind leaves below its caller holds copies of the
+ * program's return addresses (the unwinder's contexts, the walk's own):
+ * a later launch from deeper down (a larger runtime frame, an alloca)
+ * could find one at a learned distance, in memory its frames have not
+ * written, and believe it. Cleared down to lo, the deepest frame of the
+ * walk's callback (mapped: in use a moment ago). */
+__attribute__((noinline, no_sanitize("address", "thread"))) static void rt_scrub(uintptr_t lo)
+{
+    uintptr_t top = (uintptr_t)__builtin_frame_address(0);
+    if (!lo || lo >= top || top - lo > (64u << 10))
+        return;
+    volatile unsigned char *dead = alloca(top - lo);
+    for (size_t i = 0; i < top - lo; i++)
+        dead[i] = 0;
+}
+
 static uintptr_t rt_site_slow(uintptr_t ra, uintptr_t base)
 {
     rt_ret r;
@@ -407,7 +430,9 @@ static uintptr_t rt_site_slow(uintptr_t ra, uintptr_t base)
     }
     pthread_mutex_unlock(&rt_lock);
     if (!site && r.wasted < RT_GIVE_UP) {
-        site = rt_learn(ra, base, &off);
+        uintptr_t lo = 0;
+        site = rt_learn(ra, base, &off, &lo);
+        rt_scrub(lo);
         rt_keep(ra, site ? off : 0, site);
         hcg_debug("call site: stack unwound above %#lx (in the CUDA libraries): %s %#lx at +%#lx",
                   (unsigned long)ra, site ? "the program's frame" : "no frame outside",

@@ -307,7 +307,7 @@ def stale(args):
         expect(len(named) == 1, f"record {u} named by more than one function: {named}", out)
         wrong.update(named)
     expect(set(wrong) == {"site_stale_p", "site_stale_q"}, f"each its own: {per}", out)
-    expect(sum(per.values()) == 4 * 512, f"{4 * 512} skips: {per}", out)
+    expect(sum(per.values()) == 6 * 512, f"{6 * 512} skips: {per}", out)
 
 
 def main():

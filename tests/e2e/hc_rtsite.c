@@ -540,7 +540,11 @@ static void s_sizes(int argc, char **argv)
  * that distance lies in the inaccessible region above it (the process
  * would die), nor taken from the thread's stack when the handler runs on
  * it. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+enum { DEEP = 12000, ALT = 1 << 20, ABOVE = 64 << 10 }; /* a sanitizer's frames are larger */
+#else
 enum { DEEP = 12000, ALT = 64 << 10, ABOVE = 64 << 10 };
+#endif
 
 SITE void site_deep_main(void)
 {
@@ -590,6 +594,13 @@ static char *guarded_stack(size_t n)
 static void s_altstack(int argc, char **argv)
 {
     (void)argc;
+#ifdef __SANITIZE_THREAD__
+    /* Seen: ThreadSanitizer's handler, which comes before hcguard's, lets
+     * a fault inside the handler of another signal kill the process, so
+     * the contained read past the alternate stack's top is not. */
+    printf("SKIP: ThreadSanitizer does not pass a fault in a signal handler on\n");
+    exit(77);
+#endif
     begin(argv[0]);
     lock_stream();
     char *alt = guarded_stack(ALT);
@@ -723,8 +734,8 @@ static void s_smallstacks(int argc, char **argv)
     /* glibc places the thread's descriptor and static TLS (hcguard's
      * included) at the top of a stack the program gives: 16 KiB for frames
      * above 64 KiB for those (a sanitizer's frames are larger). */
-#ifdef __SANITIZE_ADDRESS__
-    enum { SMALL = (256 + 64) << 10 };
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    enum { SMALL = (1024 + 64) << 10 };
 #else
     enum { SMALL = (16 + 64) << 10 };
 #endif
@@ -849,9 +860,27 @@ SITE void site_stale_q(size_t n)
 static void s_stale(int argc, char **argv)
 {
     (void)argc;
+#ifdef __SANITIZE_THREAD__
+    /* Seen: there the launch path's unoptimised frames (hcguard's wrapper,
+     * the test driver's) leave p's return address in stack memory that
+     * q's larger frame does not write, where the sweep finds it: the
+     * limit README states (a stale value equal to a learned one is taken
+     * for it). The unwinder's copies are cleared (rt_scrub). */
+    printf("SKIP: the ThreadSanitizer build's frames leave copies of the site the sweep finds\n");
+    exit(77);
+#endif
     begin(argv[0]);
     lock_stream();
     printf("records p %p q %p\n", (void *)&bad_p, (void *)&bad_q);
+    /* One frame size for p (learned once, then the fast path, which
+     * leaves p's return address in the dead stack below), each time
+     * followed by q's frame larger by one more word: q's read at p's
+     * distance sweeps that dead stack. */
+    for (size_t d = 8; d <= 4096; d += 8) {
+        site_stale_p(64);
+        site_stale_q(64 + d);
+    }
+    /* Then both in many sizes, in turn. */
     for (size_t n = 8; n <= 4096; n += 8) {
         site_stale_p(n);
         site_stale_q(4104 - n);
