@@ -310,6 +310,42 @@ def stale(args):
     expect(sum(per.values()) == 6 * 512, f"{6 * 512} skips: {per}", out)
 
 
+@case
+def race(args):
+    # Four threads learning at once: each launch named by its own function
+    # (told by its record, which one thread and one function use) or the
+    # runtime's launcher, never another.
+    env = {"HCGUARD_MODE": "audit"}
+    with tempfile.TemporaryDirectory() as d:
+        p = subprocess.run([args.prog, "race", args.runtime], env={
+            **{k: v for k, v in os.environ.items() if not k.startswith("HCGUARD_")},
+            "LD_PRELOAD": args.preload, "LD_LIBRARY_PATH": args.fake_dir,
+            "HCGUARD_SLOW_MS": "10000", "HCGUARD_LOG": os.path.join(d, "log.jsonl"), **env},
+            capture_output=True, text=True, timeout=120, errors="replace")
+        out = p.stdout + p.stderr
+        expect(p.returncode == 0 and "rtsite race: passed" in p.stdout,
+               f"exit status {p.returncode}", out)
+        with open(os.path.join(d, "log.jsonl")) as f:
+            log = [json.loads(line) for line in f if line.strip()]
+    owner = dict(re.findall(r"^record (0x[0-9a-f]+) (site_race_\w)$", p.stdout, re.M))
+    expect(len(owner) == 12, f"12 records: {owner}", out)
+    named = {}
+    for r in log:
+        if r.get("event") != "skip":
+            continue
+        m = re.match(r"(\w+)\+0x[0-9a-f]+ \(in (.*)\)$", r.get("caller", ""))
+        who = m.group(1) if m else r.get("caller")
+        want = owner.get(r.get("user_data"))
+        ok = (want, "launcher")
+        if "names: any of the three" in p.stdout:  # see hc_rtsite.c, s_race
+            ok = ("site_race_a", "site_race_b", "site_race_n", "launcher")
+        expect(want and who in ok, f"record of {want} named {r.get('caller')}", out)
+        named[who] = named.get(who, 0) + 1
+    expect(sum(named.values()) == 4 * 3 * 40, f"{4 * 3 * 40} skips: {named}", out)
+    # the first launches, at least, are learned and named
+    expect(sum(v for k, v in named.items() if k != "launcher") >= 4, f"named: {named}", out)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--list", action="store_true")

@@ -52,6 +52,11 @@
  *                            after a deep launch on the main stack
  *   hc_rtsite forks RT       forks while threads learn, each child
  *                            launching through the runtime at once
+ *   hc_rtsite race RT        audit mode: four threads at once, each
+ *                            through all three entry points and frames of
+ *                            many sizes (past the distances kept and the
+ *                            unwinds allowed), each launch with a record
+ *                            of its own thread and function
  *   hc_rtsite stale RT       audit mode: two program functions through the
  *                            alloca entry point, frames of many sizes
  *                            interleaved (stack memory full of the other's
@@ -892,6 +897,70 @@ static void s_stale(int argc, char **argv)
     unlock_bad();
 }
 
+/* ---- race ----------------------------------------------------------------- */
+/* Threads learning at once on the shared tables (run under ThreadSanitizer
+ * too): every launch is named by its own function or the runtime's
+ * launcher. The record tells thread and function apart. */
+enum { RACERS = 4, RACE_ROUNDS = 40 };
+static hcguard_copy_record race_rec[RACERS][3];
+
+SITE void site_race_a(hcguard_copy_record *r)
+{
+    CHECK(rt.a(stream, copy, r) == CUDA_SUCCESS);
+    KEEP_FRAME();
+}
+
+SITE void site_race_b(hcguard_copy_record *r)
+{
+    CHECK(rt.b(stream, copy, r) == CUDA_SUCCESS);
+    KEEP_FRAME();
+}
+
+SITE void site_race_n(hcguard_copy_record *r, size_t n)
+{
+    CHECK(rt.alloca_n(stream, copy, r, n) == CUDA_SUCCESS);
+    KEEP_FRAME();
+}
+
+static void *racer(void *arg)
+{
+    REQUIRE_OK(cuCtxSetCurrent(ctx));
+    hcguard_copy_record *r = race_rec[(uintptr_t)arg];
+    for (size_t i = 0; i < RACE_ROUNDS; i++) {
+        site_race_n(&r[2], 16 + 16 * ((i * 7 + (uintptr_t)arg * 13) % 97));
+        site_race_a(&r[0]);
+        site_race_b(&r[1]);
+    }
+    return NULL;
+}
+
+static void s_race(int argc, char **argv)
+{
+    (void)argc;
+    begin(argv[0]);
+    for (int t = 0; t < RACERS; t++)
+        for (int k = 0; k < 3; k++)
+            race_rec[t][k] = bad;
+    lock_stream();
+    pthread_t t[RACERS];
+    for (uintptr_t i = 0; i < RACERS; i++)
+        REQUIRE(pthread_create(&t[i], NULL, racer, (void *)i) == 0);
+    for (int i = 0; i < RACERS; i++)
+        REQUIRE(pthread_join(t[i], NULL) == 0);
+#ifdef __SANITIZE_THREAD__
+    /* Its unoptimised frames leave copies of one function's site where
+     * another's larger frame reads (as in s_stale): here the test is for
+     * races on the tables. */
+    printf("names: any of the three (ThreadSanitizer build)\n");
+#endif
+    for (int i = 0; i < RACERS; i++)
+        for (int k = 0; k < 3; k++) {
+            printf("record %p site_race_%c\n", (void *)&race_rec[i][k], "abn"[k]);
+            race_rec[i][k].src = race_rec[i][k].dst + 8;
+        }
+    unlock_bad();
+}
+
 static void teardown(void)
 {
     if (stream)
@@ -913,6 +982,7 @@ static const check_scenario scenarios[] = {
     CHECK_SCENARIO_ARGS("smallstacks", s_smallstacks, 1, 1, "RT"),
     CHECK_SCENARIO_ARGS("forks", s_forks, 1, 1, "RT"),
     CHECK_SCENARIO_ARGS("stale", s_stale, 1, 1, "RT"),
+    CHECK_SCENARIO_ARGS("race", s_race, 1, 1, "RT"),
 };
 
 int main(int argc, char **argv)
