@@ -346,6 +346,17 @@ def race(args):
     expect(sum(v for k, v in named.items() if k != "launcher") >= 4, f"named: {named}", out)
 
 
+@case
+def two_runtimes(args):
+    # libcudart.so.98 is built beside the .99 (tests/e2e/CMakeLists.txt).
+    rt98 = os.path.join(os.path.dirname(args.runtime), "libcudart.so.98")
+    err, log = run(args, ["two", args.runtime, rt98], {"HCGUARD_MODE": "audit"})
+    want = {"site_two_first": 6, "site_two_second": 6, "site_two_again": 6}
+    expect(groups(err, "enqueued at") == want, f"by site: {groups(err, 'enqueued at')}", err)
+    expect(callers(log, "skip") == want, f"the log: {callers(log, 'skip')}", err)
+    no_runtime(err, log)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--list", action="store_true")

@@ -52,6 +52,11 @@
  *                            after a deep launch on the main stack
  *   hc_rtsite forks RT       forks while threads learn, each child
  *                            launching through the runtime at once
+ *   hc_rtsite two RT RT98    audit mode: two runtimes of the same code
+ *                            (libcudart.so.99 and .98) loaded together,
+ *                            launches through both in turn; then the .98
+ *                            unloaded and loaded again, launches from
+ *                            another function
  *   hc_rtsite race RT        audit mode: four threads at once, each
  *                            through all three entry points and frames of
  *                            many sizes (past the distances kept and the
@@ -961,6 +966,68 @@ static void s_race(int argc, char **argv)
     unlock_bad();
 }
 
+/* ---- two ------------------------------------------------------------------- */
+/* Two runtimes with the same code: the same offsets of every return
+ * address, at two addresses; then closed and loaded again, so that one
+ * may come back where the other was. Every launch names its function. */
+static void *open_runtime(const char *path, launch_fn *a, launch_fn *b)
+{
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    REQUIRE(h != NULL);
+    int (*init)(int, void *) = (int (*)(int, void *))dlsym(h, "fcrt_init");
+    REQUIRE(init != NULL && init(0, NULL) == 0);
+    *a = (launch_fn)dlsym(h, "fcrt_launch_a");
+    *b = (launch_fn)dlsym(h, "fcrt_launch_b");
+    REQUIRE(*a && *b);
+    return h;
+}
+
+SITE void site_two_first(launch_fn f)
+{
+    CHECK(f(stream, copy, &bad) == CUDA_SUCCESS);
+    KEEP_FRAME();
+}
+
+SITE void site_two_second(launch_fn f)
+{
+    CHECK(f(stream, copy, &bad) == CUDA_SUCCESS);
+    KEEP_FRAME();
+}
+
+SITE void site_two_again(launch_fn f)
+{
+    CHECK(f(stream, copy, &bad) == CUDA_SUCCESS);
+    KEEP_FRAME();
+}
+
+static void s_two(int argc, char **argv)
+{
+    (void)argc;
+    begin(argv[0]);
+    lock_stream();
+    launch_fn a99, b99, a98, b98;
+    void *h99 = open_runtime(argv[0], &a99, &b99);
+    void *h98 = open_runtime(argv[1], &a98, &b98);
+    for (int i = 0; i < 3; i++) {
+        site_two_first(a99);
+        site_two_second(a98);
+        site_two_first(b98);
+        site_two_second(b99);
+    }
+    /* Both closed: the .98 is unloaded (begin's handle keeps the .99),
+     * then loaded again, wherever the loader puts it now. */
+    REQUIRE(dlclose(h99) == 0 && dlclose(h98) == 0);
+    h98 = open_runtime(argv[1], &a98, &b98);
+    h99 = open_runtime(argv[0], &a99, &b99);
+    for (int i = 0; i < 3; i++) {
+        site_two_again(b98);
+        site_two_again(a99);
+    }
+    unlock_bad();
+    dlclose(h98);
+    dlclose(h99);
+}
+
 static void teardown(void)
 {
     if (stream)
@@ -983,6 +1050,7 @@ static const check_scenario scenarios[] = {
     CHECK_SCENARIO_ARGS("forks", s_forks, 1, 1, "RT"),
     CHECK_SCENARIO_ARGS("stale", s_stale, 1, 1, "RT"),
     CHECK_SCENARIO_ARGS("race", s_race, 1, 1, "RT"),
+    CHECK_SCENARIO_ARGS("two", s_two, 2, 2, "RT RT98"),
 };
 
 int main(int argc, char **argv)
