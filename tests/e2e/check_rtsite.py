@@ -114,8 +114,9 @@ def skip(args):
            f"skips by enqueue site: {groups(err, 'enqueued at')}, want {want}", err)
     expect("bad records reported at enqueue" not in err, "good at enqueue", err)
     expect(callers(log, "skip") == want, f"the log's skips: {callers(log, 'skip')}", err)
-    expect(re.search(r"^==hcguard==     enqueued at site_entry_b\+0x[0-9a-f]+ \(in hc_rtsite\)$",
-                     err, re.M), "the skip's own message names the site", err)
+    expect(re.search(r"^==hcguard==     enqueued at site_entry_b\+0x[0-9a-f]+ \(in "
+                     + re.escape(PROG) + r"\)$", err, re.M),
+           "the skip's own message names the site", err)
     no_runtime(err, log)
 
 
@@ -295,7 +296,7 @@ def stale(args):
     for r in log:
         if r.get("event") != "skip":
             continue
-        m = re.match(r"(\w+)\+0x[0-9a-f]+ \(in (.*)\)$", r.get("caller", ""))
+        m = re.match(r"(\w+)(?:\.\w+\.\d+)?\+0x[0-9a-f]+ \(in (.*)\)$", r.get("caller", ""))
         who = m.group(1) if m else r.get("caller")
         key = (r.get("user_data"), who)
         per[key] = per.get(key, 0) + 1
@@ -333,7 +334,7 @@ def race(args):
     for r in log:
         if r.get("event") != "skip":
             continue
-        m = re.match(r"(\w+)\+0x[0-9a-f]+ \(in (.*)\)$", r.get("caller", ""))
+        m = re.match(r"(\w+)(?:\.\w+\.\d+)?\+0x[0-9a-f]+ \(in (.*)\)$", r.get("caller", ""))
         who = m.group(1) if m else r.get("caller")
         want = owner.get(r.get("user_data"))
         ok = (want, "launcher")
@@ -363,6 +364,9 @@ def main():
     for a in ("--case", "--prog", "--runtime", "--preload", "--fake-dir"):
         ap.add_argument(a)
     args = ap.parse_args()
+    global PROG  # the program's name in the findings (hc_rtsite, hc_rtsite_bare)
+    if args.prog:
+        PROG = os.path.basename(args.prog)
     if args.list:
         print("\n".join(CASES))
         return 0
