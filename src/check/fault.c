@@ -108,6 +108,12 @@ int hcg_fault_failed(hcg_fault_ret r, hcg_fault_info *out)
     return -1;
 }
 
+int hcg_fault_too_long(hcg_fault_info *out)
+{
+    hcg_fault_ret r = {HCG_FAULT_MARK | (uintptr_t)SIGSEGV << 16 | (uintptr_t)SI_KERNEL, 0};
+    return hcg_fault_failed(r, out);
+}
+
 typedef struct find_text {
     uintptr_t addr, lo, hi;
 } find_text;
@@ -263,6 +269,11 @@ int hcg_fault_copy(void *dst, const void *src, size_t n, hcg_fault_info *out)
     recovery r;
     if (n == 0)
         return 0;
+    if (n > PTRDIFF_MAX) { /* no address space holds it; memcpy may wrap around */
+        if (out)
+            *out = (hcg_fault_info){0, SIGSEGV, SI_KERNEL};
+        return -1;
+    }
     r.at[0] = (uintptr_t)dst;
     r.at[1] = (uintptr_t)src;
     r.n = n;

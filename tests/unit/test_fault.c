@@ -17,6 +17,16 @@
  *             handler): the inner fault is contained, the program's fault
  *             reaches the program, and the outer copy, interrupted, still
  *             has its own faults contained afterwards
+ *   flags     the program's handler set with SA_RESETHAND, SIG_IGN or
+ *             SA_NODEFER after hcguard's (in a child each): contained
+ *             copies stay contained and do not use up SA_RESETHAND, the
+ *             program's faults behave as the flag says, the last kills
+ *   edges     sizes at rep movsb's window edges (4095 .. 65537), odd
+ *             alignments, src == dst, overlap, faults at each edge read
+ *             and written (the bytes before the hole copied, the
+ *             direction flag clear after), n above PTRDIFF_MAX (n - lo
+ *             wraps in the window's compare; glibc's memcpy wrapped around
+ *             and returned 0), non-canonical and top-byte addresses
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -24,6 +34,7 @@
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "hcg.h"
@@ -326,12 +337,276 @@ static void test_nested_movsb(void)
     movsb_for(-1, "nested_movsb");
 }
 
+/* ---- flags: the program's handler with SA_RESETHAND, SA_NODEFER, SIG_IGN --
+ * Each in a child (the process must die of the program's own fault at the
+ * end, as without hcguard); the child reports its stages on a pipe. First
+ * in the table: no thread exists yet to stop a fork under user-mode
+ * emulation. */
+static int stage_fd = -1;
+static sigjmp_buf flags_jb;
+static volatile sig_atomic_t flags_depth, flags_inner_ok;
+
+static void stage(char c)
+{
+    if (write(stage_fd, &c, 1) != 1)
+        _exit(4);
+}
+
+/* A faulting contained copy by rep movsb (where there is one) and one by
+ * memcpy: 1 if both were contained. */
+static int contained_pair(char *bad)
+{
+    static char buf[8192];
+    hcg_fault_info fi;
+    int ok = hcg_fault_copy(buf, bad - 4096 + 8, 8192, &fi) == -1 && fi.sig == SIGSEGV;
+    ok = ok && hcg_fault_copy(buf, bad + 8, 200, &fi) == -1 && fi.sig == SIGSEGV;
+    return ok;
+}
+
+static void flags_handler(int sig, siginfo_t *si, void *uc)
+{
+    (void)sig, (void)si, (void)uc;
+    if (++flags_depth == 1 && stage_fd >= 0 && n_bad) {
+        /* SA_NODEFER: a second fault of the program's, inside its handler,
+         * reaches the handler again; a contained copy in there too. */
+        *(volatile char *)n_bad = 1;
+    }
+    if (n_bad)
+        flags_inner_ok = contained_pair(n_bad);
+    siglongjmp(flags_jb, 1);
+}
+
+static void set_segv(void (*h)(int, siginfo_t *, void *), void (*plain)(int), int flags)
+{
+    struct sigaction a;
+    memset(&a, 0, sizeof a);
+    if (h)
+        a.sa_sigaction = h;
+    else
+        a.sa_handler = plain;
+    a.sa_flags = flags | (h ? SA_SIGINFO : 0);
+    sigemptyset(&a.sa_mask);
+    REQUIRE(sigaction(SIGSEGV, &a, NULL) == 0);
+}
+
+/* how: 0 SA_RESETHAND, 1 SIG_IGN, 2 SA_NODEFER. */
+static void flags_child(int how, char *bad)
+{
+    CHECK_EQ(hcg_fault_install(), 0);
+    if (how == 0)
+        set_segv(flags_handler, NULL, SA_RESETHAND);
+    else if (how == 1)
+        set_segv(NULL, SIG_IGN, 0);
+    else
+        set_segv(flags_handler, NULL, SA_NODEFER);
+    if (contained_pair(bad))
+        stage('a');
+    if (how == 1) {
+        kill(getpid(), SIGSEGV); /* sent, ignored: nothing happens */
+        stage('b');
+    } else {
+        flags_depth = 0;
+        n_bad = how == 2 ? bad : NULL;
+        if (sigsetjmp(flags_jb, 1) == 0)
+            *(volatile char *)bad = 1;
+        if (flags_depth == (how == 2 ? 2 : 1) && (how != 2 || flags_inner_ok))
+            stage('b');
+    }
+    if (contained_pair(bad))
+        stage('c');
+    struct sigaction now;
+    REQUIRE(sigaction(SIGSEGV, NULL, &now) == 0);
+    if ((how == 0 && now.sa_handler == SIG_DFL) || (how == 1 && now.sa_handler == SIG_IGN) ||
+        (how == 2 && now.sa_sigaction == flags_handler))
+        stage('d');
+    if (how == 2)
+        set_segv(NULL, SIG_DFL, 0);
+    *(volatile char *)bad = 1; /* the program's fault: default action, death */
+    stage('x');
+    _exit(0);
+}
+
+static void test_flags(void)
+{
+    static const char *names[] = {"SA_RESETHAND", "SIG_IGN", "SA_NODEFER"};
+    char *bad, *mem = map_with_hole(pg, &bad);
+    for (int how = 0; how < 3; how++) {
+        int fds[2];
+        REQUIRE(pipe(fds) == 0);
+        pid_t pid = fork();
+        REQUIRE(pid >= 0);
+        if (pid == 0) {
+            close(fds[0]);
+            stage_fd = fds[1];
+            flags_child(how, bad);
+        }
+        close(fds[1]);
+        char got[8] = {0};
+        size_t len = 0;
+        ssize_t k;
+        while (len < sizeof got - 1 && (k = read(fds[0], got + len, sizeof got - 1 - len)) > 0)
+            len += (size_t)k;
+        close(fds[0]);
+        int st = 0;
+        REQUIRE(waitpid(pid, &st, 0) == pid);
+        CHECK_MSG(strcmp(got, "abcd") == 0, "%s: stages %s", names[how], got);
+        CHECK_MSG(WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV, "%s: status %#x", names[how], st);
+        printf("flags: %s: copies contained, program faults its own, died of SIGSEGV\n",
+               names[how]);
+    }
+    munmap(mem, 2 * pg);
+}
+
+/* ---- edges: sizes at the window's edges, odd pointers, odd sizes -------- */
+#if defined(__x86_64__)
+static unsigned long flags_now(void)
+{
+    unsigned long f;
+    __asm__ volatile("pushfq; popq %0" : "=r"(f));
+    return f;
+}
+#endif
+
+/* Where a fault ending a range at the hole is reported: its first byte
+ * (x86-64 reports the first byte of the page an access crosses into; an
+ * Arm core may report the access's own start). */
+#if defined(__x86_64__)
+#define AT_HOLE(a, bad) ((a) == (uintptr_t)(bad))
+#else
+#define AT_HOLE(a, bad) ((a) + 64 >= (uintptr_t)(bad) && (a) < (uintptr_t)(bad) + pg)
+#endif
+
+/* A copy of n from src + so to dst + dof, checked against memmove's. */
+static int copied_right(size_t n, size_t so, size_t dof)
+{
+    static char src[(64u << 10) + 64], dst[(64u << 10) + 64], want[(64u << 10) + 64];
+    for (size_t i = 0; i < sizeof src; i++)
+        src[i] = (char)(i * 13 + 5);
+    memset(dst, 0x5a, sizeof dst);
+    memcpy(want, dst, sizeof want);
+    memcpy(want + dof, src + so, n);
+    return hcg_fault_copy(dst + dof, src + so, n, NULL) == 0 && memcmp(dst, want, sizeof dst) == 0;
+}
+
+static void edges_once(const char *how)
+{
+    static const size_t ns[] = {4095, 4096, 4097, 65535, 65536, 65537};
+    size_t lo, hi;
+    hcg_fault_movsb_window(&lo, &hi, 0);
+    int bad_copies = 0;
+    for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++)
+        for (size_t so = 0; so < 8; so += 3)
+            for (size_t dof = 0; dof < 8; dof += 5)
+                if (!copied_right(ns[i], so, dof)) {
+                    bad_copies++;
+                    fprintf(stderr, "%s: size %zu +%zu +%zu copied wrong\n", how, ns[i], so, dof);
+                }
+    CHECK_EQ(bad_copies, 0);
+    /* Faulting at the window's edges, each way: the fault in the hole. */
+    char *bad, *mem = map_with_hole(128u << 10, &bad);
+    static char other[(64u << 10) + 1];
+    for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) {
+        size_t n = ns[i];
+        int movsb = n >= lo && n < hi; /* by rep movsb: in order, up to the hole */
+        hcg_fault_info fi;
+        memset(&fi, 0, sizeof fi);
+        memset(other, 0, n);
+        CHECK_MSG(hcg_fault_copy(other, bad - n + 1, n, &fi) == -1 && fi.sig == SIGSEGV &&
+                      AT_HOLE(fi.addr, bad),
+                  "%s: read %zu: sig %d at %+ld", how, n, fi.sig, (long)(fi.addr - (uintptr_t)bad));
+        if (movsb)
+            CHECK(memcmp(other, bad - n + 1, n - 1) == 0);
+        memset(other, (int)i + 1, n);
+        memset(&fi, 0, sizeof fi);
+        CHECK_MSG(hcg_fault_copy(bad - n + 1, other, n, &fi) == -1 && fi.sig == SIGSEGV &&
+                      AT_HOLE(fi.addr, bad),
+                  "%s: write %zu: sig %d at %+ld", how, n, fi.sig,
+                  (long)(fi.addr - (uintptr_t)bad));
+        if (movsb)
+            CHECK(memcmp(bad - n + 1, other, n - 1) == 0);
+#if defined(__x86_64__)
+        /* The recovered copy leaves the direction flag clear: a backward
+         * move after it copies right. */
+        CHECK_EQ(flags_now() & 0x400, 0);
+        memmove(other + 1, other, 4096);
+        CHECK_EQ(flags_now() & 0x400, 0);
+#endif
+    }
+    /* src == dst, and one byte apart (memmove's business, but it must not
+     * fault or write outside [dst, dst + n)). */
+    char *p = mem;
+    for (size_t i = 0; i < 8192; i++)
+        p[i] = (char)i;
+    CHECK_EQ(hcg_fault_copy(p, p, 8192, NULL), 0);
+    int same = 1;
+    for (size_t i = 0; i < 8192; i++)
+        same &= p[i] == (char)i;
+    CHECK(same);
+    p[8192] = 77;
+    p[8193] = 78;
+    CHECK_EQ(hcg_fault_copy(p + 1, p, 8192, NULL), 0);
+    CHECK_EQ(p[8193], 78); /* written: [1, 8193) alone */
+    CHECK_EQ(p[0], 0);
+    /* n with the top bit set (n - lo wraps in the window's compare): the
+     * copy runs into the end of the mapping, and that fault is contained. */
+    /* glibc's memcpy, given the last two, wrapped around, wrote below dst
+     * and returned. */
+    static const size_t huge[] = {(size_t)1 << 63, ((size_t)1 << 63) | 8192, SIZE_MAX - 4095,
+                                  SIZE_MAX - 100000, SIZE_MAX};
+    hcg_fault_info fi;
+    for (size_t i = 0; i < sizeof huge / sizeof huge[0]; i++)
+        for (int write = 0; write < 2; write++) {
+            memset(&fi, 0, sizeof fi);
+            int rc = write ? hcg_fault_copy(bad - 4096, other, huge[i], &fi)
+                           : hcg_fault_copy(other, bad - 4096, huge[i], &fi);
+            CHECK_MSG(rc == -1 && fi.sig == SIGSEGV && fi.code == SI_KERNEL && fi.addr == 0,
+                      "%s: %s %#zx: rc %d sig %d code %d", how, write ? "write" : "read",
+                      huge[i], rc, fi.sig, fi.code);
+        }
+    /* Addresses no mapping can have: non-canonical on x86-64 (a general
+     * protection fault, no address), top-byte tagged on aarch64. */
+    static const uintptr_t wild[] = {(uintptr_t)1 << 63, ((uintptr_t)1 << 63) + 4096,
+                                     (uintptr_t)0x0001000000000000u, (uintptr_t)-4096};
+    for (size_t i = 0; i < sizeof wild / sizeof wild[0]; i++)
+        for (size_t k = 0; k < 3; k++) {
+            static const size_t wn[] = {100, 8192, 1u << 20};
+            memset(&fi, 0, sizeof fi);
+            CHECK_MSG(hcg_fault_copy(other, (void *)wild[i], wn[k] > 65536 ? 65536 : wn[k], &fi) ==
+                              -1 &&
+                          fi.sig == SIGSEGV,
+                      "%s: from %#lx", how, (unsigned long)wild[i]);
+            memset(&fi, 0, sizeof fi);
+            CHECK_MSG(hcg_fault_copy((void *)wild[i], other, wn[k] > 65536 ? 65536 : wn[k], &fi) ==
+                              -1 &&
+                          fi.sig == SIGSEGV,
+                      "%s: to %#lx", how, (unsigned long)wild[i]);
+        }
+    munmap(mem, (128u << 10) + pg);
+    printf("edges (%s): window [%zu, %zu): sizes at its edges copied and contained\n", how, lo, hi);
+}
+
+static void test_edges(void)
+{
+    install_program_handler();
+    CHECK_EQ(hcg_fault_install(), 0);
+    install_program_handler();
+    edges_once("as set");
+    movsb_for(1, "edges");
+    edges_once("all movsb");
+    movsb_for(0, "edges");
+    edges_once("no movsb");
+    movsb_for(-1, "edges");
+    CHECK_EQ(atomic_load(&stray_hits), 0);
+}
+
 static const check_case cases[] = {
+    CHECK_CASE(flags),
     CHECK_CASE(boundary),
     CHECK_CASE(boundary_movsb),
     CHECK_CASE(boundary_memcpy),
     CHECK_CASE(nested),
     CHECK_CASE(nested_movsb),
+    CHECK_CASE(edges),
 };
 
 int main(int argc, char **argv)
