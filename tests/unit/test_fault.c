@@ -27,13 +27,29 @@
  *             direction flag clear after), n above PTRDIFF_MAX (n - lo
  *             wraps in the window's compare; glibc's memcpy wrapped around
  *             and returned 0), non-canonical and top-byte addresses
+ *   nested_altstack: nested with the signal's handler on a sigaltstack
+ *             (SA_ONSTACK), outer copies by rep movsb and by memcpy; the
+ *             handler's copies fault by rep movsb (8 KiB) and by memcpy
+ *   sent      SIGSEGV sent (tgkill, sigqueue) and SIGBUS BUS_MCEERR_AO (the
+ *             kernel's asynchronous report of poisoned memory) arriving in
+ *             long copies reach the program's handler, the copies complete
+ *             (BUS_MCEERR_AO was taken for the copy's fault and lost)
+ *   vanish    another thread munmaps, mprotects or ftruncates (MAP_SHARED
+ *             memfd: SIGBUS) the middle of a 64 MiB copy's source or
+ *             destination: whole, or -1 with the fault there and, by rep
+ *             movsb, every byte before it copied
+ *   truncated copies past a file's end under a MAP_SHARED mapping, read
+ *             and written: SIGBUS contained, what precedes it copied
  */
+#include <errno.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -232,6 +248,7 @@ static void test_boundary_memcpy(void)
 static char *n_bad;
 static atomic_int usr1_runs, usr1_ok;
 static atomic_int copier_done;
+static int nested_altstack; /* SIGUSR1 with SA_ONSTACK, the copier on a sigaltstack */
 
 /* During a copy (or not): a contained copy that faults, then the
  * program's own fault. */
@@ -242,6 +259,15 @@ static void on_usr1(int sig)
     hcg_fault_info fi;
     int ok = hcg_fault_copy(buf, n_bad + 8, sizeof buf, &fi) == -1 && fi.sig == SIGSEGV &&
              fi.addr >= (uintptr_t)n_bad && fi.addr < (uintptr_t)n_bad + pg;
+    /* 8 KiB: rep movsb where hcguard sets the window; its last 4 KiB - 8
+     * in the hole. */
+    static _Thread_local char mid[8192];
+    ok = ok && hcg_fault_copy(mid, n_bad - 4096 + 8, sizeof mid, &fi) == -1 &&
+         fi.sig == SIGSEGV && fi.addr >= (uintptr_t)n_bad && fi.addr < (uintptr_t)n_bad + pg;
+    size_t lo, hi;
+    hcg_fault_movsb_window(&lo, &hi, 0);
+    if (sizeof mid >= lo && sizeof mid < hi) /* in order, up to the hole */
+        ok = ok && fi.addr == (uintptr_t)n_bad && memcmp(mid, n_bad - 4096 + 8, 4096 - 8) == 0;
     sigjmp_buf jb, *was = jump_to;
     int hits = program_hits;
     jump_to = &jb;
@@ -260,6 +286,11 @@ typedef struct nested_result {
 static void *copier(void *v)
 {
     nested_result *r = v;
+    stack_t ss = {.ss_sp = NULL, .ss_flags = 0, .ss_size = 1u << 16};
+    if (nested_altstack) { /* the handlers run there, hcguard's included */
+        ss.ss_sp = malloc(ss.ss_size);
+        REQUIRE(ss.ss_sp && sigaltstack(&ss, NULL) == 0);
+    }
     char *bad, *src = map_with_hole(BIG, &bad);
     char *dst = malloc(BIG);
     REQUIRE(dst);
@@ -280,6 +311,11 @@ static void *copier(void *v)
     }
     atomic_store(&copier_done, 1);
     free(dst);
+    if (ss.ss_sp) {
+        stack_t off = {.ss_sp = NULL, .ss_flags = SS_DISABLE, .ss_size = 0};
+        REQUIRE(sigaltstack(&off, NULL) == 0);
+        free(ss.ss_sp);
+    }
     return NULL;
 }
 
@@ -292,9 +328,13 @@ static void test_nested(void)
     struct sigaction a;
     memset(&a, 0, sizeof a);
     a.sa_handler = on_usr1;
+    a.sa_flags = nested_altstack ? SA_ONSTACK : 0;
     sigemptyset(&a.sa_mask);
     REQUIRE(sigaction(SIGUSR1, &a, NULL) == 0);
     nested_result r = {0, 0, 0, 0};
+    atomic_store(&copier_done, 0);
+    atomic_store(&usr1_runs, 0);
+    atomic_store(&usr1_ok, 0);
     pthread_t t;
     REQUIRE(pthread_create(&t, NULL, copier, &r) == 0);
     int sent = 0;
@@ -599,6 +639,361 @@ static void test_edges(void)
     CHECK_EQ(atomic_load(&stray_hits), 0);
 }
 
+/* The same with the signal's handler on a sigaltstack (SA_ONSTACK), the
+ * outer copies by rep movsb and by memcpy. */
+static void test_nested_altstack(void)
+{
+    nested_altstack = 1;
+    movsb_for(1, "nested_altstack");
+    test_nested();
+    movsb_for(0, "nested_altstack");
+    test_nested();
+    movsb_for(-1, "nested_altstack");
+    nested_altstack = 0;
+}
+
+/* ---- sent: signals sent, not raised, during copies go to the program ----
+ * A SIGSEGV sent with tgkill or sigqueue (si_code <= 0), and a SIGBUS the
+ * kernel sends on its own time (BUS_MCEERR_AO: memory found poisoned in
+ * the background, not by this instruction; queued here by the process
+ * itself, as only it may, at an address inside the copy) land during long
+ * copies: each must reach the program's handler, and each copy complete. */
+#define SENT_N (8u << 20)
+static atomic_int sent_seen, sent_stray;
+static atomic_int sent_stop;
+static char *sent_src;
+
+static void on_sent(int sig, siginfo_t *si, void *uc)
+{
+    (void)uc;
+    if ((sig == SIGSEGV && si->si_code > 0) ||
+        (sig == SIGBUS && si->si_code != BUS_MCEERR_AO && si->si_code > 0))
+        atomic_fetch_add(&sent_stray, 1);
+    atomic_fetch_add(&sent_seen, 1);
+}
+
+typedef struct sent_copier {
+    int copies, ok;
+} sent_copier;
+
+static void *sent_thread(void *v)
+{
+    sent_copier *c = v;
+    char *dst = malloc(SENT_N);
+    REQUIRE(dst);
+    while (!atomic_load(&sent_stop)) {
+        hcg_fault_info fi;
+        memset(dst, 0, SENT_N);
+        int rc = hcg_fault_copy(dst, sent_src, SENT_N, &fi);
+        c->copies++;
+        if (rc == 0 && memcmp(dst, sent_src, SENT_N) == 0)
+            c->ok++;
+        else
+            fprintf(stderr, "sent: copy rc %d sig %d code %d\n", rc, fi.sig, fi.code);
+    }
+    free(dst);
+    return NULL;
+}
+
+/* SIGUSR2's handler, on the copier: queue the signal to its own thread (a
+ * signal with a positive si_code may be queued by a thread to itself
+ * alone). SIGSEGV and SIGBUS are blocked in this handler, so the signal
+ * arrives as it returns: in the copy it interrupted, if it did. */
+static atomic_int sent_kind;
+
+static void on_usr2(int sig)
+{
+    (void)sig;
+    int kind = atomic_load(&sent_kind);
+    siginfo_t si;
+    memset(&si, 0, sizeof si);
+    si.si_signo = kind == 2 ? SIGBUS : SIGSEGV;
+    si.si_code = kind == 0 ? SI_TKILL : kind == 1 ? SI_QUEUE : BUS_MCEERR_AO;
+    si.si_addr = sent_src + SENT_N / 2;
+    int err = errno;
+    long rc = kind == 0 ? syscall(SYS_tgkill, getpid(), syscall(SYS_gettid), SIGSEGV)
+                        : syscall(SYS_rt_tgsigqueueinfo, getpid(), syscall(SYS_gettid),
+                                  si.si_signo, &si);
+    if (rc != 0)
+        atomic_fetch_add(&sent_stray, 1000);
+    errno = err;
+}
+
+/* Have t send itself one signal; 1 once the program's handler saw it. */
+static int send_one(pthread_t t, int kind)
+{
+    int before = atomic_load(&sent_seen);
+    atomic_store(&sent_kind, kind);
+    REQUIRE(pthread_kill(t, SIGUSR2) == 0);
+    /* Not a timing condition: a lost signal never arrives; 5 s is the
+     * bound on waiting for one that does. */
+    for (int i = 0; i < 5000 && atomic_load(&sent_seen) == before; i++)
+        usleep(1000);
+    return atomic_load(&sent_seen) > before;
+}
+
+static _Atomic pid_t sent_tid;
+
+static void *sent_thread_tid(void *v)
+{
+    atomic_store(&sent_tid, (pid_t)syscall(SYS_gettid));
+    return sent_thread(v);
+}
+
+static void sent_once(const char *how)
+{
+    struct sigaction a;
+    memset(&a, 0, sizeof a);
+    a.sa_sigaction = on_sent;
+    a.sa_flags = SA_SIGINFO;
+    sigemptyset(&a.sa_mask);
+    REQUIRE(sigaction(SIGSEGV, &a, NULL) == 0);
+    REQUIRE(sigaction(SIGBUS, &a, NULL) == 0);
+    a.sa_handler = on_usr2;
+    a.sa_flags = 0;
+    sigaddset(&a.sa_mask, SIGSEGV);
+    sigaddset(&a.sa_mask, SIGBUS);
+    REQUIRE(sigaction(SIGUSR2, &a, NULL) == 0);
+    sent_copier c = {0, 0};
+    atomic_store(&sent_stop, 0);
+    atomic_store(&sent_tid, 0);
+    pthread_t t;
+    REQUIRE(pthread_create(&t, NULL, sent_thread_tid, &c) == 0);
+    while (!atomic_load(&sent_tid))
+        sched_yield();
+    int arrived = 0, sent = 0;
+    for (int i = 0; i < 60; i++, sent++)
+        arrived += send_one(t, i % 3);
+    atomic_store(&sent_stop, 1);
+    pthread_join(t, NULL);
+    CHECK_EQ(arrived, sent);
+    CHECK_EQ(c.ok, c.copies);
+    CHECK_EQ(atomic_load(&sent_stray), 0);
+    printf("sent (%s): %d signals sent during %d copies of %u bytes, all to the program\n", how,
+           sent, c.copies, SENT_N);
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    REQUIRE(sigaction(SIGBUS, &dfl, NULL) == 0);
+    install_program_handler();
+}
+
+static void test_sent(void)
+{
+    CHECK_EQ(hcg_fault_install(), 0);
+    sent_src = malloc(SENT_N);
+    REQUIRE(sent_src);
+    for (size_t i = 0; i < SENT_N; i++)
+        sent_src[i] = (char)(i * 11 + 3);
+    movsb_for(1, "sent");
+    sent_once("rep movsb");
+    movsb_for(0, "sent");
+    sent_once("memcpy");
+    movsb_for(-1, "sent");
+    free(sent_src);
+}
+
+/* ---- vanish: the buffers unmapped, protected or truncated mid-copy ------
+ * Another thread takes away part of a long copy's source or destination
+ * while it runs (or before, or after: each outcome is checked, none is
+ * waited for): munmap, mprotect(PROT_NONE), or ftruncate of the file
+ * under a MAP_SHARED mapping (SIGBUS). The copy returns 0 with everything
+ * copied, or -1 with the fault in the part taken away; by rep movsb, the
+ * bytes before it copied. */
+#define VAN_N (64u << 20)
+#define VAN_HOLE (VAN_N / 2)
+#define VAN_HOLE_N (1u << 20)
+enum { VAN_UNMAP, VAN_PROTECT, VAN_TRUNCATE };
+static const char *const van_names[] = {"munmap", "mprotect", "ftruncate"};
+
+typedef struct vanish {
+    char *map; /* the side taken away */
+    int how, fd;
+    atomic_int go;
+} vanish;
+
+static void *vanisher(void *v)
+{
+    vanish *w = v;
+    while (!atomic_load(&w->go))
+        ;
+    if (w->how == VAN_UNMAP)
+        REQUIRE(munmap(w->map + VAN_HOLE, VAN_HOLE_N) == 0);
+    else if (w->how == VAN_PROTECT)
+        REQUIRE(mprotect(w->map + VAN_HOLE, VAN_HOLE_N, PROT_NONE) == 0);
+    else
+        REQUIRE(ftruncate(w->fd, VAN_HOLE) == 0);
+    return NULL;
+}
+
+/* Put the part taken away back, filled with the pattern. */
+static void van_restore(vanish *w, int is_src)
+{
+    if (w->how == VAN_UNMAP)
+        REQUIRE(mmap(w->map + VAN_HOLE, VAN_HOLE_N, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == w->map + VAN_HOLE);
+    else if (w->how == VAN_PROTECT)
+        REQUIRE(mprotect(w->map + VAN_HOLE, VAN_HOLE_N, PROT_READ | PROT_WRITE) == 0);
+    else
+        REQUIRE(ftruncate(w->fd, VAN_N) == 0);
+    if (is_src)
+        for (size_t i = VAN_HOLE; i < VAN_N; i++)
+            w->map[i] = (char)(i * 7 + 1);
+}
+
+static int van_stopped; /* copies the fault stopped (the rest were whole) */
+
+static int van_round(char *dst, char *src, vanish *w, int is_src)
+{
+    size_t lo, hi;
+    hcg_fault_movsb_window(&lo, &hi, 0);
+    int in_order = VAN_N >= lo && VAN_N < hi;
+    memset(dst, 0, VAN_N);
+    atomic_store(&w->go, 0);
+    pthread_t t;
+    REQUIRE(pthread_create(&t, NULL, vanisher, w) == 0);
+    hcg_fault_info fi;
+    memset(&fi, 0, sizeof fi);
+    atomic_store(&w->go, 1);
+    int rc = hcg_fault_copy(dst, src, VAN_N, &fi);
+    pthread_join(t, NULL);
+    uintptr_t hole = (uintptr_t)w->map + VAN_HOLE;
+    uintptr_t hole_end = hole + (w->how == VAN_TRUNCATE ? VAN_N - VAN_HOLE : VAN_HOLE_N);
+    int want_sig = w->how == VAN_TRUNCATE ? SIGBUS : SIGSEGV;
+    int want_code = w->how == VAN_TRUNCATE ? BUS_ADRERR
+                    : w->how == VAN_UNMAP  ? SEGV_MAPERR
+                                           : SEGV_ACCERR;
+    int ok;
+    if (rc == 0) {
+        ok = memcmp(dst, src, VAN_N) == 0;
+    } else {
+        van_stopped++;
+        ok = rc == -1 && fi.sig == want_sig && fi.code == want_code && fi.addr >= hole &&
+             fi.addr < hole_end;
+        if (ok && in_order) { /* everything before the fault copied */
+            size_t done = fi.addr - (uintptr_t)w->map;
+            ok = memcmp(dst, src, done) == 0;
+        }
+    }
+    if (!ok)
+        fprintf(stderr, "vanish %s %s: rc %d sig %d code %d at %+ld\n", van_names[w->how],
+                is_src ? "src" : "dst", rc, fi.sig, fi.code, (long)(fi.addr - hole));
+    van_restore(w, is_src);
+    return ok;
+}
+
+static char *van_map(int how, int *fd)
+{
+    *fd = -1;
+    if (how == VAN_TRUNCATE) {
+        *fd = memfd_create("hcg_test_fault", 0);
+        REQUIRE(*fd >= 0 && ftruncate(*fd, VAN_N) == 0);
+    }
+    char *p = mmap(NULL, VAN_N, PROT_READ | PROT_WRITE,
+                   *fd >= 0 ? MAP_SHARED : MAP_PRIVATE | MAP_ANONYMOUS, *fd, 0);
+    REQUIRE(p != MAP_FAILED);
+    return p;
+}
+
+static void vanish_all(const char *mode)
+{
+    int ok = 0, rounds = 0;
+    for (int how = 0; how < 3; how++)
+        for (int is_src = 0; is_src < 2; is_src++) {
+            vanish w;
+            w.how = how;
+            char *plain = malloc(VAN_N);
+            REQUIRE(plain);
+            w.map = van_map(how, &w.fd);
+            char *src = is_src ? w.map : plain, *dst = is_src ? plain : w.map;
+            for (size_t i = 0; i < VAN_N; i++)
+                src[i] = (char)(i * 7 + 1);
+            for (int r = 0; r < 2; r++, rounds++)
+                ok += van_round(dst, src, &w, is_src);
+            munmap(w.map, VAN_N);
+            if (w.fd >= 0)
+                close(w.fd);
+            free(plain);
+        }
+    CHECK_EQ(ok, rounds);
+    printf("vanish (%s): %d copies of 64 MiB with part of a buffer taken away: %d stopped "
+           "there, the others whole\n",
+           mode, rounds, van_stopped);
+    van_stopped = 0;
+}
+
+static void test_vanish(void)
+{
+    install_program_handler();
+    CHECK_EQ(hcg_fault_install(), 0);
+    movsb_for(1, "vanish");
+    vanish_all("rep movsb");
+    movsb_for(-1, "vanish");
+    vanish_all("as set");
+    CHECK_EQ(atomic_load(&stray_hits), 0);
+}
+
+/* ---- truncated: a file cut short under a MAP_SHARED mapping -------------
+ * Copies of sizes each way round (the window's top, 64 KiB - 1, and 8
+ * KiB) from and into the part past the end: SIGBUS at the first page
+ * past it, contained; by rep movsb, what lies before copied (the end's
+ * partial page reads as zeros past the file's end). */
+static void truncated_once(const char *mode)
+{
+    const size_t len = 64u << 10, end = (16u << 10) + 100, first_bad = 20u << 10;
+    size_t lo, hi;
+    hcg_fault_movsb_window(&lo, &hi, 0);
+    int fd = memfd_create("hcg_test_fault", 0);
+    REQUIRE(fd >= 0 && ftruncate(fd, (off_t)len) == 0);
+    char *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    REQUIRE(m != MAP_FAILED);
+    for (size_t i = 0; i < len; i++)
+        m[i] = (char)(i * 5 + 2);
+    REQUIRE(ftruncate(fd, (off_t)end) == 0);
+    static char buf[64u << 10];
+    static const size_t ns[] = {(64u << 10) - 1, 8192};
+    for (size_t i = 0; i < 2; i++)
+        for (int write = 0; write < 2; write++) {
+            size_t n = ns[i], from = len - 1 - n; /* ends before the mapping's last byte */
+            if (from > end - 100)
+                from = end - 100;
+            hcg_fault_info fi;
+            memset(&fi, 0, sizeof fi);
+            memset(buf, 0x33, n);
+            int rc = write ? hcg_fault_copy(m + from, buf, n, &fi)
+                           : hcg_fault_copy(buf, m + from, n, &fi);
+            int ok = rc == -1 && fi.sig == SIGBUS && fi.code == BUS_ADRERR &&
+                     fi.addr >= (uintptr_t)m + first_bad && fi.addr < (uintptr_t)m + len;
+            if (ok && n >= lo && n < hi) {
+                ok = fi.addr == (uintptr_t)m + first_bad;
+                for (size_t k = from; k < first_bad && ok; k++) {
+                    char want = write ? 0x33 : k < end ? (char)(k * 5 + 2) : 0;
+                    ok = (write ? m[k] : buf[k - from]) == want;
+                }
+            }
+            CHECK_MSG(ok, "%s: %s %zu at %zu: rc %d sig %d code %d at %+ld", mode,
+                      write ? "write" : "read", n, from, rc, fi.sig, fi.code,
+                      (long)(fi.addr - (uintptr_t)m));
+            if (write) /* put the pattern back, and the zeros past the end */
+                for (size_t k = from; k < first_bad; k++)
+                    m[k] = k < end ? (char)(k * 5 + 2) : 0;
+        }
+    munmap(m, len);
+    close(fd);
+    printf("truncated (%s): copies past a file's end stopped by a contained SIGBUS\n", mode);
+}
+
+static void test_truncated(void)
+{
+    CHECK_EQ(hcg_fault_install(), 0);
+    truncated_once("as set");
+    movsb_for(1, "truncated");
+    truncated_once("rep movsb");
+    movsb_for(0, "truncated");
+    truncated_once("memcpy");
+    movsb_for(-1, "truncated");
+}
+
 static const check_case cases[] = {
     CHECK_CASE(flags),
     CHECK_CASE(boundary),
@@ -607,6 +1002,10 @@ static const check_case cases[] = {
     CHECK_CASE(nested),
     CHECK_CASE(nested_movsb),
     CHECK_CASE(edges),
+    CHECK_CASE(nested_altstack),
+    CHECK_CASE(sent),
+    CHECK_CASE(vanish),
+    CHECK_CASE(truncated),
 };
 
 int main(int argc, char **argv)
