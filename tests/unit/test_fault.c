@@ -859,6 +859,15 @@ static void van_restore(vanish *w, int is_src)
             w->map[i] = (char)(i * 7 + 1);
 }
 
+/* dst[from, to) holds the source's pattern. */
+static int van_same(const char *dst, size_t from, size_t to)
+{
+    for (size_t i = from; i < to; i++)
+        if (dst[i] != (char)(i * 7 + 1))
+            return 0;
+    return 1;
+}
+
 static int van_stopped; /* copies the fault stopped (the rest were whole) */
 
 static int van_round(char *dst, char *src, vanish *w, int is_src)
@@ -882,16 +891,16 @@ static int van_round(char *dst, char *src, vanish *w, int is_src)
                     : w->how == VAN_UNMAP  ? SEGV_MAPERR
                                            : SEGV_ACCERR;
     int ok;
-    if (rc == 0) {
-        ok = memcmp(dst, src, VAN_N) == 0;
+    (void)src; /* taken away, maybe: compared with the pattern it held */
+    if (rc == 0) { /* whole, before the part went (not read there now) */
+        size_t skip_lo = is_src ? VAN_N : VAN_HOLE, skip_hi = is_src ? VAN_N : hole_end - hole + VAN_HOLE;
+        ok = van_same(dst, 0, skip_lo) && van_same(dst, skip_hi, VAN_N);
     } else {
         van_stopped++;
         ok = rc == -1 && fi.sig == want_sig && fi.code == want_code && fi.addr >= hole &&
              fi.addr < hole_end;
-        if (ok && in_order) { /* everything before the fault copied */
-            size_t done = fi.addr - (uintptr_t)w->map;
-            ok = memcmp(dst, src, done) == 0;
-        }
+        if (ok && in_order) /* everything before the fault copied */
+            ok = van_same(dst, 0, fi.addr - (uintptr_t)w->map);
     }
     if (!ok)
         fprintf(stderr, "vanish %s %s: rc %d sig %d code %d at %+ld\n", van_names[w->how],
