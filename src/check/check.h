@@ -121,6 +121,9 @@ typedef struct hcg_fault_info {
 
 /* memcpy(dst, src, n), but a SIGSEGV or SIGBUS on either range returns -1
  * (with *out filled, out may be NULL) instead of killing the process.
+ * n above PTRDIFF_MAX, which no address space holds, returns -1 at once as
+ * a fault at no address (SIGSEGV, SI_KERNEL): glibc's memcpy, given such
+ * an n, may wrap around and write below dst instead of faulting.
  * No system call or lock when nothing faults. Contained only once
  * hcg_fault_install has succeeded; before that, a plain memcpy. */
 #if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
@@ -147,12 +150,13 @@ HCG_HIDDEN hcg_fault_ret hcg_fault_memcpy(void *dst, const void *src, size_t n);
 HCG_HIDDEN hcg_fault_ret hcg_fault_words(void *dst, const void *src, size_t n);
 HCG_HIDDEN hcg_fault_ret hcg_fault_movsb(void *dst, const void *src, size_t n);
 HCG_HIDDEN int hcg_fault_failed(hcg_fault_ret r, hcg_fault_info *out);
+HCG_HIDDEN int hcg_fault_too_long(hcg_fault_info *out);
 
 static inline int hcg_fault_copy(void *dst, const void *src, size_t n, hcg_fault_info *out)
 {
     hcg_fault_ret r;
-    if (HCG_UNLIKELY(n == 0))
-        return 0;
+    if (HCG_UNLIKELY((ptrdiff_t)n <= 0)) /* 0, or longer than any address space */
+        return n == 0 ? 0 : hcg_fault_too_long(out);
     if (n <= 64 && (((uintptr_t)dst | (uintptr_t)src | n) & 7) == 0) {
         /* A record another thread may be rewriting is read a whole
          * aligned word per field, never a mix of two values (which could

@@ -76,6 +76,16 @@
  * code: they and what they call on that path are not instrumented. */
 #define HCG_UNINSTRUMENTED __attribute__((no_sanitize("address", "thread", "undefined")))
 
+/* A fault signal not raised by the instruction it interrupted: sent
+ * (kill, tgkill, sigqueue: si_code <= 0), or the kernel's report of memory
+ * found poisoned in the background (BUS_MCEERR_AO, sent to a process that
+ * asked for early reports whenever it next returns to user space: it may
+ * interrupt a copy). Never the copy's: it goes to the program. */
+static int not_raised_here(int sig, const siginfo_t *si)
+{
+    return si->si_code <= 0 || (sig == SIGBUS && si->si_code == BUS_MCEERR_AO);
+}
+
 #if HCG_FAULT_FIXUP
 /* In fault_x86_64.S: the way back from a fault, and hcguard's own copy
  * code (see there). */
@@ -106,6 +116,12 @@ int hcg_fault_failed(hcg_fault_ret r, hcg_fault_info *out)
         out->code = (int)(int16_t)(r.done & 0xffff);
     }
     return -1;
+}
+
+int hcg_fault_too_long(hcg_fault_info *out)
+{
+    hcg_fault_ret r = {HCG_FAULT_MARK | (uintptr_t)SIGSEGV << 16 | (uintptr_t)SI_KERNEL, 0};
+    return hcg_fault_failed(r, out);
 }
 
 typedef struct find_text {
@@ -176,8 +192,8 @@ static int recover(int sig, const siginfo_t *si, void *uc)
     ucontext_t *u = uc;
     uintptr_t sp = hcg_fault_sp;
     uintptr_t pc = (uintptr_t)u->uc_mcontext.gregs[REG_RIP];
-    if (si->si_code <= 0)
-        return 0; /* sent, not raised by an instruction */
+    if (not_raised_here(sig, si))
+        return 0;
     int ours = (pc >= (uintptr_t)hcg_fault_own && pc < (uintptr_t)hcg_fault_own_end) ||
                (sp && (uintptr_t)u->uc_mcontext.gregs[REG_RSP] == sp &&
                 pc >= atomic_load_explicit(&g_text[0], memory_order_relaxed) &&
@@ -263,6 +279,11 @@ int hcg_fault_copy(void *dst, const void *src, size_t n, hcg_fault_info *out)
     recovery r;
     if (n == 0)
         return 0;
+    if (n > PTRDIFF_MAX) { /* no address space holds it; memcpy may wrap around */
+        if (out)
+            *out = (hcg_fault_info){0, SIGSEGV, SI_KERNEL};
+        return -1;
+    }
     r.at[0] = (uintptr_t)dst;
     r.at[1] = (uintptr_t)src;
     r.n = n;
@@ -308,7 +329,7 @@ static int in_recovery(const recovery *r, uintptr_t a)
 static int recover(int sig, const siginfo_t *si, void *uc)
 {
     recovery *r = armed;
-    if (!r || si->si_code <= 0 ||
+    if (!r || not_raised_here(sig, si) ||
         (si->si_code != SI_KERNEL && !in_recovery(r, (uintptr_t)si->si_addr)))
         return 0;
     r->info.addr = (uintptr_t)si->si_addr;
