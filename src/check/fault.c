@@ -107,6 +107,7 @@ size_t hcg_fault_movsb_lo HCG_HIDDEN, hcg_fault_movsb_span HCG_HIDDEN;
  * one the program defines), and the executable segment that holds it. */
 void *(*hcg_fault_target)(void *, const void *, size_t) HCG_HIDDEN = memcpy;
 static _Atomic uintptr_t g_text[2];
+static _Atomic uintptr_t g_self[2]; /* hcguard's own executable segment */
 
 int hcg_fault_failed(hcg_fault_ret r, hcg_fault_info *out)
 {
@@ -181,8 +182,31 @@ static void find_memcpy(void)
         return; /* unknown: faults in it are not taken for the copy's */
     if (m)
         hcg_fault_target = (void *(*)(void *, const void *, size_t))m;
+    find_text self = {(uintptr_t)hcg_fault_memcpy, 0, 0};
+    if (dl_iterate_phdr(text_of, &self) == 0)
+        return;
+    atomic_store_explicit(&g_self[0], self.lo, memory_order_relaxed);
+    atomic_store_explicit(&g_self[1], self.hi, memory_order_relaxed);
     atomic_store_explicit(&g_text[0], f.lo, memory_order_relaxed);
     atomic_store_explicit(&g_text[1], f.hi, memory_order_relaxed);
+}
+
+/* An armed copy in glibc's memcpy: the stack pointer the armed one, the pc
+ * libc's, and the return address it points at hcguard's code (a copy
+ * left by a signal handler's siglongjmp leaves hcg_fault_sp behind; a
+ * program's own memcpy faulting later at that very stack pointer returns
+ * into the program's code, and is the program's). */
+static int in_armed_memcpy(const ucontext_t *u, uintptr_t pc, uintptr_t sp)
+{
+    if (!sp || (uintptr_t)u->uc_mcontext.gregs[REG_RSP] != sp ||
+        pc < atomic_load_explicit(&g_text[0], memory_order_relaxed) ||
+        pc >= atomic_load_explicit(&g_text[1], memory_order_relaxed))
+        return 0;
+    /* Readable: the call that armed it wrote there, and a memcpy never
+     * moves the stack pointer. */
+    uintptr_t ret = *(const uintptr_t *)sp;
+    return ret >= atomic_load_explicit(&g_self[0], memory_order_relaxed) &&
+           ret < atomic_load_explicit(&g_self[1], memory_order_relaxed);
 }
 
 /* Whether the thread was inside a contained copy when the kernel raised
@@ -195,9 +219,7 @@ static int recover(int sig, const siginfo_t *si, void *uc)
     if (not_raised_here(sig, si))
         return 0;
     int ours = (pc >= (uintptr_t)hcg_fault_own && pc < (uintptr_t)hcg_fault_own_end) ||
-               (sp && (uintptr_t)u->uc_mcontext.gregs[REG_RSP] == sp &&
-                pc >= atomic_load_explicit(&g_text[0], memory_order_relaxed) &&
-                pc < atomic_load_explicit(&g_text[1], memory_order_relaxed));
+               in_armed_memcpy(u, pc, sp);
     if (!ours)
         return 0;
     /* Return from the copy with what happened in rax and rdx (check.h),

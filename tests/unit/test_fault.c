@@ -1048,6 +1048,73 @@ static void test_truncated(void)
     movsb_for(-1, "truncated");
 }
 
+/* ---- stale ------------------------------------------------------------------
+ * A program's signal handler that siglongjmps out of an armed copy leaves
+ * hcg_fault_sp behind. A later fault of the program's own memcpy at that
+ * very stack pointer must still go to the program: its return address is
+ * the program's, not hcguard's. Made exact here: hcg_fault_sp set to the
+ * stack pointer libc's memcpy then runs at, called from code of no object
+ * (an anonymous executable page: call *%rax; ret). */
+#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+static void *(*volatile stale_memcpy)(void *, const void *, size_t) = memcpy;
+
+/* memcpy(d, s, n) called from page with the stack pointer at sp (8 mod 16)
+ * on its entry; what it returned. */
+__attribute__((noinline)) static uintptr_t memcpy_at(uintptr_t sp, void *page, void *d,
+                                                     const void *src, size_t n)
+{
+    uintptr_t r = (uintptr_t)stale_memcpy;
+    __asm__ volatile("mov %%rsp, %%r12\n\t"
+                     "lea 16(%[sp]), %%rsp\n\t"
+                     "call *%[page]\n\t"
+                     "mov %%r12, %%rsp"
+                     : "+a"(r), "+D"(d), "+S"(src), "+d"(n)
+                     : [sp] "r"(sp), [page] "r"(page)
+                     : "r12", "rcx", "r8", "r9", "r10", "r11", "memory", "cc", "xmm0", "xmm1",
+                       "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10",
+                       "xmm11", "xmm12", "xmm13", "xmm14", "xmm15");
+    return r;
+}
+
+static void test_stale(void)
+{
+    char *bad, *mem = map_with_hole(pg, &bad);
+    unsigned char *page = mmap(NULL, pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    REQUIRE(page != MAP_FAILED);
+    static const unsigned char code[] = {0xff, 0xd0, 0xc3}; /* call *%rax; ret */
+    memcpy(page, code, sizeof code);
+    REQUIRE(mprotect(page, pg, PROT_READ | PROT_EXEC) == 0);
+    install_program_handler();
+    CHECK_EQ(hcg_fault_install(), 0);
+    char local[64];
+    uintptr_t sp = (((uintptr_t)local - 8192) & ~(uintptr_t)15) - 8;
+    /* A good copy that way first: the helper itself works. */
+    char src[200], dst[200];
+    memset(src, 7, sizeof src);
+    CHECK_EQ(memcpy_at(sp, page, dst, src, sizeof dst), (uintptr_t)dst);
+    CHECK(dst[199] == 7);
+    sigjmp_buf jb;
+    int hits = program_hits;
+    volatile uintptr_t got = 0;
+    hcg_fault_sp = sp; /* what a siglongjmp out of an armed copy leaves */
+    jump_to = &jb;
+    if (sigsetjmp(jb, 1) == 0)
+        got = memcpy_at(sp, page, bad, src, sizeof src);
+    jump_to = NULL;
+    hcg_fault_sp = 0;
+    CHECK_MSG(program_hits == hits + 1, "the program's fault was taken for hcguard's (returned %#lx)",
+              (unsigned long)got);
+    printf("stale: a program fault at a stale armed stack pointer reached the program\n");
+    munmap(page, pg);
+    munmap(mem, 2 * pg);
+}
+#else
+static void test_stale(void)
+{
+    printf("stale: no armed copies in this build (x86-64 release only)\n");
+}
+#endif
+
 static const check_case cases[] = {
     CHECK_CASE(flags),
     CHECK_CASE(boundary),
@@ -1060,6 +1127,7 @@ static const check_case cases[] = {
     CHECK_CASE(sent),
     CHECK_CASE(vanish),
     CHECK_CASE(truncated),
+    CHECK_CASE(stale),
 };
 
 int main(int argc, char **argv)
