@@ -119,9 +119,15 @@ int hcg_fault_failed(hcg_fault_ret r, hcg_fault_info *out)
     return -1;
 }
 
+/* What a failed copy returns in rax: the mark, the signal and si_code. */
+static uintptr_t fault_done(int sig, int code)
+{
+    return HCG_FAULT_MARK | (uintptr_t)(sig & 0xff) << 16 | (uintptr_t)(code & 0xffff);
+}
+
 int hcg_fault_too_long(hcg_fault_info *out)
 {
-    hcg_fault_ret r = {HCG_FAULT_MARK | (uintptr_t)SIGSEGV << 16 | (uintptr_t)SI_KERNEL, 0};
+    hcg_fault_ret r = {fault_done(SIGSEGV, SI_KERNEL), 0};
     return hcg_fault_failed(r, out);
 }
 
@@ -225,8 +231,7 @@ static int recover(int sig, const siginfo_t *si, void *uc)
     /* Return from the copy with what happened in rax and rdx (check.h),
      * the direction flag clear as the ABI wants it (a backward rep movsb
      * sets it); sigreturn restores the mask. */
-    u->uc_mcontext.gregs[REG_RAX] =
-        (greg_t)(HCG_FAULT_MARK | (uintptr_t)(sig & 0xff) << 16 | (uintptr_t)(si->si_code & 0xffff));
+    u->uc_mcontext.gregs[REG_RAX] = (greg_t)fault_done(sig, si->si_code);
     u->uc_mcontext.gregs[REG_RDX] = (greg_t)(uintptr_t)si->si_addr;
     u->uc_mcontext.gregs[REG_RIP] = (greg_t)(uintptr_t)hcg_fault_fixup;
     u->uc_mcontext.gregs[REG_EFL] &= ~(greg_t)0x400;

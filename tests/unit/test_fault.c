@@ -80,14 +80,25 @@ static void program_segv(int sig, siginfo_t *si, void *uc)
     siglongjmp(*jump_to, 1);
 }
 
-static void install_program_handler(void)
+/* sig's action: h (SA_SIGINFO), else plain (a function, SIG_IGN or
+ * SIG_DFL), with flags, nothing masked. */
+static void set_action(int sig, void (*h)(int, siginfo_t *, void *), void (*plain)(int),
+                       int flags)
 {
     struct sigaction a;
     memset(&a, 0, sizeof a);
-    a.sa_sigaction = program_segv;
-    a.sa_flags = SA_SIGINFO;
+    if (h)
+        a.sa_sigaction = h;
+    else
+        a.sa_handler = plain;
+    a.sa_flags = flags | (h ? SA_SIGINFO : 0);
     sigemptyset(&a.sa_mask);
-    REQUIRE(sigaction(SIGSEGV, &a, NULL) == 0);
+    REQUIRE(sigaction(sig, &a, NULL) == 0);
+}
+
+static void install_program_handler(void)
+{
+    set_action(SIGSEGV, program_segv, NULL, 0);
 }
 
 /* libc's memcpy, not inlined: a fault in libc's code that is the
@@ -331,12 +342,7 @@ static void test_nested(void)
     n_bad = bad;
     install_program_handler();
     CHECK_EQ(hcg_fault_install(), 0);
-    struct sigaction a;
-    memset(&a, 0, sizeof a);
-    a.sa_handler = on_usr1;
-    a.sa_flags = nested_altstack ? SA_ONSTACK : 0;
-    sigemptyset(&a.sa_mask);
-    REQUIRE(sigaction(SIGUSR1, &a, NULL) == 0);
+    set_action(SIGUSR1, NULL, on_usr1, nested_altstack ? SA_ONSTACK : 0);
     nested_result r = {0, 0, 0, 0};
     atomic_store(&copier_done, 0);
     atomic_store(&usr1_runs, 0);
@@ -422,29 +428,16 @@ static void flags_handler(int sig, siginfo_t *si, void *uc)
     siglongjmp(flags_jb, 1);
 }
 
-static void set_segv(void (*h)(int, siginfo_t *, void *), void (*plain)(int), int flags)
-{
-    struct sigaction a;
-    memset(&a, 0, sizeof a);
-    if (h)
-        a.sa_sigaction = h;
-    else
-        a.sa_handler = plain;
-    a.sa_flags = flags | (h ? SA_SIGINFO : 0);
-    sigemptyset(&a.sa_mask);
-    REQUIRE(sigaction(SIGSEGV, &a, NULL) == 0);
-}
-
 /* how: 0 SA_RESETHAND, 1 SIG_IGN, 2 SA_NODEFER. */
 static void flags_child(int how, char *bad)
 {
     CHECK_EQ(hcg_fault_install(), 0);
     if (how == 0)
-        set_segv(flags_handler, NULL, SA_RESETHAND);
+        set_action(SIGSEGV, flags_handler, NULL, SA_RESETHAND);
     else if (how == 1)
-        set_segv(NULL, SIG_IGN, 0);
+        set_action(SIGSEGV, NULL, SIG_IGN, 0);
     else
-        set_segv(flags_handler, NULL, SA_NODEFER);
+        set_action(SIGSEGV, flags_handler, NULL, SA_NODEFER);
     if (contained_pair(bad))
         stage('a');
     if (how == 1) {
@@ -466,7 +459,7 @@ static void flags_child(int how, char *bad)
         (how == 2 && now.sa_sigaction == flags_handler))
         stage('d');
     if (how == 2)
-        set_segv(NULL, SIG_DFL, 0);
+        set_action(SIGSEGV, NULL, SIG_DFL, 0);
     *(volatile char *)bad = 1; /* the program's fault: default action, death */
     stage('x');
     _exit(0);
@@ -760,15 +753,12 @@ static void *sent_thread_tid(void *v)
 
 static void sent_once(const char *how)
 {
+    set_action(SIGSEGV, on_sent, NULL, 0);
+    set_action(SIGBUS, on_sent, NULL, 0);
     struct sigaction a;
     memset(&a, 0, sizeof a);
-    a.sa_sigaction = on_sent;
-    a.sa_flags = SA_SIGINFO;
-    sigemptyset(&a.sa_mask);
-    REQUIRE(sigaction(SIGSEGV, &a, NULL) == 0);
-    REQUIRE(sigaction(SIGBUS, &a, NULL) == 0);
     a.sa_handler = on_usr2;
-    a.sa_flags = 0;
+    sigemptyset(&a.sa_mask);
     sigaddset(&a.sa_mask, SIGSEGV);
     sigaddset(&a.sa_mask, SIGBUS);
     REQUIRE(sigaction(SIGUSR2, &a, NULL) == 0);
@@ -972,12 +962,7 @@ static void on_van_bus(int sig, siginfo_t *si, void *uc)
 
 static void test_vanish(void)
 {
-    struct sigaction a;
-    memset(&a, 0, sizeof a);
-    a.sa_sigaction = on_van_bus;
-    a.sa_flags = SA_SIGINFO;
-    sigemptyset(&a.sa_mask);
-    REQUIRE(sigaction(SIGBUS, &a, NULL) == 0);
+    set_action(SIGBUS, on_van_bus, NULL, 0);
     install_program_handler();
     CHECK_EQ(hcg_fault_install(), 0);
     movsb_for(1, "vanish");
@@ -1056,14 +1041,12 @@ static void test_truncated(void)
  * stack pointer libc's memcpy then runs at, called from code of no object
  * (an anonymous executable page: call *%rax; ret). */
 #if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
-static void *(*volatile stale_memcpy)(void *, const void *, size_t) = memcpy;
-
 /* memcpy(d, s, n) called from page with the stack pointer at sp (8 mod 16)
  * on its entry; what it returned. */
 __attribute__((noinline)) static uintptr_t memcpy_at(uintptr_t sp, void *page, void *d,
                                                      const void *src, size_t n)
 {
-    uintptr_t r = (uintptr_t)stale_memcpy;
+    uintptr_t r = (uintptr_t)libc_memcpy;
     __asm__ volatile("mov %%rsp, %%r12\n\t"
                      "lea 16(%[sp]), %%rsp\n\t"
                      "call *%[page]\n\t"
