@@ -56,6 +56,19 @@ static uint64_t raw_counter(void)
 }
 
 atomic_int hcg_g_clock_counter;
+_Atomic uint32_t hcg_g_clock_epoch;
+
+void hcg_clock_epoch_next(void)
+{
+    uint32_t e = atomic_load_explicit(&hcg_g_clock_epoch, memory_order_relaxed) + 1;
+    atomic_store_explicit(&hcg_g_clock_epoch, e == 0 || e == HCG_EPOCH_NONE ? 1 : e,
+                          memory_order_relaxed);
+}
+
+void hcg_clock_epoch_stop(void)
+{
+    atomic_store_explicit(&hcg_g_clock_epoch, 0, memory_order_relaxed);
+}
 
 static void setup(void)
 {

@@ -180,9 +180,11 @@ static void vc_put(const struct hcg_procmap_query *q, uint64_t gen, uint64_t now
  * contents is good again, and checking it costs a compare. That makes the
  * launch path's cost depend on what the program did, not on how fast it
  * ran. Mappings changed past libc (glibc's free unmapping a large block)
- * are noticed once the entry is RC_TTL_NS old, measured on the launches'
- * own time stamps (no clock read of its own); a stale verdict in that
- * window costs no crash: the copy it lets through is fault-contained.
+ * are noticed once the entry is RC_TTL_NS old, measured on the times the
+ * launches give (no clock read of its own; a copy's is its thread's last
+ * copy stamp, at most one collector pass old: run.h, hcg_copy_stamp);
+ * a stale verdict in that window costs no crash: the copy it lets through
+ * is fault-contained.
  * A record has at most one entry: a stale one is replaced in place. */
 #define RC_TTL_NS 100000000u /* 100 ms */
 

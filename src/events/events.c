@@ -671,6 +671,7 @@ static void *collector(void *arg)
     hcg_self.collector = 1;
     while (!atomic_load(&coll_stop)) {
         uint32_t seen = atomic_load_explicit(&wake_word, memory_order_acquire);
+        hcg_clock_epoch_next();
         hcg_events_flush();
         drain_enter();
         watch_hangs((uint64_t)(hcg_config_get()->hang_s * 1e9));
@@ -689,8 +690,10 @@ void hcg_collector_start(void)
         sigset_t all, old;
         sigfillset(&all);
         pthread_sigmask(SIG_SETMASK, &all, &old);
-        if (pthread_create(&coll_thread, NULL, collector, NULL) == 0)
+        if (pthread_create(&coll_thread, NULL, collector, NULL) == 0) {
             coll_running = 1;
+            hcg_clock_epoch_next(); /* a collector runs: launches may reuse stamps */
+        }
         atomic_store(&coll_live, coll_running);
         pthread_sigmask(SIG_SETMASK, &old, NULL);
     }
@@ -708,6 +711,7 @@ void hcg_collector_stop(void)
     pthread_mutex_unlock(&coll_lock);
     if (was)
         pthread_join(coll_thread, NULL);
+    hcg_clock_epoch_stop();
     hcg_events_flush();
 }
 
@@ -720,6 +724,7 @@ void hcg_events_after_fork(void)
     pthread_mutex_init(&coll_lock, NULL);
     coll_running = 0;
     atomic_store(&coll_live, 0);
+    hcg_clock_epoch_stop();
     atomic_store(&coll_stop, 0);
     atomic_store(&coll_asleep, 0);
     atomic_store(&drain_waiters, 0);

@@ -99,8 +99,11 @@ typedef struct hcg_pool {
     _Atomic uint64_t captured, flow_forgiven;
     int64_t credit;
     /* Ordinary launches until the next one takes its enqueue time stamp
-     * (hcg_launch_stamp). */
-    int32_t stamp_left;
+     * (hcg_launch_stamp); copies the same, and the last time stamp a copy
+     * took with the clock's epoch then (hcg_copy_stamp). */
+    int32_t stamp_left, copy_left;
+    uint32_t copy_epoch;
+    uint64_t copy_last;
     _Alignas(64) _Atomic(hcg_call *) returned;
     atomic_int owned;
     struct hcg_pool *next;          /* all pools; the list only grows */
@@ -194,6 +197,27 @@ static inline uint64_t hcg_launch_stamp(hcg_pool *p)
         return 0;
     p->stamp_left = (int32_t)hcg_g_stamp_every;
     return hcg_ticks();
+}
+
+/* A copy launch's times from p: *now, the time a verdict's age is taken
+ * at, and the return value, its enqueue time stamp (0: none, as
+ * hcg_launch_stamp). A verdict needs a time on every launch but not a
+ * fresh one: the thread's last copy stamp serves while it is one of the
+ * last hcg_g_stamp_every copies and the clock's epoch has not moved (a
+ * collector runs and made no pass since: at most about 20 ms); else a
+ * fresh one is taken, and is the launch's stamp. So a verdict may be
+ * taken for that much younger than it is (its 100 ms are a bound on the
+ * case the generation cannot see: src/check/oracle.c). */
+static inline uint64_t hcg_copy_stamp(hcg_pool *p, uint64_t *now)
+{
+    uint32_t epoch = atomic_load_explicit(&hcg_g_clock_epoch, memory_order_relaxed);
+    if (HCG_LIKELY(--p->copy_left > 0 && epoch == p->copy_epoch)) {
+        *now = p->copy_last;
+        return 0;
+    }
+    p->copy_left = (int32_t)hcg_g_stamp_every;
+    p->copy_epoch = epoch ? epoch : HCG_EPOCH_NONE; /* none: the next launch stamps too */
+    return p->copy_last = *now = hcg_ticks();
 }
 
 /* An owner-only counter others read: a plain add, no locked instruction. */

@@ -146,26 +146,26 @@ __attribute__((noinline)) static CUresult launch_general(hcg_driver *d, launch_a
 /* A copy launched with no call to measure it (out of memory): checked
  * all the same, then handed to the driver as it is. */
 __attribute__((noinline, cold)) static CUresult launch_copy_unmeasured(launch_args a,
-                                                                      hcg_fnkind kind, uint64_t t)
+                                                                      hcg_fnkind kind)
 {
     hcguard_copy_record snap;
     hcguard_status why = HCGUARD_OK;
     uint64_t gen;
-    if (hcg_prepare_copy(a.api, a.stream, a.fn, a.user, kind, t, &snap, &why, &gen))
+    if (hcg_prepare_copy(a.api, a.stream, a.fn, a.user, kind, hcg_ticks(), &snap, &why, &gen))
         return CUDA_ERROR_INVALID_VALUE;
     return call_real(a, a.fn, a.user);
 }
 
 /* The whole check of a copy whose record is not this thread's last
  * verdict, unchanged (its first launch, another record, a record that
- * changed, an unmap since): c's snapshot and verdict from it. Nonzero if
- * the launch is refused (c given back). */
-__attribute__((noinline)) static int launch_copy_check(hcg_call *c)
+ * changed, an unmap since): c's snapshot and verdict from it, made at now
+ * (hcg_copy_stamp). Nonzero if the launch is refused (c given back). */
+__attribute__((noinline)) static int launch_copy_check(hcg_call *c, uint64_t now)
 {
     hcguard_status why = HCGUARD_OK;
     uint64_t gen;
     if (hcg_prepare_copy((hcg_api)c->api, (CUstream)c->stream, c->fn, c->user,
-                         (hcg_fnkind)c->kind, c->t_enqueue, &c->snap, &why, &gen)) {
+                         (hcg_fnkind)c->kind, now, &c->snap, &why, &gen)) {
         hcg_call_free_local(c);
         return 1;
     }
@@ -181,23 +181,26 @@ __attribute__((noinline)) static int launch_copy_check(hcg_call *c)
  * and compared with this thread's last verdict (there is one only once
  * the fault handler is in: hcg_oracle_hot); else the whole check (which
  * reads it again: a record that faulted is reported from there). What the
- * compare needs is read back from the call, not kept across the read. t:
- * the enqueue time stamp, also the verdict's age. */
+ * compare needs is read back from the call, not kept across the read.
+ * Its times: hcg_copy_stamp (a time stamp sampled as an ordinary
+ * launch's, a verdict's age taken at the thread's last one). */
 static inline __attribute__((always_inline)) CUresult launch_copy(hcg_driver *d, launch_args a,
-                                                      hcg_fnkind kind, uint64_t t)
+                                                                  hcg_fnkind kind)
 {
     hcg_call *c = hcg_call_alloc();
     if (HCG_UNLIKELY(!c))
-        return launch_copy_unmeasured(a, kind, t);
-    hcg_call_init(c, a.api, a.stream, a.fn, a.user, kind, HCGUARD_OK, 0, t);
+        return launch_copy_unmeasured(a, kind);
+    uint64_t now;
+    hcg_call_init(c, a.api, a.stream, a.fn, a.user, kind, HCGUARD_OK, 0,
+                  hcg_copy_stamp(c->owner, &now));
     c->rec = a.user;
     c->inner = a.fn;
     c->gen = hcg_oracle_gen(); /* before the record is read */
     atomic_store_explicit(&c->caller, a.ra, memory_order_relaxed);
     if (HCG_UNLIKELY(!hcg_oracle_hot(a.user) ||
                      hcg_fault_copy(&c->snap, a.user, sizeof c->snap, NULL) != 0 ||
-                     !hcg_oracle_holds_hot(&c->snap, c->t_enqueue, c->gen)) &&
-        launch_copy_check(c))
+                     !hcg_oracle_holds_hot(&c->snap, now, c->gen)) &&
+        launch_copy_check(c, now))
         return CUDA_ERROR_INVALID_VALUE;
     return launch_call(d, a, c);
 }
@@ -205,8 +208,9 @@ static inline __attribute__((always_inline)) CUresult launch_copy(hcg_driver *d,
 /* The launch path, inline in each wrapper. An ordinary host function
  * launched again costs loads and compares: its kind from this thread's
  * last answer, a time stamp on 1 launch in HCG_STAMP_EVERY (each one when
- * an output needs it: hcg_launch_stamp), the call from the thread's own
- * free list, a count in the thread's own pool. */
+ * an output needs it: hcg_launch_stamp; copies likewise, hcg_copy_stamp),
+ * the call from the thread's own free list, a count in the thread's own
+ * pool. */
 static inline __attribute__((always_inline)) CUresult launch(launch_args a)
 {
     hcg_driver *d = hcg_driver_get();
@@ -226,7 +230,7 @@ static inline __attribute__((always_inline)) CUresult launch(launch_args a)
     hcg_fnkind kind = hcg_recognize_fast((void *)a.fn);
     if (HCG_UNLIKELY(kind != HCG_FN_ORDINARY || cfg->debug)) {
         if (hcg_fnkind_is_copy(kind) && !cfg->debug)
-            return launch_copy(d, a, kind, hcg_ticks());
+            return launch_copy(d, a, kind);
         return launch_general(d, a);
     }
     hcg_call *c = hcg_call_alloc();

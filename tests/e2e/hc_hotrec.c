@@ -13,6 +13,10 @@
  *   past-libc  its destination unmapped past libc: refused at enqueue if
  *              the verdict expired, else skipped when run (copy-faulted);
  *              never written, never a crash
+ *   expired    the same, then the thread sleeps past the verdict's 100 ms:
+ *              its next launch must be checked in full and refused, though
+ *              it is one of the launches that reuse the thread's last time
+ *              stamp (1 in 16 takes one) were the clock's epoch ignored
  *   threads    another thread rewrites it bad, launches it, mends it with
  *              other contents, unmaps a buffer: this thread's verdict is
  *              not taken for what changed
@@ -29,6 +33,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "hcguard.h"
@@ -110,6 +115,18 @@ static void unreadable(void)
     syscall(SYS_mprotect, rec, pg, PROT_READ | PROT_WRITE);
     good(rec, "unreadable: readable again");
     munmap(rec, pg);
+}
+
+static void expired(void)
+{
+    unsigned char src[N];
+    unsigned char *dst = test_map(pg, PROT_READ | PROT_WRITE);
+    hcguard_copy_record rec = {(uintptr_t)dst, (uintptr_t)src, N};
+    make_hot(&rec, "expired");
+    CHECK_MSG(syscall(SYS_munmap, dst, pg) == 0, "munmap");
+    struct timespec ts = {0, 300 * 1000 * 1000}; /* the verdict's 100 ms, and a collector pass */
+    nanosleep(&ts, NULL);
+    bad(&rec, "expired: destination unmapped past libc, the verdict 300 ms old");
 }
 
 static void past_libc(void)
@@ -203,6 +220,7 @@ static void run_attacks(void)
     unmapped();
     unreadable();
     threads();
+    expired();
     hcguard_stats s = test_stats(get_stats);
     CHECK_MSG(s.rejected - before.rejected == bad_launches, "rejected %llu, want %u",
               (unsigned long long)(s.rejected - before.rejected), bad_launches);

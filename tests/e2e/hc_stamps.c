@@ -8,13 +8,20 @@
  *   hc_stamps run     100 launches from this thread, the second of them
  *                     a host function of 50 ms; then 40 from another
  *                     thread (stamped: 7 + 3 = 10 when sampled, else 140)
+ *   hc_stamps copies  160 launches of hcguard_host_copy with one good
+ *                     record: stamped 1 in 16, and again whenever the
+ *                     collector made a pass since the last stamp (so 10
+ *                     or more, fewer than 160), each when the log needs it
  * Prints "stamps run: passed"; exit 0. The summary is checked by the test.
  */
 #include <cuda.h>
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <string.h>
 #include <time.h>
 
+#include "hcguard.h"
 #include "testutil.h"
 
 static CUstream stream;
@@ -54,9 +61,23 @@ static void scenario_run(void)
     pthread_join(t, NULL);
 }
 
+static void scenario_copies(void)
+{
+    stream = test_context();
+    CUhostFn copy = (CUhostFn)dlsym(RTLD_DEFAULT, "hcguard_host_copy");
+    REQUIRE(copy);
+    static char src[8] = "stamped", dst[8];
+    hcguard_copy_record rec = {(uintptr_t)dst, (uintptr_t)src, sizeof src};
+    for (int i = 0; i < 160; i++)
+        CHECK_OK(cuLaunchHostFunc(stream, copy, &rec));
+    REQUIRE_OK(cuStreamSynchronize(stream));
+    CHECK_MSG(memcmp(dst, src, sizeof src) == 0, "the copies did not copy");
+}
+
 int main(int argc, char **argv)
 {
-    static const check_scenario scenarios[] = {CHECK_SCENARIO("run", scenario_run)};
+    static const check_scenario scenarios[] = {CHECK_SCENARIO("run", scenario_run),
+                                               CHECK_SCENARIO("copies", scenario_copies)};
     return check_scenario_main("hc_stamps", "stamps %s", scenarios,
                                sizeof scenarios / sizeof scenarios[0], argc, argv, NULL, NULL);
 }
