@@ -46,6 +46,21 @@ done
 echo "(drv: the driver's own cuLaunchHostFunc; hcg: the program's, through hcguard when"
 echo " preloaded; ns per call, MB/s for copy_mbps, tenths of a ns for ctx_get_ns10;"
 echo " ratio hcg/drv; medians of $rounds rounds)"
+# The ratios' spread over the rounds, lowest to highest: hcguard absent
+# (none) is the method's own scatter, to read the other set-ups against.
+if [ "$rounds" -gt 1 ]; then
+    printf '%-14s' "ratio range"
+    for s in none off guard audit; do printf ' %13s' "$s"; done
+    echo "   (lowest..highest over the rounds)"
+    for m in enqueue_plain enqueue_copy gated_plain gated_copy dispatch_min; do
+        printf '%-14s' "$m"
+        for s in none off guard audit; do
+            printf ' %13s' "$(awk -v m="$m" '$1 == m { print $4 }' "$tmp/$s".* | sort -g |
+                awk 'NR == 1 { lo = $1 } { hi = $1 } END { print lo ".." hi }')"
+        done
+        echo
+    done
+fi
 # What the budget speaks of, from the medians above (guard and audit):
 # the callback thread's cost per host function (hcg - drv of cb_gap, in
 # ns; budget 50) and the enqueue's scaling with 8 threads (mt8 / mt1 of
