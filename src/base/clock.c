@@ -57,12 +57,18 @@ static uint64_t raw_counter(void)
 
 atomic_int hcg_g_clock_counter;
 _Atomic uint32_t hcg_g_clock_epoch;
+/* The epochs given so far: never given twice, not even after a stop or in
+ * a fork child (which keeps its parent's count), so that no thread's
+ * stamp taken at an old epoch can pass for one taken at the new. */
+static _Atomic uint32_t epochs_given;
 
 void hcg_clock_epoch_next(void)
 {
-    uint32_t e = atomic_load_explicit(&hcg_g_clock_epoch, memory_order_relaxed) + 1;
-    atomic_store_explicit(&hcg_g_clock_epoch, e == 0 || e == HCG_EPOCH_NONE ? 1 : e,
-                          memory_order_relaxed);
+    uint32_t e;
+    do
+        e = atomic_fetch_add_explicit(&epochs_given, 1, memory_order_relaxed) + 1;
+    while (e == 0 || e == HCG_EPOCH_NONE);
+    atomic_store_explicit(&hcg_g_clock_epoch, e, memory_order_relaxed);
 }
 
 void hcg_clock_epoch_stop(void)
