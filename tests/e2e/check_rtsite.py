@@ -12,7 +12,6 @@ libcudart.so.99) from static functions named site_*; every run-time
 finding must name one of those (from the executable's .symtab), never the
 runtime's own functions.
 """
-import argparse
 import json
 import os
 import re
@@ -20,50 +19,29 @@ import subprocess
 import sys
 import tempfile
 
-CASES = {}
+from checklib import (Cases, Skipped, case_args, expect, preload_env, run_case,
+                      run_preloaded)
+
+CASES = Cases()
+case = CASES
 PROG = "hc_rtsite"
 
 
-def case(fn):
-    CASES[fn.__name__] = fn
-    return fn
-
-
-class Failed(Exception):
-    pass
-
-
-class Skipped(Exception):
-    pass
-
-
-def expect(cond, what, out=""):
-    if not cond:
-        raise Failed(f"{what}\n--- output ---\n{out[-8000:]}")
-
-
 def run(args, argv, extra):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HCGUARD_")}
-    env["LD_PRELOAD"] = args.preload
-    env["LD_LIBRARY_PATH"] = args.fake_dir
-    env["HCGUARD_SLOW_MS"] = "10000"
     with tempfile.TemporaryDirectory() as d:
         log = os.path.join(d, "log.jsonl")
-        env["HCGUARD_LOG"] = log
-        env.update(extra)
-        p = subprocess.run([args.prog] + argv, env=env, capture_output=True, text=True,
-                           timeout=120, errors="replace")
+        rc, stdout, stderr = run_preloaded(args, argv, dict({"HCGUARD_LOG": log}, **extra),
+                                           timeout=120)
         records = []
         if os.path.exists(log):
             with open(log) as f:
                 records = [json.loads(line) for line in f if line.strip()]
-    out = p.stdout + p.stderr
-    if p.returncode == 77:
-        raise Skipped(p.stdout.strip())
+    if rc == 77:
+        raise Skipped(stdout.strip())
     scenario = argv[0]
-    expect(p.returncode == 0 and f"rtsite {scenario}: passed" in p.stdout,
-           f"exit status {p.returncode}", out)
-    return p.stderr, records
+    expect(rc == 0 and f"rtsite {scenario}: passed" in stdout, f"exit status {rc}",
+           stdout + stderr)
+    return stderr, records
 
 
 # A summary line of one merged group: count, function, how, where.
@@ -318,11 +296,10 @@ def race(args):
     # runtime's launcher, never another.
     env = {"HCGUARD_MODE": "audit"}
     with tempfile.TemporaryDirectory() as d:
-        p = subprocess.run([args.prog, "race", args.runtime], env={
-            **{k: v for k, v in os.environ.items() if not k.startswith("HCGUARD_")},
-            "LD_PRELOAD": args.preload, "LD_LIBRARY_PATH": args.fake_dir,
-            "HCGUARD_SLOW_MS": "10000", "HCGUARD_LOG": os.path.join(d, "log.jsonl"), **env},
-            capture_output=True, text=True, timeout=120, errors="replace")
+        p = subprocess.run([args.prog, "race", args.runtime],
+                           env=preload_env(args, {"HCGUARD_LOG": os.path.join(d, "log.jsonl"),
+                                                  **env}),
+                           capture_output=True, text=True, timeout=120, errors="replace")
         out = p.stdout + p.stderr
         expect(p.returncode == 0 and "rtsite race: passed" in p.stdout,
                f"exit status {p.returncode}", out)
@@ -363,30 +340,11 @@ def two_runtimes(args):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--list", action="store_true")
-    for a in ("--case", "--prog", "--runtime", "--preload", "--fake-dir"):
-        ap.add_argument(a)
-    args = ap.parse_args()
+    args = case_args("--runtime")
     global PROG  # the program's name in the findings (hc_rtsite, hc_rtsite_bare)
     if args.prog:
         PROG = os.path.basename(args.prog)
-    if args.list:
-        print("\n".join(CASES))
-        return 0
-    try:
-        CASES[args.case](args)
-    except Failed as e:
-        print(f"e2e_rtsite_{args.case}: FAILED: {e}")
-        return 1
-    except subprocess.TimeoutExpired:
-        print(f"e2e_rtsite_{args.case}: FAILED: the program hung")
-        return 1
-    except Skipped as e:
-        print(e)
-        return 77
-    print(f"e2e_rtsite_{args.case}: passed")
-    return 0
+    return run_case("rtsite", CASES, args)
 
 
 if __name__ == "__main__":
