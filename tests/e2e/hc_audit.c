@@ -148,19 +148,7 @@ static void libc(void)
 
 static void closure(void)
 {
-    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
-    unsigned char *code = mmap(NULL, pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-#if defined(__x86_64__)
-    code[0] = 0xc3; /* ret */
-#elif defined(__aarch64__)
-    static const unsigned char ret[4] = {0xc0, 0x03, 0x5f, 0xd6}; /* ret */
-    memcpy(code, ret, 4);
-#else
-    fprintf(stderr, "SKIP: no closure code for this architecture\n");
-    exit(77);
-#endif
-    mprotect(code, pg, PROT_READ | PROT_EXEC);
-    __builtin___clear_cache((char *)code, (char *)code + 4);
+    unsigned char *code = test_closures(1);
     for (int i = 0; i < 3; i++)
         REQUIRE_OK(cuLaunchHostFunc(s1, (CUhostFn)(void *)code, NULL));
     REQUIRE_OK(cuStreamSynchronize(s1));
@@ -204,10 +192,7 @@ static void hang(void)
 
 static void preloaded(void)
 {
-    if (!dlsym(RTLD_DEFAULT, "hcguard_get_stats")) {
-        fprintf(stderr, "FAIL: hcguard is not preloaded\n");
-        exit(1);
-    }
+    test_require_hcguard(NULL);
     setup();
 }
 

@@ -345,15 +345,6 @@ static void bad(void)
     cuMemFree(dev);
 }
 
-static atomic_int gate;
-static void wait_gate(void *p)
-{
-    (void)p;
-    struct timespec ts = {0, 1000000};
-    for (int i = 0; i < 10000 && !atomic_load(&gate); i++)
-        nanosleep(&ts, NULL);
-}
-
 static void changed(void)
 {
     uintptr_t gone = NEVER_MAPPED;
@@ -363,11 +354,10 @@ static void changed(void)
     hcguard_copy_record *rec = malloc(sizeof *rec);
     *rec = (hcguard_copy_record){(uintptr_t)dst, (uintptr_t)src, sizeof src};
     hcguard_stats before = stats();
-    atomic_store(&gate, 0);
-    CHECK_MSG(launch(stream, wait_gate, NULL) == CUDA_SUCCESS, "gate");
+    CHECK_MSG(test_gate_close(stream, launch) == CUDA_SUCCESS, "gate");
     CHECK_MSG(launch(stream, copy_fn, rec) == CUDA_SUCCESS, "good at enqueue");
     rec->dst = gone; /* bad by the time it runs */
-    atomic_store(&gate, 1);
+    test_gate_open();
     REQUIRE_OK(cuStreamSynchronize(stream));
     if (get_stats) {
         hcguard_stats s = stats();

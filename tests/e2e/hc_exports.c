@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hcguard.h"
 #include "testutil.h"
 
 /* The test driver lacks it: the link must not need it. */
@@ -150,10 +151,7 @@ static void not_found(void)
 
 static void preloaded(void)
 {
-    if (!dlsym(RTLD_DEFAULT, "hcguard_get_stats")) {
-        fprintf(stderr, "FAIL: hcguard is not preloaded\n");
-        exit(1);
-    }
+    test_require_hcguard(NULL);
     setup();
 }
 

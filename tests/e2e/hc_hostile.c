@@ -235,24 +235,7 @@ static void launch_in_hostfn(void)
  * a ctypes or cffi closure looks like to hcguard. */
 static void closures(long n)
 {
-    size_t len = (size_t)n * 16 + 4096;
-    unsigned char *code = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    CHECK_MSG(code != MAP_FAILED, "mmap");
-    if (code == MAP_FAILED)
-        return;
-    for (long i = 0; i < n; i++) {
-#if defined(__x86_64__)
-        code[i * 16] = 0xc3; /* ret */
-#elif defined(__aarch64__)
-        const uint32_t ret = 0xd65f03c0;
-        memcpy(code + i * 16, &ret, sizeof ret);
-#else
-        fprintf(stderr, "SKIP: no closure stand-in for this architecture\n");
-        exit(77);
-#endif
-    }
-    CHECK_MSG(mprotect(code, len, PROT_READ | PROT_EXEC) == 0, "mprotect");
-    __builtin___clear_cache((char *)code, (char *)code + len);
+    unsigned char *code = test_closures((size_t)n);
     for (long i = 0; i < n; i++)
         REQUIRE_OK(cuLaunchHostFunc(stream, (CUhostFn)(void *)(code + i * 16), NULL));
     REQUIRE_OK(cuStreamSynchronize(stream));

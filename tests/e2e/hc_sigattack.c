@@ -339,11 +339,7 @@ static void flood(long n)
 static void preloaded(void)
 {
     stream = test_context();
-    get_stats = (test_stats_fn)dlsym(RTLD_DEFAULT, "hcguard_get_stats");
-    if (!get_stats) {
-        fprintf(stderr, "FAIL: run this under hcguard\n");
-        exit(1);
-    }
+    get_stats = test_require_hcguard(NULL);
 }
 
 /* resethand [early][info] */
