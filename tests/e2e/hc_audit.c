@@ -53,8 +53,7 @@ static void setup(void)
     s1 = test_context();
     REQUIRE_OK(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
     REQUIRE_OK(cuMemAlloc(&dev, 4096));
-    const char *m = getenv("HCGUARD_MODE");
-    guard = !m || strcmp(m, "guard") == 0;
+    guard = test_mode_is("guard");
     /* Entry points as the CUDA runtime and cuda.bindings get them. */
     void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
     gpa_v2_fn gpa = h ? (gpa_v2_fn)dlsym(h, "cuGetProcAddress_v2") : NULL;

@@ -132,10 +132,7 @@ static void setup(void)
 {
     pg = (size_t)sysconf(_SC_PAGESIZE);
     stream = test_context();
-    copy_fn = (CUhostFn)dlsym(RTLD_DEFAULT, "hcguard_host_copy");
-    get_stats = (test_stats_fn)dlsym(RTLD_DEFAULT, "hcguard_get_stats");
-    if (!copy_fn)
-        copy_fn = test_local_copy;
+    copy_fn = test_copy_fn(&get_stats);
 }
 
 /* ---- split --------------------------------------------------------------- */

@@ -155,13 +155,9 @@ static CUstream stream;
 static void setup(void)
 {
     stream = test_context();
-    copy_fn = (CUhostFn)dlsym(RTLD_DEFAULT, "hcguard_host_copy");
-    get_stats = (test_stats_fn)dlsym(RTLD_DEFAULT, "hcguard_get_stats");
-    if (!copy_fn)
-        copy_fn = test_local_copy;
-    const char *m = getenv("HCGUARD_MODE");
-    audit = m && strcmp(m, "audit") == 0;
-    if (m && strcmp(m, "off") == 0)
+    copy_fn = test_copy_fn(&get_stats);
+    audit = test_mode_is("audit");
+    if (test_mode_is("off"))
         get_stats = NULL; /* hcguard is passive: it counts nothing */
 }
 

@@ -34,8 +34,7 @@ static void setup(void)
     s1 = test_context();
     REQUIRE_OK(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
     REQUIRE_OK(cuMemAlloc(&dev, 4096));
-    const char *m = getenv("HCGUARD_MODE");
-    guard = !m || strcmp(m, "guard") == 0;
+    guard = test_mode_is("guard");
 }
 
 /* ---- calls inside host functions ----------------------------------------- */

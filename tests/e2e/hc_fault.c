@@ -102,12 +102,8 @@ static void setup(void)
 {
     pg = (size_t)sysconf(_SC_PAGESIZE);
     stream = test_context();
-    copy_fn = (CUhostFn)dlsym(RTLD_DEFAULT, "hcguard_host_copy");
-    get_stats = (test_stats_fn)dlsym(RTLD_DEFAULT, "hcguard_get_stats");
-    if (!copy_fn)
-        copy_fn = test_local_copy;
-    const char *m = getenv("HCGUARD_MODE");
-    audit = m && strcmp(m, "audit") == 0;
+    copy_fn = test_copy_fn(&get_stats);
+    audit = test_mode_is("audit");
 }
 
 /* hcguard starts at the first launch: make it so. */

@@ -66,8 +66,7 @@ static void setup(void)
 {
     stream = test_context();
     get_stats = test_require_hcguard(&copy_fn);
-    const char *m = getenv("HCGUARD_MODE");
-    audit = m && strcmp(m, "audit") == 0;
+    audit = test_mode_is("audit");
 }
 
 /* An address that is never mapped. */

@@ -45,8 +45,7 @@ static hcguard_stats stats(void)
 
 static CUhostFn copy_fn(void)
 {
-    CUhostFn f = (CUhostFn)dlsym(RTLD_DEFAULT, "hcguard_host_copy");
-    return f ? f : test_local_copy;
+    return test_copy_fn(NULL);
 }
 
 static long max_rss_kib(void)

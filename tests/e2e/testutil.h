@@ -95,6 +95,17 @@ static inline hcguard_stats test_stats(test_stats_fn get)
 }
 
 #ifdef CUDA_VERSION
+/* The host-copy function a program launches: hcguard's where it is
+ * preloaded, else test_local_copy; and hcguard's hcguard_get_stats in *get
+ * (NULL without hcguard): the same programs run without hcguard too. */
+static inline CUhostFn test_copy_fn(test_stats_fn *get)
+{
+    CUhostFn fn = (CUhostFn)dlsym(RTLD_DEFAULT, "hcguard_host_copy");
+    if (get)
+        *get = (test_stats_fn)dlsym(RTLD_DEFAULT, "hcguard_get_stats");
+    return fn ? fn : test_local_copy;
+}
+
 /* For a program that must run under hcguard: its hcguard_get_stats, and
  * its hcguard_host_copy in *copy where copy is not NULL; exits 1, said,
  * where hcguard is not preloaded. */
@@ -112,6 +123,14 @@ static inline test_stats_fn test_require_hcguard(CUhostFn *copy)
 }
 #endif
 #endif
+
+/* Whether hcguard runs in mode (HCGUARD_MODE, guard where unset): what a
+ * program expects of it depends on it. */
+static inline int test_mode_is(const char *mode)
+{
+    const char *m = getenv("HCGUARD_MODE");
+    return strcmp(m ? m : "guard", mode) == 0;
+}
 
 /* n bytes of fresh anonymous memory with protection prot; exits if there
  * is none (the test cannot go on). */
