@@ -84,6 +84,27 @@ static void report_rss(long n, long i, long *at10)
         *at10 = max_rss_kib();
 }
 
+/* A graph of one host node of p: what a set-params flood sets again. */
+static void one_host_node(CUgraph *g, CUgraphNode *node, const CUDA_HOST_NODE_PARAMS *p)
+{
+    REQUIRE_OK(cuGraphCreate(g, 0));
+    REQUIRE_OK(cuGraphAddHostNode(node, *g, NULL, 0, p));
+}
+
+/* The end of a set-params flood: what it cost (for check_hostile.py), the
+ * graphs destroyed, and every graph call hcguard kept for them gone too. */
+static void flood_done(const char *what, long n, long at10, uint64_t base, CUgraph g,
+                       CUgraphExec e)
+{
+    printf("%s: %ld calls, max RSS %ld KiB at 10%%, %ld KiB at 100%%; %llu graph calls alive\n",
+           what, n, at10, max_rss_kib(), (unsigned long long)(stats().graph_calls_live - base));
+    REQUIRE_OK(cuGraphExecDestroy(e));
+    REQUIRE_OK(cuGraphDestroy(g));
+    uint64_t live = live_now();
+    CHECK_MSG(live == base, "%llu graph calls alive after the graphs went (was %llu)",
+          (unsigned long long)live, (unsigned long long)base);
+}
+
 static void setparams_graph(long n)
 {
     uint64_t base = live_now();
@@ -91,8 +112,7 @@ static void setparams_graph(long n)
     CUgraphNode node;
     CUgraphExec e;
     CUDA_HOST_NODE_PARAMS p = {copy_fn(), &rec};
-    REQUIRE_OK(cuGraphCreate(&g, 0));
-    REQUIRE_OK(cuGraphAddHostNode(&node, g, NULL, 0, &p));
+    one_host_node(&g, &node, &p);
     long at10 = 0;
     for (long i = 0; i < n; i++) {
         report_rss(n, i, &at10);
@@ -106,14 +126,7 @@ static void setparams_graph(long n)
     }
     REQUIRE_OK(cuGraphLaunch(e, stream));
     REQUIRE_OK(cuStreamSynchronize(stream));
-    printf("setparams-graph: %ld calls, max RSS %ld KiB at 10%%, %ld KiB at 100%%; %llu graph "
-           "calls alive\n", n, at10, max_rss_kib(),
-           (unsigned long long)(stats().graph_calls_live - base));
-    REQUIRE_OK(cuGraphExecDestroy(e));
-    REQUIRE_OK(cuGraphDestroy(g));
-    uint64_t live = live_now();
-    CHECK_MSG(live == base, "%llu graph calls alive after the graphs went (was %llu)",
-          (unsigned long long)live, (unsigned long long)base);
+    flood_done("setparams-graph", n, at10, base, g, e);
 }
 
 static void setparams_exec(long n)
@@ -123,8 +136,7 @@ static void setparams_exec(long n)
     CUgraphNode node;
     CUgraphExec e;
     CUDA_HOST_NODE_PARAMS p = {copy_fn(), &rec};
-    REQUIRE_OK(cuGraphCreate(&g, 0));
-    REQUIRE_OK(cuGraphAddHostNode(&node, g, NULL, 0, &p));
+    one_host_node(&g, &node, &p);
     REQUIRE_OK(cuGraphInstantiate(&e, g, 0));
     long at10 = 0;
     for (long i = 0; i < n; i++) {
@@ -136,14 +148,7 @@ static void setparams_exec(long n)
             REQUIRE_OK(cuStreamSynchronize(stream));
     }
     REQUIRE_OK(cuStreamSynchronize(stream));
-    printf("setparams-exec: %ld calls, max RSS %ld KiB at 10%%, %ld KiB at 100%%; %llu graph "
-           "calls alive\n", n, at10, max_rss_kib(),
-           (unsigned long long)(stats().graph_calls_live - base));
-    REQUIRE_OK(cuGraphExecDestroy(e));
-    REQUIRE_OK(cuGraphDestroy(g));
-    uint64_t live = live_now();
-    CHECK_MSG(live == base, "%llu graph calls alive after the graphs went (was %llu)",
-          (unsigned long long)live, (unsigned long long)base);
+    flood_done("setparams-exec", n, at10, base, g, e);
 }
 
 static void bad_launch(void)
