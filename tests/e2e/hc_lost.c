@@ -80,13 +80,19 @@ static void flood(unsigned long n)
     check_exact("flood", n, 0, 0);
 }
 
-static void copies(unsigned long n)
+/* n copies of 8 bytes, one after another on the stream, waited for. */
+static void do_copies(unsigned long n)
 {
     static char a[64], b[64];
     hcguard_copy_record rec = {(uintptr_t)a, (uintptr_t)b, 8};
     for (unsigned long i = 0; i < n; i++)
         REQUIRE_OK(cuLaunchHostFunc(stream, copy_fn, &rec));
     REQUIRE_OK(cuStreamSynchronize(stream));
+}
+
+static void copies(unsigned long n)
+{
+    do_copies(n);
     check_exact("copies", n, n, 8 * n);
 }
 
@@ -316,15 +322,6 @@ static void forkprint(unsigned f, int busy)
 }
 
 /* ---- exec ---------------------------------------------------------------- */
-static void do_copies(unsigned long n)
-{
-    static char a[64], b[64];
-    hcguard_copy_record rec = {(uintptr_t)a, (uintptr_t)b, 8};
-    for (unsigned long i = 0; i < n; i++)
-        REQUIRE_OK(cuLaunchHostFunc(stream, copy_fn, &rec));
-    REQUIRE_OK(cuStreamSynchronize(stream));
-}
-
 static void exec_self(const char *m)
 {
     char self[4096];
