@@ -83,6 +83,16 @@ def callers(records, event, finding=None):
     return got
 
 
+def audit_skips(args, argv, want, what):
+    """The skips of argv in audit mode, {site: count} as want both in the
+    summary's groups (what: how they are told apart) and in the log; the
+    runtime named nowhere."""
+    err, log = run(args, argv, {"HCGUARD_MODE": "audit"})
+    expect(groups(err, "enqueued at") == want, f"{what}: {groups(err, 'enqueued at')}", err)
+    expect(callers(log, "skip") == want, f"the log: {callers(log, 'skip')}", err)
+    no_runtime(err, log)
+
+
 @case
 def skip(args):
     err, log = run(args, ["skip", args.runtime], {"HCGUARD_MODE": "audit"})
@@ -172,11 +182,8 @@ def late_gpa(args):
 
 @case
 def threads(args):
-    err, log = run(args, ["threads", args.runtime], {"HCGUARD_MODE": "audit"})
-    want = {"site_thread_a": 50, "site_thread_b": 50}
-    expect(groups(err, "enqueued at") == want, f"per thread: {groups(err, 'enqueued at')}", err)
-    expect(callers(log, "skip") == want, f"the log: {callers(log, 'skip')}", err)
-    no_runtime(err, log)
+    audit_skips(args, ["threads", args.runtime], {"site_thread_a": 50, "site_thread_b": 50},
+                "per thread")
 
 
 @case
@@ -216,11 +223,8 @@ def unwinds(args):
 
 @case
 def fibers(args):
-    err, log = run(args, ["fibers", args.runtime], {"HCGUARD_MODE": "audit"})
-    want = {"site_fiber": 3, "site_main_stack": 3}
-    expect(groups(err, "enqueued at") == want, f"by stack: {groups(err, 'enqueued at')}", err)
-    expect(callers(log, "skip") == want, f"the log: {callers(log, 'skip')}", err)
-    no_runtime(err, log)
+    audit_skips(args, ["fibers", args.runtime], {"site_fiber": 3, "site_main_stack": 3},
+                "by stack")
 
 
 @case
@@ -229,31 +233,22 @@ def altstack(args):
     # the inaccessible region above a small alternate signal stack: never
     # read there (the process lives), and every launch named by its own
     # function (a handler's on either stack too).
-    err, log = run(args, ["altstack", args.runtime], {"HCGUARD_MODE": "audit"})
-    want = {"site_deep_main": 6, "site_main_a": 3, "site_sig_alt": 6, "site_sig_own": 3}
-    expect(groups(err, "enqueued at") == want, f"by stack: {groups(err, 'enqueued at')}", err)
-    expect(callers(log, "skip") == want, f"the log: {callers(log, 'skip')}", err)
-    no_runtime(err, log)
+    audit_skips(args, ["altstack", args.runtime],
+                {"site_deep_main": 6, "site_main_a": 3, "site_sig_alt": 6, "site_sig_own": 3},
+                "by stack")
 
 
 @case
 def fiberguard(args):
-    err, log = run(args, ["fiberguard", args.runtime], {"HCGUARD_MODE": "audit"})
-    want = {"site_deep_main": 8, "site_guarded_fiber": 8}
-    expect(groups(err, "enqueued at") == want, f"by stack: {groups(err, 'enqueued at')}", err)
-    expect(callers(log, "skip") == want, f"the log: {callers(log, 'skip')}", err)
-    no_runtime(err, log)
+    audit_skips(args, ["fiberguard", args.runtime],
+                {"site_deep_main": 8, "site_guarded_fiber": 8}, "by stack")
 
 
 @case
 def smallstacks(args):
-    err, log = run(args, ["smallstacks", args.runtime], {"HCGUARD_MODE": "audit"})
-    want = {"site_deep_main": 1, "site_small_deep": 2, "site_small_shallow": 2,
-            "site_small_alloca": 2}
-    expect(groups(err, "enqueued at") == want, f"by thread: {groups(err, 'enqueued at')}",
-           err)
-    expect(callers(log, "skip") == want, f"the log: {callers(log, 'skip')}", err)
-    no_runtime(err, log)
+    audit_skips(args, ["smallstacks", args.runtime],
+                {"site_deep_main": 1, "site_small_deep": 2, "site_small_shallow": 2,
+                 "site_small_alloca": 2}, "by thread")
 
 
 @case
@@ -332,11 +327,8 @@ def race(args):
 def two_runtimes(args):
     # libcudart.so.98 is built beside the .99 (tests/e2e/CMakeLists.txt).
     rt98 = os.path.join(os.path.dirname(args.runtime), "libcudart.so.98")
-    err, log = run(args, ["two", args.runtime, rt98], {"HCGUARD_MODE": "audit"})
-    want = {"site_two_first": 6, "site_two_second": 6, "site_two_again": 6}
-    expect(groups(err, "enqueued at") == want, f"by site: {groups(err, 'enqueued at')}", err)
-    expect(callers(log, "skip") == want, f"the log: {callers(log, 'skip')}", err)
-    no_runtime(err, log)
+    audit_skips(args, ["two", args.runtime, rt98],
+                {"site_two_first": 6, "site_two_second": 6, "site_two_again": 6}, "by site")
 
 
 def main():
