@@ -69,6 +69,17 @@ def no_runtime(err, records):
         expect("libcudart" not in r.get("caller", ""), f"the runtime named in the log: {r}", err)
 
 
+# A log record's caller: a function (a compiler's clone of it is it) and its object.
+CALLER = re.compile(r"(\w+)(?:\.\w+\.\d+)?\+0x[0-9a-f]+ \(in (.*)\)$")
+
+
+def caller_of(r):
+    """(function, object) the record's caller names; (the caller as
+    written, None) where it names no function."""
+    m = CALLER.match(r.get("caller", ""))
+    return (m.group(1), m.group(2)) if m else (r.get("caller"), None)
+
+
 def callers(records, event, finding=None):
     """{function name: count} of the log's callers of event records."""
     got = {}
@@ -77,8 +88,8 @@ def callers(records, event, finding=None):
             continue
         if event == "run" and "caller" not in r:
             continue
-        m = re.match(r"(\w+)(?:\.\w+\.\d+)?\+0x[0-9a-f]+ \(in (.*)\)$", r.get("caller", ""))
-        key = m.group(1) if m and os.path.basename(m.group(2)) == PROG else r.get("caller")
+        fn, obj = caller_of(r)
+        key = fn if obj and os.path.basename(obj) == PROG else r.get("caller")
         got[key] = got.get(key, 0) + 1
     return got
 
@@ -269,8 +280,7 @@ def stale(args):
     for r in log:
         if r.get("event") != "skip":
             continue
-        m = re.match(r"(\w+)(?:\.\w+\.\d+)?\+0x[0-9a-f]+ \(in (.*)\)$", r.get("caller", ""))
-        who = m.group(1) if m else r.get("caller")
+        who = caller_of(r)[0]
         key = (r.get("user_data"), who)
         per[key] = per.get(key, 0) + 1
     users = sorted({u for u, _ in per})
@@ -306,8 +316,7 @@ def race(args):
     for r in log:
         if r.get("event") != "skip":
             continue
-        m = re.match(r"(\w+)(?:\.\w+\.\d+)?\+0x[0-9a-f]+ \(in (.*)\)$", r.get("caller", ""))
-        who = m.group(1) if m else r.get("caller")
+        who = caller_of(r)[0]
         want = owner.get(r.get("user_data"))
         ok = (want, "launcher")
         if "names: any of the three" in p.stdout:  # see hc_rtsite.c, s_race
