@@ -82,6 +82,16 @@ def dlopen_library(args):
            "the library's static function named from its .symtab", err)
 
 
+def two_summaries(err, child=True):
+    """The child's summary (3 errors: its own, where child) and the
+    parent's (2 errors), each with its pid."""
+    if child:
+        expect(re.search(r"^==hcguard== \[pid \d+\] ERROR SUMMARY: 3 errors$", err, re.M),
+               "the child's summary", err)
+    expect(re.search(r"^==hcguard== \[pid \d+\] ERROR SUMMARY: 2 errors$", err, re.M),
+           "the parent's summary", err)
+
+
 @case
 def fork_prefix(args):
     # ThreadSanitizer cannot follow the collector a busy child starts after
@@ -97,11 +107,7 @@ def fork_prefix(args):
     expect(len(pids) == (1 if quiet else 2), f"after the fork: the processes' pids ({pids})", err)
     expect(all(l.startswith(P + "[pid ") for l in lines[first + 6:] if l.startswith(P)),
            "every line after the fork has a pid", err)
-    if not quiet:
-        expect(re.search(r"^==hcguard== \[pid \d+\] ERROR SUMMARY: 3 errors$", err, re.M),
-               "the child's summary", err)
-    expect(re.search(r"^==hcguard== \[pid \d+\] ERROR SUMMARY: 2 errors$", err, re.M),
-           "the parent's summary", err)
+    two_summaries(err, child=not quiet)
 
 
 @case
@@ -113,10 +119,7 @@ def spawn_prefix(args):
     pids = set(re.findall(r"^==hcguard== \[pid (\d+)\] ", err, re.M))
     expect(len(pids) == 2, f"the spawned child (marked in its environment) and the parent "
            f"after it: both with their pid ({pids})", err)
-    expect(re.search(r"^==hcguard== \[pid \d+\] ERROR SUMMARY: 3 errors$", err, re.M),
-           "the child's summary", err)
-    expect(re.search(r"^==hcguard== \[pid \d+\] ERROR SUMMARY: 2 errors$", err, re.M),
-           "the parent's summary", err)
+    two_summaries(err)
 
 
 @case
