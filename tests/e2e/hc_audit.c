@@ -42,12 +42,6 @@ static htod_fn htod;
 static launch_fn launch_ptr;
 static CUdeviceptr dev;
 
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
 static void setup(void)
 {
     s1 = test_context();
@@ -157,13 +151,13 @@ static void closure(void)
 static void sleep_50ms(void *p)
 {
     (void)p;
-    sleep_ms(50);
+    test_sleep_ms(50);
 }
 
 static void sleep_500ms(void *p)
 {
     (void)p;
-    sleep_ms(500);
+    test_sleep_ms(500);
 }
 
 static void slow(void)
@@ -173,7 +167,7 @@ static void slow(void)
     hcguard_copy_record rec = {(uintptr_t)a, (uintptr_t)b, sizeof a};
     memset(b, 7, sizeof b);
     REQUIRE_OK(cuLaunchHostFunc(s1, sleep_50ms, NULL));
-    sleep_ms(1);
+    test_sleep_ms(1);
     REQUIRE_OK(cuLaunchHostFunc(s2, copy, &rec));
     REQUIRE_OK(cuStreamSynchronize(s1));
     REQUIRE_OK(cuStreamSynchronize(s2));

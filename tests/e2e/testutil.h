@@ -3,6 +3,7 @@
 #define HCG_TESTUTIL_H
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -123,6 +124,14 @@ static inline test_stats_fn test_require_hcguard(CUhostFn *copy)
 }
 #endif
 #endif
+
+/* Sleeps ms milliseconds, the whole of them: a signal does not cut it short. */
+static inline void test_sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
 
 /* Whether hcguard runs in mode (HCGUARD_MODE, guard where unset): what a
  * program expects of it depends on it. */
