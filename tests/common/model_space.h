@@ -26,19 +26,29 @@ static inline const region *region_at(const region *reg, int n, uintptr_t p)
     return NULL;
 }
 
-/* [a, last] read (or written): the first failing region's verdict. Device
- * memory, like the driver's reservations, is not host-accessible. */
+/* What region r (NULL: no region) allows: read, or written too where
+ * write. Device memory, like the driver's reservations, is not
+ * host-accessible. */
+static inline hcg_mem region_verdict(const region *r, int write)
+{
+    if (!r)
+        return HCG_MEM_UNMAPPED;
+    if (!(r->perm & R) || (r->perm & DEV))
+        return HCG_MEM_NO_READ;
+    if (write && !(r->perm & W))
+        return HCG_MEM_NO_WRITE;
+    return HCG_MEM_OK;
+}
+
+/* [a, last] read (or written): the first failing region's verdict. */
 static inline hcg_mem region_walk(const region *reg, int n, uintptr_t a, uintptr_t last,
                                   int write)
 {
     for (;;) {
         const region *r = region_at(reg, n, a);
-        if (!r)
-            return HCG_MEM_UNMAPPED;
-        if (!(r->perm & R) || (r->perm & DEV))
-            return HCG_MEM_NO_READ;
-        if (write && !(r->perm & W))
-            return HCG_MEM_NO_WRITE;
+        hcg_mem v = region_verdict(r, write);
+        if (v != HCG_MEM_OK)
+            return v;
         if (r->last >= last)
             return HCG_MEM_OK;
         a = r->last + 1;

@@ -196,13 +196,9 @@ static hcg_mem ref_range(const space *s, uintptr_t a, size_t n, int write)
             pts[j - 1] = t;
         }
     for (int i = 0; i < np; i++) {
-        const region *r = find(s, (uintptr_t)pts[i]);
-        if (!r)
-            return HCG_MEM_UNMAPPED;
-        if (!(r->perm & R) || (r->perm & DEV))
-            return HCG_MEM_NO_READ;
-        if (write && !(r->perm & W))
-            return HCG_MEM_NO_WRITE;
+        hcg_mem v = region_verdict(find(s, (uintptr_t)pts[i]), write);
+        if (v != HCG_MEM_OK)
+            return v;
     }
     return HCG_MEM_OK;
 }
