@@ -57,22 +57,11 @@
 
 #include "hcguard.h"
 
-/* src/dynsym.c, from the core archive hcg_core (hcg.h would rename the
- * driver's entry points to their legacy versions). */
-void *hcg_dynsym(const char *object, const char *name, const char *version);
+#define BENCH_NAME "bench_callgrind"
+#include "bench_driver.h"
 
 enum { CALLS = 64 }; /* a multiple of the 1-in-16 stamp and the 32-call give-back */
 
-#define DRV(call)                                                              \
-    do {                                                                       \
-        CUresult r_ = (call);                                                  \
-        if (r_ != CUDA_SUCCESS) {                                              \
-            fprintf(stderr, "bench_callgrind: %s failed: %d\n", #call, (int)r_); \
-            exit(1);                                                           \
-        }                                                                      \
-    } while (0)
-
-typedef CUresult (*launch_fn)(CUstream, CUhostFn, void *);
 typedef CUresult (*ctx_get_fn)(CUcontext *);
 
 static int gate_pipe[2], held_pipe[2];
@@ -204,22 +193,12 @@ int main(int argc, char **argv)
         perror("bench_callgrind: pipe");
         return 1;
     }
-    CUdevice dev;
-    CUcontext ctx;
-    DRV(cuInit(0));
-    DRV(cuDeviceGet(&dev, 0));
-    DRV(cuDevicePrimaryCtxRetain(&ctx, dev));
-    DRV(cuCtxSetCurrent(ctx));
-    DRV(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+    bench_context();
+    stream = bench_stream();
 
-    real_launch = (launch_fn)hcg_dynsym("libcuda.so", "cuLaunchHostFunc", NULL);
-    ctx_get_fn real_ctx = (ctx_get_fn)hcg_dynsym("libcuda.so", "cuCtxGetCurrent", NULL);
+    real_launch = (launch_fn)bench_driver_fn("cuLaunchHostFunc");
+    ctx_get_fn real_ctx = (ctx_get_fn)bench_driver_fn("cuCtxGetCurrent");
     CUhostFn hcg_copy = (CUhostFn)dlsym(RTLD_DEFAULT, "hcguard_host_copy");
-    if (!real_launch || !real_ctx) {
-        fprintf(stderr, "bench_callgrind: the driver's own entry points are not in "
-                        "libcuda's symbol table\n");
-        return 1;
-    }
     if (!hcg_copy) {
         fprintf(stderr, "bench_callgrind: hcguard is not preloaded\n");
         return 1;

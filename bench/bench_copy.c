@@ -34,18 +34,12 @@
 #include <time.h>
 
 #include "hcg.h"
+#include "bench_time.h"
 
 #define MIB ((size_t)1 << 20)
 #define COLD_REGION (256 * MIB)
 #define BATCH (16 * MIB)
 #define MAX_THREAD_COLS 8
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 /* Through a volatile pointer: the compiler may neither inline nor drop it. */
 static void *(*volatile plain_memcpy)(void *, const void *, size_t) = memcpy;
@@ -103,19 +97,6 @@ static uint64_t time_contained(walker *w, size_t n, unsigned reps)
     return now_ns() - t;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* Sorts v. */
-static double median(double *v, unsigned n)
-{
-    qsort(v, n, sizeof *v, cmp_double);
-    return v[n / 2];
-}
-
 static void size_label(char *buf, size_t len, size_t n)
 {
     if (n >= MIB)
@@ -161,7 +142,7 @@ static figures contained_vs_plain(walker *w, size_t n, unsigned rounds, double *
         ratio[r] = tp[r] / tc[r];
     }
     double bytes = (double)n * reps;
-    figures f = {bytes / median(tp, rounds), bytes / median(tc, rounds), median(ratio, rounds)};
+    figures f = {bytes / median_double(tp, rounds), bytes / median_double(tc, rounds), median_double(ratio, rounds)};
     return f;
 }
 
@@ -328,10 +309,10 @@ static void split_direction(const char *name, unsigned char *dst, const unsigned
             }
             double bytes = (double)n * reps;
             if (k == 0) {
-                one = bytes / median(t1, rounds);
+                one = bytes / median_double(t1, rounds);
                 printf(" %10.2f", one);
             }
-            printf("   %9.2f %6.3f", bytes / median(tn, rounds), median(sp, rounds));
+            printf("   %9.2f %6.3f", bytes / median_double(tn, rounds), median_double(sp, rounds));
         }
         printf("\n");
     }

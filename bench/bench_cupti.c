@@ -39,17 +39,9 @@
 
 #include "hcguard.h"
 
-/* src/base/dynsym.c, built into the benchmark. */
-void *hcg_dynsym(const char *object, const char *name, const char *version);
-
-#define DRV(call)                                                              \
-    do {                                                                       \
-        CUresult r_ = (call);                                                  \
-        if (r_ != CUDA_SUCCESS) {                                              \
-            fprintf(stderr, "bench_cupti: %s failed: %d\n", #call, (int)r_);   \
-            exit(1);                                                           \
-        }                                                                      \
-    } while (0)
+#define BENCH_NAME "bench_cupti"
+#include "bench_driver.h"
+#include "bench_time.h"
 
 #define CUPTI(call)                                                            \
     do {                                                                       \
@@ -63,18 +55,9 @@ void *hcg_dynsym(const char *object, const char *name, const char *version);
         }                                                                      \
     } while (0)
 
-typedef CUresult (*launch_fn)(CUstream, CUhostFn, void *);
-
 enum { WAY_DRV, WAY_HCG, WAY_CB, WAY_ACT, N_WAYS };
 static const char *const way_name[N_WAYS] = {"drv", "hcg", "cb", "act"};
 enum { BATCH = 500 };
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 /* ---- what the CUPTI tools see ------------------------------------------ */
 static CUpti_SubscriberHandle subscriber;
@@ -229,18 +212,6 @@ static uint64_t batch_spacing(CUstream s, launch_fn launch)
     return (starts[BATCH - 1] - starts[0]) / (BATCH - 1);
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-static uint64_t median(uint64_t *v, size_t n)
-{
-    qsort(v, n, sizeof *v, cmp_u64);
-    return v[n / 2];
-}
-
 enum { FIG_ENQUEUE, FIG_GATED, FIG_SPACING, N_FIGS };
 static const char *const fig_name[N_FIGS] = {"enqueue", "gated", "spacing"};
 
@@ -333,19 +304,9 @@ int main(int argc, char **argv)
     int rounds = argc > 1 ? atoi(argv[1]) : 60;
     if (rounds < 3)
         rounds = 3;
-    CUdevice dev;
-    CUcontext ctx;
-    CUstream s;
-    DRV(cuInit(0));
-    DRV(cuDeviceGet(&dev, 0));
-    DRV(cuDevicePrimaryCtxRetain(&ctx, dev));
-    DRV(cuCtxSetCurrent(ctx));
-    DRV(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
-    launch_fn real = (launch_fn)hcg_dynsym("libcuda.so", "cuLaunchHostFunc", NULL);
-    if (!real) {
-        fprintf(stderr, "bench_cupti: cuLaunchHostFunc not found in libcuda's symbol table\n");
-        return 1;
-    }
+    bench_context();
+    CUstream s = bench_stream();
+    launch_fn real = (launch_fn)bench_driver_fn("cuLaunchHostFunc");
     int preloaded = dlsym(RTLD_DEFAULT, "hcguard_host_copy") != NULL;
     printf("hcguard %s\n", preloaded ? "yes" : "no");
     cupti_start();

@@ -55,45 +55,15 @@
 
 #include "hcguard.h"
 
-/* src/base/dynsym.c, built into the benchmark (hcg.h would rename the driver's
- * entry points to their legacy versions). */
-void *hcg_dynsym(const char *object, const char *name, const char *version);
-
-#define DRV(call)                                                              \
-    do {                                                                       \
-        CUresult r_ = (call);                                                  \
-        if (r_ != CUDA_SUCCESS) {                                              \
-            fprintf(stderr, "bench: %s failed: %d\n", #call, (int)r_);         \
-            exit(1);                                                           \
-        }                                                                      \
-    } while (0)
-
-typedef CUresult (*launch_fn)(CUstream, CUhostFn, void *);
+#define BENCH_NAME "bench_hostfn"
+#include "bench_driver.h"
+#include "bench_time.h"
 
 /* The two ways a launch goes: [0] the driver's own, [1] the program's. */
 typedef struct variant {
     launch_fn launch;
     CUhostFn copy; /* the host-copy function this way uses */
 } variant;
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-static uint64_t median(uint64_t *v, size_t n)
-{
-    qsort(v, n, sizeof *v, cmp_u64);
-    return v[n / 2];
-}
 
 static void local_copy(void *p)
 {
@@ -399,21 +369,11 @@ int main(int argc, char **argv)
     int scale = argc > 1 ? atoi(argv[1]) : 1;
     if (scale < 1)
         scale = 1;
-    CUdevice dev;
-    CUcontext ctx;
-    CUstream s;
-    DRV(cuInit(0));
-    DRV(cuDeviceGet(&dev, 0));
-    DRV(cuDevicePrimaryCtxRetain(&ctx, dev));
-    DRV(cuCtxSetCurrent(ctx));
-    DRV(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CUcontext ctx = bench_context();
+    CUstream s = bench_stream();
 
     CUhostFn hcg_copy = (CUhostFn)dlsym(RTLD_DEFAULT, "hcguard_host_copy");
-    launch_fn real = (launch_fn)hcg_dynsym("libcuda.so", "cuLaunchHostFunc", NULL);
-    if (!real) {
-        fprintf(stderr, "bench: cuLaunchHostFunc not found in libcuda's symbol table\n");
-        return 1;
-    }
+    launch_fn real = (launch_fn)bench_driver_fn("cuLaunchHostFunc");
     variant w[2] = {{real, local_copy},
                     {cuLaunchHostFunc, hcg_copy ? hcg_copy : local_copy}};
     printf("hcguard %s\n", hcg_copy ? "yes" : "no");
@@ -423,11 +383,7 @@ int main(int argc, char **argv)
         for (int i = 0; i < 5; i++)
             batch_cost(s, w[v].launch, noop, NULL, 0);
 
-    ctx_get_fn ctx_real = (ctx_get_fn)hcg_dynsym("libcuda.so", "cuCtxGetCurrent", NULL);
-    if (!ctx_real) {
-        fprintf(stderr, "bench: cuCtxGetCurrent not found in libcuda's symbol table\n");
-        return 1;
-    }
+    ctx_get_fn ctx_real = (ctx_get_fn)bench_driver_fn("cuCtxGetCurrent");
     enqueue_figures(s, w, 100 * scale);
     thunk_figure(ctx_real, cuCtxGetCurrent, 50 * scale);
     dispatch_figures(s, w, 2000 * scale);

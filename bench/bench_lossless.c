@@ -28,18 +28,9 @@
 
 #include "hcguard.h"
 
-void *hcg_dynsym(const char *object, const char *name, const char *version);
-
-#define DRV(call)                                                              \
-    do {                                                                       \
-        CUresult r_ = (call);                                                  \
-        if (r_ != CUDA_SUCCESS) {                                              \
-            fprintf(stderr, "bench: %s failed: %d\n", #call, (int)r_);         \
-            exit(1);                                                           \
-        }                                                                      \
-    } while (0)
-
-typedef CUresult (*launch_fn)(CUstream, CUhostFn, void *);
+#define BENCH_NAME "bench_lossless"
+#include "bench_driver.h"
+#include "bench_time.h"
 
 static atomic_ulong ran;
 static CUcontext ctx;
@@ -48,13 +39,6 @@ static void noop(void *p)
 {
     (void)p;
     atomic_fetch_add_explicit(&ran, 1, memory_order_relaxed);
-}
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 typedef struct worker {
@@ -88,16 +72,10 @@ static double one_round(launch_fn launch, worker *w, unsigned t, unsigned long n
         pthread_join(w[i].t, NULL);
     double s = (double)(now_ns() - t0) / 1e9;
     if (atomic_load(&ran) - before != n) {
-        fprintf(stderr, "bench: %lu of %lu host functions ran\n", atomic_load(&ran) - before, n);
+        fprintf(stderr, BENCH_NAME ": %lu of %lu host functions ran\n", atomic_load(&ran) - before, n);
         exit(1);
     }
     return (double)n / s;
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
 }
 
 int main(int argc, char **argv)
@@ -109,30 +87,20 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: bench_lossless [THREADS 1-64 [N [ROUNDS 1-32]]]\n");
         return 2;
     }
-    CUdevice dev;
-    DRV(cuInit(0));
-    DRV(cuDeviceGet(&dev, 0));
-    DRV(cuDevicePrimaryCtxRetain(&ctx, dev));
-    DRV(cuCtxSetCurrent(ctx));
-    launch_fn drv = (launch_fn)hcg_dynsym("libcuda.so", "cuLaunchHostFunc", NULL);
+    ctx = bench_context();
+    launch_fn drv = (launch_fn)bench_driver_fn("cuLaunchHostFunc");
     launch_fn linked = cuLaunchHostFunc;
     int (*stats)(hcguard_stats *, size_t) =
         (int (*)(hcguard_stats *, size_t))dlsym(RTLD_DEFAULT, "hcguard_get_stats");
-    if (!drv) {
-        fprintf(stderr, "bench: the driver's cuLaunchHostFunc is not in libcuda's symbol table\n");
-        return 1;
-    }
     worker w[64];
     for (unsigned i = 0; i < t; i++)
-        DRV(cuStreamCreate(&w[i].s, CU_STREAM_NON_BLOCKING));
+        w[i].s = bench_stream();
     double r_drv[32], r_hcg[32];
     for (unsigned r = 0; r < rounds; r++) {
         r_drv[r] = one_round(drv, w, t, n);
         r_hcg[r] = one_round(linked, w, t, n);
     }
-    qsort(r_drv, rounds, sizeof r_drv[0], cmp_d);
-    qsort(r_hcg, rounds, sizeof r_hcg[0], cmp_d);
-    double md = r_drv[rounds / 2], mh = r_hcg[rounds / 2];
+    double md = median_double(r_drv, rounds), mh = median_double(r_hcg, rounds);
     printf("threads %u rounds %u launches %lu\n", t, rounds, n);
     printf("rate drv %.3f M/s hcguard %.3f M/s ratio %.3f\n", md / 1e6, mh / 1e6, mh / md);
     if (!stats) {

@@ -9,46 +9,16 @@ The programs run under the preloaded library on the test driver, started
 from here (not from a preloaded shell), so that they are the first process
 running hcguard: their prefix is "==hcguard== " until they fork.
 """
-import argparse
 import os
 import re
 import subprocess
 import sys
 
-CASES = {}
+from checklib import Cases, case_args, expect, preload_env, run_case, run_preloaded as run
+
+CASES = Cases()
+case = CASES
 P = "==hcguard== "
-
-
-def case(fn):
-    CASES[fn.__name__] = fn
-    return fn
-
-
-class Failed(Exception):
-    pass
-
-
-def env_for(args, extra):
-    e = {k: v for k, v in os.environ.items()
-         if not k.startswith("HCGUARD_") and k not in
-         ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "MV2_COMM_WORLD_RANK", "SLURM_PROCID")}
-    e["LD_PRELOAD"] = args.preload
-    if not args.gpu:
-        e["LD_LIBRARY_PATH"] = args.fake_dir
-    e["HCGUARD_SLOW_MS"] = "10000"
-    e.update(extra or {})
-    return e
-
-
-def run(args, argv, extra=None, prog=None, timeout=60):
-    p = subprocess.run([prog or args.prog] + argv, env=env_for(args, extra),
-                       capture_output=True, text=True, timeout=timeout, errors="replace")
-    return p.returncode, p.stdout, p.stderr
-
-
-def expect(cond, what, out=""):
-    if not cond:
-        raise Failed(f"{what}\n--- output ---\n{out[-6000:]}")
 
 
 def rejected(err):
@@ -112,6 +82,16 @@ def dlopen_library(args):
            "the library's static function named from its .symtab", err)
 
 
+def two_summaries(err, child=True):
+    """The child's summary (3 errors: its own, where child) and the
+    parent's (2 errors), each with its pid."""
+    if child:
+        expect(re.search(r"^==hcguard== \[pid \d+\] ERROR SUMMARY: 3 errors$", err, re.M),
+               "the child's summary", err)
+    expect(re.search(r"^==hcguard== \[pid \d+\] ERROR SUMMARY: 2 errors$", err, re.M),
+           "the parent's summary", err)
+
+
 @case
 def fork_prefix(args):
     # ThreadSanitizer cannot follow the collector a busy child starts after
@@ -127,11 +107,7 @@ def fork_prefix(args):
     expect(len(pids) == (1 if quiet else 2), f"after the fork: the processes' pids ({pids})", err)
     expect(all(l.startswith(P + "[pid ") for l in lines[first + 6:] if l.startswith(P)),
            "every line after the fork has a pid", err)
-    if not quiet:
-        expect(re.search(r"^==hcguard== \[pid \d+\] ERROR SUMMARY: 3 errors$", err, re.M),
-               "the child's summary", err)
-    expect(re.search(r"^==hcguard== \[pid \d+\] ERROR SUMMARY: 2 errors$", err, re.M),
-           "the parent's summary", err)
+    two_summaries(err, child=not quiet)
 
 
 @case
@@ -143,10 +119,7 @@ def spawn_prefix(args):
     pids = set(re.findall(r"^==hcguard== \[pid (\d+)\] ", err, re.M))
     expect(len(pids) == 2, f"the spawned child (marked in its environment) and the parent "
            f"after it: both with their pid ({pids})", err)
-    expect(re.search(r"^==hcguard== \[pid \d+\] ERROR SUMMARY: 3 errors$", err, re.M),
-           "the child's summary", err)
-    expect(re.search(r"^==hcguard== \[pid \d+\] ERROR SUMMARY: 2 errors$", err, re.M),
-           "the parent's summary", err)
+    two_summaries(err)
 
 
 @case
@@ -186,12 +159,12 @@ def no_finding(args):
            "cuda-call-in-host-fn, libc-function-as-host-fn, closure-host-fn, slow-host-fn, "
            "hung-host-fn, oneshot-host-fn-in-graph" in err, "the unknown kind and the kinds", err)
     p = subprocess.run([args.launcher, "run", "--no-finding", "closure", "--no-finding", "bogus",
-                        "true"], capture_output=True, text=True, env=env_for(args, {}))
+                        "true"], capture_output=True, text=True, env=preload_env(args))
     expect(p.returncode == 2 and "'bogus' is not a finding kind" in p.stderr,
            f"the launcher refuses it (exit {p.returncode})", p.stderr)
     p = subprocess.run([args.launcher, "run", "--no-finding", "closure", "--no-finding", "slow",
                         args.audit, "closure"], capture_output=True, text=True,
-                       env=env_for(args, {}))
+                       env=preload_env(args))
     expect(p.returncode == 0 and "closure-host-fn" not in p.stderr,
            f"repeated --no-finding (exit {p.returncode})", p.stderr)
 
@@ -229,29 +202,8 @@ def warnings_exitcode(args):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--list", action="store_true")
-    for a in ("--case", "--prog", "--audit", "--lib", "--preload", "--fake-dir", "--launcher",
-              "--sanitize"):
-        ap.add_argument(a)
-    ap.add_argument("--gpu", action="store_true", help="on the real driver (skip without one)")
-    args = ap.parse_args()
-    if args.list:
-        print("\n".join(CASES))
-        return 0
-    if args.gpu and subprocess.run(["sh", "-c", "nvidia-smi -L"], capture_output=True).returncode:
-        print("SKIP: no GPU or no CUDA driver on this machine")
-        return 77
-    try:
-        CASES[args.case](args)
-    except Failed as e:
-        print(f"e2e_callsite_{args.case}: FAILED: {e}")
-        return 1
-    except subprocess.TimeoutExpired:
-        print(f"e2e_callsite_{args.case}: FAILED: the program hung")
-        return 1
-    print(f"e2e_callsite_{args.case}: passed")
-    return 0
+    return run_case("callsite", CASES, case_args("--audit", "--lib", "--launcher", "--sanitize",
+                                                 gpu=True))
 
 
 if __name__ == "__main__":

@@ -18,31 +18,23 @@ import sys
 
 import check_log
 import check_trace
+from checklib import child_env, fresh, skip_no_gpu, verdict
 
 
 def main():
-    if os.environ.get("HCG_REQUIRE_GPU") and subprocess.run(
-            ["sh", "-c", "nvidia-smi -L"], capture_output=True).returncode:
-        print("SKIP: no GPU or no CUDA driver on this machine")
+    if skip_no_gpu(os.environ.get("HCG_REQUIRE_GPU")):
         return 77
     hcguard, prog, where, how, want = sys.argv[1:6]
     exitcode = sys.argv[6] if len(sys.argv) > 6 else None
     opts = ["--error-exitcode", exitcode] if exitcode else []
     errors = "1 error" if exitcode else "0 errors"
-    os.makedirs(where, exist_ok=True)
     tag = how + ("-bad" if exitcode else "")
     log = os.path.join(where, "die-%s.jsonl" % tag)
     trace = os.path.join(where, "die-%s.json" % tag)
-    for f in (log, trace):
-        if os.path.exists(f):
-            os.unlink(f)
-    env = dict(os.environ)
-    pre = env.pop("HCG_CHILD_PRELOAD", "").rstrip(":")
-    if pre:
-        env["LD_PRELOAD"] = pre
+    fresh(log, trace)
     p = subprocess.run([hcguard, "run", "--log", log, "--trace", trace, "--slow-ms", "100000"]
                        + opts + ["--", prog, "die", how] + (["bad"] if exitcode else []),
-                       capture_output=True, text=True, timeout=120, env=env)
+                       capture_output=True, text=True, timeout=120, env=child_env())
     sys.stdout.write(p.stdout)
     sys.stdout.write(p.stderr)
     bad = []
@@ -73,10 +65,7 @@ def main():
         bad.append("want one summary saying 'ERROR SUMMARY: %s'" % errors)
     if "host functions: 100 launched, 100 ran" not in p.stderr:
         bad.append("the summary lacks 'host functions: 100 launched, 100 ran'")
-    for b in bad:
-        print("check_die: " + b)
-    print("check_die %s: %s" % (tag, "failed" if bad else "passed"))
-    return 1 if bad else 0
+    return verdict("check_die", bad, tag)
 
 
 if __name__ == "__main__":

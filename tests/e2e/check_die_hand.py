@@ -17,6 +17,7 @@ import subprocess
 import sys
 
 import check_trace
+from checklib import child_env, fresh, skip_no_gpu, verdict
 
 DEATHS = {"segv": signal.SIGSEGV, "fault": signal.SIGSEGV, "bus": signal.SIGBUS,
           "abort": signal.SIGABRT, "term": signal.SIGTERM, "int": signal.SIGINT,
@@ -53,19 +54,13 @@ def run(env, argv, ignore_term=False, kill_when=None):
 
 
 def main():
-    if os.environ.get("HCG_REQUIRE_GPU") and subprocess.run(
-            ["sh", "-c", "nvidia-smi -L"], capture_output=True).returncode:
-        print("SKIP: no GPU or no CUDA driver on this machine")
+    if skip_no_gpu(os.environ.get("HCG_REQUIRE_GPU")):
         return 77
     lib, prog, where, case = sys.argv[1:5]
-    os.makedirs(where, exist_ok=True)
     log = os.path.join(where, "hand-%s.jsonl" % case)
     trace = os.path.join(where, "hand-%s.json" % case)
-    for f in (log, trace):
-        if os.path.exists(f):
-            os.unlink(f)
-    env = dict(os.environ)
-    env["LD_PRELOAD"] = env.pop("HCG_CHILD_PRELOAD", "") + lib
+    fresh(log, trace)
+    env = child_env(lib)
     env.update(HCGUARD_LOG=log, HCGUARD_TRACE=trace, HCGUARD_SLOW_MS="100000")
     bad = []
     if case in DEATHS:
@@ -96,10 +91,7 @@ def main():
         err = out = ""
     sys.stdout.write(out)
     sys.stdout.write(err)
-    for b in bad:
-        print("check_die_hand: " + b)
-    print("check_die_hand %s: %s" % (case, "failed" if bad else "passed"))
-    return 1 if bad else 0
+    return verdict("check_die_hand", bad, case)
 
 
 if __name__ == "__main__":

@@ -10,44 +10,15 @@ driver or copy function, floods), runs hc_hostile under the preloaded
 library on the test driver, and checks what hcguard did and said. README's
 "Hostile inputs" table names these cases.
 """
-import argparse
 import os
 import re
 import stat
-import subprocess
 import sys
-import tempfile
 
-CASES = {}
+from checklib import Cases, Skipped, case_args, expect, run_case, run_preloaded as run
 
-
-def case(fn):
-    CASES[fn.__name__] = fn
-    return fn
-
-
-class Failed(Exception):
-    pass
-
-
-def run(args, argv, env=None, timeout=60):
-    e = dict(os.environ)
-    for k in list(e):
-        if k.startswith("HCGUARD_"):
-            del e[k]
-    e["LD_PRELOAD"] = args.preload
-    if not args.gpu:
-        e["LD_LIBRARY_PATH"] = args.fake_dir
-    e["HCGUARD_SLOW_MS"] = "10000"
-    e.update(env or {})
-    p = subprocess.run([args.prog] + argv, env=e, capture_output=True, text=True,
-                       timeout=timeout, errors="replace")
-    return p.returncode, p.stdout, p.stderr
-
-
-def expect(cond, what, out=""):
-    if not cond:
-        raise Failed(f"{what}\n--- output ---\n{out}")
+CASES = Cases()
+case = CASES
 
 
 def expect_refused(args, tmp, var, path, why, what="event log"):
@@ -146,8 +117,7 @@ def other_users_file(args, tmp):
         # a non-root user cannot make a file another's: a foreign one stands in
         path = "/etc/hostname" if os.path.isfile("/etc/hostname") else "/etc/passwd"
         if os.stat(path).st_uid == os.geteuid():
-            print("SKIP: no file of another user to try")
-            sys.exit(77)
+            raise Skipped("SKIP: no file of another user to try")
         before = open(path).read()
     else:
         os.chown(path, 65534, 65534)
@@ -367,32 +337,7 @@ def setparams_exec(args, tmp):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--list", action="store_true")
-    ap.add_argument("--case")
-    ap.add_argument("--prog")
-    ap.add_argument("--preload")
-    ap.add_argument("--fake-dir")
-    ap.add_argument("--sanitize", default="")
-    ap.add_argument("--gpu", action="store_true", help="on the real driver (skip without one)")
-    args = ap.parse_args()
-    if args.list:
-        print("\n".join(CASES))
-        return 0
-    if args.gpu and subprocess.run(["sh", "-c", "nvidia-smi -L"], capture_output=True).returncode:
-        print("SKIP: no GPU or no CUDA driver on this machine")
-        return 77
-    with tempfile.TemporaryDirectory(prefix="hcg_hostile_") as tmp:
-        try:
-            CASES[args.case](args, tmp)
-        except Failed as e:
-            print(f"e2e_hostile_{args.case}: FAILED: {e}")
-            return 1
-        except subprocess.TimeoutExpired:
-            print(f"e2e_hostile_{args.case}: FAILED: the program hung")
-            return 1
-    print(f"e2e_hostile_{args.case}: passed")
-    return 0
+    return run_case("hostile", CASES, case_args("--sanitize", gpu=True), tmp_prefix="hcg_hostile_")
 
 
 if __name__ == "__main__":

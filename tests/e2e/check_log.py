@@ -31,7 +31,7 @@ import subprocess
 import sys
 from collections import Counter, defaultdict
 
-import sinkrun
+from checklib import count_verdict, run_sink
 
 DOC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs", "LOG.md")
 KINDS = ("header", "run", "skip", "reject", "finding")
@@ -208,14 +208,14 @@ def read_with_library(path):
 
 def main():
     fields = load_fields()
-    rc, path, expects = sinkrun.run(sys.argv, "HCGUARD_LOG", "events", "jsonl", "check_log")
+    rc, path, expects = run_sink(sys.argv, "HCGUARD_LOG", "events", "jsonl", "check_log")
     if rc == 77:
         return 77
     if path is None:
         return 1
     log = check_file(path, fields)
     log.bad += read_with_library(path)
-    return sinkrun.verdict(log.bad, log.counts, expects, rc, sum(1 for _ in open(path)),
+    return count_verdict(log.bad, log.counts, expects, rc, sum(1 for _ in open(path)),
                            "check_log")
 
 

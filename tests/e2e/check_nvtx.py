@@ -18,6 +18,8 @@ import os
 import subprocess
 import sys
 
+from checklib import child_env, fresh, skip_no_gpu, verdict
+
 PAYLOAD_U64 = 1  # NVTX_PAYLOAD_TYPE_UNSIGNED_INT64
 
 
@@ -33,14 +35,8 @@ def parse_args(argv):
 
 def run(hcguard, inject, prefix, off, mode, prog):
     log, out = prefix + ".jsonl", prefix + ".nvtx"
-    for f in (log, out):
-        if os.path.exists(f):
-            os.unlink(f)
-    os.makedirs(os.path.dirname(prefix) or ".", exist_ok=True)
-    env = dict(os.environ, NVTX_INJECTION64_PATH=inject, HCG_NVTX_OUT=out)
-    pre = env.pop("HCG_CHILD_PRELOAD", "").rstrip(":")
-    if pre:
-        env["LD_PRELOAD"] = pre
+    fresh(log, out)
+    env = dict(child_env(), NVTX_INJECTION64_PATH=inject, HCG_NVTX_OUT=out)
     cmd = [hcguard, "run", "--log", log, "--slow-ms", "100000"]
     cmd += [] if off else ["--nvtx"]
     cmd += ["--mode", mode] if mode else []
@@ -109,9 +105,7 @@ def check_ranges(tool, runs, main_pid, bad):
 
 
 def main():
-    if os.environ.get("HCG_REQUIRE_GPU") and subprocess.run(
-            ["sh", "-c", "nvidia-smi -L"], capture_output=True).returncode:
-        print("SKIP: no GPU or no CUDA driver on this machine")
+    if skip_no_gpu(os.environ.get("HCG_REQUIRE_GPU")):
         return 77
     hcguard, inject, prefix, off, mode, prog = parse_args(sys.argv[1:])
     rc, log, out = run(hcguard, inject, prefix, off, mode, prog)
@@ -142,10 +136,7 @@ def main():
         check_ranges(tool, runs, main_pid, bad)
         print("check_nvtx: %d ranges on %d threads" % (
             sum(runs.values()), len({k[0] for k in runs})))
-    for b in bad:
-        print("check_nvtx: " + b)
-    print("check_nvtx: %s" % ("failed" if bad else "passed"))
-    return 1 if bad else 0
+    return verdict("check_nvtx", bad)
 
 
 if __name__ == "__main__":

@@ -40,13 +40,13 @@ import os
 import re
 import shutil
 import signal
-import stat
 import subprocess
 import sys
 import time
 import xml.etree.ElementTree as ET
 
 import check_trace as strict_trace
+from checklib import child_env, skip_no_gpu, verdict
 
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -58,10 +58,7 @@ class Ctx:
         self.dir = os.path.join(a.dir, a.case)
         shutil.rmtree(self.dir, ignore_errors=True)
         os.makedirs(self.dir)
-        self.env = dict(os.environ)
-        self.pre = self.env.pop("HCG_CHILD_PRELOAD", "").rstrip(":")
-        if self.pre:
-            self.env["LD_PRELOAD"] = self.pre
+        self.env = child_env()
 
     def check(self, ok, what):
         if not ok:
@@ -178,8 +175,7 @@ def make_killed_by_hand(c):
     """Preloaded by hand, killed with SIGKILL once its 100 events are in the
     log; then the log is cut short mid-line, as a death while writing."""
     log = c.path("killed-hand.jsonl")
-    env = dict(c.env, HCGUARD_LOG=log, HCGUARD_SLOW_MS="100000",
-               LD_PRELOAD=":".join(x for x in (c.pre, c.a.lib) if x))
+    env = dict(child_env(c.a.lib), HCGUARD_LOG=log, HCGUARD_SLOW_MS="100000")
     p = subprocess.Popen([c.a.lost, "die", "wait"], env=env, stdout=subprocess.DEVNULL,
                          stderr=subprocess.DEVNULL)
     deadline = time.time() + 60
@@ -636,15 +632,11 @@ def main():
         ap.add_argument("--" + opt, required=True)
     ap.add_argument("--gpu", action="store_true")
     a = ap.parse_args()
-    if a.gpu and subprocess.run(["sh", "-c", "nvidia-smi -L"], capture_output=True).returncode:
-        print("SKIP: no GPU or no CUDA driver on this machine")
+    if skip_no_gpu(a.gpu):
         return 77
     c = Ctx(a)
     CASES[a.case](c)
-    for b in c.bad:
-        print("check_report: " + b)
-    print("check_report %s: %s" % (a.case, "failed" if c.bad else "passed"))
-    return 1 if c.bad else 0
+    return verdict("check_report", c.bad, a.case)
 
 
 if __name__ == "__main__":

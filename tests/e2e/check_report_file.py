@@ -7,22 +7,17 @@ HCG_CHILD_PRELOAD, if set, becomes the command's LD_PRELOAD (a sanitizer's
 runtime, which hcguard run keeps ahead of libhcguard.so): it is not given
 to this script's own process, nor to a shell.
 """
-import os
 import subprocess
 import sys
+
+from checklib import child_env, fresh
 
 
 def main():
     hcguard, report = sys.argv[1:3]
-    os.makedirs(os.path.dirname(report), exist_ok=True)
-    if os.path.exists(report):
-        os.unlink(report)
-    env = dict(os.environ)
-    pre = env.pop("HCG_CHILD_PRELOAD", "").rstrip(":")
-    if pre:
-        env["LD_PRELOAD"] = pre
+    fresh(report)
     p = subprocess.run([hcguard, "run", "--log-file", report, "--"] + sys.argv[3:],
-                       capture_output=True, text=True, timeout=120, env=env)
+                       capture_output=True, text=True, timeout=120, env=child_env())
     print("exit status %d" % p.returncode)
     with open(report) as f:
         sys.stdout.write(f.read())

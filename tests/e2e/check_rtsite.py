@@ -12,7 +12,6 @@ libcudart.so.99) from static functions named site_*; every run-time
 finding must name one of those (from the executable's .symtab), never the
 runtime's own functions.
 """
-import argparse
 import json
 import os
 import re
@@ -20,50 +19,29 @@ import subprocess
 import sys
 import tempfile
 
-CASES = {}
+from checklib import (Cases, Skipped, case_args, expect, preload_env, run_case,
+                      run_preloaded)
+
+CASES = Cases()
+case = CASES
 PROG = "hc_rtsite"
 
 
-def case(fn):
-    CASES[fn.__name__] = fn
-    return fn
-
-
-class Failed(Exception):
-    pass
-
-
-class Skipped(Exception):
-    pass
-
-
-def expect(cond, what, out=""):
-    if not cond:
-        raise Failed(f"{what}\n--- output ---\n{out[-8000:]}")
-
-
 def run(args, argv, extra):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HCGUARD_")}
-    env["LD_PRELOAD"] = args.preload
-    env["LD_LIBRARY_PATH"] = args.fake_dir
-    env["HCGUARD_SLOW_MS"] = "10000"
     with tempfile.TemporaryDirectory() as d:
         log = os.path.join(d, "log.jsonl")
-        env["HCGUARD_LOG"] = log
-        env.update(extra)
-        p = subprocess.run([args.prog] + argv, env=env, capture_output=True, text=True,
-                           timeout=120, errors="replace")
+        rc, stdout, stderr = run_preloaded(args, argv, dict({"HCGUARD_LOG": log}, **extra),
+                                           timeout=120)
         records = []
         if os.path.exists(log):
             with open(log) as f:
                 records = [json.loads(line) for line in f if line.strip()]
-    out = p.stdout + p.stderr
-    if p.returncode == 77:
-        raise Skipped(p.stdout.strip())
+    if rc == 77:
+        raise Skipped(stdout.strip())
     scenario = argv[0]
-    expect(p.returncode == 0 and f"rtsite {scenario}: passed" in p.stdout,
-           f"exit status {p.returncode}", out)
-    return p.stderr, records
+    expect(rc == 0 and f"rtsite {scenario}: passed" in stdout, f"exit status {rc}",
+           stdout + stderr)
+    return stderr, records
 
 
 # A summary line of one merged group: count, function, how, where.
@@ -91,6 +69,17 @@ def no_runtime(err, records):
         expect("libcudart" not in r.get("caller", ""), f"the runtime named in the log: {r}", err)
 
 
+# A log record's caller: a function (a compiler's clone of it is it) and its object.
+CALLER = re.compile(r"(\w+)(?:\.\w+\.\d+)?\+0x[0-9a-f]+ \(in (.*)\)$")
+
+
+def caller_of(r):
+    """(function, object) the record's caller names; (the caller as
+    written, None) where it names no function."""
+    m = CALLER.match(r.get("caller", ""))
+    return (m.group(1), m.group(2)) if m else (r.get("caller"), None)
+
+
 def callers(records, event, finding=None):
     """{function name: count} of the log's callers of event records."""
     got = {}
@@ -99,10 +88,20 @@ def callers(records, event, finding=None):
             continue
         if event == "run" and "caller" not in r:
             continue
-        m = re.match(r"(\w+)(?:\.\w+\.\d+)?\+0x[0-9a-f]+ \(in (.*)\)$", r.get("caller", ""))
-        key = m.group(1) if m and os.path.basename(m.group(2)) == PROG else r.get("caller")
+        fn, obj = caller_of(r)
+        key = fn if obj and os.path.basename(obj) == PROG else r.get("caller")
         got[key] = got.get(key, 0) + 1
     return got
+
+
+def audit_skips(args, argv, want, what):
+    """The skips of argv in audit mode, {site: count} as want both in the
+    summary's groups (what: how they are told apart) and in the log; the
+    runtime named nowhere."""
+    err, log = run(args, argv, {"HCGUARD_MODE": "audit"})
+    expect(groups(err, "enqueued at") == want, f"{what}: {groups(err, 'enqueued at')}", err)
+    expect(callers(log, "skip") == want, f"the log: {callers(log, 'skip')}", err)
+    no_runtime(err, log)
 
 
 @case
@@ -194,11 +193,8 @@ def late_gpa(args):
 
 @case
 def threads(args):
-    err, log = run(args, ["threads", args.runtime], {"HCGUARD_MODE": "audit"})
-    want = {"site_thread_a": 50, "site_thread_b": 50}
-    expect(groups(err, "enqueued at") == want, f"per thread: {groups(err, 'enqueued at')}", err)
-    expect(callers(log, "skip") == want, f"the log: {callers(log, 'skip')}", err)
-    no_runtime(err, log)
+    audit_skips(args, ["threads", args.runtime], {"site_thread_a": 50, "site_thread_b": 50},
+                "per thread")
 
 
 @case
@@ -238,11 +234,8 @@ def unwinds(args):
 
 @case
 def fibers(args):
-    err, log = run(args, ["fibers", args.runtime], {"HCGUARD_MODE": "audit"})
-    want = {"site_fiber": 3, "site_main_stack": 3}
-    expect(groups(err, "enqueued at") == want, f"by stack: {groups(err, 'enqueued at')}", err)
-    expect(callers(log, "skip") == want, f"the log: {callers(log, 'skip')}", err)
-    no_runtime(err, log)
+    audit_skips(args, ["fibers", args.runtime], {"site_fiber": 3, "site_main_stack": 3},
+                "by stack")
 
 
 @case
@@ -251,31 +244,22 @@ def altstack(args):
     # the inaccessible region above a small alternate signal stack: never
     # read there (the process lives), and every launch named by its own
     # function (a handler's on either stack too).
-    err, log = run(args, ["altstack", args.runtime], {"HCGUARD_MODE": "audit"})
-    want = {"site_deep_main": 6, "site_main_a": 3, "site_sig_alt": 6, "site_sig_own": 3}
-    expect(groups(err, "enqueued at") == want, f"by stack: {groups(err, 'enqueued at')}", err)
-    expect(callers(log, "skip") == want, f"the log: {callers(log, 'skip')}", err)
-    no_runtime(err, log)
+    audit_skips(args, ["altstack", args.runtime],
+                {"site_deep_main": 6, "site_main_a": 3, "site_sig_alt": 6, "site_sig_own": 3},
+                "by stack")
 
 
 @case
 def fiberguard(args):
-    err, log = run(args, ["fiberguard", args.runtime], {"HCGUARD_MODE": "audit"})
-    want = {"site_deep_main": 8, "site_guarded_fiber": 8}
-    expect(groups(err, "enqueued at") == want, f"by stack: {groups(err, 'enqueued at')}", err)
-    expect(callers(log, "skip") == want, f"the log: {callers(log, 'skip')}", err)
-    no_runtime(err, log)
+    audit_skips(args, ["fiberguard", args.runtime],
+                {"site_deep_main": 8, "site_guarded_fiber": 8}, "by stack")
 
 
 @case
 def smallstacks(args):
-    err, log = run(args, ["smallstacks", args.runtime], {"HCGUARD_MODE": "audit"})
-    want = {"site_deep_main": 1, "site_small_deep": 2, "site_small_shallow": 2,
-            "site_small_alloca": 2}
-    expect(groups(err, "enqueued at") == want, f"by thread: {groups(err, 'enqueued at')}",
-           err)
-    expect(callers(log, "skip") == want, f"the log: {callers(log, 'skip')}", err)
-    no_runtime(err, log)
+    audit_skips(args, ["smallstacks", args.runtime],
+                {"site_deep_main": 1, "site_small_deep": 2, "site_small_shallow": 2,
+                 "site_small_alloca": 2}, "by thread")
 
 
 @case
@@ -296,8 +280,7 @@ def stale(args):
     for r in log:
         if r.get("event") != "skip":
             continue
-        m = re.match(r"(\w+)(?:\.\w+\.\d+)?\+0x[0-9a-f]+ \(in (.*)\)$", r.get("caller", ""))
-        who = m.group(1) if m else r.get("caller")
+        who = caller_of(r)[0]
         key = (r.get("user_data"), who)
         per[key] = per.get(key, 0) + 1
     users = sorted({u for u, _ in per})
@@ -318,11 +301,10 @@ def race(args):
     # runtime's launcher, never another.
     env = {"HCGUARD_MODE": "audit"}
     with tempfile.TemporaryDirectory() as d:
-        p = subprocess.run([args.prog, "race", args.runtime], env={
-            **{k: v for k, v in os.environ.items() if not k.startswith("HCGUARD_")},
-            "LD_PRELOAD": args.preload, "LD_LIBRARY_PATH": args.fake_dir,
-            "HCGUARD_SLOW_MS": "10000", "HCGUARD_LOG": os.path.join(d, "log.jsonl"), **env},
-            capture_output=True, text=True, timeout=120, errors="replace")
+        p = subprocess.run([args.prog, "race", args.runtime],
+                           env=preload_env(args, {"HCGUARD_LOG": os.path.join(d, "log.jsonl"),
+                                                  **env}),
+                           capture_output=True, text=True, timeout=120, errors="replace")
         out = p.stdout + p.stderr
         expect(p.returncode == 0 and "rtsite race: passed" in p.stdout,
                f"exit status {p.returncode}", out)
@@ -334,8 +316,7 @@ def race(args):
     for r in log:
         if r.get("event") != "skip":
             continue
-        m = re.match(r"(\w+)(?:\.\w+\.\d+)?\+0x[0-9a-f]+ \(in (.*)\)$", r.get("caller", ""))
-        who = m.group(1) if m else r.get("caller")
+        who = caller_of(r)[0]
         want = owner.get(r.get("user_data"))
         ok = (want, "launcher")
         if "names: any of the three" in p.stdout:  # see hc_rtsite.c, s_race
@@ -355,38 +336,16 @@ def race(args):
 def two_runtimes(args):
     # libcudart.so.98 is built beside the .99 (tests/e2e/CMakeLists.txt).
     rt98 = os.path.join(os.path.dirname(args.runtime), "libcudart.so.98")
-    err, log = run(args, ["two", args.runtime, rt98], {"HCGUARD_MODE": "audit"})
-    want = {"site_two_first": 6, "site_two_second": 6, "site_two_again": 6}
-    expect(groups(err, "enqueued at") == want, f"by site: {groups(err, 'enqueued at')}", err)
-    expect(callers(log, "skip") == want, f"the log: {callers(log, 'skip')}", err)
-    no_runtime(err, log)
+    audit_skips(args, ["two", args.runtime, rt98],
+                {"site_two_first": 6, "site_two_second": 6, "site_two_again": 6}, "by site")
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--list", action="store_true")
-    for a in ("--case", "--prog", "--runtime", "--preload", "--fake-dir"):
-        ap.add_argument(a)
-    args = ap.parse_args()
+    args = case_args("--runtime")
     global PROG  # the program's name in the findings (hc_rtsite, hc_rtsite_bare)
     if args.prog:
         PROG = os.path.basename(args.prog)
-    if args.list:
-        print("\n".join(CASES))
-        return 0
-    try:
-        CASES[args.case](args)
-    except Failed as e:
-        print(f"e2e_rtsite_{args.case}: FAILED: {e}")
-        return 1
-    except subprocess.TimeoutExpired:
-        print(f"e2e_rtsite_{args.case}: FAILED: the program hung")
-        return 1
-    except Skipped as e:
-        print(e)
-        return 77
-    print(f"e2e_rtsite_{args.case}: passed")
-    return 0
+    return run_case("rtsite", CASES, args)
 
 
 if __name__ == "__main__":

@@ -18,6 +18,8 @@ import signal
 import subprocess
 import sys
 
+from checklib import child_env, fresh, verdict
+
 # case: (argv after the program, how it ends, host functions in the log)
 CASES = {
     "signalret": (["signalret"], -signal.SIGTERM, 100),
@@ -87,13 +89,8 @@ def scribble(prog, where):
     """hcguard run recovers a program that wrote over its record's names."""
     report = os.path.join(where, "attack-scribble.txt")
     log = os.path.join(where, "attack-scribble.jsonl")
-    for f in (report, log):
-        if os.path.exists(f):
-            os.unlink(f)
-    env = dict(os.environ)
-    pre = env.pop("HCG_CHILD_PRELOAD", "")
-    if pre:
-        env["LD_PRELOAD"] = pre
+    fresh(report, log)
+    env = child_env()
     p = subprocess.run([env["HCG_LAUNCHER"], "run", "--log=" + log, "--log-file=" + report,
                         "--", prog, "scribble"], env=env, capture_output=True, text=True,
                        timeout=60)
@@ -116,18 +113,10 @@ def scribble(prog, where):
 def main():
     lib, prog, where, case = sys.argv[1:5]
     if case == "scribble":
-        os.makedirs(where, exist_ok=True)
-        bad = scribble(prog, where)
-        for b in bad:
-            print("check_sig_attack: " + b)
-        print("check_sig_attack %s: %s" % (case, "failed" if bad else "passed"))
-        return 1 if bad else 0
-    os.makedirs(where, exist_ok=True)
+        return verdict("check_sig_attack", scribble(prog, where), case)
     log = os.path.join(where, "attack-%s.jsonl" % case)
-    if os.path.exists(log):
-        os.unlink(log)
-    env = dict(os.environ)
-    env["LD_PRELOAD"] = env.pop("HCG_CHILD_PRELOAD", "") + lib
+    fresh(log)
+    env = child_env(lib)
     env.update(HCGUARD_LOG=log, HCGUARD_SLOW_MS="100000")
     if case.startswith("python-"):
         argv, want, n = [sys.executable, "-c", PY, case[7:]], None, 100
@@ -154,10 +143,7 @@ def main():
         bad.append("the log has %d run events, want 100 or more" % runs)
     if torn:
         bad.append("lines %s of the log are not whole JSON" % torn[:5])
-    for b in bad:
-        print("check_sig_attack: " + b)
-    print("check_sig_attack %s: %s" % (case, "failed" if bad else "passed"))
-    return 1 if bad else 0
+    return verdict("check_sig_attack", bad, case)
 
 
 if __name__ == "__main__":

@@ -38,7 +38,7 @@ import os
 import sys
 from collections import Counter, defaultdict
 
-import sinkrun
+from checklib import count_verdict, run_sink
 
 NUM = (int, float)
 FIELDS = {
@@ -249,7 +249,7 @@ def main():
     each = "--each" in argv
     if each:
         argv.remove("--each")
-    rc, trace, expects = sinkrun.run(argv, "HCGUARD_TRACE", "trace", "json", "check_trace",
+    rc, trace, expects = run_sink(argv, "HCGUARD_TRACE", "trace", "json", "check_trace",
                                      many=each)
     if rc == 77:
         return 77
@@ -262,7 +262,7 @@ def main():
     t = Trace()
     total = sum(t.check(p) for p in files)
     t.counts["files"] = len(files)
-    return sinkrun.verdict(t.bad, t.counts, expects, rc, total, "check_trace")
+    return count_verdict(t.bad, t.counts, expects, rc, total, "check_trace")
 
 
 if __name__ == "__main__":

@@ -42,19 +42,12 @@ static htod_fn htod;
 static launch_fn launch_ptr;
 static CUdeviceptr dev;
 
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
 static void setup(void)
 {
     s1 = test_context();
     REQUIRE_OK(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
     REQUIRE_OK(cuMemAlloc(&dev, 4096));
-    const char *m = getenv("HCGUARD_MODE");
-    guard = !m || strcmp(m, "guard") == 0;
+    guard = test_mode_is("guard");
     /* Entry points as the CUDA runtime and cuda.bindings get them. */
     void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
     gpa_v2_fn gpa = h ? (gpa_v2_fn)dlsym(h, "cuGetProcAddress_v2") : NULL;
@@ -148,19 +141,7 @@ static void libc(void)
 
 static void closure(void)
 {
-    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
-    unsigned char *code = mmap(NULL, pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-#if defined(__x86_64__)
-    code[0] = 0xc3; /* ret */
-#elif defined(__aarch64__)
-    static const unsigned char ret[4] = {0xc0, 0x03, 0x5f, 0xd6}; /* ret */
-    memcpy(code, ret, 4);
-#else
-    fprintf(stderr, "SKIP: no closure code for this architecture\n");
-    exit(77);
-#endif
-    mprotect(code, pg, PROT_READ | PROT_EXEC);
-    __builtin___clear_cache((char *)code, (char *)code + 4);
+    unsigned char *code = test_closures(1);
     for (int i = 0; i < 3; i++)
         REQUIRE_OK(cuLaunchHostFunc(s1, (CUhostFn)(void *)code, NULL));
     REQUIRE_OK(cuStreamSynchronize(s1));
@@ -170,13 +151,13 @@ static void closure(void)
 static void sleep_50ms(void *p)
 {
     (void)p;
-    sleep_ms(50);
+    test_sleep_ms(50);
 }
 
 static void sleep_500ms(void *p)
 {
     (void)p;
-    sleep_ms(500);
+    test_sleep_ms(500);
 }
 
 static void slow(void)
@@ -186,7 +167,7 @@ static void slow(void)
     hcguard_copy_record rec = {(uintptr_t)a, (uintptr_t)b, sizeof a};
     memset(b, 7, sizeof b);
     REQUIRE_OK(cuLaunchHostFunc(s1, sleep_50ms, NULL));
-    sleep_ms(1);
+    test_sleep_ms(1);
     REQUIRE_OK(cuLaunchHostFunc(s2, copy, &rec));
     REQUIRE_OK(cuStreamSynchronize(s1));
     REQUIRE_OK(cuStreamSynchronize(s2));
@@ -204,10 +185,7 @@ static void hang(void)
 
 static void preloaded(void)
 {
-    if (!dlsym(RTLD_DEFAULT, "hcguard_get_stats")) {
-        fprintf(stderr, "FAIL: hcguard is not preloaded\n");
-        exit(1);
-    }
+    test_require_hcguard(NULL);
     setup();
 }
 

@@ -132,10 +132,7 @@ static void setup(void)
 {
     pg = (size_t)sysconf(_SC_PAGESIZE);
     stream = test_context();
-    copy_fn = (CUhostFn)dlsym(RTLD_DEFAULT, "hcguard_host_copy");
-    get_stats = (test_stats_fn)dlsym(RTLD_DEFAULT, "hcguard_get_stats");
-    if (!copy_fn)
-        copy_fn = test_local_copy;
+    copy_fn = test_copy_fn(&get_stats);
 }
 
 /* ---- split --------------------------------------------------------------- */
@@ -178,15 +175,6 @@ static void split(int want_workers)
 }
 
 /* ---- fault ----------------------------------------------------------------- */
-static atomic_int gate;
-static void wait_gate(void *p)
-{
-    (void)p;
-    struct timespec ts = {0, 1000000};
-    for (int i = 0; i < 10000 && !atomic_load(&gate); i++)
-        nanosleep(&ts, NULL);
-}
-
 static void fault(void)
 {
     size_t n = 8 * MIB;
@@ -195,14 +183,13 @@ static void fault(void)
     memset(src, 4, n);
     hcguard_copy_record rec = {(uintptr_t)dst, (uintptr_t)src, n};
     hcguard_stats before = stats();
-    atomic_store(&gate, 0);
-    REQUIRE_OK(cuLaunchHostFunc(stream, wait_gate, NULL));
+    REQUIRE_OK(test_gate_close(stream, cuLaunchHostFunc));
     REQUIRE_OK(cuLaunchHostFunc(stream, copy_fn, &rec));
     /* A hole in every 2 MiB, whichever thread takes which part; past libc,
      * as glibc's free would unmap, so that only the copy can notice. */
     for (size_t at = MIB; at < n; at += 2 * MIB)
         CHECK(syscall(SYS_mprotect, src + at, pg, PROT_NONE) == 0);
-    atomic_store(&gate, 1);
+    test_gate_open();
     REQUIRE_OK(cuStreamSynchronize(stream));
     if (get_stats) {
         hcguard_stats s = stats();

@@ -155,13 +155,9 @@ static CUstream stream;
 static void setup(void)
 {
     stream = test_context();
-    copy_fn = (CUhostFn)dlsym(RTLD_DEFAULT, "hcguard_host_copy");
-    get_stats = (test_stats_fn)dlsym(RTLD_DEFAULT, "hcguard_get_stats");
-    if (!copy_fn)
-        copy_fn = test_local_copy;
-    const char *m = getenv("HCGUARD_MODE");
-    audit = m && strcmp(m, "audit") == 0;
-    if (m && strcmp(m, "off") == 0)
+    copy_fn = test_copy_fn(&get_stats);
+    audit = test_mode_is("audit");
+    if (test_mode_is("off"))
         get_stats = NULL; /* hcguard is passive: it counts nothing */
 }
 
@@ -345,15 +341,6 @@ static void bad(void)
     cuMemFree(dev);
 }
 
-static atomic_int gate;
-static void wait_gate(void *p)
-{
-    (void)p;
-    struct timespec ts = {0, 1000000};
-    for (int i = 0; i < 10000 && !atomic_load(&gate); i++)
-        nanosleep(&ts, NULL);
-}
-
 static void changed(void)
 {
     uintptr_t gone = NEVER_MAPPED;
@@ -363,11 +350,10 @@ static void changed(void)
     hcguard_copy_record *rec = malloc(sizeof *rec);
     *rec = (hcguard_copy_record){(uintptr_t)dst, (uintptr_t)src, sizeof src};
     hcguard_stats before = stats();
-    atomic_store(&gate, 0);
-    CHECK_MSG(launch(stream, wait_gate, NULL) == CUDA_SUCCESS, "gate");
+    CHECK_MSG(test_gate_close(stream, launch) == CUDA_SUCCESS, "gate");
     CHECK_MSG(launch(stream, copy_fn, rec) == CUDA_SUCCESS, "good at enqueue");
     rec->dst = gone; /* bad by the time it runs */
-    atomic_store(&gate, 1);
+    test_gate_open();
     REQUIRE_OK(cuStreamSynchronize(stream));
     if (get_stats) {
         hcguard_stats s = stats();

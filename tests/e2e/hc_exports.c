@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hcguard.h"
 #include "testutil.h"
 
 /* The test driver lacks it: the link must not need it. */
@@ -33,8 +34,7 @@ static void setup(void)
     s1 = test_context();
     REQUIRE_OK(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
     REQUIRE_OK(cuMemAlloc(&dev, 4096));
-    const char *m = getenv("HCGUARD_MODE");
-    guard = !m || strcmp(m, "guard") == 0;
+    guard = test_mode_is("guard");
 }
 
 /* ---- calls inside host functions ----------------------------------------- */
@@ -150,10 +150,7 @@ static void not_found(void)
 
 static void preloaded(void)
 {
-    if (!dlsym(RTLD_DEFAULT, "hcguard_get_stats")) {
-        fprintf(stderr, "FAIL: hcguard is not preloaded\n");
-        exit(1);
-    }
+    test_require_hcguard(NULL);
     setup();
 }
 

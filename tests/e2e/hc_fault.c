@@ -82,24 +82,14 @@ static void raw_mprotect(void *p, size_t n, int prot)
 }
 
 /* ---- a host function that holds the stream until the test lets it go -- */
-static atomic_int gate;
-static void wait_gate(void *p)
-{
-    (void)p;
-    struct timespec ts = {0, 1000000};
-    for (int i = 0; i < 10000 && !atomic_load(&gate); i++)
-        nanosleep(&ts, NULL);
-}
-
 static void close_gate(void)
 {
-    atomic_store(&gate, 0);
-    CHECK_MSG(cuLaunchHostFunc(stream, wait_gate, NULL) == CUDA_SUCCESS, "gate");
+    CHECK_MSG(test_gate_close(stream, cuLaunchHostFunc) == CUDA_SUCCESS, "gate");
 }
 
 static void open_gate(void)
 {
-    atomic_store(&gate, 1);
+    test_gate_open();
     REQUIRE_OK(cuStreamSynchronize(stream));
 }
 
@@ -112,12 +102,8 @@ static void setup(void)
 {
     pg = (size_t)sysconf(_SC_PAGESIZE);
     stream = test_context();
-    copy_fn = (CUhostFn)dlsym(RTLD_DEFAULT, "hcguard_host_copy");
-    get_stats = (test_stats_fn)dlsym(RTLD_DEFAULT, "hcguard_get_stats");
-    if (!copy_fn)
-        copy_fn = test_local_copy;
-    const char *m = getenv("HCGUARD_MODE");
-    audit = m && strcmp(m, "audit") == 0;
+    copy_fn = test_copy_fn(&get_stats);
+    audit = test_mode_is("audit");
 }
 
 /* hcguard starts at the first launch: make it so. */

@@ -65,14 +65,8 @@ static hcguard_stats stats(void)
 static void setup(void)
 {
     stream = test_context();
-    copy_fn = (CUhostFn)dlsym(RTLD_DEFAULT, "hcguard_host_copy");
-    get_stats = (test_stats_fn)dlsym(RTLD_DEFAULT, "hcguard_get_stats");
-    if (!copy_fn || !get_stats) {
-        fprintf(stderr, "FAIL: hcguard is not preloaded\n");
-        exit(1);
-    }
-    const char *m = getenv("HCGUARD_MODE");
-    audit = m && strcmp(m, "audit") == 0;
+    get_stats = test_require_hcguard(&copy_fn);
+    audit = test_mode_is("audit");
 }
 
 /* An address that is never mapped. */

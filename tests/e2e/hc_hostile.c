@@ -45,8 +45,7 @@ static hcguard_stats stats(void)
 
 static CUhostFn copy_fn(void)
 {
-    CUhostFn f = (CUhostFn)dlsym(RTLD_DEFAULT, "hcguard_host_copy");
-    return f ? f : test_local_copy;
+    return test_copy_fn(NULL);
 }
 
 static long max_rss_kib(void)
@@ -85,6 +84,27 @@ static void report_rss(long n, long i, long *at10)
         *at10 = max_rss_kib();
 }
 
+/* A graph of one host node of p: what a set-params flood sets again. */
+static void one_host_node(CUgraph *g, CUgraphNode *node, const CUDA_HOST_NODE_PARAMS *p)
+{
+    REQUIRE_OK(cuGraphCreate(g, 0));
+    REQUIRE_OK(cuGraphAddHostNode(node, *g, NULL, 0, p));
+}
+
+/* The end of a set-params flood: what it cost (for check_hostile.py), the
+ * graphs destroyed, and every graph call hcguard kept for them gone too. */
+static void flood_done(const char *what, long n, long at10, uint64_t base, CUgraph g,
+                       CUgraphExec e)
+{
+    printf("%s: %ld calls, max RSS %ld KiB at 10%%, %ld KiB at 100%%; %llu graph calls alive\n",
+           what, n, at10, max_rss_kib(), (unsigned long long)(stats().graph_calls_live - base));
+    REQUIRE_OK(cuGraphExecDestroy(e));
+    REQUIRE_OK(cuGraphDestroy(g));
+    uint64_t live = live_now();
+    CHECK_MSG(live == base, "%llu graph calls alive after the graphs went (was %llu)",
+          (unsigned long long)live, (unsigned long long)base);
+}
+
 static void setparams_graph(long n)
 {
     uint64_t base = live_now();
@@ -92,8 +112,7 @@ static void setparams_graph(long n)
     CUgraphNode node;
     CUgraphExec e;
     CUDA_HOST_NODE_PARAMS p = {copy_fn(), &rec};
-    REQUIRE_OK(cuGraphCreate(&g, 0));
-    REQUIRE_OK(cuGraphAddHostNode(&node, g, NULL, 0, &p));
+    one_host_node(&g, &node, &p);
     long at10 = 0;
     for (long i = 0; i < n; i++) {
         report_rss(n, i, &at10);
@@ -107,14 +126,7 @@ static void setparams_graph(long n)
     }
     REQUIRE_OK(cuGraphLaunch(e, stream));
     REQUIRE_OK(cuStreamSynchronize(stream));
-    printf("setparams-graph: %ld calls, max RSS %ld KiB at 10%%, %ld KiB at 100%%; %llu graph "
-           "calls alive\n", n, at10, max_rss_kib(),
-           (unsigned long long)(stats().graph_calls_live - base));
-    REQUIRE_OK(cuGraphExecDestroy(e));
-    REQUIRE_OK(cuGraphDestroy(g));
-    uint64_t live = live_now();
-    CHECK_MSG(live == base, "%llu graph calls alive after the graphs went (was %llu)",
-          (unsigned long long)live, (unsigned long long)base);
+    flood_done("setparams-graph", n, at10, base, g, e);
 }
 
 static void setparams_exec(long n)
@@ -124,8 +136,7 @@ static void setparams_exec(long n)
     CUgraphNode node;
     CUgraphExec e;
     CUDA_HOST_NODE_PARAMS p = {copy_fn(), &rec};
-    REQUIRE_OK(cuGraphCreate(&g, 0));
-    REQUIRE_OK(cuGraphAddHostNode(&node, g, NULL, 0, &p));
+    one_host_node(&g, &node, &p);
     REQUIRE_OK(cuGraphInstantiate(&e, g, 0));
     long at10 = 0;
     for (long i = 0; i < n; i++) {
@@ -137,14 +148,7 @@ static void setparams_exec(long n)
             REQUIRE_OK(cuStreamSynchronize(stream));
     }
     REQUIRE_OK(cuStreamSynchronize(stream));
-    printf("setparams-exec: %ld calls, max RSS %ld KiB at 10%%, %ld KiB at 100%%; %llu graph "
-           "calls alive\n", n, at10, max_rss_kib(),
-           (unsigned long long)(stats().graph_calls_live - base));
-    REQUIRE_OK(cuGraphExecDestroy(e));
-    REQUIRE_OK(cuGraphDestroy(g));
-    uint64_t live = live_now();
-    CHECK_MSG(live == base, "%llu graph calls alive after the graphs went (was %llu)",
-          (unsigned long long)live, (unsigned long long)base);
+    flood_done("setparams-exec", n, at10, base, g, e);
 }
 
 static void bad_launch(void)
@@ -235,24 +239,7 @@ static void launch_in_hostfn(void)
  * a ctypes or cffi closure looks like to hcguard. */
 static void closures(long n)
 {
-    size_t len = (size_t)n * 16 + 4096;
-    unsigned char *code = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    CHECK_MSG(code != MAP_FAILED, "mmap");
-    if (code == MAP_FAILED)
-        return;
-    for (long i = 0; i < n; i++) {
-#if defined(__x86_64__)
-        code[i * 16] = 0xc3; /* ret */
-#elif defined(__aarch64__)
-        const uint32_t ret = 0xd65f03c0;
-        memcpy(code + i * 16, &ret, sizeof ret);
-#else
-        fprintf(stderr, "SKIP: no closure stand-in for this architecture\n");
-        exit(77);
-#endif
-    }
-    CHECK_MSG(mprotect(code, len, PROT_READ | PROT_EXEC) == 0, "mprotect");
-    __builtin___clear_cache((char *)code, (char *)code + len);
+    unsigned char *code = test_closures((size_t)n);
     for (long i = 0; i < n; i++)
         REQUIRE_OK(cuLaunchHostFunc(stream, (CUhostFn)(void *)(code + i * 16), NULL));
     REQUIRE_OK(cuStreamSynchronize(stream));

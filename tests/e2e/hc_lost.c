@@ -50,12 +50,7 @@ static void noop(void *p)
 static void setup(void)
 {
     stream = test_context();
-    copy_fn = (CUhostFn)dlsym(RTLD_DEFAULT, "hcguard_host_copy");
-    get_stats = (test_stats_fn)dlsym(RTLD_DEFAULT, "hcguard_get_stats");
-    if (!copy_fn || !get_stats) {
-        fprintf(stderr, "FAIL: run this under hcguard\n");
-        exit(1);
-    }
+    get_stats = test_require_hcguard(&copy_fn);
 }
 
 /* hcguard's counts after a synchronize equal the program's own, and no
@@ -85,13 +80,19 @@ static void flood(unsigned long n)
     check_exact("flood", n, 0, 0);
 }
 
-static void copies(unsigned long n)
+/* n copies of 8 bytes, one after another on the stream, waited for. */
+static void do_copies(unsigned long n)
 {
     static char a[64], b[64];
     hcguard_copy_record rec = {(uintptr_t)a, (uintptr_t)b, 8};
     for (unsigned long i = 0; i < n; i++)
         REQUIRE_OK(cuLaunchHostFunc(stream, copy_fn, &rec));
     REQUIRE_OK(cuStreamSynchronize(stream));
+}
+
+static void copies(unsigned long n)
+{
+    do_copies(n);
     check_exact("copies", n, n, 8 * n);
 }
 
@@ -134,20 +135,7 @@ static void threads(unsigned t, unsigned long n)
 /* Code in anonymous memory: a closure warning at every launch. */
 static CUhostFn make_closure(void)
 {
-    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
-    unsigned char *code = mmap(NULL, pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-#if defined(__x86_64__)
-    code[0] = 0xc3; /* ret */
-#elif defined(__aarch64__)
-    static const unsigned char ret[4] = {0xc0, 0x03, 0x5f, 0xd6};
-    memcpy(code, ret, 4);
-#else
-    fprintf(stderr, "SKIP: no closure code for this architecture\n");
-    exit(77);
-#endif
-    mprotect(code, pg, PROT_READ | PROT_EXEC);
-    __builtin___clear_cache((char *)code, (char *)code + 4);
-    return (CUhostFn)(void *)code;
+    return (CUhostFn)(void *)test_closures(1);
 }
 
 static void warnings(unsigned long w)
@@ -334,15 +322,6 @@ static void forkprint(unsigned f, int busy)
 }
 
 /* ---- exec ---------------------------------------------------------------- */
-static void do_copies(unsigned long n)
-{
-    static char a[64], b[64];
-    hcguard_copy_record rec = {(uintptr_t)a, (uintptr_t)b, 8};
-    for (unsigned long i = 0; i < n; i++)
-        REQUIRE_OK(cuLaunchHostFunc(stream, copy_fn, &rec));
-    REQUIRE_OK(cuStreamSynchronize(stream));
-}
-
 static void exec_self(const char *m)
 {
     char self[4096];

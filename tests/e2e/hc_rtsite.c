@@ -138,17 +138,10 @@ static void begin(const char *runtime)
     }
 }
 
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {0, ms * 1000000L};
-    while (nanosleep(&ts, &ts) != 0)
-        ;
-}
-
 static void sleep_20ms(void *p)
 {
     (void)p;
-    sleep_ms(20);
+    test_sleep_ms(20);
 }
 
 static void CUDA_CB sleep_20ms_cb(CUstream s, CUresult status, void *p)
@@ -156,7 +149,7 @@ static void CUDA_CB sleep_20ms_cb(CUstream s, CUresult status, void *p)
     (void)s;
     (void)status;
     (void)p;
-    sleep_ms(20);
+    test_sleep_ms(20);
 }
 
 /* Holds the stream until unlock_bad: the copies behind it run after their
@@ -165,7 +158,7 @@ static void gate(void *p)
 {
     (void)p;
     while (!atomic_load(&gate_open))
-        sleep_ms(1);
+        test_sleep_ms(1);
 }
 
 static void lock_stream(void)
@@ -385,7 +378,7 @@ static void s_graph(int argc, char **argv)
     cuCtxSynchronize();
     test_stats_fn get = (test_stats_fn)dlsym(RTLD_DEFAULT, "hcguard_get_stats");
     for (int i = 0; i < 400 && test_stats(get).graph_calls_live; i++)
-        sleep_ms(5);
+        test_sleep_ms(5);
     CHECK_EQ(test_stats(get).graph_calls_live, 0);
 }
 
@@ -393,7 +386,7 @@ static void s_graph(int argc, char **argv)
 static void sleep_500ms(void *p)
 {
     (void)p;
-    sleep_ms(500);
+    test_sleep_ms(500);
 }
 
 SITE void site_hang(void)

@@ -83,6 +83,14 @@ static void passed(const char *mode)
     fflush(stdout);
 }
 
+/* The end of a scenario that must die of SIGTERM: living on is the failure. */
+static void die_of_sigterm(void)
+{
+    raise(SIGTERM);
+    fprintf(stderr, "FAIL: SIGTERM did not kill\n");
+    exit(1);
+}
+
 static void h1(int s)
 {
     (void)s;
@@ -118,9 +126,7 @@ static void signalret(void)
     CHECK_MSG(sigaction(SIGINT, NULL, &now) == 0 && now.sa_handler == SIG_DFL,
            "SIGINT not shown as SIG_DFL after the bad oldact");
     passed("signalret");
-    raise(SIGTERM);
-    fprintf(stderr, "FAIL: SIGTERM did not kill\n");
-    exit(1);
+    die_of_sigterm();
 }
 
 static atomic_int reset_ran;
@@ -162,9 +168,7 @@ static void resethand(int early, int info)
            "after SA_RESETHAND the program does not see SIG_DFL");
     passed("resethand");
     launch(100);
-    raise(SIGTERM);
-    fprintf(stderr, "FAIL: SIGTERM did not kill\n");
-    exit(1);
+    die_of_sigterm();
 }
 
 static atomic_int side_ready;
@@ -256,9 +260,7 @@ static void sysv(void)
     CHECK_MSG(signal(SIGTERM, SIG_DFL) == h1, "signal(SIG_DFL) did not return the sysv handler");
     launch(100);
     passed("sysv");
-    raise(SIGTERM);
-    fprintf(stderr, "FAIL: SIGTERM did not kill\n");
-    exit(1);
+    die_of_sigterm();
 }
 
 /* The common cleanup pattern: the program's handler puts the default back
@@ -275,9 +277,7 @@ static void reraise(void)
     CHECK_MSG(signal(SIGTERM, cleanup_reraise) == SIG_DFL, "signal did not return SIG_DFL");
     launch(100);
     passed("reraise");
-    raise(SIGTERM);
-    fprintf(stderr, "FAIL: SIGTERM did not kill\n");
-    exit(1);
+    die_of_sigterm();
 }
 
 static void *churn(void *p)
@@ -331,19 +331,13 @@ static void flood(long n)
     if (cuStreamSynchronize(stream) != CUDA_SUCCESS)
         exit(1);
     passed("flood");
-    raise(SIGTERM);
-    fprintf(stderr, "FAIL: SIGTERM did not kill\n");
-    exit(1);
+    die_of_sigterm();
 }
 
 static void preloaded(void)
 {
     stream = test_context();
-    get_stats = (test_stats_fn)dlsym(RTLD_DEFAULT, "hcguard_get_stats");
-    if (!get_stats) {
-        fprintf(stderr, "FAIL: run this under hcguard\n");
-        exit(1);
-    }
+    get_stats = test_require_hcguard(NULL);
 }
 
 /* resethand [early][info] */

@@ -2,10 +2,16 @@
 #ifndef HCG_TESTUTIL_H
 #define HCG_TESTUTIL_H
 
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
 
 /* Checks: CHECK_MSG, REQUIRE_OK (a driver call that must succeed, or the
  * test cannot go on) and the rest of tests/common/check.h. */
@@ -42,6 +48,36 @@ static inline CUstream test_context(void)
     REQUIRE_OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     return s;
 }
+
+/* A gate: test_gate_close launches on stream s, through launch
+ * (cuLaunchHostFunc, or the entry point the test goes through), a host
+ * function that holds the stream until test_gate_open, so that what the
+ * test queues behind it waits, for the test to change it first. It gives
+ * up after 10 s, so that a test that fails before opening it ends. */
+static inline atomic_int *test_gate_state(void)
+{
+    static atomic_int open_;
+    return &open_;
+}
+
+static inline void test_gate_wait(void *p)
+{
+    (void)p;
+    struct timespec ts = {0, 1000000};
+    for (int i = 0; i < 10000 && !atomic_load(test_gate_state()); i++)
+        nanosleep(&ts, NULL);
+}
+
+static inline CUresult test_gate_close(CUstream s, CUresult (*launch)(CUstream, CUhostFn, void *))
+{
+    atomic_store(test_gate_state(), 0);
+    return launch(s, test_gate_wait, NULL);
+}
+
+static inline void test_gate_open(void)
+{
+    atomic_store(test_gate_state(), 1);
+}
 #endif
 
 #ifdef HCGUARD_H
@@ -58,7 +94,52 @@ static inline hcguard_stats test_stats(test_stats_fn get)
         get(&s, sizeof s);
     return s;
 }
+
+#ifdef CUDA_VERSION
+/* The host-copy function a program launches: hcguard's where it is
+ * preloaded, else test_local_copy; and hcguard's hcguard_get_stats in *get
+ * (NULL without hcguard): the same programs run without hcguard too. */
+static inline CUhostFn test_copy_fn(test_stats_fn *get)
+{
+    CUhostFn fn = (CUhostFn)dlsym(RTLD_DEFAULT, "hcguard_host_copy");
+    if (get)
+        *get = (test_stats_fn)dlsym(RTLD_DEFAULT, "hcguard_get_stats");
+    return fn ? fn : test_local_copy;
+}
+
+/* For a program that must run under hcguard: its hcguard_get_stats, and
+ * its hcguard_host_copy in *copy where copy is not NULL; exits 1, said,
+ * where hcguard is not preloaded. */
+static inline test_stats_fn test_require_hcguard(CUhostFn *copy)
+{
+    test_stats_fn get = (test_stats_fn)dlsym(RTLD_DEFAULT, "hcguard_get_stats");
+    void *fn = dlsym(RTLD_DEFAULT, "hcguard_host_copy");
+    if (!get || !fn) {
+        fprintf(stderr, "FAIL: hcguard is not preloaded\n");
+        exit(1);
+    }
+    if (copy)
+        *copy = (CUhostFn)fn;
+    return get;
+}
 #endif
+#endif
+
+/* Sleeps ms milliseconds, the whole of them: a signal does not cut it short. */
+static inline void test_sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+/* Whether hcguard runs in mode (HCGUARD_MODE, guard where unset): what a
+ * program expects of it depends on it. */
+static inline int test_mode_is(const char *mode)
+{
+    const char *m = getenv("HCGUARD_MODE");
+    return strcmp(m ? m : "guard", mode) == 0;
+}
 
 /* n bytes of fresh anonymous memory with protection prot; exits if there
  * is none (the test cannot go on). */
@@ -70,6 +151,33 @@ static inline void *test_map(size_t n, int prot)
         exit(1);
     }
     return p;
+}
+
+/* n functions that only return, 16 bytes apart, in anonymous memory made
+ * executable: what a ctypes or cffi closure looks like to hcguard (code in
+ * no file). Exits 77 (skip) on an architecture it has no code for, 1 if
+ * the memory cannot be had. */
+static inline unsigned char *test_closures(size_t n)
+{
+    size_t len = n * 16 + 4096;
+    unsigned char *code = test_map(len, PROT_READ | PROT_WRITE);
+    for (size_t i = 0; i < n; i++) {
+#if defined(__x86_64__)
+        code[i * 16] = 0xc3; /* ret */
+#elif defined(__aarch64__)
+        const uint32_t ret = 0xd65f03c0; /* ret */
+        memcpy(code + i * 16, &ret, sizeof ret);
+#else
+        fprintf(stderr, "SKIP: no closure stand-in for this architecture\n");
+        exit(77);
+#endif
+    }
+    if (mprotect(code, len, PROT_READ | PROT_EXEC) != 0) {
+        perror("mprotect");
+        exit(1);
+    }
+    __builtin___clear_cache((char *)code, (char *)code + len);
+    return code;
 }
 
 /* An address no mapping can ever have: past the largest user address

@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "hcg.h"
+#include "replay.h"
 #include "../e2e/deny_vm_readv.h"
 
 #define NPAGES 12
@@ -295,49 +296,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 }
 
 #ifdef HCG_FUZZ_REPLAY
-static uint64_t splitmix(uint64_t *x)
-{
-    uint64_t z = (*x += 0x9e3779b97f4a7c15u);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
-    return z ^ (z >> 31);
-}
-
-static void run_random(unsigned long count, uint64_t seed)
-{
-    uint8_t buf[64];
-    for (unsigned long k = 0; k < count; k++) {
-        for (size_t j = 0; j < sizeof buf; j++)
-            buf[j] = (uint8_t)splitmix(&seed);
-        LLVMFuzzerTestOneInput(buf, sizeof buf);
-    }
-}
-
-static int replay_file(const char *path)
-{
-    static uint8_t buf[1 << 16];
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        perror(path);
-        return -1;
-    }
-    size_t n = fread(buf, 1, sizeof buf, f);
-    fclose(f);
-    LLVMFuzzerTestOneInput(buf, n);
-    return 0;
-}
-
 /* fuzz_oracle_replay [-n COUNT] [FILE...]: COUNT random inputs from a fixed
  * seed, then again in a child with process_vm_readv denied, then each FILE. */
 int main(int argc, char **argv)
 {
-    unsigned long count = 3000;
-    int i = 1;
-    if (argc > 2 && strcmp(argv[1], "-n") == 0) {
-        count = strtoul(argv[2], NULL, 10);
-        i = 3;
-    }
-    run_random(count, 0x6f7261636c65u);
+    unsigned long count = 3000, files = 0;
+    int i = replay_count_arg(argc, argv, &count);
+    replay_random(count, 0x6f7261636c65u, 64, 0);
     printf("fuzz_oracle_replay: %lu classify and %lu reads checked (%lu refused)\n",
            g_checked_classify, g_checked_read, g_faulting_reads);
     if (g_checked_classify < count / 2 || g_checked_read < count / 2 || g_faulting_reads == 0) {
@@ -352,7 +317,7 @@ int main(int argc, char **argv)
             fflush(NULL);
             _exit(0);
         }
-        run_random(count / 2, 0x73656363u);
+        replay_random(count / 2, 0x73656363u, 64, 0);
         printf("fuzz_oracle_replay: process_vm_readv denied: %lu more reads checked\n",
                g_checked_read);
         fflush(NULL);
@@ -364,7 +329,7 @@ int main(int argc, char **argv)
         return 1;
     }
     for (; i < argc; i++)
-        if (replay_file(argv[i]) != 0)
+        if (replay_path(argv[i], &files) != 0)
             return 2;
     return 0;
 }

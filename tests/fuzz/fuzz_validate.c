@@ -15,15 +15,12 @@
 #include <string.h>
 
 #include "hcg.h"
+#include "replay.h"
+#include "../common/model_space.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-enum { R = 1, W = 2, DEV = 4, MAX_REGIONS = 4 };
-
-typedef struct region {
-    uintptr_t start, last; /* inclusive */
-    unsigned perm;
-} region;
+enum { MAX_REGIONS = 4 };
 
 typedef struct space {
     region reg[MAX_REGIONS];
@@ -139,27 +136,13 @@ static void build(space *s, input *in)
 
 static const region *find(const space *s, uintptr_t p)
 {
-    for (int i = 0; i < s->n; i++)
-        if (s->reg[i].start <= p && p <= s->reg[i].last)
-            return &s->reg[i];
-    return NULL;
+    return region_at(s->reg, s->n, p);
 }
 
 /* A walk from region to region; device regions are not host memory. */
 static hcg_mem walk(const space *s, uintptr_t a, uintptr_t last, int write)
 {
-    for (;;) {
-        const region *r = find(s, a);
-        if (!r)
-            return HCG_MEM_UNMAPPED;
-        if (!(r->perm & R) || (r->perm & DEV))
-            return HCG_MEM_NO_READ;
-        if (write && !(r->perm & W))
-            return HCG_MEM_NO_WRITE;
-        if (r->last >= last)
-            return HCG_MEM_OK;
-        a = r->last + 1;
-    }
+    return region_walk(s->reg, s->n, a, last, write);
 }
 
 static hcg_mem model_classify(void *ctx, uintptr_t a, size_t n, int write)
@@ -213,13 +196,9 @@ static hcg_mem ref_range(const space *s, uintptr_t a, size_t n, int write)
             pts[j - 1] = t;
         }
     for (int i = 0; i < np; i++) {
-        const region *r = find(s, (uintptr_t)pts[i]);
-        if (!r)
-            return HCG_MEM_UNMAPPED;
-        if (!(r->perm & R) || (r->perm & DEV))
-            return HCG_MEM_NO_READ;
-        if (write && !(r->perm & W))
-            return HCG_MEM_NO_WRITE;
+        hcg_mem v = region_verdict(find(s, (uintptr_t)pts[i]), write);
+        if (v != HCG_MEM_OK)
+            return v;
     }
     return HCG_MEM_OK;
 }
@@ -366,49 +345,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 }
 
 #ifdef HCG_FUZZ_REPLAY
-static uint64_t splitmix(uint64_t *x)
-{
-    uint64_t z = (*x += 0x9e3779b97f4a7c15u);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
-    return z ^ (z >> 31);
-}
-
-static int replay_file(const char *path)
-{
-    static uint8_t buf[1 << 16];
-    FILE *f = fopen(path, "rb");
-    size_t n;
-    if (!f) {
-        perror(path);
-        return -1;
-    }
-    n = fread(buf, 1, sizeof buf, f);
-    fclose(f);
-    LLVMFuzzerTestOneInput(buf, n);
-    return 0;
-}
-
 /* fuzz_validate_replay [-n COUNT] [FILE...]: COUNT random inputs from a
  * fixed seed (default 200000), then each FILE as one input. */
 int main(int argc, char **argv)
 {
-    unsigned long count = 200000;
-    uint64_t seed = 0x68636775617264u;
-    uint8_t buf[192];
-    int i = 1, missing = 0;
-    if (argc > 2 && strcmp(argv[1], "-n") == 0) {
-        count = strtoul(argv[2], NULL, 10);
-        i = 3;
-    }
-    for (unsigned long k = 0; k < count; k++) {
-        size_t len = (size_t)(splitmix(&seed) % sizeof buf); /* some run dry */
-        for (size_t j = 0; j < len; j++)
-            buf[j] = (uint8_t)splitmix(&seed);
-        LLVMFuzzerTestOneInput(buf, len);
-    }
+    unsigned long count = 200000, files = 0;
+    int i = replay_count_arg(argc, argv, &count), missing = 0;
+    replay_random(count, 0x68636775617264u, 192, 1);
     for (; i < argc; i++)
-        if (replay_file(argv[i]) != 0)
+        if (replay_path(argv[i], &files) != 0)
             return 2;
     /* the generator must reach every verdict, or the run proves little */
     for (int s = 0; s < HCGUARD_STATUS_COUNT; s++) {

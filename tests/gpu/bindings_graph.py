@@ -21,7 +21,7 @@ import platform
 import struct
 import sys
 
-from hcguard_ctypes import Hcguard
+from hcguard_ctypes import Checks, Hcguard
 import time
 
 try:
@@ -54,15 +54,7 @@ if os.environ.get("HCGUARD_MODE") == "off":
 copy_fn = driver.CUhostFn(copy_addr)
 
 
-failures = 0
-
-
-def check(cond, what):
-    global failures
-    if not cond:
-        failures += 1
-        print(f"FAIL: {what}", file=sys.stderr)
-    return cond
+check = Checks("bindings graph")
 
 
 def ok(ret, what):
@@ -410,5 +402,4 @@ print(f"hcguard: {end.rejected - start.rejected} records rejected, "
       f"{end.skipped - start.skipped} copies skipped")
 
 ok(driver.cuStreamDestroy(stream), "cuStreamDestroy")
-print(f"bindings graph: {'FAILED' if failures else 'passed'}")
-sys.exit(1 if failures else 0)
+check.done()

@@ -10,20 +10,15 @@ import ctypes
 import struct
 import sys
 
+from hcguard_ctypes import Checks, Hcguard
+
 try:
     from cuda.bindings import driver
 except ImportError as e:
     print(f"SKIP: cuda.bindings not importable: {e}")
     sys.exit(77)
 
-failures = 0
-
-
-def check(cond, what):
-    global failures
-    if not cond:
-        failures += 1
-        print(f"FAIL: {what}", file=sys.stderr)
+check = Checks("bindings hostfn")
 
 
 def ok(ret, what):
@@ -43,13 +38,7 @@ ctx = ok(driver.cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain")
 ok((driver.cuCtxSetCurrent(ctx)[0], None), "cuCtxSetCurrent")
 stream = ok(driver.cuStreamCreate(0), "cuStreamCreate")
 
-process = ctypes.CDLL(None)
-try:
-    copy_addr = ctypes.cast(process.hcguard_host_copy, ctypes.c_void_p).value
-except AttributeError:
-    print("SKIP: hcguard is not preloaded (no hcguard_host_copy)")
-    sys.exit(77)
-copy_fn = driver.CUhostFn(copy_addr)
+copy_fn = driver.CUhostFn(Hcguard().copy_addr)
 
 N = 1 << 20
 src = (ctypes.c_ubyte * N)(*([7, 1, 2, 9] * (N // 4)))
@@ -81,5 +70,4 @@ check(err == driver.CUresult.CUDA_ERROR_INVALID_VALUE, f"null record: got {err}"
 check(err == driver.CUresult.CUDA_SUCCESS, f"stream alive after rejections: {err}")
 driver.cuMemFree(dptr)
 driver.cuStreamDestroy(stream)
-print(f"bindings hostfn: {'FAILED' if failures else 'passed'}")
-sys.exit(1 if failures else 0)
+check.done()

@@ -18,18 +18,15 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e"))
 import check_log  # noqa: E402
 import check_trace  # noqa: E402
+from checklib import fresh, skip_no_gpu  # noqa: E402
 
 
 def main():
-    if subprocess.run(["sh", "-c", "nvidia-smi -L"], capture_output=True).returncode:
-        print("SKIP: no GPU or no CUDA driver on this machine")
+    if skip_no_gpu(True):
         return 77
     hcguard, prog, where = sys.argv[1:4]
-    os.makedirs(where, exist_ok=True)
     log, trace = os.path.join(where, "gpu-trace.jsonl"), os.path.join(where, "gpu-trace.json")
-    for f in (log, trace):
-        if os.path.exists(f):
-            os.unlink(f)
+    fresh(log, trace)
     p = subprocess.run([hcguard, "run", "--log", log, "--trace", trace, "--", prog],
                        capture_output=True, text=True, timeout=240)
     sys.stdout.write(p.stdout + p.stderr)

@@ -12,7 +12,7 @@ import ctypes
 import struct
 import sys
 
-from hcguard_ctypes import Hcguard
+from hcguard_ctypes import Checks, Hcguard
 
 try:
     import cupy
@@ -25,14 +25,7 @@ copy_addr = hcg.copy_addr
 stats = hcg.stats
 
 
-failures = 0
-
-
-def check(cond, what):
-    global failures
-    if not cond:
-        failures += 1
-        print(f"FAIL: {what}", file=sys.stderr)
+check = Checks("cupy hostfn")
 
 
 try:
@@ -132,5 +125,4 @@ for name, (d, s, n) in bad.items():
 stream.synchronize()
 final = stats()
 check(final.rejected - before.rejected == len(bad), f"rejected {final.rejected - before.rejected}")
-print(f"cupy hostfn: {'FAILED' if failures else 'passed'}")
-sys.exit(1 if failures else 0)
+check.done()

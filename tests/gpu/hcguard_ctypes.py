@@ -1,5 +1,6 @@
 """hcguard as a Python test sees it: the preloaded library's host-copy
-function and its counters, through ctypes. Shared by the GPU tests."""
+function and its counters, through ctypes; and the way a test script
+counts its checks. Shared by the GPU tests."""
 import ctypes
 import sys
 
@@ -28,3 +29,22 @@ class Hcguard:
         s = Stats()
         self._get_stats(ctypes.byref(s), ctypes.sizeof(s))
         return s
+
+
+class Checks:
+    """A test script's checks: check(cond, what) says each failure on
+    stderr and counts it (and returns cond); done() prints "NAME: passed"
+    or "NAME: FAILED" and exits 0 or 1."""
+
+    def __init__(self, name):
+        self.name, self.failures = name, 0
+
+    def __call__(self, cond, what):
+        if not cond:
+            self.failures += 1
+            print(f"FAIL: {what}", file=sys.stderr)
+        return cond
+
+    def done(self):
+        print(f"{self.name}: {'FAILED' if self.failures else 'passed'}")
+        sys.exit(1 if self.failures else 0)

@@ -38,11 +38,12 @@ def expect_eq(got, want, what, proc=None):
     expect(got == want, "%s: got %r, want %r" % (what, got, want), proc)
 
 
-def clean_env(**extra):
-    """The caller's environment without anything hcguard reads or sets."""
+def clean_env(drop=(), **extra):
+    """The caller's environment without anything hcguard reads or sets, nor
+    the variables named in drop; then extra."""
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("HCGUARD_")
-           and k not in ("LD_PRELOAD", "PYTHONPATH", "PYTHONSTARTUP")}
+           and k not in ("LD_PRELOAD", "PYTHONPATH", "PYTHONSTARTUP") + tuple(drop)}
     env.update(extra)
     return env
 

@@ -8,10 +8,10 @@ package_<case>; the script lists its own cases (--list)."""
 import os
 import re
 import shutil
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "launcher"))
+import launcher_common  # noqa: E402
 from launcher_common import Skip, case, expect, expect_eq, main  # noqa: E402
 
 def need(tool):
@@ -20,18 +20,14 @@ def need(tool):
 
 
 def clean_env(**extra):
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("HCGUARD_")
-           and k not in ("LD_PRELOAD", "LD_LIBRARY_PATH", "PKG_CONFIG_PATH",
-                         "CMAKE_PREFIX_PATH", "PYTHONPATH")}
-    env.update(extra)
-    return env
+    """Nor where a library, a pkg-config file or a CMake package would be
+    looked for first: a consumer finds the install under test only."""
+    return launcher_common.clean_env(("LD_LIBRARY_PATH", "PKG_CONFIG_PATH", "CMAKE_PREFIX_PATH"),
+                                     **extra)
 
 
 def run(argv, env=None, cwd=None, timeout=120):
-    return subprocess.run(argv, env=clean_env() if env is None else env,
-                          cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout)
+    return launcher_common.run(argv, clean_env() if env is None else env, cwd, timeout)
 
 
 def sanitizer_env(args, env):

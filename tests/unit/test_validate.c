@@ -6,13 +6,7 @@
 
 #include "hcg.h"
 #include "../common/check.h"
-
-enum { R = 1, W = 2, DEV = 4 };
-
-typedef struct region {
-    uintptr_t start, last; /* inclusive, so a region may end at the top */
-    unsigned perm;
-} region;
+#include "../common/model_space.h"
 
 typedef struct model {
     region reg[16];
@@ -22,37 +16,17 @@ typedef struct model {
     int bogus;                   /* classify returns an out-of-range value */
 } model;
 
-static const region *region_at(const model *m, uintptr_t p)
-{
-    for (int i = 0; i < m->n; i++)
-        if (m->reg[i].start <= p && p <= m->reg[i].last)
-            return &m->reg[i];
-    return NULL;
-}
-
-/* Regions are kept in address order, so a walk needs no sort. Device
- * memory, like the driver's reservations, is not host-accessible. */
+/* Regions are kept in address order, so a walk needs no sort. */
 static hcg_mem model_walk(const model *m, uintptr_t a, uintptr_t last,
                           int write)
 {
-    for (;;) {
-        const region *r = region_at(m, a);
-        if (!r)
-            return HCG_MEM_UNMAPPED;
-        if (!(r->perm & R) || (r->perm & DEV))
-            return HCG_MEM_NO_READ;
-        if (write && !(r->perm & W))
-            return HCG_MEM_NO_WRITE;
-        if (r->last >= last)
-            return HCG_MEM_OK;
-        a = r->last + 1;
-    }
+    return region_walk(m->reg, m->n, a, last, write);
 }
 
 static hcg_mem model_classify(void *ctx, uintptr_t a, size_t n, int write)
 {
     model *m = ctx;
-    const region *r = region_at(m, a);
+    const region *r = region_at(m->reg, m->n, a);
     m->classify_calls++;
     if (m->bogus)
         return (hcg_mem)99;
