@@ -57,12 +57,19 @@ static uint64_t raw_counter(void)
 
 atomic_int hcg_g_clock_counter;
 _Atomic uint32_t hcg_g_clock_epoch;
+/* The last epoch given out. A stop does not reset it and a fork child goes
+ * on from its parent's: an epoch is never given out again (until 2^32
+ * passes), so a stamp taken before a stop, a restart (an exec that failed)
+ * or a fork is never taken for one under the epoch after it. */
+static _Atomic uint32_t epoch_last;
 
 void hcg_clock_epoch_next(void)
 {
-    uint32_t e = atomic_load_explicit(&hcg_g_clock_epoch, memory_order_relaxed) + 1;
-    atomic_store_explicit(&hcg_g_clock_epoch, e == 0 || e == HCG_EPOCH_NONE ? 1 : e,
-                          memory_order_relaxed);
+    uint32_t e = atomic_load_explicit(&epoch_last, memory_order_relaxed) + 1;
+    if (e == 0 || e == HCG_EPOCH_NONE)
+        e = 1;
+    atomic_store_explicit(&epoch_last, e, memory_order_relaxed);
+    atomic_store_explicit(&hcg_g_clock_epoch, e, memory_order_relaxed);
 }
 
 void hcg_clock_epoch_stop(void)
