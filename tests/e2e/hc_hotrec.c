@@ -29,7 +29,12 @@
  *              itself again with such a stderr, as "blocked-run"), and its
  *              message about a slow host function blocks it in write; the
  *              verdict slept past its 100 ms must still be checked in full
- * Prints "hotrec blocked: passed"; exit 0.
+ *   hc_hotrec fork|exec     (guard) expired, across a fork (the child's
+ *              launch) or an exec that failed (the collector stopped and
+ *              started again): the thread's last copy stamp was taken under
+ *              the collector's first epochs, those the collector started
+ *              anew passes through first; it must not serve the launch after
+ * Prints "hotrec NAME: passed"; exit 0.
  */
 #include <cuda.h>
 #include <dirent.h>
@@ -368,6 +373,64 @@ static void scenario_blocked(void)
     CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "blocked-run: status 0x%x", st);
 }
 
+/* ---- a fork, an exec that failed ------------------------------------ */
+static void ordinary_fn(void *p)
+{
+    (void)p;
+}
+
+/* The record made hot by the first launches of the process (this thread's
+ * copy stamp taken under the collector's first epochs), its destination
+ * unmapped past libc, and the verdict left to age past its 100 ms. */
+static void hot_then_aged(hcguard_copy_record *rec, unsigned char *src, const char *what)
+{
+    pg = (size_t)sysconf(_SC_PAGESIZE);
+    stream = test_context();
+    copy_fn = (CUhostFn)dlsym(RTLD_DEFAULT, "hcguard_host_copy");
+    REQUIRE(copy_fn);
+    unsigned char *dst = test_map(pg, PROT_READ | PROT_WRITE);
+    *rec = (hcguard_copy_record){(uintptr_t)dst, (uintptr_t)src, N};
+    make_hot(rec, what); /* hcguard starts: its collector too */
+    sleep_ms(5);         /* its first pass made, not its second */
+    good(rec, what);
+    CHECK_MSG(syscall(SYS_munmap, dst, pg) == 0, "munmap");
+    sleep_ms(300);
+}
+
+static void scenario_fork(void)
+{
+    unsigned char src[N];
+    hcguard_copy_record rec;
+    hot_then_aged(&rec, src, "fork");
+    pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        /* The child's collector starts at its first launch (its result
+         * does not matter: a driver may refuse a fork child); then its
+         * first passes, as in the parent before the stamp. */
+        (void)cuLaunchHostFunc(stream, ordinary_fn, NULL);
+        sleep_ms(5);
+        CUresult r = launch(&rec);
+        if (r != CUDA_ERROR_INVALID_VALUE)
+            fprintf(stderr, "fork: the child's launch of a record 300 ms old returned %d\n", (int)r);
+        _exit(r == CUDA_ERROR_INVALID_VALUE ? 0 : 1);
+    }
+    int st = 0;
+    REQUIRE(waitpid(pid, &st, 0) == pid);
+    CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "fork: child status 0x%x", st);
+}
+
+static void scenario_exec(void)
+{
+    unsigned char src[N];
+    hcguard_copy_record rec;
+    hot_then_aged(&rec, src, "exec");
+    char *argv[] = {"hc_hotrec-none", NULL};
+    CHECK_MSG(execv("/nonexistent/hc_hotrec-none", argv) == -1, "execv");
+    sleep_ms(5); /* the collector started again: its first pass made */
+    bad(&rec, "exec: destination unmapped past libc, the verdict 300 ms old, an exec failed");
+}
+
 int main(int argc, char **argv)
 {
     static const check_scenario scenarios[] = {
@@ -375,6 +438,8 @@ int main(int argc, char **argv)
         CHECK_SCENARIO("audit", scenario_audit),
         CHECK_SCENARIO("blocked", scenario_blocked),
         CHECK_SCENARIO("blocked-run", scenario_blocked_run),
+        CHECK_SCENARIO("fork", scenario_fork),
+        CHECK_SCENARIO("exec", scenario_exec),
     };
     return check_scenario_main("hc_hotrec", "hotrec %s", scenarios,
                                sizeof scenarios / sizeof scenarios[0], argc, argv, NULL, NULL);
