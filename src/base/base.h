@@ -241,16 +241,18 @@ static inline uint64_t hcg_ticks(void)
 #endif
     return hcg_ticks_slow();
 }
-/* The clock's epoch: moved on when the collector starts and at each of its
- * passes (at least every 20 ms while it runs), 0 while none runs (before
- * it starts, after it stops, in a fork child until it starts again). A launch that
+/* The clock's epoch: a new one, never given out before, each time the
+ * collector goes to sleep (for at most 20 ms); 0 while it works (a pass
+ * may be held up by a blocking write) and while none runs (before it
+ * starts, after it stops, in a fork child until it starts again). A launch that
  * needs a time but not a fresh one (a copy verdict's age) reuses its
  * thread's last time stamp while the epoch has not moved (run.h:
  * hcg_copy_stamp): a load of a line written every 20 ms, not an rdtsc. */
 extern _Atomic uint32_t hcg_g_clock_epoch;
 /* A value the epoch never takes. */
 #define HCG_EPOCH_NONE UINT32_MAX
-/* The collector's pass (never 0), and none running any more. */
+/* The collector goes to sleep (a new epoch, never 0), and works or none
+ * runs any more (0). */
 void hcg_clock_epoch_next(void);
 void hcg_clock_epoch_stop(void);
 /* A reference point (counter and clock read together, and the rate) to

@@ -182,7 +182,7 @@ static void vc_put(const struct hcg_procmap_query *q, uint64_t gen, uint64_t now
  * ran. Mappings changed past libc (glibc's free unmapping a large block)
  * are noticed once the entry is RC_TTL_NS old, measured on the times the
  * launches give (no clock read of its own; a copy's is its thread's last
- * copy stamp, at most one collector pass old: run.h, hcg_copy_stamp);
+ * copy stamp, at most one collector sleep old: run.h, hcg_copy_stamp);
  * a stale verdict in that window costs no crash: the copy it lets through
  * is fault-contained.
  * A record has at most one entry: a stale one is replaced in place. */

@@ -671,11 +671,17 @@ static void *collector(void *arg)
     hcg_self.collector = 1;
     while (!atomic_load(&coll_stop)) {
         uint32_t seen = atomic_load_explicit(&wake_word, memory_order_acquire);
-        hcg_clock_epoch_next();
+        /* No epoch while the pass works: it may be held up for as long as
+         * a sink's write blocks (a message to a pipe nobody reads), and a
+         * launch meanwhile takes a fresh stamp. A new one for the sleep,
+         * at most COLLECT_INTERVAL_NS: a stamp reused under it is at most
+         * that old. */
+        hcg_clock_epoch_stop();
         hcg_events_flush();
         drain_enter();
         watch_hangs((uint64_t)(hcg_config_get()->hang_s * 1e9));
         drain_leave();
+        hcg_clock_epoch_next();
         collector_sleep(seen);
     }
     return NULL;
@@ -690,10 +696,14 @@ void hcg_collector_start(void)
         sigset_t all, old;
         sigfillset(&all);
         pthread_sigmask(SIG_SETMASK, &all, &old);
-        if (pthread_create(&coll_thread, NULL, collector, NULL) == 0) {
+        /* An epoch from now until the thread's first pass begins (it
+         * sets none while it works): given before the thread exists, as
+         * it could begin its pass before this returned. */
+        hcg_clock_epoch_next();
+        if (pthread_create(&coll_thread, NULL, collector, NULL) == 0)
             coll_running = 1;
-            hcg_clock_epoch_next(); /* a collector runs: launches may reuse stamps */
-        }
+        else
+            hcg_clock_epoch_stop();
         atomic_store(&coll_live, coll_running);
         pthread_sigmask(SIG_SETMASK, &old, NULL);
     }

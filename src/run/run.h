@@ -203,8 +203,9 @@ static inline uint64_t hcg_launch_stamp(hcg_pool *p)
  * at, and the return value, its enqueue time stamp (0: none, as
  * hcg_launch_stamp). A verdict needs a time on every launch but not a
  * fresh one: the thread's last copy stamp serves while it is one of the
- * last hcg_g_stamp_every copies and the clock's epoch has not moved (a
- * collector runs and made no pass since: at most about 20 ms); else a
+ * last hcg_g_stamp_every copies and the clock's epoch has not moved (the
+ * collector went to sleep before it and has not woken since: at most
+ * about 20 ms, base.h); else a
  * fresh one is taken, and is the launch's stamp. So a verdict may be
  * taken for that much younger than it is (its 100 ms are a bound on the
  * case the generation cannot see: src/check/oracle.c). */

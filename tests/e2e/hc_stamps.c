@@ -10,8 +10,9 @@
  *                     thread (stamped: 7 + 3 = 10 when sampled, else 140)
  *   hc_stamps copies  160 launches of hcguard_host_copy with one good
  *                     record: stamped 1 in 16, and again whenever the
- *                     collector made a pass since the last stamp (so 10
- *                     or more, fewer than 160), each when the log needs it
+ *                     collector woke since the last stamp or is at work
+ *                     (so 10 or more, fewer than 160), each when the log
+ *                     needs it
  * Prints "stamps run: passed"; exit 0. The summary is checked by the test.
  */
 #include <cuda.h>

@@ -110,6 +110,30 @@ static void test_pool_switch_flushes(void)
     CHECK(theirs_back);
 }
 
+/* A copy's time stamp is reused only under the clock's epoch it was taken
+ * in (hcg_copy_stamp): the epoch after the collector stopped and started
+ * again (an exec that failed, a fork child) is a new one, never the one
+ * the stamp was taken in, however few passes were made since. */
+static void test_copy_stamp_epoch_not_reused(void)
+{
+    hcg_pool p;
+    memset(&p, 0, sizeof p);
+    hcg_g_stamp_every = HCG_STAMP_EVERY;
+    uint64_t now, t;
+    hcg_clock_epoch_next(); /* the collector asleep */
+    CHECK(hcg_copy_stamp(&p, &t) != 0);
+    CHECK(hcg_copy_stamp(&p, &now) == 0 && now == t); /* reused */
+    hcg_clock_epoch_stop(); /* stopped (before an exec; a fork child) */
+    hcg_clock_epoch_next(); /* started again, asleep */
+    CHECK_MSG(hcg_copy_stamp(&p, &now) != 0, "a stamp from before the stop was reused");
+    t = now;
+    CHECK(hcg_copy_stamp(&p, &now) == 0 && now == t);
+    hcg_clock_epoch_stop(); /* at work: no stamp reused, none kept for after */
+    CHECK(hcg_copy_stamp(&p, &now) != 0);
+    hcg_clock_epoch_next();
+    CHECK(hcg_copy_stamp(&p, &now) != 0);
+}
+
 static void ordinary_fn(void *p)
 {
     (void)p;
@@ -129,6 +153,7 @@ static const check_case cases[] = {
     CHECK_CASE(batched_back_at_exit),
     CHECK_CASE(pool_switch_flushes),
     CHECK_CASE(recognize_fast_follows_registration),
+    CHECK_CASE(copy_stamp_epoch_not_reused),
 };
 
 int main(int argc, char **argv)
