@@ -176,7 +176,9 @@ def run_sink(argv, var, prefix, suffix, who, many=False):
     child_env(). Returns (rc, path, expects); rc 77 is not applicable, and
     path is None (said why) unless there is exactly one such file. many:
     the command may write several (%p); path is None."""
-    sep = argv.index("--")
+    if "--" not in argv[2:]:
+        raise SystemExit(f"usage: {who}.py DIR [--one-file] EXPECT... -- CMD ARGS...")
+    sep = argv.index("--", 2)
     where, expects, cmd = argv[1], argv[2:sep], argv[sep + 1:]
     name = f"{prefix}-%p.{suffix}"
     if expects and expects[0] == "--one-file":
