@@ -190,9 +190,13 @@ static struct {
 static void add_problem(const char *line)
 {
     pthread_mutex_lock(&msg_lock);
-    if (problems.n < MAX_PROBLEMS)
-        snprintf(problems.line[problems.n++], sizeof problems.line[0], "%s", line);
-    else
+    if (problems.n < MAX_PROBLEMS) {
+        /* Cut to the slot (a problem line is a sentence: 512 is plenty). */
+        char *to = problems.line[problems.n++];
+        size_t n = strnlen(line, sizeof problems.line[0] - 1);
+        memcpy(to, line, n);
+        to[n] = '\0';
+    } else
         problems.more++;
     pthread_mutex_unlock(&msg_lock);
 }
