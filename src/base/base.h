@@ -244,10 +244,11 @@ static inline uint64_t hcg_ticks(void)
 /* The clock's epoch: a new one, never given out before, each time the
  * collector goes to sleep (for at most 20 ms); 0 while it works (a pass
  * may be held up by a blocking write) and while none runs (before it
- * starts, after it stops, in a fork child until it starts again). A launch that
- * needs a time but not a fresh one (a copy verdict's age) reuses its
- * thread's last time stamp while the epoch has not moved (run.h:
- * hcg_copy_stamp): a load of a line written every 20 ms, not an rdtsc. */
+ * starts, after it stops, in a fork child until it starts again). A
+ * launch that needs a time but not a fresh one (a copy verdict's age)
+ * reuses its thread's last time stamp while the epoch has not moved
+ * (run.h: hcg_copy_stamp): a load of a line written every 20 ms, not an
+ * rdtsc. */
 extern _Atomic uint32_t hcg_g_clock_epoch;
 /* A value the epoch never takes. */
 #define HCG_EPOCH_NONE UINT32_MAX

@@ -205,10 +205,10 @@ static inline uint64_t hcg_launch_stamp(hcg_pool *p)
  * fresh one: the thread's last copy stamp serves while it is one of the
  * last hcg_g_stamp_every copies and the clock's epoch has not moved (the
  * collector went to sleep before it and has not woken since: at most
- * about 20 ms, base.h); else a
- * fresh one is taken, and is the launch's stamp. So a verdict may be
- * taken for that much younger than it is (its 100 ms are a bound on the
- * case the generation cannot see: src/check/oracle.c). */
+ * about 20 ms, base.h); else a fresh one is taken, and is the launch's
+ * stamp. So a verdict may be taken for that much younger than it is (its
+ * 100 ms are a bound on the case the generation cannot see:
+ * src/check/oracle.c). */
 static inline uint64_t hcg_copy_stamp(hcg_pool *p, uint64_t *now)
 {
     uint32_t epoch = atomic_load_explicit(&hcg_g_clock_epoch, memory_order_relaxed);
