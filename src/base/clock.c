@@ -76,11 +76,38 @@ void hcg_clock_epoch_stop(void)
     atomic_store_explicit(&hcg_g_clock_epoch, 0, memory_order_relaxed);
 }
 
+/* The counter and the clock read together: the counter read before and
+ * after the clock, a few times, and the tightest pair kept (the counter at
+ * its middle). A thread preempted between two reads would otherwise pair
+ * a clock with a count from long before it, and every time converted from
+ * that pair (a drain's worth of events, or the rate itself when it is the
+ * start-up pair) would move by as much: two host functions run one after
+ * the other could then overlap in the trace. */
+static void read_pair(uint64_t *tick, uint64_t *ns)
+{
+    uint64_t widest_ok = 4096; /* ticks: a clock read that was not preempted */
+    uint64_t best = UINT64_MAX;
+    for (int i = 0; i < 8 && best > widest_ok; i++) {
+        uint64_t t0 = raw_counter(), n = hcg_now_ns(), t1 = raw_counter();
+        if (t1 >= t0 && t1 - t0 < best) {
+            best = t1 - t0;
+            *tick = t0 + best / 2;
+            *ns = n;
+        }
+    }
+    if (best == UINT64_MAX) { /* the counter went backwards each time: not used */
+        *tick = raw_counter();
+        *ns = hcg_now_ns();
+    }
+}
+
 static void setup(void)
 {
     use_counter = counter_is_invariant();
-    base_tick = use_counter ? raw_counter() : 0;
-    base_ns = hcg_now_ns();
+    if (use_counter)
+        read_pair(&base_tick, &base_ns);
+    else
+        base_ns = hcg_now_ns();
     atomic_store_explicit(&ready, 1, memory_order_release);
     atomic_store_explicit(&hcg_g_clock_counter, use_counter, memory_order_release);
 }
@@ -102,8 +129,11 @@ uint64_t hcg_ticks_slow(void)
 void hcg_clock_ref(hcg_clock_ref_t *r)
 {
     hcg_clock_init();
-    r->tick = use_counter ? raw_counter() : 0;
-    r->ns = hcg_now_ns();
+    r->tick = 0;
+    if (use_counter)
+        read_pair(&r->tick, &r->ns);
+    else
+        r->ns = hcg_now_ns();
     r->ns_per_tick = 1.0;
     if (use_counter && r->tick > base_tick && r->ns - base_ns > 100000)
         r->ns_per_tick = (double)(r->ns - base_ns) / (double)(r->tick - base_tick);

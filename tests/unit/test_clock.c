@@ -1,0 +1,83 @@
+/*
+ * The clock (src/base/clock.c): counter ticks turned into CLOCK_MONOTONIC
+ * nanoseconds through reference pairs (a count and a clock read
+ * together). A thread preempted between the two reads of a pair would
+ * pair a clock with a count from long before it, and every time converted
+ * from that pair would move by as much.
+ *
+ *   preempted   a timer whose handler sleeps 2 ms interrupts 400 times
+ *               while ticks are taken and converted through a fresh
+ *               reference each time: every converted time lies within 50 us
+ *               of the clock read around its tick
+ */
+#include <signal.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
+
+#include "hcg.h"
+#include "../common/check.h"
+
+static volatile sig_atomic_t interrupts;
+
+static void sleep_2ms(int sig)
+{
+    (void)sig;
+    struct timespec ts = {0, 2 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    interrupts++;
+}
+
+/* Every 50 us of the process's own CPU time, or as often as the kernel's
+ * tick allows (so the 2 ms asleep in the handler do not bring the next
+ * one at once). */
+static void interrupt_every_50us(int on)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on ? sleep_2ms : SIG_DFL;
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGPROF, &sa, NULL);
+    struct itimerval it = {{0, on ? 50 : 0}, {0, on ? 50 : 0}};
+    setitimer(ITIMER_PROF, &it, NULL);
+}
+
+static void test_preempted(void)
+{
+    hcg_clock_init();
+    interrupt_every_50us(1);
+    const uint64_t slack = 50 * 1000; /* ns */
+    unsigned samples = 0, off = 0;
+    uint64_t worst = 0;
+    /* Until 400 interrupts (each lands between a pair's two reads now and
+     * then), or 20 s. */
+    uint64_t until = hcg_now_ns() + 20000000000ull;
+    while (interrupts < 400 && hcg_now_ns() < until) {
+        uint64_t w0 = hcg_now_ns(), t = hcg_ticks(), w1 = hcg_now_ns();
+        hcg_clock_ref_t ref;
+        hcg_clock_ref(&ref);
+        if (w1 - w0 > slack) /* this sample's own reads were interrupted */
+            continue;
+        samples++;
+        uint64_t ns = hcg_ticks_to_ns(&ref, t);
+        uint64_t miss = ns + slack < w0 ? w0 - ns : ns > w1 + slack ? ns - w1 : 0;
+        if (miss) {
+            off++;
+            worst = miss > worst ? miss : worst;
+        }
+    }
+    interrupt_every_50us(0);
+    CHECK_MSG(interrupts >= 400, "only %d interrupts in 20 s", (int)interrupts);
+    CHECK_MSG(samples > 1000, "only %u samples not interrupted", samples);
+    CHECK_MSG(off == 0, "%u of %u converted times off by up to %llu ns", off, samples,
+              (unsigned long long)worst);
+}
+
+int main(int argc, char **argv)
+{
+    static const check_case cases[] = {
+        CHECK_CASE(preempted),
+    };
+    return check_main("test_clock", CHECK_CASES(cases), argc, argv);
+}
