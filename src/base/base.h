@@ -227,18 +227,31 @@ void hcg_clock_init(void);
  * every launch and every host function reads the clock. */
 extern atomic_int hcg_g_clock_counter;
 uint64_t hcg_ticks_slow(void);
-static inline uint64_t hcg_ticks(void)
+/* The raw counter, read inline: only where hcg_ticks_counter_on(). */
+static inline int hcg_ticks_counter_on(void)
+{
+#if defined(__x86_64__) || defined(__aarch64__)
+    return atomic_load_explicit(&hcg_g_clock_counter, memory_order_relaxed);
+#else
+    return 0;
+#endif
+}
+static inline uint64_t hcg_ticks_counter(void)
 {
 #if defined(__x86_64__)
-    if (HCG_LIKELY(atomic_load_explicit(&hcg_g_clock_counter, memory_order_relaxed)))
-        return __builtin_ia32_rdtsc();
+    return __builtin_ia32_rdtsc();
 #elif defined(__aarch64__)
-    if (HCG_LIKELY(atomic_load_explicit(&hcg_g_clock_counter, memory_order_relaxed))) {
-        uint64_t v;
-        __asm__ __volatile__("mrs %0, cntvct_el0" : "=r"(v));
-        return v;
-    }
+    uint64_t v;
+    __asm__ __volatile__("mrs %0, cntvct_el0" : "=r"(v));
+    return v;
+#else
+    return 0;
 #endif
+}
+static inline uint64_t hcg_ticks(void)
+{
+    if (HCG_LIKELY(hcg_ticks_counter_on()))
+        return hcg_ticks_counter();
     return hcg_ticks_slow();
 }
 /* The clock's epoch: a new one, never given out before, each time the

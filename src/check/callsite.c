@@ -136,7 +136,7 @@ uintptr_t hcg_callsite_here(void)
 }
 
 unsigned hcg_g_backtrace;
-atomic_int hcg_g_launch_rare;
+atomic_int hcg_g_launch_rare = HCG_LAUNCH_UNREADY;
 
 /* ---- launches made through the CUDA runtime --------------------------------
  * libcudart calls the wrappers through pointers from cuGetProcAddress, so a

@@ -330,6 +330,11 @@ void hcg_callsite_init(void);
 #define HCG_LAUNCH_BACKTRACE 2
 #define HCG_LAUNCH_RUNTIME 4
 #define HCG_LAUNCH_NVTX 8 /* NVTX ranges: each call its function's name */
+/* Not known ready: set at load and in a fork child, cleared by a launch
+ * that found the driver loaded, the settings read with hcguard on and not
+ * debugging, and start-up done (none of which is undone but by a fork).
+ * So one load tells a stream launch's fast path all of that. */
+#define HCG_LAUNCH_UNREADY 16
 extern atomic_int hcg_g_launch_rare;
 /* The site of a launch whose wrapper returns to ra: ra itself when that is
  * the program's code; when it is in the CUDA runtime or driver, the

@@ -25,6 +25,7 @@ void hcg_init_after_fork(void)
 {
     forked = 1;
     atomic_store(&hcg_g_started, 0);
+    atomic_fetch_or(&hcg_g_launch_rare, HCG_LAUNCH_UNREADY);
 }
 
 static void start(void)

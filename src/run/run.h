@@ -119,11 +119,18 @@ hcg_call *hcg_call_alloc_slow(void);
 
 /* A call from this thread's pool (hcg_self.pool, NULL until its first
  * call); NULL if out of memory. */
+static inline hcg_call *hcg_call_pop(hcg_pool *p);
 static inline hcg_call *hcg_call_alloc(void)
 {
     hcg_pool *p = hcg_self.pool;
     if (HCG_UNLIKELY(!p || !p->free))
         return hcg_call_alloc_slow();
+    return hcg_call_pop(p);
+}
+
+/* The first call of p's free list (there is one), taken off it. */
+static inline hcg_call *hcg_call_pop(hcg_pool *p)
+{
     hcg_call *c = p->free;
     hcg_call *next = c->next_free;
     p->free = next;
@@ -236,12 +243,18 @@ uint32_t hcg_seq_launcher_tid(uint64_t seq);
 void hcg_replay_note(hcg_call *c, uintptr_t stream, uint64_t ticks, uint32_t tid);
 void hcg_replay_unnote(hcg_call *c);
 
-/* Count a launch that reached the driver, by the launching thread, in its
- * own pool p, taken before the driver call (after it, the call may be
- * another thread's already). */
+/* Count a launch, by the launching thread, in its own pool p: before the
+ * driver call (after it, the call may be another thread's already), and
+ * undone (hcg_uncount_launch) if the driver refuses it. */
 static inline void hcg_count_launch(hcg_pool *p, hcg_fnkind kind)
 {
     hcg_owner_inc(&p->launched[kind]);
+}
+static inline void hcg_uncount_launch(hcg_pool *p, hcg_fnkind kind)
+{
+    atomic_store_explicit(&p->launched[kind],
+                          atomic_load_explicit(&p->launched[kind], memory_order_relaxed) - 1,
+                          memory_order_relaxed);
 }
 
 /* Flow control: a one-shot launch made from p (after the driver took it

@@ -94,40 +94,64 @@ __attribute__((noinline, cold)) static void adopt_captured(hcg_call *c, hcg_api 
     }
 }
 
-/* The driver runs c's trampoline instead of the function. The call is not
- * read after the driver took it: the callback thread may have run it and
- * given it back already (and its line is that thread's by now). */
+/* The driver refused c's launch with r: its count undone, and c, the
+ * thread's own again, given back. */
+__attribute__((noinline, cold)) static CUresult launch_refused(hcg_call *c, CUresult r)
+{
+    hcg_uncount_launch(c->owner, (hcg_fnkind)c->kind);
+    hcg_call_free_local(c);
+    return r;
+}
+
+/* c, a call from p of kind, to the driver: the driver runs c's trampoline
+ * instead of the function. Counted first (undone if refused), so the
+ * call is never read after the driver took it: the callback thread may
+ * have run it and given it back already (its line is that thread's by
+ * now), and c is the only value kept across the driver call (read only
+ * if it is refused). The pool is this thread's, found again after. */
+static inline __attribute__((always_inline)) CUresult launch_hand(launch_args a, hcg_pool *p,
+                                                                  hcg_call *c, hcg_fnkind kind)
+{
+    hcg_count_launch(p, kind);
+    CUresult r = call_real(a, hcg_trampoline, c);
+    if (HCG_UNLIKELY(r != CUDA_SUCCESS))
+        return launch_refused(c, r);
+    hcg_pool_flow(hcg_self.pool);
+    return CUDA_SUCCESS;
+}
+
+/* c launched on a stream that captures: the call becomes the capture
+ * graph's (kept if the driver refuses it), counted as captured. */
+__attribute__((noinline, cold)) static CUresult launch_captured(launch_args a, hcg_call *c)
+{
+    adopt_captured(c, a.api, a.stream);
+    hcg_fnkind kind = (hcg_fnkind)c->kind;
+    hcg_pool *pool = c->owner;
+    CUresult r = call_real(a, hcg_trampoline, c);
+    if (r == CUDA_SUCCESS) {
+        hcg_count_launch(pool, kind);
+        hcg_count_captured_in(pool);
+        hcg_graph_note_captured(c, a.stream, is_ptsz(a.api));
+    }
+    return r;
+}
+
+/* c launched, once what is rare is done: its NVTX name, its call site
+ * (the return address alone, stored by the caller, or the stack when
+ * --backtrace asks for frames, or, in a process with the CUDA runtime,
+ * the program's frame above a return address into it), a capture. */
 static inline __attribute__((always_inline)) CUresult launch_call(hcg_driver *d, launch_args a,
                                                                   hcg_call *c)
 {
-    /* The call site: the return address alone (stored by the caller, a
-     * store), or the stack when --backtrace asks for frames, or, in a
-     * process with the CUDA runtime, the program's frame above a return
-     * address into it. */
-    int captured = 0;
     int rare = atomic_load_explicit(&hcg_g_launch_rare, memory_order_relaxed);
     if (HCG_UNLIKELY(rare)) {
         hcg_call_nvtx(c);
         if (rare & (HCG_LAUNCH_BACKTRACE | HCG_LAUNCH_RUNTIME))
             atomic_store_explicit(&c->caller, hcg_callsite_rare(a.ra), memory_order_relaxed);
-        if ((rare & HCG_LAUNCH_CAPTURE) && (captured = stream_is_capturing(d, a.api, a.stream)))
-            adopt_captured(c, a.api, a.stream);
+        if ((rare & HCG_LAUNCH_CAPTURE) && stream_is_capturing(d, a.api, a.stream))
+            return launch_captured(a, c);
     }
-    hcg_fnkind kind = (hcg_fnkind)c->kind;
-    hcg_pool *pool = c->owner;
-    CUresult r = call_real(a, hcg_trampoline, c);
-    if (HCG_LIKELY(r == CUDA_SUCCESS)) {
-        hcg_count_launch(pool, kind);
-        if (HCG_LIKELY(!captured))
-            hcg_pool_flow(pool);
-        else {
-            hcg_count_captured_in(pool);
-            hcg_graph_note_captured(c, a.stream, is_ptsz(a.api));
-        }
-    } else if (!captured) {
-        hcg_call_free_local(c); /* a captured one belongs to the graph now */
-    }
-    return r;
+    return launch_hand(a, c->owner, c, (hcg_fnkind)c->kind);
 }
 
 /* Everything but an ordinary function or a copy launched as it is:
@@ -176,20 +200,18 @@ __attribute__((noinline)) static int launch_copy_check(hcg_call *c, uint64_t now
     return 0;
 }
 
-/* A copy function launched as it is: the call made first, then its
- * record read once, fault-contained, straight into the call's snapshot,
- * and compared with this thread's last verdict (there is one only once
- * the fault handler is in: hcg_oracle_hot); else the whole check (which
- * reads it again: a record that faulted is reported from there). What the
- * compare needs is read back from the call, not kept across the read.
- * Its times: hcg_copy_stamp (a time stamp sampled as an ordinary
- * launch's, a verdict's age taken at the thread's last one). */
+/* A copy function launched as it is, in c (a call from this thread's
+ * pool): the call made first, then its record read once, fault-contained,
+ * straight into the call's snapshot, and compared with this thread's last
+ * verdict (there is one only once the fault handler is in:
+ * hcg_oracle_hot); else the whole check (which reads it again: a record
+ * that faulted is reported from there). What the compare needs is read
+ * back from the call, not kept across the read. Its times: hcg_copy_stamp
+ * (a time stamp sampled as an ordinary launch's, a verdict's age taken at
+ * the thread's last one). */
 static inline __attribute__((always_inline)) CUresult launch_copy(hcg_driver *d, launch_args a,
-                                                                  hcg_fnkind kind)
+                                                                  hcg_fnkind kind, hcg_call *c)
 {
-    hcg_call *c = hcg_call_alloc();
-    if (HCG_UNLIKELY(!c))
-        return launch_copy_unmeasured(a, kind);
     uint64_t now;
     hcg_call_init(c, a.api, a.stream, a.fn, a.user, kind, HCGUARD_OK, 0,
                   hcg_copy_stamp(c->owner, &now));
@@ -202,17 +224,23 @@ static inline __attribute__((always_inline)) CUresult launch_copy(hcg_driver *d,
                      !hcg_oracle_holds_hot(&c->snap, now, c->gen)) &&
         launch_copy_check(c, now))
         return CUDA_ERROR_INVALID_VALUE;
-    return launch_call(d, a, c);
+    /* The launch's arguments again from c (and the entry point from the
+     * table), not kept across the read. */
+    launch_args b = {a.api, (CUstream)c->stream, c->fn, c->user, a.sync_mode,
+                     atomic_load_explicit(&c->caller, memory_order_relaxed), real_entry(d, a.api)};
+    return launch_call(d, b, c);
 }
 
-/* The launch path, inline in each wrapper. An ordinary host function
- * launched again costs loads and compares: its kind from this thread's
- * last answer, a time stamp on 1 launch in HCG_STAMP_EVERY (each one when
- * an output needs it: hcg_launch_stamp; copies likewise, hcg_copy_stamp),
- * the call from the thread's own free list, a count in the thread's own
- * pool. */
-static inline __attribute__((always_inline)) CUresult launch(launch_args a)
+/* The whole launch path, every case: a driver, settings or start-up still
+ * to load, mode off, a function to recognise, a copy, HCGUARD_DEBUG, a
+ * thread's first launch, out of memory, NVTX names, call sites, capture.
+ * Its arguments are the wrapper's own (all in registers), so the fast
+ * path below reaches it by a jump. */
+__attribute__((noinline)) static CUresult launch_full(hcg_api api, CUstream s, CUhostFn fn,
+                                                      void *user, unsigned int sync_mode,
+                                                      uintptr_t ra)
 {
+    launch_args a = {api, s, fn, user, sync_mode, ra, NULL};
     hcg_driver *d = hcg_driver_get();
     if (HCG_UNLIKELY(!d)) {
         no_driver();
@@ -227,10 +255,17 @@ static inline __attribute__((always_inline)) CUresult launch(launch_args a)
     if (HCG_UNLIKELY(hcg_audit_wrapper_call(a.api)))
         return CUDA_ERROR_NOT_PERMITTED;
     hcg_init();
+    if (HCG_UNLIKELY(atomic_load_explicit(&hcg_g_launch_rare, memory_order_relaxed) &
+                     HCG_LAUNCH_UNREADY) && !cfg->debug)
+        atomic_fetch_and(&hcg_g_launch_rare, ~HCG_LAUNCH_UNREADY); /* all is: see check.h */
     hcg_fnkind kind = hcg_recognize_fast((void *)a.fn);
     if (HCG_UNLIKELY(kind != HCG_FN_ORDINARY || cfg->debug)) {
-        if (hcg_fnkind_is_copy(kind) && !cfg->debug)
-            return launch_copy(d, a, kind);
+        if (hcg_fnkind_is_copy(kind) && !cfg->debug) {
+            hcg_call *c = hcg_call_alloc();
+            if (HCG_UNLIKELY(!c))
+                return launch_copy_unmeasured(a, kind);
+            return launch_copy(d, a, kind, c);
+        }
         return launch_general(d, a);
     }
     hcg_call *c = hcg_call_alloc();
@@ -240,6 +275,90 @@ static inline __attribute__((always_inline)) CUresult launch(launch_args a)
                   hcg_launch_stamp(c->owner));
     atomic_store_explicit(&c->caller, a.ra, memory_order_relaxed);
     return launch_call(d, a, c);
+}
+
+/* A copy (or a function only launch_general takes) recognised by the
+ * fast path's test: the driver loaded, hcguard ready (as launch_fast_ok
+ * found), the kind this thread's last answer. One function for each entry
+ * point (api a constant in each: launch_known_jump), reached by a jump. */
+static inline __attribute__((always_inline)) CUresult launch_known(hcg_api api, CUstream s,
+                                                                   CUhostFn fn, void *user,
+                                                                   unsigned int sync_mode,
+                                                                   uintptr_t ra)
+{
+    launch_args a = {api, s, fn, user, sync_mode, ra, real_entry(&hcg_g_drv, api)};
+    hcg_fnkind kind = (hcg_fnkind)hcg_t_recognized.kind;
+    if (HCG_LIKELY(hcg_fnkind_is_copy(kind))) /* a call is there: launch_fast_ok */
+        return launch_copy(&hcg_g_drv, a, kind, hcg_call_pop(hcg_self.pool));
+    return launch_general(&hcg_g_drv, a);
+}
+#define LAUNCH_APIS(X)                                                         \
+    X(HCG_API_LAUNCH_HOST_FUNC)                                                \
+    X(HCG_API_LAUNCH_HOST_FUNC_PTSZ)                                           \
+    X(HCG_API_LAUNCH_HOST_FUNC_V2)                                             \
+    X(HCG_API_LAUNCH_HOST_FUNC_V2_PTSZ)
+#define LAUNCH_KNOWN(api)                                                      \
+    __attribute__((noinline)) static CUresult launch_known_##api(              \
+        CUstream s, CUhostFn fn, void *user, unsigned int sync_mode, uintptr_t ra) \
+    {                                                                          \
+        return launch_known(api, s, fn, user, sync_mode, ra);                  \
+    }
+LAUNCH_APIS(LAUNCH_KNOWN)
+#undef LAUNCH_KNOWN
+static inline __attribute__((always_inline)) CUresult launch_known_jump(launch_args a)
+{
+    switch (a.api) {
+#define LAUNCH_KNOWN(api)                                                      \
+    case api: return launch_known_##api(a.stream, a.fn, a.user, a.sync_mode, a.ra);
+        LAUNCH_APIS(LAUNCH_KNOWN)
+#undef LAUNCH_KNOWN
+    default: return CUDA_ERROR_INVALID_VALUE;
+    }
+}
+
+/* Whether a launch of fn from pool p may take the fast path (an ordinary
+ * function) or launch_known: hcguard ready with nothing rare asked of
+ * launches (hcg_g_launch_rare: one load for the driver, the settings and
+ * start-up), the entry point there, not inside a host function, fn this
+ * thread's last recognised function, a call on p's free list, and the
+ * counter for a time stamp if one is due. Loads and compares only: no
+ * call, so nothing to keep across one. */
+static inline __attribute__((always_inline)) int launch_fast_ok(void *real, CUhostFn fn,
+                                                                hcg_pool *p)
+{
+    return !atomic_load_explicit(&hcg_g_launch_rare, memory_order_acquire) && real &&
+           fn != NULL && !hcg_self.in_host_fn && hcg_t_recognized.fn == (uintptr_t)fn &&
+           hcg_t_recognized.gen ==
+               atomic_load_explicit(&hcg_g_recognize_gen, memory_order_acquire) &&
+           p && p->free && (p->stamp_left > 1 || hcg_ticks_counter_on());
+}
+
+/* The launch path, inline in each wrapper. An ordinary host function
+ * launched again costs loads and compares: its kind from this thread's
+ * last answer, a time stamp on 1 launch in HCG_STAMP_EVERY (each one when
+ * an output needs it: hcg_launch_stamp; copies likewise, hcg_copy_stamp),
+ * the call from the thread's own free list, a count in the thread's own
+ * pool. Anything else jumps to launch_full or launch_known. The call is
+ * the one value kept across the driver's (in the register saved in place
+ * of the stack's alignment); the pool is found again afterwards, never
+ * read from the call, which the callback thread may own by then. */
+static inline __attribute__((always_inline)) CUresult launch(launch_args a)
+{
+    hcg_pool *p = hcg_self.pool;
+    a.real = real_entry(&hcg_g_drv, a.api);
+    if (HCG_UNLIKELY(!launch_fast_ok(a.real, a.fn, p)))
+        return launch_full(a.api, a.stream, a.fn, a.user, a.sync_mode, a.ra);
+    if (HCG_UNLIKELY(hcg_t_recognized.kind != HCG_FN_ORDINARY))
+        return launch_known_jump(a);
+    hcg_call *c = hcg_call_pop(p);
+    uint64_t t = 0;
+    if (HCG_UNLIKELY(--p->stamp_left <= 0)) {
+        p->stamp_left = (int32_t)hcg_g_stamp_every;
+        t = hcg_ticks_counter();
+    }
+    hcg_call_init(c, a.api, a.stream, a.fn, a.user, HCG_FN_ORDINARY, HCGUARD_OK, 0, t);
+    atomic_store_explicit(&c->caller, a.ra, memory_order_relaxed);
+    return launch_hand(a, p, c, HCG_FN_ORDINARY);
 }
 
 CUresult hcg_w_cuLaunchHostFunc(CUstream s, CUhostFn fn, void *user)
