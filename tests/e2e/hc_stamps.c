@@ -13,6 +13,11 @@
  *                     collector woke since the last stamp or is at work
  *                     (so 10 or more, fewer than 160), each when the log
  *                     needs it
+ *   hc_stamps refused 200 launches, ordinary host functions and copies in
+ *                     turn, every third one made with no current context
+ *                     (the driver refuses it: CUDA_ERROR_INVALID_CONTEXT),
+ *                     the others on the legacy stream: only those the
+ *                     driver took are counted launched, and all of them run
  * Prints "stamps run: passed"; exit 0. The summary is checked by the test.
  */
 #include <cuda.h>
@@ -75,10 +80,60 @@ static void scenario_copies(void)
     CHECK_MSG(memcmp(dst, src, sizeof src) == 0, "the copies did not copy");
 }
 
+/* A launch the driver refuses is undone: hcguard counted it before the
+ * driver call (the call is the callback thread's once the driver has it),
+ * and must uncount it and take its call back, on the fast path (the
+ * function this thread launched last) as on the first launch. */
+static void scenario_refused(void)
+{
+    test_context();
+    CUcontext ctx;
+    REQUIRE_OK(cuCtxGetCurrent(&ctx));
+    CUhostFn copy = NULL;
+    test_stats_fn get = test_require_hcguard(&copy);
+    static char src[8] = "refused", dst[8];
+    hcguard_copy_record rec = {(uintptr_t)dst, (uintptr_t)src, sizeof src};
+    hcguard_stats before, after;
+    REQUIRE(get(&before, sizeof before) == 0);
+    unsigned taken = 0, copies = 0, refused = 0;
+    for (int i = 0; i < 200; i++) {
+        int is_copy = (i / 2) % 2; /* each kind twice in a row: its fast path */
+        CUhostFn fn = is_copy ? copy : noop;
+        void *user = is_copy ? (void *)&rec : NULL;
+        if (i % 3 == 2) {
+            REQUIRE_OK(cuCtxSetCurrent(NULL));
+            CUresult r = cuLaunchHostFunc(NULL, fn, user);
+            REQUIRE_OK(cuCtxSetCurrent(ctx));
+            CHECK_MSG(r == CUDA_ERROR_INVALID_CONTEXT,
+                      "launch %d with no context: %d, want CUDA_ERROR_INVALID_CONTEXT", i, (int)r);
+            refused++;
+            continue;
+        }
+        CHECK_OK(cuLaunchHostFunc(NULL, fn, user));
+        taken++;
+        copies += (unsigned)is_copy;
+    }
+    REQUIRE_OK(cuCtxSynchronize());
+    REQUIRE(get(&after, sizeof after) == 0);
+    CHECK_MSG(after.host_fns_launched - before.host_fns_launched == taken,
+              "launched %llu, want %u (of %u, %u refused)",
+              (unsigned long long)(after.host_fns_launched - before.host_fns_launched), taken,
+              taken + refused, refused);
+    CHECK_MSG(after.host_fns_ran - before.host_fns_ran == taken, "ran %llu, want %u",
+              (unsigned long long)(after.host_fns_ran - before.host_fns_ran), taken);
+    CHECK_MSG(after.copies_launched - before.copies_launched == copies &&
+                  after.copies_ran - before.copies_ran == copies,
+              "copies launched %llu ran %llu, want %u",
+              (unsigned long long)(after.copies_launched - before.copies_launched),
+              (unsigned long long)(after.copies_ran - before.copies_ran), copies);
+    CHECK_MSG(memcmp(dst, src, sizeof src) == 0, "the copies did not copy");
+}
+
 int main(int argc, char **argv)
 {
     static const check_scenario scenarios[] = {CHECK_SCENARIO("run", scenario_run),
-                                               CHECK_SCENARIO("copies", scenario_copies)};
+                                               CHECK_SCENARIO("copies", scenario_copies),
+                                               CHECK_SCENARIO("refused", scenario_refused)};
     return check_scenario_main("hc_stamps", "stamps %s", scenarios,
                                sizeof scenarios / sizeof scenarios[0], argc, argv, NULL, NULL);
 }
