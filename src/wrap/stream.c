@@ -316,17 +316,19 @@ static inline __attribute__((always_inline)) CUresult launch_known_jump(launch_a
     }
 }
 
-/* Whether a launch of fn from pool p may take the fast path (an ordinary
+/* Whether launch a from pool p may take the fast path (an ordinary
  * function) or launch_known: hcguard ready with nothing rare asked of
  * launches (hcg_g_launch_rare: one load for the driver, the settings and
- * start-up), the entry point there, not inside a host function, fn this
- * thread's last recognised function, a call on p's free list, and the
- * counter for a time stamp if one is due. Loads and compares only: no
- * call, so nothing to keep across one. */
-static inline __attribute__((always_inline)) int launch_fast_ok(void *real, CUhostFn fn,
-                                                                hcg_pool *p)
+ * start-up), the entry point there (a->real, loaded after that word, which
+ * the first launch to find the driver loaded cleared), not inside a host
+ * function, fn this thread's last recognised function, a call on p's free
+ * list, and the counter for a time stamp if one is due. Loads and compares
+ * only: no call, so nothing to keep across one. */
+static inline __attribute__((always_inline)) int launch_fast_ok(launch_args *a, hcg_pool *p)
 {
-    return !atomic_load_explicit(&hcg_g_launch_rare, memory_order_acquire) && real &&
+    CUhostFn fn = a->fn;
+    return !atomic_load_explicit(&hcg_g_launch_rare, memory_order_acquire) &&
+           (a->real = real_entry(&hcg_g_drv, a->api)) != NULL && /* loaded after the bit */
            fn != NULL && !hcg_self.in_host_fn && hcg_t_recognized.fn == (uintptr_t)fn &&
            hcg_t_recognized.gen ==
                atomic_load_explicit(&hcg_g_recognize_gen, memory_order_acquire) &&
@@ -345,8 +347,7 @@ static inline __attribute__((always_inline)) int launch_fast_ok(void *real, CUho
 static inline __attribute__((always_inline)) CUresult launch(launch_args a)
 {
     hcg_pool *p = hcg_self.pool;
-    a.real = real_entry(&hcg_g_drv, a.api);
-    if (HCG_UNLIKELY(!launch_fast_ok(a.real, a.fn, p)))
+    if (HCG_UNLIKELY(!launch_fast_ok(&a, p)))
         return launch_full(a.api, a.stream, a.fn, a.user, a.sync_mode, a.ra);
     if (HCG_UNLIKELY(hcg_t_recognized.kind != HCG_FN_ORDINARY))
         return launch_known_jump(a);
