@@ -183,9 +183,10 @@ int hcg_report_shared(void);
  * that has one. */
 void hcg_report_set_pid(pid_t pid);
 
-/* ---- fork.c: one pthread_atfork registration ----------------------------
+/* ---- fork.c: the pthread_atfork registration -----------------------------
  * For every module's hooks. Idempotent; called by the modules that hold
- * locks, before they take one. */
+ * locks, before they take one: the hooks run in every fork from then on
+ * (the child hooks also in a child of a fork already under way). */
 void hcg_fork_register(void);
 /* A module's hooks: prepare (take its locks; NULL none), parent (release
  * them), child (start afresh: locks made anew). */

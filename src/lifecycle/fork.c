@@ -1,4 +1,4 @@
-/* Fork handling from one place: one pthread_atfork registration
+/* Fork handling from one place: the pthread_atfork registration
  * (base/fork.c, which every module that holds a lock calls before it takes
  * it), and here, where every module is known, its table of hooks. Before
  * the fork, the locks guarding what a child keeps (the thunk table, the
@@ -22,7 +22,7 @@ __attribute__((weak)) void hcg_graph_after_fork(void) {}
 __attribute__((weak)) void hcg_init_after_fork(void) {}
 
 /* In order: prepare and child hooks first to last, parent hooks last to
- * first. Walked by the one pthread_atfork registration (base/fork.c). */
+ * first. Walked by the pthread_atfork handlers of base/fork.c. */
 const hcg_fork_hook hcg_fork_hooks[] = {
     {NULL, NULL, hcg_flight_after_fork},      /* first: the parent's record left alone */
     {hcg_thunk_fork_lock, hcg_thunk_fork_unlock, hcg_thunk_after_fork},

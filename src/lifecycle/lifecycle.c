@@ -30,8 +30,8 @@ extern char **environ;
  * had it (the variable is hcguard's mark; its value is not used). Set up
  * when the library is loaded, so that a fork before the first launch
  * counts too. Its own pthread_atfork, registered when the library is
- * loaded: the one registration of the module hooks (base/fork.c) comes
- * later, once hcguard holds a lock, and must not run them before. */
+ * loaded: the module hooks (base/fork.c) run only once hcguard has called
+ * hcg_fork_register, before it first holds a lock. */
 static void forked(void)
 {
     hcg_report_set_shared();

@@ -7,7 +7,7 @@
 #include "sinks/sinks.h"
 #include "wrap/wrap.h"
 
-/* ---- fork.c: one pthread_atfork registration for every module ---------- */
+/* ---- fork.c: the fork hooks of every module ------------------------------ */
 /* The modules' hooks (fork_lock before the fork, fork_unlock after it in
  * the parent, after_fork in the child) are declared in their layers'
  * headers; hcg_fork_register in base.h. */

@@ -13,11 +13,16 @@
  *   hc_fork hang    the same as quiet, then a child that never ends: the
  *                   watchdog (HC_FORK_WATCHDOG_S seconds, 90 if unset)
  *                   must say so, dump every thread of both, and exit 124
+ *   hc_fork first   hcguard's first work (a context, a bad launch) done
+ *                   by another thread while the main thread is inside
+ *                   fork(), in a prepare handler of the program's: the
+ *                   child, which does nothing, must say nothing
  *
  * Exit 0 passed, 1 failed, 77 not applicable (no device).
  */
 #include <cuda.h>
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -162,6 +167,57 @@ static void hang(void)
     parent(HANG);
 }
 
+/* ---- hcguard's first work while the program forks ------------------------
+ * The program's prepare handler runs inside fork(), before the child is
+ * made: there another thread does the process's first CUDA work, and
+ * hcguard registers its fork handler while the fork is under way (glibc
+ * does not run such a handler for that fork). The child must still start
+ * afresh: it did nothing, so it says nothing (not the parent's finding). */
+static atomic_int first_go, first_done, first_gave_up, first_forked;
+
+static void *first_work(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&first_go))
+        usleep(1000);
+    stream = test_context();
+    launch_memcpy(); /* hcguard starts: a finding of the parent's */
+    atomic_store(&first_done, 1);
+    while (!atomic_load(&first_forked)) /* idle at the fork, not exiting */
+        usleep(1000);
+    return NULL;
+}
+
+/* A C library that holds its fork lock across the prepare handlers makes
+ * pthread_atfork wait for the fork: then the first work cannot happen in
+ * it (nor can the registration race it), and the case does not apply. */
+static void hold_fork(void)
+{
+    if (atomic_exchange(&first_go, 1))
+        return; /* only the first fork */
+    for (int i = 0; i < 5000 && !atomic_load(&first_done); i++)
+        usleep(1000);
+    atomic_store(&first_gave_up, !atomic_load(&first_done));
+}
+
+static void first(void)
+{
+    pthread_t t;
+    if (!dlsym(RTLD_DEFAULT, "hcguard_host_copy")) { /* not a driver name: no CUDA work */
+        fprintf(stderr, "SKIP: hcguard is not preloaded\n");
+        exit(77);
+    }
+    REQUIRE(pthread_atfork(hold_fork, NULL, NULL) == 0);
+    REQUIRE(pthread_create(&t, NULL, first_work, NULL) == 0);
+    child_says_nothing(0);
+    atomic_store(&first_forked, 1);
+    REQUIRE(pthread_join(t, NULL) == 0);
+    if (atomic_load(&first_gave_up)) {
+        printf("SKIP: this C library's fork holds pthread_atfork up\n");
+        exit(77);
+    }
+}
+
 /* hc_fork takes about a second, under a sanitizer a few: a hang (seen once
  * in CI, never reproduced) is reported with every thread's state long
  * before the test's timeout. */
@@ -175,6 +231,7 @@ static const check_scenario scenarios[] = {
     CHECK_SCENARIO("quiet", quiet),
     CHECK_SCENARIO("busy", busy),
     CHECK_SCENARIO("hang", hang),
+    CHECK_SCENARIO("first", first),
 };
 
 int main(int argc, char **argv)

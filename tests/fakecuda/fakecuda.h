@@ -184,7 +184,7 @@ struct fc_state {
     pthread_cond_t done_cv; /* done_seq advanced, or the thread ended */
     fc_work *head, *tail;
     uint64_t enq_seq, done_seq;
-    int worker_started, worker_running, stopping, atfork_set;
+    int worker_started, worker_running, stopping;
     pthread_t worker;
     fc_obj *objs[FC_BUCKETS];
     fc_mem *mems;
@@ -275,6 +275,7 @@ void *fc_obj_get(const void *h, int kind);
 fc_ctx *fc_cur_ctx(void);
 
 /* ---- fc_hostfn.c: the callback thread's queue ---------------------------- */
+void fc_atfork_init(void);
 CUresult fc_worker_ensure(void);
 fc_work *fc_work_new(size_t ntasks);
 CUresult fc_queue_push(fc_work *w, uint64_t *seq);

@@ -9,6 +9,7 @@ FC_API CUresult CUDAAPI cuInit(unsigned int Flags)
 {
     if (Flags != 0)
         return CUDA_ERROR_INVALID_VALUE;
+    fc_atfork_init();
     fc_lock();
     if (!fc_inited()) {
         fc_obj_add(&fc_primary.obj, FC_CTX);

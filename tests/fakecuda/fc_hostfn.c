@@ -72,15 +72,35 @@ static void atfork_child(void)
     fc_unlock();
 }
 
+static void atfork_register(void)
+{
+    if (pthread_atfork(atfork_prepare, atfork_parent, atfork_child) != 0) {
+        fputs("fakecuda: pthread_atfork failed\n", stderr);
+        abort();
+    }
+}
+
+/* Called by cuInit before it takes the lock: every other entry point that
+ * takes it refuses to run before cuInit, so from here on the lock is never
+ * taken with the handlers missing (registered at the first launch, as they
+ * were, a fork while another thread was in the driver before that gave the
+ * child a lock held for ever). Not when the library is loaded: a program
+ * that calls cuInit through an interposer has the interposer's handlers
+ * registered first, so that the driver's prepare handler runs before the
+ * interposer's, as a driver that registers at initialisation would have
+ * it (e2e_graph_fork_launch checks hcguard against that order). A fork in
+ * another thread during the first cuInit is not covered: a handler
+ * registered while a fork is under way does not run for that fork. */
+void fc_atfork_init(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, atfork_register);
+}
+
 CUresult fc_worker_ensure(void)
 {
     if (fc_state.worker_started)
         return CUDA_SUCCESS;
-    if (!fc_state.atfork_set) {
-        if (pthread_atfork(atfork_prepare, atfork_parent, atfork_child) != 0)
-            return CUDA_ERROR_OUT_OF_MEMORY;
-        fc_state.atfork_set = 1;
-    }
     if (pthread_create(&fc_state.worker, NULL, worker_main, NULL) != 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
     fc_state.worker_started = fc_state.worker_running = 1;

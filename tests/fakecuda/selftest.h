@@ -7,8 +7,8 @@
  * One file a concern, as the driver is split; this header joins them.
  * Cases are named in selftest_main.c: no argument runs them all, --list
  * lists them, names run those (tests/common/check.h). Every case also runs
- * alone (CTest fakecuda_selftest_cases). "--exit-with-pending-work" is the
- * child mode of the exit test.
+ * alone (CTest fakecuda_selftest_cases). "--exit-with-pending-work" and
+ * "--fork-while-locked" are the child modes of the exit and fork tests.
  */
 #ifndef HCG_SELFTEST_H
 #define HCG_SELFTEST_H
@@ -143,5 +143,7 @@ void test_uobj_child(void);
 void test_uobj_capture(void);
 void test_uobj_queued_launch(void);
 void test_uobj_update(void);
+void test_fork_while_locked(void);                  /* selftest_fork.c */
+int fork_while_locked_main(void); /* its process: "--fork-while-locked" */
 
 #endif /* HCG_SELFTEST_H */

@@ -55,12 +55,15 @@ static const check_case cases[] = {
     CHECK_CASE(uobj_queued_launch),
     CHECK_CASE(uobj_update),
     CHECK_CASE(exit_with_pending_work),
+    CHECK_CASE(fork_while_locked),
 };
 
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "--exit-with-pending-work") == 0)
         return exit_child();
+    if (argc > 1 && strcmp(argv[1], "--fork-while-locked") == 0)
+        return fork_while_locked_main();
     /* LD_LIBRARY_PATH outranks the run path: on a GPU machine it may name
      * the real driver's directory. This tests the test driver only. */
     Dl_info self;
