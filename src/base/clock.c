@@ -125,17 +125,28 @@ uint64_t hcg_ticks_slow(void)
 }
 
 /* The rate is measured over everything since start-up, so it only gets
- * better; before 100 us have passed it is taken as 1 tick per ns. */
+ * better. It needs RATE_MIN_NS of it: a reference asked for sooner (a
+ * program that drains, or ends, within its first 100 us) waits for them
+ * rather than take 1 tick for 1 ns (the durations it converted were off
+ * by the counter's frequency). Once per process at most; nanosleep is
+ * safe in the signal handler that may drain at a death. */
+#define RATE_MIN_NS 100000u
 void hcg_clock_ref(hcg_clock_ref_t *r)
 {
     hcg_clock_init();
     r->tick = 0;
-    if (use_counter)
+    if (use_counter) {
         read_pair(&r->tick, &r->ns);
-    else
+        if (r->ns - base_ns < RATE_MIN_NS) {
+            struct timespec ts = {0, (long)(RATE_MIN_NS - (r->ns - base_ns))};
+            nanosleep(&ts, NULL);
+            read_pair(&r->tick, &r->ns);
+        }
+    } else {
         r->ns = hcg_now_ns();
+    }
     r->ns_per_tick = 1.0;
-    if (use_counter && r->tick > base_tick && r->ns - base_ns > 100000)
+    if (use_counter && r->tick > base_tick && r->ns > base_ns)
         r->ns_per_tick = (double)(r->ns - base_ns) / (double)(r->tick - base_tick);
 }
 

@@ -5,10 +5,21 @@
  * pair a clock with a count from long before it, and every time converted
  * from that pair would move by as much.
  *
+ *   early       (first: the clock started by it) a reference taken 50 us
+ *               after start-up converts ticks 50 us apart to 50 us apart
+ *               (the rate is not known yet: it waits for one, rather than
+ *               take 1 tick for 1 ns)
  *   preempted   a timer whose handler sleeps 2 ms interrupts 400 times
  *               while ticks are taken and converted through a fresh
  *               reference each time: every converted time lies within 50 us
  *               of the clock read around its tick
+ *   ordered     ticks taken one after another, a few microseconds apart,
+ *               each converted through the reference of the drain that
+ *               would read it (a fresh one every 1 to 20 ms, the
+ *               collector's pace), from the program's first milliseconds
+ *               on and while the same timer interrupts: every converted
+ *               time is at least the one converted before it (two host
+ *               functions run one after the other never overlap)
  */
 #include <signal.h>
 #include <stdint.h>
@@ -43,6 +54,23 @@ static void interrupt_every_50us(int on)
     setitimer(ITIMER_PROF, &it, NULL);
 }
 
+static void test_early(void)
+{
+    hcg_clock_init(); /* start-up: the base pair */
+    /* The clock's own cost (large under emulation), allowed for below. */
+    uint64_t c0 = hcg_now_ns(), c1 = hcg_now_ns(), cost = c1 - c0;
+    uint64_t w0 = hcg_now_ns(), t0 = hcg_ticks();
+    while (hcg_now_ns() - w0 < 50000)
+        ;
+    uint64_t t1 = hcg_ticks(), w1 = hcg_now_ns();
+    hcg_clock_ref_t ref;
+    hcg_clock_ref(&ref);
+    uint64_t d = hcg_ticks_to_ns(&ref, t1) - hcg_ticks_to_ns(&ref, t0), w = w1 - w0;
+    uint64_t slack = w / 8 + 2 * cost; /* the rate from 100 us; the reads around */
+    CHECK_MSG(d + slack > w && d < w + slack, "%llu ns converted to %llu ns (clock read: %llu ns)",
+              (unsigned long long)w, (unsigned long long)d, (unsigned long long)cost);
+}
+
 static void test_preempted(void)
 {
     hcg_clock_init();
@@ -74,10 +102,50 @@ static void test_preempted(void)
               (unsigned long long)worst);
 }
 
+static void test_ordered(void)
+{
+    enum { MAX = 1 << 16 };
+    static uint64_t taken[MAX];
+    hcg_clock_init();
+    interrupt_every_50us(1);
+    uint64_t last_ns = 0, worst = 0;
+    unsigned n = 0, back = 0, drains = 0;
+    uint64_t until = hcg_now_ns() + 3000000000ull;
+    while (hcg_now_ns() < until && drains < 400) {
+        /* What a thread does between two drains (1 to 20 ms: the
+         * collector's pace), then the drain: its reference, then the
+         * ticks taken before it converted through it, in order. */
+        uint64_t drain_at = hcg_now_ns() + 1000000 * (1 + drains % 20);
+        unsigned k = 0;
+        while (k < MAX && hcg_now_ns() < drain_at) {
+            taken[k++] = hcg_ticks();
+            for (volatile int spin = 0; spin < 2000; spin++)
+                ;
+        }
+        hcg_clock_ref_t ref;
+        hcg_clock_ref(&ref);
+        drains++;
+        for (unsigned i = 0; i < k; i++, n++) {
+            uint64_t ns = hcg_ticks_to_ns(&ref, taken[i]);
+            if (ns < last_ns) {
+                back++;
+                worst = last_ns - ns > worst ? last_ns - ns : worst;
+            }
+            last_ns = ns;
+        }
+    }
+    interrupt_every_50us(0);
+    CHECK_MSG(drains >= 100, "only %u drains", drains);
+    CHECK_MSG(back == 0, "%u of %u converted times before the one before them, by up to %llu ns",
+              back, n, (unsigned long long)worst);
+}
+
 int main(int argc, char **argv)
 {
     static const check_case cases[] = {
+        CHECK_CASE(early), /* first: the clock is started by it */
         CHECK_CASE(preempted),
+        CHECK_CASE(ordered),
     };
     return check_main("test_clock", CHECK_CASES(cases), argc, argv);
 }
