@@ -9,10 +9,10 @@
  *                     times in a row, twice over: each of the six is a CUDA
  *                     call inside a host function (refused in guard mode,
  *                     reported in both), never a launch like any other
- *   hc_fast fork      the parent's functions launched again by a fork
- *                     child: the child starts hcguard afresh (its own
- *                     summary, its runs counted), checks its copies' records
- *                     (guard mode)
+ *   hc_fast fork      the function the parent launched last launched again
+ *                     by a fork child (an ordinary one, then a copy): the
+ *                     child starts hcguard afresh (its own summary, its runs
+ *                     counted), checks its copies' records (guard mode)
  *   hc_fast register  a function launched as ordinary, then registered as
  *                     a copy function (on another thread): its next launch
  *                     is a copy, its bad record refused
@@ -111,14 +111,24 @@ static hcguard_copy_record fork_good = {(uintptr_t)fork_dst, (uintptr_t)fork_src
 static hcguard_copy_record fork_bad = {(uintptr_t)fork_src, (uintptr_t)fork_src + 8,
                                        sizeof fork_src}; /* overlap */
 
-/* In the child: the functions the parent launched last, again. */
-static void child_body(void)
+/* In a child: only the function the parent launched last, again (noop,
+ * or the copy with good records and one bad), so that no launch of the
+ * child's would take the whole path but for the fork. */
+static void child_noop(void)
 {
     atomic_store(&runs, 0);
-    memset(fork_dst, 0, sizeof fork_dst);
     for (int i = 0; i < 20; i++)
         if (cuLaunchHostFunc(stream, noop, NULL) != CUDA_SUCCESS)
             fprintf(stderr, "child: launch %d refused\n", i);
+    if (cuStreamSynchronize(stream) != CUDA_SUCCESS)
+        fprintf(stderr, "child: synchronize failed\n");
+    if (atomic_load(&runs) != 20)
+        fprintf(stderr, "child: noop ran %d times\n", atomic_load(&runs));
+}
+
+static void child_copy(void)
+{
+    memset(fork_dst, 0, sizeof fork_dst);
     for (int i = 0; i < 4; i++)
         if (cuLaunchHostFunc(stream, copy_fn, &fork_good) != CUDA_SUCCESS)
             fprintf(stderr, "child: copy %d refused\n", i);
@@ -126,14 +136,12 @@ static void child_body(void)
         fprintf(stderr, "child: bad record not refused\n");
     if (cuStreamSynchronize(stream) != CUDA_SUCCESS)
         fprintf(stderr, "child: synchronize failed\n");
-    if (atomic_load(&runs) != 20)
-        fprintf(stderr, "child: noop ran %d times\n", atomic_load(&runs));
     if (memcmp(fork_dst, fork_src, sizeof fork_src) != 0)
         fprintf(stderr, "child: the copies did not copy\n");
 }
 
-/* The child's stderr into out (NUL-terminated); its exit status checked. */
-static void run_child(char *out, size_t len)
+/* A child that runs body; what it said checked for each of want. */
+static void run_child(void (*body)(void), const char *const *want, size_t n_want)
 {
     int fd[2];
     REQUIRE(pipe(fd) == 0);
@@ -143,20 +151,26 @@ static void run_child(char *out, size_t len)
     if (pid == 0) {
         hcg_test_redirect_stderr(fd[1]);
         close(fd[0]);
-        child_body();
+        body();
         exit(0); /* destructors run: hcguard's summary */
     }
     close(fd[1]);
+    static char buf[16384];
     size_t n = 0;
     ssize_t r;
-    while (n < len - 1 && (r = read(fd[0], out + n, len - 1 - n)) > 0)
+    while (n < sizeof buf - 1 && (r = read(fd[0], buf + n, sizeof buf - 1 - n)) > 0)
         n += (size_t)r;
-    out[n] = '\0';
+    buf[n] = '\0';
     close(fd[0]);
     int st = 0;
     CHECK_MSG(waitpid(pid, &st, 0) == pid, "waitpid");
     CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child exit status %d",
               WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+    CHECK_MSG(strstr(buf, "child:") == NULL, "the child failed: %s", buf);
+    for (size_t i = 0; i < n_want; i++)
+        CHECK_MSG(strstr(buf, want[i]) != NULL, "the child did not say \"%s\"", want[i]);
+    for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n"))
+        fprintf(stderr, "the child said| %s\n", line);
 }
 
 static void fork_child(void)
@@ -165,20 +179,18 @@ static void fork_child(void)
         fprintf(stderr, "SKIP: the child's bad record is refused in guard mode only\n");
         exit(77);
     }
+    static const char *const want_noop[] = {"host functions: 20 launched, 20 ran"};
+    static const char *const want_copy[] = {
+        "host functions: 4 launched, 4 ran",
+        "recognised as hcguard_host_copy: 4 launched, 4 ran",
+        "bad records rejected at enqueue: 1",
+    };
     launch_n(noop, NULL, 40);
+    run_child(child_noop, want_noop, 1);
     launch_n(copy_fn, &fork_good, 4);
-    launch_n(noop, NULL, 4); /* noop last: the child's first launch is its fast path's */
-    char buf[16384];
-    run_child(buf, sizeof buf);
-    CHECK_MSG(strstr(buf, "child:") == NULL, "the child failed: %s", buf);
-    CHECK_MSG(strstr(buf, "host functions: 24 launched, 24 ran") != NULL,
-              "the child's summary (24 launched and run, its own): %s", buf);
-    CHECK_MSG(strstr(buf, "recognised as hcguard_host_copy: 4 launched, 4 ran") != NULL,
-              "the child's copies: %s", buf);
-    CHECK_MSG(strstr(buf, "bad records rejected at enqueue: 1") != NULL,
-              "the child's bad record: %s", buf);
+    run_child(child_copy, want_copy, 3);
     launch_n(noop, NULL, 6);
-    CHECK_MSG(atomic_load(&runs) == 50, "the parent's noop ran %d times", atomic_load(&runs));
+    CHECK_MSG(atomic_load(&runs) == 46, "the parent's noop ran %d times", atomic_load(&runs));
 }
 
 /* ---- registration ------------------------------------------------------------- */
@@ -246,6 +258,16 @@ static void *begin_capture(void *arg)
     return NULL;
 }
 
+static atomic_int others;
+static void other(void *p)
+{
+    (void)p;
+    atomic_fetch_add(&others, 1);
+}
+
+/* The captured call is the graph's (kept alive by it): were it a one-shot
+ * call, the first replay would give it back, and the launches between the
+ * replays would take it for other's. */
 static void capture(void)
 {
     REQUIRE_OK(cuStreamCreate(&capture_stream, CU_STREAM_NON_BLOCKING));
@@ -255,7 +277,9 @@ static void capture(void)
     REQUIRE(pthread_create(&t, NULL, begin_capture, &begun) == 0);
     pthread_join(t, NULL);
     REQUIRE_OK(begun);
+    uint64_t live = stats().graph_calls_live;
     REQUIRE_OK(cuLaunchHostFunc(capture_stream, noop, NULL));
+    CHECK_MSG(stats().graph_calls_live == live + 1, "the captured call is not the graph's");
     CUgraph g;
     CUgraphExec e;
     REQUIRE_OK(cuStreamEndCapture(capture_stream, &g));
@@ -265,9 +289,12 @@ static void capture(void)
     for (int i = 0; i < 3; i++) {
         REQUIRE_OK(cuGraphLaunch(e, capture_stream));
         REQUIRE_OK(cuStreamSynchronize(capture_stream));
+        launch_n(other, NULL, 64);
     }
     CHECK_MSG(atomic_load(&runs) - before == 3, "the captured launch ran %d times in 3 replays",
               atomic_load(&runs) - before);
+    CHECK_MSG(atomic_load(&others) == 3 * 64, "other ran %d times, want %d",
+              atomic_load(&others), 3 * 64);
     REQUIRE_OK(cuGraphExecDestroy(e));
     REQUIRE_OK(cuStreamDestroy(capture_stream));
 }
