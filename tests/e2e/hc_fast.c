@@ -13,6 +13,11 @@
  *                     by a fork child (an ordinary one, then a copy): the
  *                     child starts hcguard afresh (its own summary, its runs
  *                     counted), checks its copies' records (guard mode)
+ *   hc_fast fork-busy 20 fork children, each launching the function the
+ *                     parent's main thread launched last, while another
+ *                     thread launches (its fast path, and the whole path
+ *                     each time it changes function): each child counts its
+ *                     own 20 launches
  *   hc_fast register  a function launched as ordinary, then registered as
  *                     a copy function (on another thread): its next launch
  *                     is a copy, its bad record refused
@@ -111,6 +116,19 @@ static hcguard_copy_record fork_good = {(uintptr_t)fork_dst, (uintptr_t)fork_src
 static hcguard_copy_record fork_bad = {(uintptr_t)fork_src, (uintptr_t)fork_src + 8,
                                        sizeof fork_src}; /* overlap */
 
+static void *_Atomic busy_ctx;
+static CUstream busy_stream;
+static void noop_busy(void *p)
+{
+    (void)p;
+}
+static void other_busy(void *p)
+{
+    (void)p;
+}
+
+static int echo_children; /* what each child said, to stderr */
+
 /* In a child: only the function the parent launched last, again (noop,
  * or the copy with good records and one bad), so that no launch of the
  * child's would take the whole path but for the fork. */
@@ -166,15 +184,19 @@ static void run_child(void (*body)(void), const char *const *want, size_t n_want
     CHECK_MSG(waitpid(pid, &st, 0) == pid, "waitpid");
     CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child exit status %d",
               WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+    int failures = check_failures;
     CHECK_MSG(strstr(buf, "child:") == NULL, "the child failed: %s", buf);
     for (size_t i = 0; i < n_want; i++)
         CHECK_MSG(strstr(buf, want[i]) != NULL, "the child did not say \"%s\"", want[i]);
+    if (failures == check_failures && !echo_children)
+        return;
     for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n"))
         fprintf(stderr, "the child said| %s\n", line);
 }
 
 static void fork_child(void)
 {
+    echo_children = 1;
     if (!guard) {
         fprintf(stderr, "SKIP: the child's bad record is refused in guard mode only\n");
         exit(77);
@@ -191,6 +213,38 @@ static void fork_child(void)
     run_child(child_copy, want_copy, 3);
     launch_n(noop, NULL, 6);
     CHECK_MSG(atomic_load(&runs) == 46, "the parent's noop ran %d times", atomic_load(&runs));
+}
+
+/* Forks while another thread launches: its fast path mostly, the whole
+ * path whenever it changes function (the two alternate in runs of 16). */
+static atomic_int busy_stop;
+static void *busy_launcher(void *arg)
+{
+    (void)arg;
+    REQUIRE_OK(cuCtxSetCurrent((CUcontext)busy_ctx));
+    for (unsigned i = 0; !atomic_load(&busy_stop); i++)
+        if (cuLaunchHostFunc(busy_stream, (i / 16) & 1 ? other_busy : noop_busy, NULL) !=
+            CUDA_SUCCESS)
+            return (void *)1;
+    return NULL;
+}
+
+static void fork_busy(void)
+{
+    static const char *const want_noop[] = {"host functions: 20 launched, 20 ran"};
+    REQUIRE_OK(cuCtxGetCurrent((CUcontext *)&busy_ctx));
+    REQUIRE_OK(cuStreamCreate(&busy_stream, CU_STREAM_NON_BLOCKING));
+    launch_n(noop, NULL, 4);
+    pthread_t t;
+    REQUIRE(pthread_create(&t, NULL, busy_launcher, NULL) == 0);
+    for (int i = 0; i < 20; i++)
+        run_child(child_noop, want_noop, 1);
+    atomic_store(&busy_stop, 1);
+    void *r;
+    pthread_join(t, &r);
+    CHECK_MSG(r == NULL, "a launch of the busy thread failed");
+    REQUIRE_OK(cuStreamSynchronize(busy_stream));
+    REQUIRE_OK(cuStreamDestroy(busy_stream));
 }
 
 /* ---- registration ------------------------------------------------------------- */
@@ -366,6 +420,7 @@ static const check_scenario scenarios[] = {
     CHECK_SCENARIO("nested", nested),       CHECK_SCENARIO("fork", fork_child),
     CHECK_SCENARIO("register", registration), CHECK_SCENARIO("debug", debug),
     CHECK_SCENARIO("capture", capture),     CHECK_SCENARIO("threads", threads),
+    CHECK_SCENARIO("fork-busy", fork_busy),
 };
 
 int main(int argc, char **argv)
