@@ -12,7 +12,9 @@
  *   hc_fast fork      the function the parent launched last launched again
  *                     by a fork child (an ordinary one, then a copy): the
  *                     child starts hcguard afresh (its own summary, its runs
- *                     counted), checks its copies' records (guard mode)
+ *                     counted), checks its copies' records (guard mode;
+ *                     the test driver only: a real driver's context is not
+ *                     the child's)
  *   hc_fast fork-busy 20 fork children, each launching the function the
  *                     parent's main thread launched last, while another
  *                     thread launches (its fast path, and the whole path
