@@ -477,21 +477,21 @@ CUresult hcg_w_cuStreamAddCallback_ptsz(CUstream s, CUstreamCallback cb, void *u
 }
 
 /* ---- capture ---------------------------------------------------------- */
-static void note_capture(CUresult r)
-{
-    if (r == CUDA_SUCCESS)
-        atomic_fetch_or(&hcg_g_launch_rare, HCG_LAUNCH_CAPTURE);
-}
-
-/* Every begin-capture variant: the real one, and a success noted. */
+/* Every begin-capture variant: launches told that a capture may have
+ * begun, then the real one. Told before, not after it succeeds: a launch
+ * another thread makes into the capture once the driver has begun it, but
+ * before this returns, must ask whether its stream captures (else its
+ * call would be given back after its first run while the graph holds it).
+ * A begin that fails leaves launches asking the driver, which answers. */
 #define CAPTURE_WRAPPER(name, params, args)                                    \
     CUresult hcg_w_##name params                                               \
     {                                                                          \
         HCG_DRV_OR_FAIL(d);                                                    \
         hcg_pfn_##name f = atomic_load(&d->name);                              \
-        CUresult r = f ? f args : CUDA_ERROR_NOT_SUPPORTED;                    \
-        note_capture(r);                                                       \
-        return r;                                                              \
+        if (!f)                                                                \
+            return CUDA_ERROR_NOT_SUPPORTED;                                   \
+        atomic_fetch_or(&hcg_g_launch_rare, HCG_LAUNCH_CAPTURE);               \
+        return f args;                                                         \
     }
 
 CAPTURE_WRAPPER(cuStreamBeginCapture, (CUstream s), (s))
