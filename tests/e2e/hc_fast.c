@@ -404,16 +404,7 @@ static void threads(void)
         for (int i = 0; i < PER_THREAD; i++)
             copies += (unsigned long long)(((i / 3) & 1) ^ (me & 1));
     CHECK_MSG(failed == 0, "%lu launches failed", (unsigned long)failed);
-    CHECK_MSG(after.host_fns_launched - before.host_fns_launched == total &&
-                  after.host_fns_ran - before.host_fns_ran == total,
-              "launched %llu ran %llu, want %llu",
-              (unsigned long long)(after.host_fns_launched - before.host_fns_launched),
-              (unsigned long long)(after.host_fns_ran - before.host_fns_ran), total);
-    CHECK_MSG(after.copies_launched - before.copies_launched == copies &&
-                  after.copies_ran - before.copies_ran == copies,
-              "copies launched %llu ran %llu, want %llu",
-              (unsigned long long)(after.copies_launched - before.copies_launched),
-              (unsigned long long)(after.copies_ran - before.copies_ran), copies);
+    test_check_counted(&before, &after, total, copies);
     CHECK_MSG((unsigned long long)atomic_load(&runs) == total - copies, "noop ran %d times",
               atomic_load(&runs));
 }

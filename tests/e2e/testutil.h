@@ -95,6 +95,23 @@ static inline hcguard_stats test_stats(test_stats_fn get)
     return s;
 }
 
+/* Between two readings of the counters: host functions launched and run
+ * are `all` each, copies launched and run `copies` each. */
+static inline void test_check_counted(const hcguard_stats *before, const hcguard_stats *after,
+                                      unsigned long long all, unsigned long long copies)
+{
+    CHECK_MSG(after->host_fns_launched - before->host_fns_launched == all &&
+                  after->host_fns_ran - before->host_fns_ran == all,
+              "launched %llu ran %llu, want %llu",
+              (unsigned long long)(after->host_fns_launched - before->host_fns_launched),
+              (unsigned long long)(after->host_fns_ran - before->host_fns_ran), all);
+    CHECK_MSG(after->copies_launched - before->copies_launched == copies &&
+                  after->copies_ran - before->copies_ran == copies,
+              "copies launched %llu ran %llu, want %llu",
+              (unsigned long long)(after->copies_launched - before->copies_launched),
+              (unsigned long long)(after->copies_ran - before->copies_ran), copies);
+}
+
 #ifdef CUDA_VERSION
 /* The host-copy function a program launches: hcguard's where it is
  * preloaded, else test_local_copy; and hcguard's hcguard_get_stats in *get
