@@ -194,16 +194,20 @@ static inline void hcg_call_nvtx(hcg_call *c)
  * HCG_STAMP_EVERY, or every one (1) when an output needs each (the log,
  * the trace, NVTX ranges). Set at start-up (hcg_trampoline_init). */
 extern uint32_t hcg_g_stamp_every;
-/* The enqueue time stamp of an ordinary launch from p: hcg_ticks() on
- * each hcg_g_stamp_every-th of the thread's launches, else 0 ("no stamp":
- * its event has no queue wait, src/events). Copies stamp every launch
- * (the verdict's age needs it). */
-static inline uint64_t hcg_launch_stamp(hcg_pool *p)
+/* Whether an ordinary launch from p is one that takes its enqueue time
+ * stamp (each hcg_g_stamp_every-th of the thread's launches), counted; and
+ * that stamp, hcg_ticks() or 0 ("no stamp": its event has no queue wait,
+ * src/events). Copies: hcg_copy_stamp. */
+static inline int hcg_launch_stamp_due(hcg_pool *p)
 {
     if (HCG_LIKELY(--p->stamp_left > 0))
         return 0;
     p->stamp_left = (int32_t)hcg_g_stamp_every;
-    return hcg_ticks();
+    return 1;
+}
+static inline uint64_t hcg_launch_stamp(hcg_pool *p)
+{
+    return hcg_launch_stamp_due(p) ? hcg_ticks() : 0;
 }
 
 /* A copy launch's times from p: *now, the time a verdict's age is taken

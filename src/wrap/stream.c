@@ -352,11 +352,7 @@ static inline __attribute__((always_inline)) CUresult launch(launch_args a)
     if (HCG_UNLIKELY(hcg_t_recognized.kind != HCG_FN_ORDINARY))
         return launch_known_jump(a);
     hcg_call *c = hcg_call_pop(p);
-    uint64_t t = 0;
-    if (HCG_UNLIKELY(--p->stamp_left <= 0)) {
-        p->stamp_left = (int32_t)hcg_g_stamp_every;
-        t = hcg_ticks_counter();
-    }
+    uint64_t t = hcg_launch_stamp_due(p) ? hcg_ticks_counter() : 0; /* launch_fast_ok: usable */
     hcg_call_init(c, a.api, a.stream, a.fn, a.user, HCG_FN_ORDINARY, HCGUARD_OK, 0, t);
     atomic_store_explicit(&c->caller, a.ra, memory_order_relaxed);
     return launch_hand(a, p, c, HCG_FN_ORDINARY);
