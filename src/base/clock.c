@@ -10,7 +10,6 @@
 
 #if defined(__x86_64__)
 #include <cpuid.h>
-#include <x86intrin.h>
 #endif
 
 #include "base/base.h"
@@ -39,19 +38,6 @@ static int counter_is_invariant(void)
     return 1; /* the generic timer's virtual count is architecturally constant */
 #else
     return 0;
-#endif
-}
-
-static uint64_t raw_counter(void)
-{
-#if defined(__x86_64__)
-    return __rdtsc();
-#elif defined(__aarch64__)
-    uint64_t v;
-    __asm__ __volatile__("mrs %0, cntvct_el0" : "=r"(v));
-    return v;
-#else
-    return hcg_now_ns();
 #endif
 }
 
@@ -88,7 +74,7 @@ static void read_pair(uint64_t *tick, uint64_t *ns)
     uint64_t widest_ok = 4096; /* ticks: a clock read that was not preempted */
     uint64_t best = UINT64_MAX;
     for (int i = 0; i < 8 && best > widest_ok; i++) {
-        uint64_t t0 = raw_counter(), n = hcg_now_ns(), t1 = raw_counter();
+        uint64_t t0 = hcg_ticks_counter(), n = hcg_now_ns(), t1 = hcg_ticks_counter();
         if (t1 >= t0 && t1 - t0 < best) {
             best = t1 - t0;
             *tick = t0 + best / 2;
@@ -96,7 +82,7 @@ static void read_pair(uint64_t *tick, uint64_t *ns)
         }
     }
     if (best == UINT64_MAX) { /* the counter went backwards each time: not used */
-        *tick = raw_counter();
+        *tick = hcg_ticks_counter();
         *ns = hcg_now_ns();
     }
 }
@@ -121,7 +107,7 @@ uint64_t hcg_ticks_slow(void)
 {
     if (HCG_UNLIKELY(!atomic_load_explicit(&ready, memory_order_acquire)))
         hcg_clock_init();
-    return use_counter ? raw_counter() : hcg_now_ns();
+    return use_counter ? hcg_ticks_counter() : hcg_now_ns();
 }
 
 /* The rate is measured over everything since start-up, so it only gets

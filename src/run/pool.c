@@ -205,12 +205,6 @@ static uint64_t flow_outstanding_all(void)
     return t;
 }
 
-static void owner_add(_Atomic uint64_t *n, uint64_t v)
-{
-    atomic_store_explicit(n, atomic_load_explicit(n, memory_order_relaxed) + v,
-                          memory_order_relaxed);
-}
-
 /* Wait until the undrained launches of all threads are down to half the
  * room, or nothing has moved for FLOW_STALL_MS. Returns them. */
 static uint64_t flow_wait_for_room(hcg_pool *p, uint64_t room, uint64_t all)
@@ -227,7 +221,7 @@ static uint64_t flow_wait_for_room(hcg_pool *p, uint64_t room, uint64_t all)
             uint64_t mine = flow_outstanding(p);
             hcg_debug("%" PRIu64 " host functions launched have not run for %d ms: launches go "
                       "on without waiting for them", all, FLOW_STALL_MS);
-            owner_add(&p->flow_forgiven, mine); /* they do not run: stop waiting for them */
+            hcg_owner_add(&p->flow_forgiven, mine); /* they do not run: stop waiting for them */
             return all - mine;
         }
     }

@@ -233,10 +233,14 @@ static inline uint64_t hcg_copy_stamp(hcg_pool *p, uint64_t *now)
 }
 
 /* An owner-only counter others read: a plain add, no locked instruction. */
+static inline void hcg_owner_add(_Atomic uint64_t *n, uint64_t v)
+{
+    atomic_store_explicit(n, atomic_load_explicit(n, memory_order_relaxed) + v,
+                          memory_order_relaxed);
+}
 static inline void hcg_owner_inc(_Atomic uint64_t *n)
 {
-    atomic_store_explicit(n, atomic_load_explicit(n, memory_order_relaxed) + 1,
-                          memory_order_relaxed);
+    hcg_owner_add(n, 1);
 }
 
 /* The thread that launched the stream launch numbered seq (its pool's
@@ -256,9 +260,7 @@ static inline void hcg_count_launch(hcg_pool *p, hcg_fnkind kind)
 }
 static inline void hcg_uncount_launch(hcg_pool *p, hcg_fnkind kind)
 {
-    atomic_store_explicit(&p->launched[kind],
-                          atomic_load_explicit(&p->launched[kind], memory_order_relaxed) - 1,
-                          memory_order_relaxed);
+    hcg_owner_add(&p->launched[kind], (uint64_t)-1);
 }
 
 /* Flow control: a one-shot launch made from p (after the driver took it
