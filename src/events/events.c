@@ -29,6 +29,10 @@ typedef struct hcg_ring {
     _Atomic uint64_t dropped;
     _Alignas(64) _Atomic uint64_t cnt[HCG_CNT_N]; /* the owner's exact counts */
     _Alignas(64) _Atomic uint64_t tail; /* next slot the consumer reads */
+    /* The consumer's batch [tail, pend_to) being written to the files, and
+     * where each file (by exec slot) ended before it: see batch_begins. */
+    _Atomic uint64_t pend_to;
+    int64_t pend_off[HCG_SINK_SLOTS];
     /* What the owner runs now (fn, since when in ticks; 0: nothing), read
      * by the watchdog. */
     _Atomic uintptr_t run_fn;
@@ -371,6 +375,26 @@ void hcg_events_on_drained(void (*hook)(uint64_t seq))
     atomic_store_explicit(&drained_hook, hook, memory_order_release);
 }
 
+#define EACH_FILE_SINK(k)                                                                   \
+    for (const hcg_sink *const *k = hcg_sinks; *k; k++)                                     \
+        if ((*k)->file_end && (*k)->rewrite_from && (*k)->exec_slot >= 0 &&                \
+            (*k)->exec_slot < HCG_SINK_SLOTS)
+
+/* When recording, the events [tail, end) are about to be written to the
+ * files: noted, with where each file ends now. A process killed after
+ * writing them (a write that another thread's exit or a SIGKILL lets
+ * finish, or cuts short) and before their slots are given back leaves
+ * them both in the files and in the ring; the launcher then has each file
+ * hold them once (hcg_events_recover). */
+static void batch_begins(ring *r, uint64_t end)
+{
+    if (!hcg_g_flight)
+        return;
+    EACH_FILE_SINK(k)
+        r->pend_off[(*k)->exec_slot] = (*k)->file_end();
+    atomic_store_explicit(&r->pend_to, end, memory_order_release);
+}
+
 /* Events leave a ring in batches: each batch goes to the sinks (and, when
  * recording, is written to the files) before its slots are given back, so
  * that an event is always in the ring or in the files, whenever the process
@@ -382,8 +406,10 @@ static void drain(ring *r, const hcg_clock_ref_t *ref)
     uint64_t h = atomic_load_explicit(&r->head, memory_order_acquire);
     while (t != h) {
         uint64_t seqs[BATCH];
-        unsigned n = 0, k = 0;
-        for (; t != h && k < BATCH; t++, k++) {
+        unsigned n = 0;
+        uint64_t end = h - t > BATCH ? t + BATCH : h;
+        batch_begins(r, end);
+        for (; t != end; t++) {
             hcg_event e = r->ev[t & (r->cap - 1)];
             to_ns(&e, ref);
             to_sinks_slow(&e, 0);
@@ -412,7 +438,8 @@ static const ring *record_ring(const hcg_flight *f, uint32_t i)
 void hcg_events_recover(const hcg_flight *f, hcg_counts *counts, uint64_t *dropped)
 {
     hcg_clock_ref_t ref;
-    hcg_clock_ref(&ref);
+    if (!hcg_flight_clock(f, &ref))
+        hcg_clock_ref(&ref);
     memset(counts, 0, sizeof *counts);
     *dropped = 0;
     for (unsigned i = 0; i < HCG_CNT_N; i++)
@@ -426,6 +453,10 @@ void hcg_events_recover(const hcg_flight *f, hcg_counts *counts, uint64_t *dropp
             counts->v[k] += atomic_load(&r->cnt[k]);
         *dropped += atomic_load(&r->dropped);
         uint64_t h = atomic_load(&r->head), t = atomic_load(&r->tail);
+        uint64_t pend = atomic_load(&r->pend_to);
+        if (pend != t && pend - t <= h - t) /* died writing [t, pend) */
+            EACH_FILE_SINK(k)
+                (*k)->rewrite_from(r->pend_off[(*k)->exec_slot]);
         if (h - t > r->cap)
             t = h - r->cap;
         for (; t != h; t++) {
@@ -468,6 +499,7 @@ void hcg_events_flush(void)
     hold_deaths(&held);
     drain_enter();
     hcg_clock_ref(&ref);
+    hcg_flight_note_clock(&ref);
     for (ring *r = atomic_load(&rings); r; r = r->next)
         drain(r, &ref);
     /* Written continuously, not only at exit. */
@@ -498,6 +530,8 @@ static void drain_to_files(ring *r, const hcg_clock_ref_t *ref)
 {
     uint64_t t = atomic_load_explicit(&r->tail, memory_order_relaxed);
     uint64_t h = atomic_load_explicit(&r->head, memory_order_acquire);
+    if (t != h)
+        batch_begins(r, h);
     for (; t != h; t++) {
         hcg_event e = r->ev[t & (r->cap - 1)];
         to_ns(&e, ref);
@@ -540,6 +574,7 @@ void hcg_events_flush_from_signal(void)
     atomic_store_explicit(&drain_owner, me, memory_order_relaxed);
     hcg_clock_ref_t ref;
     hcg_clock_ref(&ref);
+    hcg_flight_note_clock(&ref);
     hcg_sinks_signal_mode(1);
     for (ring *r = atomic_load(&rings); r; r = r->next)
         drain_to_files(r, &ref);

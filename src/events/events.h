@@ -156,6 +156,13 @@ typedef struct hcg_sink {
     /* The launcher: continue the file of the program at pid, which died
      * with its record f. */
     int (*recover)(const struct hcg_flight *f, pid_t pid);
+    /* Where its file ends now (-1: none), taken before each batch of events
+     * is written to it while recording; and, in the launcher, that the
+     * program died between writing such a batch, begun at off, and giving
+     * its ring slots back: the batch is written again from the ring, and
+     * what of it the file holds must not be there twice. */
+    int64_t (*file_end)(void);
+    void (*rewrite_from)(int64_t off);
     void (*after_fork)(void);  /* in a fork child: its own from now on */
     int exec_slot;             /* its letter in HCGUARD_EXEC (HCG_SINK_LOG, ...) */
     char (*exec_state)(void);  /* what the next image does with its file */
@@ -195,6 +202,8 @@ typedef struct hcg_flight {
     _Atomic uint64_t coll_cnt[HCG_CNT_N]; /* the collector's own counts */
     char log_path[HCG_PATH_MAX], trace_path[HCG_PATH_MAX];
     char report_path[HCG_PATH_MAX];  /* HCGUARD_LOG_FILE, expanded */
+    _Atomic uint32_t clock_gen;      /* odd while clock is written */
+    hcg_clock_ref_t clock;           /* the last drain's clock reference */
 } hcg_flight;
 
 extern hcg_flight *hcg_g_flight; /* NULL: not recording */
@@ -206,6 +215,12 @@ void *hcg_flight_attach(size_t pools_size);
 /* Memory for the next ring in the file (ring_bytes, not zeroed), or NULL. */
 void *hcg_flight_ring(void);
 void hcg_flight_finished(int done);
+/* The clock reference a drain converts with, kept (the recording process);
+ * and, in the launcher, the last one kept (0 if none whole): the events
+ * left in the rings are converted as the program would have, so that
+ * their times agree with those it wrote. */
+void hcg_flight_note_clock(const hcg_clock_ref_t *ref);
+int hcg_flight_clock(const hcg_flight *f, hcg_clock_ref_t *ref);
 /* A path field of a record (log_path, ...) copied out whole into out: out,
  * or NULL if it is empty or does not end inside its field (the program
  * may have written over its record: a stray write, a fork child still

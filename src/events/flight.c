@@ -117,6 +117,28 @@ void hcg_flight_finished(int done)
         atomic_store(&hcg_g_flight->finished, done);
 }
 
+/* A seqlock of one writer (drains are serialised): odd while written. */
+void hcg_flight_note_clock(const hcg_clock_ref_t *ref)
+{
+    hcg_flight *f = hcg_g_flight;
+    if (!f)
+        return;
+    uint32_t g = atomic_load_explicit(&f->clock_gen, memory_order_relaxed);
+    atomic_store_explicit(&f->clock_gen, g + 1, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
+    f->clock = *ref;
+    atomic_store_explicit(&f->clock_gen, g + 2, memory_order_release);
+}
+
+int hcg_flight_clock(const hcg_flight *f, hcg_clock_ref_t *ref)
+{
+    uint32_t g = atomic_load_explicit(&f->clock_gen, memory_order_acquire);
+    *ref = f->clock;
+    atomic_thread_fence(memory_order_acquire);
+    return g != 0 && !(g & 1) && g == atomic_load_explicit(&f->clock_gen, memory_order_relaxed) &&
+           ref->ns_per_tick > 0.0 && ref->ns_per_tick < 1e6;
+}
+
 /* In a fork child, before anything is reset: the same addresses, now a
  * private copy, so that the parent's record is left alone. */
 void hcg_flight_after_fork(void)

@@ -9,6 +9,7 @@
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -118,7 +119,84 @@ static void drop_half_line(void)
     while (k > 0 && tail[k - 1] != '\n')
         k--;
     if (k > 0 || (off_t)n == size) /* else a line longer than any written */
-        hcg_sinkfile_cut(&log_file, size - (off_t)(n - k));
+        hcg_sinkfile_cut(&log_file, size - (off_t)(n - k), HCG_SINK_CUT_HALF);
+}
+
+/* ---- a batch the program died writing (the launcher) ----------------------
+ * Each line it holds of the batch, known by the line's start (its event,
+ * process and seq, LOG_KEY), skips its event once when the batch comes
+ * again from the ring. Lines another process appended in between (a fork
+ * child sharing the log) name another process and never match; the file
+ * is not cut, as they may follow. */
+#define LOG_KEY "{\"event\":\"%s\",\"pid\":%d,\"seq\":%" PRIu64
+#define LOG_KEY_END ",\"api\":\""
+
+static struct {
+    uint64_t *key;
+    size_t n, cap;
+} had;
+
+static uint64_t key_hash(const char *s, size_t n)
+{
+    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)s[i]) * 0x100000001b3ull;
+    return h;
+}
+
+static uint64_t event_key(const hcg_event *e)
+{
+    char k[160];
+    int n = snprintf(k, sizeof k, LOG_KEY, hcg_evkind_name((hcg_evkind)e->kind),
+                     (int)log_file.pid, e->seq);
+    return key_hash(k, n > 0 && (size_t)n < sizeof k ? (size_t)n : 0);
+}
+
+static void had_line(const char *line, size_t len, const char *ours)
+{
+    static const char start[] = "{\"event\":\"";
+    const char *end = memmem(line, len, LOG_KEY_END, sizeof LOG_KEY_END - 1);
+    if (len < sizeof start - 1 || memcmp(line, start, sizeof start - 1) != 0 || !end ||
+        !memmem(line, (size_t)(end - line), ours, strlen(ours)))
+        return;
+    if (had.n == had.cap) {
+        size_t cap = had.cap ? 2 * had.cap : 256;
+        uint64_t *k = realloc(had.key, cap * sizeof *k);
+        if (!k)
+            return; /* then written twice rather than not at all */
+        had.key = k;
+        had.cap = cap;
+    }
+    had.key[had.n++] = key_hash(line, (size_t)(end - line));
+}
+
+/* Whether e's line is in the file already (once: then forgotten). */
+static int had_event(const hcg_event *e)
+{
+    uint64_t k = event_key(e);
+    for (size_t i = 0; i < had.n; i++)
+        if (had.key[i] == k) {
+            had.key[i] = had.key[--had.n];
+            return 1;
+        }
+    return 0;
+}
+
+void hcg_jsonl_rewrite_from(int64_t off)
+{
+    char buf[1 << 16], ours[32];
+    size_t have = 0;
+    snprintf(ours, sizeof ours, ",\"pid\":%d,", (int)log_file.pid);
+    for (ssize_t r; off >= 0; off += r) {
+        r = hcg_sinkfile_pread(&log_file, off, buf + have, sizeof buf - have);
+        if (r <= 0)
+            break;
+        size_t n = have + (size_t)r, from = 0;
+        for (char *nl; (nl = memchr(buf + from, '\n', n - from)); from = (size_t)(nl - buf) + 1)
+            had_line(buf + from, (size_t)(nl - buf) - from, ours);
+        have = from ? n - from : 0; /* a line longer than buf: not one of ours */
+        memmove(buf, buf + from, have);
+    }
 }
 
 int hcg_jsonl_reopen(const char *path, pid_t pid)
@@ -127,6 +205,11 @@ int hcg_jsonl_reopen(const char *path, pid_t pid)
     if (rc == 0)
         drop_half_line();
     return rc;
+}
+
+int64_t hcg_jsonl_file_end(void)
+{
+    return hcg_sinkfile_end(&log_file);
 }
 
 void hcg_jsonl_flush(void)
@@ -147,6 +230,8 @@ void hcg_jsonl_after_fork(void)
 
 void hcg_jsonl_event(const hcg_event *e)
 {
+    if (HCG_UNLIKELY(had.n) && had_event(e))
+        return;
     if (HCG_UNLIKELY(H.pending))
         write_header();
     char *p = hcg_sinkfile_reserve(&log_file);
@@ -154,7 +239,7 @@ void hcg_jsonl_event(const hcg_event *e)
         return;
     size_t room = HCG_SINK_EVENT_MAX;
     int n = snprintf(p, room,
-                     "{\"event\":\"%s\",\"pid\":%d,\"seq\":%" PRIu64 ",\"api\":\"%s\",\"fn\":\"0x%" PRIxPTR
+                     LOG_KEY LOG_KEY_END "%s\",\"fn\":\"0x%" PRIxPTR
                      "\",\"fn_kind\":\"%s\",\"user_data\":\"0x%" PRIxPTR "\",\"stream\":\"0x%" PRIxPTR
                      "\",\"tid\":%u,\"t_enqueue_ns\":%" PRIu64,
                      hcg_evkind_name((hcg_evkind)e->kind), (int)log_file.pid, e->seq, hcg_api_name((hcg_api)e->api), e->fn,

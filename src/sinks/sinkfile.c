@@ -89,34 +89,49 @@ int hcg_sinkfile_reopen(hcg_sinkfile *f, const char *what, const char *path, pid
     return 0;
 }
 
-size_t hcg_sinkfile_tail(const hcg_sinkfile *f, char *buf, size_t len, off_t *size)
+int64_t hcg_sinkfile_end(const hcg_sinkfile *f)
+{
+    struct stat st;
+    if (f->fd < 0 || fstat(f->fd, &st) != 0)
+        return -1;
+    return st.st_size;
+}
+
+ssize_t hcg_sinkfile_pread(const hcg_sinkfile *f, off_t off, char *buf, size_t len)
 {
     struct stat st, rst;
-    *size = 0;
-    if (f->fd < 0 || fstat(f->fd, &st) != 0 || st.st_size <= 0)
-        return 0;
+    if (f->fd < 0 || fstat(f->fd, &st) != 0)
+        return -1;
     /* The file is open for writing only: read it through a descriptor of
      * its own, checked to be the same file. */
     int rfd = open(f->path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     if (rfd < 0)
-        return 0;
-    size_t n = (size_t)st.st_size < len ? (size_t)st.st_size : len;
+        return -1;
     ssize_t r = -1;
     if (fstat(rfd, &rst) == 0 && rst.st_dev == st.st_dev && rst.st_ino == st.st_ino)
-        r = pread(rfd, buf, n, st.st_size - (off_t)n);
+        r = pread(rfd, buf, len, off);
     close(rfd);
-    if (r != (ssize_t)n)
+    return r;
+}
+
+size_t hcg_sinkfile_tail(const hcg_sinkfile *f, char *buf, size_t len, off_t *size)
+{
+    int64_t end = hcg_sinkfile_end(f);
+    *size = 0;
+    if (end <= 0)
         return 0;
-    *size = st.st_size;
+    size_t n = (uint64_t)end < len ? (size_t)end : len;
+    if (hcg_sinkfile_pread(f, end - (off_t)n, buf, n) != (ssize_t)n)
+        return 0;
+    *size = end;
     return n;
 }
 
-void hcg_sinkfile_cut(hcg_sinkfile *f, off_t size)
+void hcg_sinkfile_cut(hcg_sinkfile *f, off_t size, const char *why)
 {
     if (f->fd >= 0 && ftruncate(f->fd, size) == 0) {
         f->started = size > 0;
-        hcg_debug("%s %s: its last event was cut short when the program died: removed (the "
-                  "event is written again from memory)", f->what, f->path);
+        hcg_debug("%s %s: %s", f->what, f->path, why);
     }
 }
 

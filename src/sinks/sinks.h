@@ -133,7 +133,13 @@ int hcg_sinkfile_reopen(hcg_sinkfile *f, const char *what, const char *path, pid
  * wrote (exit_group cuts a write short between pages) can leave half an
  * event, which the events appended after it would make unreadable. */
 size_t hcg_sinkfile_tail(const hcg_sinkfile *f, char *buf, size_t len, off_t *size);
-void hcg_sinkfile_cut(hcg_sinkfile *f, off_t size);
+void hcg_sinkfile_cut(hcg_sinkfile *f, off_t size, const char *why);
+#define HCG_SINK_CUT_HALF                                                                   \
+    "its last event was cut short when the program died: removed (the event is written "   \
+    "again from memory)"
+/* The file's size (-1: no file); len bytes of it from off (pread's answer). */
+int64_t hcg_sinkfile_end(const hcg_sinkfile *f);
+ssize_t hcg_sinkfile_pread(const hcg_sinkfile *f, off_t off, char *buf, size_t len);
 /* Write out what is buffered, keeping the file open (before exec). */
 void hcg_sinkfile_flush(hcg_sinkfile *f);
 /* What the next image should do with this file: 'c', 'n' or '-'. */
@@ -205,5 +211,10 @@ size_t hcg_trace_format(hcg_trace_proc *tp, const hcg_event *e, const char *fn_n
 /* continue the file of process pid (the launcher). */
 int hcg_jsonl_reopen(const char *path, pid_t pid);
 int hcg_trace_reopen(const char *path, pid_t pid);
+/* hcg_sink's file_end and rewrite_from (src/events/events.h). */
+int64_t hcg_jsonl_file_end(void);
+int64_t hcg_trace_file_end(void);
+void hcg_jsonl_rewrite_from(int64_t off);
+void hcg_trace_rewrite_from(int64_t off);
 
 #endif /* HCG_SINKS_H */

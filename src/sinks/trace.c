@@ -317,10 +317,24 @@ static void name_stream(const hcg_trace_proc *tp, char *p, size_t *len, size_t r
 /* A run's slice [start, end] (ns) begins no earlier than the last one on
  * its callback thread, and on its stream's track, ended (two drains' clock
  * references may disagree by a few ns), so that slices nest on both. */
+/* tid's slot of last_end: its own, else a free one, else (more callback
+ * threads than slots) the one its id falls on, which then forgets the
+ * thread that had it. Ids that fall on one slot (tid % MAX_TRACKS) do not
+ * take each other's: the end a slice must begin after is its thread's. */
+static unsigned end_slot(const hcg_trace_proc *tp, uint32_t tid)
+{
+    for (unsigned k = 0; k < MAX_TRACKS; k++) {
+        unsigned i = (tid + k) % MAX_TRACKS;
+        if (tp->last_end[i].tid == tid || tp->last_end[i].tid == 0)
+            return i;
+    }
+    return tid % MAX_TRACKS;
+}
+
 static uint64_t track_start(hcg_trace_proc *tp, uint32_t tid, stream_track *st, uint64_t start,
                             uint64_t *end)
 {
-    unsigned i = tid % MAX_TRACKS;
+    unsigned i = end_slot(tp, tid);
     if (tp->last_end[i].tid == tid && start < tp->last_end[i].end && *end > tp->last_end[i].end)
         start = tp->last_end[i].end;
     if (start < st->end && *end > st->end)
@@ -502,9 +516,9 @@ static void drop_half_event(void)
     if (n == 0 || k == n || whole_object(tail + k, n - k) || (k == 0 && (off_t)n != size))
         return; /* ends with a whole event (or a newline: closed, or nothing yet) */
     if (k >= 2 && tail[k - 2] == ',')
-        hcg_sinkfile_cut(&trace_file, size - (off_t)(n - (k - 2)));
+        hcg_sinkfile_cut(&trace_file, size - (off_t)(n - (k - 2)), HCG_SINK_CUT_HALF);
     else
-        hcg_sinkfile_cut(&trace_file, 0); /* "[\n" and half the first event */
+        hcg_sinkfile_cut(&trace_file, 0, HCG_SINK_CUT_HALF); /* "[\n" and half the first */
 }
 
 int hcg_trace_reopen(const char *path, pid_t pid)
@@ -514,6 +528,32 @@ int hcg_trace_reopen(const char *path, pid_t pid)
     if (rc == 0)
         drop_half_event();
     return rc;
+}
+
+/* The program died writing a batch of events begun at off: the trace is
+ * cut back to off (no other process writes it) and the batch written
+ * again from the ring. off must be where an event ended ("}" then the
+ * ",\n{" of the batch's first), else it is not trusted: the record the
+ * offset comes from is in the program's reach. */
+void hcg_trace_rewrite_from(int64_t off)
+{
+    char at[4];
+    int64_t size = hcg_sinkfile_end(&trace_file);
+    if (off < 0 || off >= size)
+        return;
+    if (off > 0 && (hcg_sinkfile_pread(&trace_file, off - 1, at, 4) != 4 ||
+                    memcmp(at, "},\n{", 4) != 0)) {
+        hcg_msg("trace %s: the program died writing it, and its record of where it did is "
+                "not where an event ended: left as it is", trace_file.path);
+        return;
+    }
+    hcg_sinkfile_cut(&trace_file, off, "the program died writing events that are still in "
+                                       "memory: cut back to where they began");
+}
+
+int64_t hcg_trace_file_end(void)
+{
+    return hcg_sinkfile_end(&trace_file);
 }
 
 void hcg_trace_flush(void)

@@ -5,10 +5,12 @@
  * line, and one cut short or holding a bad line names the line.
  */
 #include <fcntl.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "hcg.h"
@@ -333,6 +335,141 @@ static void test_reopen_cut(void)
     unlink(path);
 }
 
+static int count_of(const char *text, const char *what)
+{
+    int n = 0;
+    for (const char *p = text; (p = strstr(p, what)); p += strlen(what))
+        n++;
+    return n;
+}
+
+static off_t size_of(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 ? st.st_size : -1;
+}
+
+/* A program killed after writing a batch of events and before giving
+ * their ring slots back: the launcher writes the batch again from the
+ * ring, and each file holds each event once. The log keeps what another
+ * process (a fork child sharing it) appended among the batch's lines, and
+ * the lines of the batch it holds skip their events once each (a finding
+ * has its run's seq); the trace is cut back to where the batch began, but
+ * only to where an event ended. */
+static void test_rewrite_batch(void)
+{
+    char path[] = "/tmp/hcg_jsonl_batchXXXXXX", text[16384];
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    close(fd);
+    pid_t me = getpid();
+    hcg_event e = {0};
+    e.kind = HCG_EV_RUN;
+    e.fn = (uintptr_t)hcguard_host_copy;
+    e.t_enqueue = 1;
+    e.t_start = 2;
+    e.t_end = 3;
+    hcg_event f = e;
+    f.kind = HCG_EV_FINDING;
+    f.reason = HCG_FIND_SLOW;
+
+    /* The log: seq 1 written before the batch; of the batch (2, its
+     * finding, 3, 4) the run 2 and its finding written, then another
+     * process's run 3; the rest is in the ring. */
+    CHECK_EQ(hcg_jsonl_reopen(path, me), 0);
+    e.seq = 1;
+    hcg_jsonl_event(&e);
+    hcg_jsonl_flush();
+    off_t off = size_of(path);
+    e.seq = f.seq = 2;
+    hcg_jsonl_event(&e);
+    hcg_jsonl_event(&f);
+    hcg_jsonl_close();
+    fd = open(path, O_WRONLY | O_APPEND);
+    const char *other = "{\"event\":\"run\",\"pid\":1,\"seq\":3,\"api\":\"x\"}\n";
+    CHECK_EQ(write(fd, other, strlen(other)), (long)strlen(other));
+    close(fd);
+    CHECK_EQ(hcg_jsonl_reopen(path, me), 0);
+    hcg_jsonl_rewrite_from(off);
+    for (uint64_t seq = 2; seq <= 4; seq++) {
+        e.seq = f.seq = seq;
+        hcg_jsonl_event(&e);
+        if (seq == 2)
+            hcg_jsonl_event(&f);
+    }
+    e.seq = 2; /* forgotten once skipped: a second line is written */
+    hcg_jsonl_event(&e);
+    hcg_jsonl_close();
+    slurp(path, text, sizeof text);
+    char key[128];
+    for (uint64_t seq = 1; seq <= 4; seq++) {
+        snprintf(key, sizeof key, "{\"event\":\"run\",\"pid\":%d,\"seq\":%" PRIu64 ",",
+                 (int)me, seq);
+        CHECK_EQ(count_of(text, key), seq == 2 ? 2 : 1);
+    }
+    snprintf(key, sizeof key, "{\"event\":\"finding\",\"pid\":%d,\"seq\":2,", (int)me);
+    CHECK_EQ(count_of(text, key), 1);
+    CHECK_EQ(count_of(text, other), 1);
+
+    /* The trace: event 1, then the batch (2) written whole. */
+    put_text(path, "");
+    CHECK_EQ(hcg_trace_reopen(path, me), 0);
+    e.seq = 1;
+    hcg_trace_event(&e);
+    hcg_trace_flush();
+    off = size_of(path);
+    e.seq = 2;
+    hcg_trace_event(&e);
+    hcg_trace_flush();
+    off_t whole = size_of(path);
+    CHECK_EQ(hcg_trace_reopen(path, me), 0);
+    hcg_trace_rewrite_from(off + 3); /* not where an event ended: untouched */
+    CHECK_EQ(size_of(path), whole);
+    hcg_trace_rewrite_from(whole); /* nothing of the batch written */
+    CHECK_EQ(size_of(path), whole);
+    hcg_trace_rewrite_from(off);
+    CHECK_EQ(size_of(path), off);
+    hcg_trace_event(&e);
+    hcg_trace_close();
+    slurp(path, text, sizeof text);
+    CHECK_EQ(count_of(text, "\"seq\":1"), 2); /* a slice on its thread and its stream */
+    CHECK_EQ(count_of(text, "\"seq\":2"), 2);
+    CHECK(strcmp(text + strlen(text) - 3, "\n]\n") == 0);
+    unlink(path);
+}
+
+/* A run's slice on its callback thread begins no earlier than the last one
+ * there ended (two clock references may disagree by a few ns), whichever
+ * other threads ran in between, ids that share a slot of the table of last
+ * ends (ids 64 apart) included. */
+static void test_trace_thread_ends(void)
+{
+    hcg_trace_proc *tp = hcg_sinks_trace_start(7, 0, HCG_TRACE_TID_BASE, 1);
+    CHECK(tp != NULL);
+    static const struct { uint32_t tid; uintptr_t stream; uint64_t start, end; } runs[] = {
+        {100, 0x10, 1000000, 2000000},
+        {164, 0x20, 1500000, 2500000},
+        {100, 0x30, 1999990, 3000000}, /* 10 ns before the first one's end */
+    };
+    char out[HCG_SINK_EVENT_MAX];
+    const char *at = NULL;
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        hcg_event e = {0};
+        e.kind = HCG_EV_RUN;
+        e.seq = i + 1;
+        e.tid = runs[i].tid;
+        e.stream = runs[i].stream;
+        e.t_enqueue = e.t_start = runs[i].start;
+        e.t_end = runs[i].end;
+        out[hcg_sinks_trace_event(tp, &e, "f", 0, out, sizeof out)] = '\0';
+        at = strstr(out, "\"ts\":");
+    }
+    CHECK(at != NULL);
+    const char *want = "\"ts\":2000.000,";
+    CHECK(strncmp(at, want, strlen(want)) == 0);
+    hcg_sinks_trace_end(tp);
+}
+
 /* The header record (hcg_loghdr_parse): read when it is one, "not a
  * header" (1) for an event line, refused with a reason when it cannot be
  * used, a newer schema above all. */
@@ -406,6 +543,8 @@ static const check_case cases[] = {
     CHECK_CASE(writer_read_back),
     CHECK_CASE(files),
     CHECK_CASE(reopen_cut),
+    CHECK_CASE(rewrite_batch),
+    CHECK_CASE(trace_thread_ends),
 };
 
 int main(int argc, char **argv)
