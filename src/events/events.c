@@ -12,6 +12,7 @@
 #include <sys/syscall.h>
 #include <string.h>
 #include <time.h>
+#include <stddef.h>
 #include <unistd.h>
 
 #include "events/events.h"
@@ -29,10 +30,6 @@ typedef struct hcg_ring {
     _Atomic uint64_t dropped;
     _Alignas(64) _Atomic uint64_t cnt[HCG_CNT_N]; /* the owner's exact counts */
     _Alignas(64) _Atomic uint64_t tail; /* next slot the consumer reads */
-    /* The consumer's batch [tail, pend_to) being written to the files, and
-     * where each file (by exec slot) ended before it: see batch_begins. */
-    _Atomic uint64_t pend_to;
-    int64_t pend_off[HCG_SINK_SLOTS];
     /* What the owner runs now (fn, since when in ticks; 0: nothing), read
      * by the watchdog. */
     _Atomic uintptr_t run_fn;
@@ -45,8 +42,17 @@ typedef struct hcg_ring {
     _Alignas(64) atomic_int owned;      /* a live thread produces into it */
     struct hcg_ring *next;                  /* list of all rings; only grows */
     size_t map_bytes;
+    /* The consumer's batch [tail, pend_to) being written to the files, and
+     * where each file (by exec slot) ended before it (batch_begins): off
+     * the lines the owner writes for every event. */
+    _Atomic uint64_t pend_to;
+    int64_t pend_off[HCG_SINK_SLOTS];
     hcg_event ev[];
 } ring;
+/* What the owner writes as each run begins (run_*) is one line. */
+_Static_assert(offsetof(ring, run_stream) + sizeof(uintptr_t) - offsetof(ring, run_fn) <= 64 &&
+                   offsetof(ring, run_fn) / 64 == offsetof(ring, run_stream) / 64,
+               "the run_* fields share one cache line");
 
 /* Counts the collector makes itself (slow and hung host functions). */
 static _Atomic uint64_t coll_cnt_own[HCG_CNT_N];
