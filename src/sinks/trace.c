@@ -314,9 +314,6 @@ static void name_stream(const hcg_trace_proc *tp, char *p, size_t *len, size_t r
 
 /* ---- slices ------------------------------------------------------------------ */
 
-/* A run's slice [start, end] (ns) begins no earlier than the last one on
- * its callback thread, and on its stream's track, ended (two drains' clock
- * references may disagree by a few ns), so that slices nest on both. */
 /* tid's slot of last_end: its own, else a free one, else (more callback
  * threads than slots) the one its id falls on, which then forgets the
  * thread that had it. Ids that fall on one slot (tid % MAX_TRACKS) do not
@@ -331,16 +328,33 @@ static unsigned end_slot(const hcg_trace_proc *tp, uint32_t tid)
     return tid % MAX_TRACKS;
 }
 
+/* A slice [*start, *end] written after one that ended at last, on the same
+ * track, begins no earlier than last. One that ends later begins at last
+ * (it may hold the last: a host function run inside it); one that ends
+ * no later is moved to begin at last, its duration kept: the two ran one
+ * after the other, and the two drains' clock references that converted
+ * them disagree (by a few ns, more than a short run lasts). */
+static void begin_after(uint64_t last, uint64_t *start, uint64_t *end)
+{
+    if (*start >= last)
+        return;
+    if (*end <= last)
+        *end = last + (*end - *start);
+    *start = last;
+}
+
+/* A run's slice [start, end] (ns) begins no earlier than the last one on
+ * its callback thread, and on its stream's track, ended, so that slices
+ * on each follow one another or nest. */
 static uint64_t track_start(hcg_trace_proc *tp, uint32_t tid, stream_track *st, uint64_t start,
                             uint64_t *end)
 {
     unsigned i = end_slot(tp, tid);
-    if (tp->last_end[i].tid == tid && start < tp->last_end[i].end && *end > tp->last_end[i].end)
-        start = tp->last_end[i].end;
-    if (start < st->end && *end > st->end)
-        start = st->end;
     if (*end < start)
         *end = start;
+    if (tp->last_end[i].tid == tid)
+        begin_after(tp->last_end[i].end, &start, end);
+    begin_after(st->end, &start, end);
     tp->last_end[i].tid = tid;
     tp->last_end[i].end = *end;
     st->end = *end;

@@ -441,7 +441,8 @@ static void test_rewrite_batch(void)
 /* A run's slice on its callback thread begins no earlier than the last one
  * there ended (two clock references may disagree by a few ns), whichever
  * other threads ran in between, ids that share a slot of the table of last
- * ends (ids 64 apart) included. */
+ * ends (ids 64 apart) included; one converted so early that it ends
+ * before the last one did is moved after it whole, its duration kept. */
 static void test_trace_thread_ends(void)
 {
     hcg_trace_proc *tp = hcg_sinks_trace_start(7, 0, HCG_TRACE_TID_BASE, 1);
@@ -450,9 +451,13 @@ static void test_trace_thread_ends(void)
         {100, 0x10, 1000000, 2000000},
         {164, 0x20, 1500000, 2500000},
         {100, 0x30, 1999990, 3000000}, /* 10 ns before the first one's end */
+        {100, 0x40, 2999000, 2999500}, /* ends 500 ns before that one did */
+    };
+    static const char *const want[] = {
+        "\"ts\":1000.000,\"dur\":1000.000,", "\"ts\":1500.000,\"dur\":1000.000,",
+        "\"ts\":2000.000,\"dur\":1000.000,", "\"ts\":3000.000,\"dur\":0.500,",
     };
     char out[HCG_SINK_EVENT_MAX];
-    const char *at = NULL;
     for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
         hcg_event e = {0};
         e.kind = HCG_EV_RUN;
@@ -462,11 +467,9 @@ static void test_trace_thread_ends(void)
         e.t_enqueue = e.t_start = runs[i].start;
         e.t_end = runs[i].end;
         out[hcg_sinks_trace_event(tp, &e, "f", 0, out, sizeof out)] = '\0';
-        at = strstr(out, "\"ts\":");
+        const char *at = strstr(out, "\"ts\":");
+        CHECK(at != NULL && strncmp(at, want[i], strlen(want[i])) == 0);
     }
-    CHECK(at != NULL);
-    const char *want = "\"ts\":2000.000,";
-    CHECK(strncmp(at, want, strlen(want)) == 0);
     hcg_sinks_trace_end(tp);
 }
 
