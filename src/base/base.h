@@ -188,6 +188,14 @@ void hcg_report_set_pid(pid_t pid);
  * locks, before they take one: the hooks run in every fork from then on
  * (the child hooks also in a child of a fork already under way). */
 void hcg_fork_register(void);
+/* Whether the calling process is not the one hcguard's state belongs to: a
+ * child made without fork's handlers (vfork's, which shares the parent's
+ * memory until it execs or exits; _Fork's; a bare clone's). Such a child
+ * must leave that state alone: it is its parent's (its collector, its
+ * rings, its files' positions, its flight record). hcg_fork_owner: the
+ * pid of the process it belongs to. */
+int hcg_fork_foreign(void);
+int hcg_fork_owner(void);
 /* A module's hooks: prepare (take its locks; NULL none), parent (release
  * them), child (start afresh: locks made anew). */
 typedef struct hcg_fork_hook {

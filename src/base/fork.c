@@ -18,10 +18,12 @@
  * whose locks a thread holding a hook's lock may wait for). */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <unistd.h>
 
 #include "base/base.h"
 
 static atomic_int armed;           /* hcg_fork_register was called */
+static atomic_int owner;           /* the process hcguard's state belongs to */
 static _Thread_local int prepared; /* this thread's fork ran the prepare hooks */
 
 static void prepare(void)
@@ -58,13 +60,28 @@ static void child(void)
  * prepare hooks having run, and make every lock anew, held or not. */
 static void child_missed(void)
 {
+    atomic_store(&owner, (int)getpid());
     if (atomic_load(&armed) && !prepared)
         child_hooks();
 }
 
 __attribute__((constructor)) static void register_at_load(void)
 {
+    atomic_store(&owner, (int)getpid());
     pthread_atfork(NULL, NULL, child_missed);
+}
+
+/* Registered at load, child_missed runs in the child of every fork();
+ * vfork, _Fork and a bare clone run no handler, so their child still
+ * finds its parent's pid here. */
+int hcg_fork_foreign(void)
+{
+    return atomic_load(&owner) != (int)getpid();
+}
+
+int hcg_fork_owner(void)
+{
+    return atomic_load(&owner);
 }
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;

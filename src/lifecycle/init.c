@@ -96,8 +96,14 @@ static void say_idle(void)
     hcg_sinks_report_idle();
 }
 
+/* At exit. A child of vfork or _Fork that calls exit finds its parent's
+ * state (hcg_fork_foreign): its collector (vfork shares it; _Fork copied a
+ * thread that does not exist in the child), its counts, its files: it
+ * leaves them alone and says nothing. */
 __attribute__((destructor)) static void finish(void)
 {
+    if (hcg_fork_foreign())
+        return;
     if (!atomic_load(&hcg_g_started)) {
         say_idle();
         return;

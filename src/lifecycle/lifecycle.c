@@ -16,9 +16,11 @@
 #include <pthread.h>
 #include <spawn.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "lifecycle/lifecycle.h"
@@ -47,16 +49,21 @@ __attribute__((constructor)) static void watch_forks(void)
 /* envp with HCGUARD_EXEC=var in place of any it had, and
  * HCG_SHARED_STDERR_VAR when more than one process shares stderr (shared:
  * a spawned child, or this process once it has forked or spawned); NULL if
- * out of memory (then envp is passed as it is). */
+ * out of memory (then envp is passed as it is). Mapped, not malloc'd: exec
+ * may be called where malloc may not (a child of _Fork or of vfork, whose
+ * allocator's locks another thread may hold); given back by env_free. */
 static char **with_exec_var(char *const envp[], const char *var, int shared)
 {
     static const size_t mark_len = sizeof HCG_SHARED_STDERR_VAR - 1;
     size_t n = 0;
     while (envp && envp[n])
         n++;
-    char **out = malloc((n + 3) * sizeof *out);
-    if (!out)
+    size_t bytes = (n + 4) * sizeof(char *);
+    char **map = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (map == MAP_FAILED)
         return NULL;
+    map[0] = (char *)(uintptr_t)bytes;
+    char **out = map + 1;
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
         if (strncmp(envp[i], "HCGUARD_EXEC=", 13) != 0 &&
@@ -69,25 +76,38 @@ static char **with_exec_var(char *const envp[], const char *var, int shared)
     return out;
 }
 
-static char exec_var[64];
+static void env_free(char **env)
+{
+    if (env)
+        munmap(env - 1, (size_t)(uintptr_t)env[-1]);
+}
 
-/* What this process hands its next image (or a spawned child). */
-static const char *make_exec_var(void)
+/* What this process hands its next image (or a spawned child). In a
+ * child of vfork or _Fork (hcg_fork_foreign) the files are its parent's:
+ * the variable names the parent, so that the new image, another pid,
+ * shares them as a fork child does (appends to a shared log, writes no
+ * trace of its own unless its name has %p) and never truncates or closes
+ * them. Written into the caller's buf (a vfork child shares the parent's
+ * statics with it). */
+static const char *make_exec_var(char *buf, size_t len)
 {
     char states[HCG_SINK_SLOTS];
     memset(states, '-', sizeof states); /* '-': no file to continue */
     hcg_sinks_exec_states(states);
     states[HCG_SINK_REPORT] = hcg_report_exec_state();
-    snprintf(exec_var, sizeof exec_var, "HCGUARD_EXEC=%d:%c%c%c", (int)getpid(), states[0],
-             states[1], states[2]);
-    return exec_var;
+    int pid = hcg_fork_foreign() ? hcg_fork_owner() : (int)getpid();
+    snprintf(buf, len, "HCGUARD_EXEC=%d:%c%c%c", pid, states[0], states[1], states[2]);
+    return buf;
 }
 
 /* Before the image goes: everything written out. Returns whether the
- * collector ran (to start it again if exec fails). */
+ * collector ran (to start it again if exec fails). A child of vfork or
+ * _Fork leaves it all to its parent: stopping the collector there would
+ * stop the parent's (vfork shares its memory), and the summary and the
+ * flight record are the parent's. */
 static int before_exec(void)
 {
-    if (!atomic_load(&hcg_g_started))
+    if (!atomic_load(&hcg_g_started) || hcg_fork_foreign())
         return 0;
     hcg_copy_pool_stop(0);
     hcg_collector_stop();
@@ -97,9 +117,27 @@ static int before_exec(void)
     return 1;
 }
 
-static int after_failed_exec(int was_running, int err)
+/* Around each exec: exec_begin before it (returns the environment to
+ * pass), exec_end after it failed (returns -1, errno kept). */
+typedef struct exec_prep {
+    int running; /* the collector ran: started again if exec fails */
+    char **env;
+    char var[64];
+} exec_prep;
+
+static char *const *exec_begin(exec_prep *p, char *const envp[])
 {
-    if (was_running) {
+    p->running = before_exec();
+    p->env = with_exec_var(envp, make_exec_var(p->var, sizeof p->var),
+                           hcg_report_shared() || hcg_fork_foreign());
+    return p->env ? p->env : envp;
+}
+
+static int exec_end(exec_prep *p)
+{
+    int err = errno;
+    env_free(p->env);
+    if (p->running) {
         hcg_flight_finished(0);
         hcg_collector_start();
     }
@@ -116,12 +154,9 @@ static int do_execve(const char *path, char *const argv[], char *const envp[], i
         errno = ENOSYS;
         return -1;
     }
-    int running = before_exec();
-    char **env = with_exec_var(envp, make_exec_var(), hcg_report_shared());
-    real(path, argv, env ? env : envp);
-    int err = errno;
-    free(env);
-    return after_failed_exec(running, err);
+    exec_prep p;
+    real(path, argv, exec_begin(&p, envp));
+    return exec_end(&p);
 }
 
 HCG_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
@@ -151,12 +186,9 @@ HCG_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
         errno = ENOSYS;
         return -1;
     }
-    int running = before_exec();
-    char **env = with_exec_var(envp, make_exec_var(), hcg_report_shared());
-    real(fd, argv, env ? env : envp);
-    int err = errno;
-    free(env);
-    return after_failed_exec(running, err);
+    exec_prep p;
+    real(fd, argv, exec_begin(&p, envp));
+    return exec_end(&p);
 }
 
 /* execl, execlp, execle: the arguments up to the NULL as an array. */
@@ -228,12 +260,14 @@ static int do_spawn(hcg_libc_posix_spawn_fn real, pid_t *pid, const char *path,
     if (!real)
         return ENOSYS;
     /* The child is another process: the files stay this one's, flushed so
-     * that the child's lines come after what was written before. */
-    if (atomic_load(&hcg_g_started))
+     * that the child's lines come after what was written before (by their
+     * owner only: see before_exec). */
+    char var[64];
+    if (atomic_load(&hcg_g_started) && !hcg_fork_foreign())
         hcg_events_flush_files();
-    char **env = with_exec_var(envp, make_exec_var(), 1);
+    char **env = with_exec_var(envp, make_exec_var(var, sizeof var), 1);
     int r = real(pid, path, fa, attr, argv, env ? env : envp);
-    free(env);
+    env_free(env);
     if (r == 0)
         hcg_report_set_shared(); /* the child writes to the same stderr */
     return r;
@@ -261,6 +295,6 @@ HCG_EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file
  * formats used. The summary is not printed here. */
 void hcg_lifecycle_flush_from_signal(void)
 {
-    if (atomic_load(&hcg_g_started))
+    if (atomic_load(&hcg_g_started) && !hcg_fork_foreign())
         hcg_events_flush_from_signal();
 }

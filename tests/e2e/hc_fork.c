@@ -17,6 +17,11 @@
  *                   by another thread while the main thread is inside
  *                   fork(), in a prepare handler of the program's: the
  *                   child, which does nothing, must say nothing
+ *   hc_fork vfork | _Fork [exit]
+ *                   10 host functions, then a child by vfork or _Fork,
+ *                   which execs hc_fork spawned (5 host functions of its
+ *                   own) or (_Fork's, exit) calls exit; then 5000 more:
+ *                   none of the parent's events dropped, all counted
  *
  * Exit 0 passed, 1 failed, 77 not applicable (no device).
  */
@@ -218,6 +223,80 @@ static void first(void)
     }
 }
 
+/* ---- children made without fork's handlers ------------------------------
+ * vfork's child shares the parent's memory until it execs; _Fork's copies
+ * it but runs no fork handler. Either finds hcguard's state its parent's,
+ * and must leave it alone: exec'd, the new image writes its own events
+ * (to the shared log, to no trace of its own) and its own summary; and the
+ * parent keeps its collector (the launches after it lose no event with a
+ * small buffer), its trace whole and its summary. A _Fork child that calls
+ * exit instead must end, saying nothing. */
+#define AFTER_CHILD 5000
+
+static void spawned(void) /* the exec'd image */
+{
+    CUstream s = test_context();
+    for (int i = 0; i < 5; i++)
+        REQUIRE_OK(cuLaunchHostFunc(s, ordinary, NULL));
+    REQUIRE_OK(cuStreamSynchronize(s));
+}
+
+static pid_t (*fork_fn(const char *how))(void)
+{
+    pid_t (*f)(void) = (pid_t(*)(void))dlsym(RTLD_DEFAULT, how);
+    if (!f) {
+        printf("SKIP: this C library has no %s\n", how);
+        exit(77);
+    }
+    return f;
+}
+
+static void unhandled(const char *how, int argc, char **argv)
+{
+    int do_exec = argc < 1 || strcmp(argv[0], "exit") != 0;
+    test_stats_fn get = test_require_hcguard(NULL);
+    CUstream s = test_context();
+    for (int i = 0; i < 10; i++)
+        REQUIRE_OK(cuLaunchHostFunc(s, ordinary, NULL));
+    REQUIRE_OK(cuStreamSynchronize(s));
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    REQUIRE(n > 0);
+    self[n] = 0;
+    char *args[] = {self, "spawned", NULL};
+    fflush(NULL);
+    pid_t pid = fork_fn(how)();
+    if (pid == 0) {
+        if (do_exec)
+            execv(self, args);
+        else
+            exit(0); /* hcguard's destructor, in a child that is not its process */
+        _exit(127);
+    }
+    REQUIRE(pid > 0);
+    int st = 0;
+    CHECK_MSG(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+              "the child ended with status %d", st);
+    for (int i = 0; i < AFTER_CHILD; i++)
+        REQUIRE_OK(cuLaunchHostFunc(s, ordinary, NULL));
+    REQUIRE_OK(cuStreamSynchronize(s));
+    hcguard_stats now = test_stats(get);
+    CHECK_MSG(now.events_dropped == 0, "%llu events dropped after the child",
+              (unsigned long long)now.events_dropped);
+    CHECK_MSG(now.host_fns_ran == 10 + AFTER_CHILD, "%llu ran",
+              (unsigned long long)now.host_fns_ran);
+}
+
+static void s_vfork(void)
+{
+    unhandled("vfork", 0, NULL); /* its child may only exec or _exit */
+}
+
+static void s_Fork(int argc, char **argv)
+{
+    unhandled("_Fork", argc, argv);
+}
+
 /* hc_fork takes about a second, under a sanitizer a few: a hang (seen once
  * in CI, never reproduced) is reported with every thread's state long
  * before the test's timeout. */
@@ -232,6 +311,9 @@ static const check_scenario scenarios[] = {
     CHECK_SCENARIO("busy", busy),
     CHECK_SCENARIO("hang", hang),
     CHECK_SCENARIO("first", first),
+    CHECK_SCENARIO("vfork", s_vfork),
+    CHECK_SCENARIO_ARGS("_Fork", s_Fork, 0, 1, "[exit]"),
+    CHECK_SCENARIO("spawned", spawned),
 };
 
 int main(int argc, char **argv)
