@@ -192,10 +192,8 @@ void hcg_fork_register(void);
  * child made without fork's handlers (vfork's, which shares the parent's
  * memory until it execs or exits; _Fork's; a bare clone's). Such a child
  * must leave that state alone: it is its parent's (its collector, its
- * rings, its files' positions, its flight record). hcg_fork_owner: the
- * pid of the process it belongs to. */
+ * rings, its files' positions, its flight record). */
 int hcg_fork_foreign(void);
-int hcg_fork_owner(void);
 /* A module's hooks: prepare (take its locks; NULL none), parent (release
  * them), child (start afresh: locks made anew). */
 typedef struct hcg_fork_hook {

@@ -79,10 +79,6 @@ int hcg_fork_foreign(void)
     return atomic_load(&owner) != (int)getpid();
 }
 
-int hcg_fork_owner(void)
-{
-    return atomic_load(&owner);
-}
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 

@@ -83,20 +83,20 @@ static void env_free(char **env)
 }
 
 /* What this process hands its next image (or a spawned child). In a
- * child of vfork or _Fork (hcg_fork_foreign) the files are its parent's:
- * the variable names the parent, so that the new image, another pid,
- * shares them as a fork child does (appends to a shared log, writes no
- * trace of its own unless its name has %p) and never truncates or closes
- * them. Written into the caller's buf (a vfork child shares the parent's
- * statics with it). */
+ * child of vfork or _Fork (hcg_fork_foreign) the files are its parent's,
+ * which goes on writing them: the new image takes them as it would after
+ * fork and exec (appends to a shared log, writes no trace of its own
+ * unless the name has %p, starts what the parent had not opened), never
+ * continuing or closing one as its own. Written into the caller's buf (a
+ * vfork child shares the parent's statics with it). */
 static const char *make_exec_var(char *buf, size_t len)
 {
     char states[HCG_SINK_SLOTS];
     memset(states, '-', sizeof states); /* '-': no file to continue */
-    hcg_sinks_exec_states(states);
+    hcg_sinks_exec_states(states, hcg_fork_foreign());
     states[HCG_SINK_REPORT] = hcg_report_exec_state();
-    int pid = hcg_fork_foreign() ? hcg_fork_owner() : (int)getpid();
-    snprintf(buf, len, "HCGUARD_EXEC=%d:%c%c%c", pid, states[0], states[1], states[2]);
+    snprintf(buf, len, "HCGUARD_EXEC=%d:%c%c%c", (int)getpid(), states[0], states[1],
+             states[2]);
     return buf;
 }
 

@@ -217,9 +217,9 @@ void hcg_jsonl_flush(void)
     hcg_sinkfile_flush(&log_file);
 }
 
-char hcg_jsonl_exec_state(void)
+char hcg_jsonl_exec_state(int forked)
 {
-    return hcg_sinkfile_exec_state(&log_file);
+    return hcg_sinkfile_exec_state(&log_file, forked);
 }
 
 void hcg_jsonl_after_fork(void)

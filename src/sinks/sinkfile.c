@@ -55,8 +55,10 @@ static const char *secure_env(const char *name)
 /* ---- exec ------------------------------------------------------------------
  * What the next image does with this sink's file (HCGUARD_EXEC, see
  * src/base/outfile.c). */
-char hcg_sinkfile_exec_state(const hcg_sinkfile *f)
+char hcg_sinkfile_exec_state(const hcg_sinkfile *f, int forked)
 {
+    if (forked && f->fd >= 0 && !f->open_pending) /* as hcg_sinkfile_after_fork leaves it */
+        return strstr(f->pattern, "%p") ? '-' : f->shared_ok ? 'c' : 'n';
     if (f->open_pending)
         return '-'; /* a fork child's own file (%p), not opened yet */
     if (f->fd >= 0)

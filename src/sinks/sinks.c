@@ -112,11 +112,11 @@ void hcg_sinks_after_fork(void)
             (*k)->after_fork();
 }
 
-void hcg_sinks_exec_states(char states[HCG_SINK_SLOTS])
+void hcg_sinks_exec_states(char states[HCG_SINK_SLOTS], int forked)
 {
     EACH_SINK(k)
         if ((*k)->exec_state && (*k)->exec_slot >= 0 && (*k)->exec_slot < HCG_SINK_SLOTS)
-            states[(*k)->exec_slot] = (*k)->exec_state();
+            states[(*k)->exec_slot] = (*k)->exec_state(forked);
 }
 
 void hcg_sinks_close(void)

@@ -16,7 +16,7 @@ void hcg_sinks_after_fork(void);
 void hcg_sinks_close(void);
 /* Each file sink's state for the next image, in its slot of states
  * (HCG_SINK_LOG, HCG_SINK_TRACE); other slots are left as they are. */
-void hcg_sinks_exec_states(char states[HCG_SINK_SLOTS]);
+void hcg_sinks_exec_states(char states[HCG_SINK_SLOTS], int forked);
 /* The exit summary's lines about the sinks' files. */
 void hcg_sinks_summary_lines(void);
 /* The run's report: 1 if any sink has something to report; print each
@@ -143,7 +143,7 @@ ssize_t hcg_sinkfile_pread(const hcg_sinkfile *f, off_t off, char *buf, size_t l
 /* Write out what is buffered, keeping the file open (before exec). */
 void hcg_sinkfile_flush(hcg_sinkfile *f);
 /* What the next image should do with this file: 'c', 'n' or '-'. */
-char hcg_sinkfile_exec_state(const hcg_sinkfile *f);
+char hcg_sinkfile_exec_state(const hcg_sinkfile *f, int forked);
 /* Room for one event (HCG_SINK_EVENT_MAX bytes), or NULL if there is no
  * file; then hcg_sinkfile_commit with the length written. */
 char *hcg_sinkfile_reserve(hcg_sinkfile *f);
@@ -187,7 +187,7 @@ int hcg_jsonl_open(const char *path, const char *pattern);
 void hcg_jsonl_after_fork(void);
 void hcg_jsonl_event(const hcg_event *e);
 void hcg_jsonl_flush(void);       /* drains serialised: under the drain lock */
-char hcg_jsonl_exec_state(void);
+char hcg_jsonl_exec_state(int forked);
 /* Write out what is left and close; a write error is reported here. */
 void hcg_jsonl_close(void);
 /* The summary's line about the log (after hcg_jsonl_close). */
@@ -197,7 +197,7 @@ void hcg_jsonl_summary(void);
 int hcg_trace_open(const char *path, const char *pattern); /* 0 or -1 (message printed) */
 void hcg_trace_event(const hcg_event *e);
 void hcg_trace_flush(void);
-char hcg_trace_exec_state(void);
+char hcg_trace_exec_state(int forked);
 void hcg_trace_close(void);
 void hcg_trace_after_fork(void);
 void hcg_trace_summary(void);

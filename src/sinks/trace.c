@@ -575,9 +575,9 @@ void hcg_trace_flush(void)
     hcg_sinkfile_flush(&trace_file);
 }
 
-char hcg_trace_exec_state(void)
+char hcg_trace_exec_state(int forked)
 {
-    return hcg_sinkfile_exec_state(&trace_file);
+    return hcg_sinkfile_exec_state(&trace_file, forked);
 }
 
 void hcg_trace_after_fork(void)
