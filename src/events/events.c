@@ -28,6 +28,10 @@ typedef struct hcg_ring {
     uint64_t check_at;                  /* producer: head at which to look at tail again */
     uint64_t cap;                       /* events; a power of two */
     _Atomic uint64_t dropped;
+    /* The counting of the last event pushed: step_mark is (head << 2 | i)
+     * while its step i is made, step_old that counter before it
+     * (count_pushed). */
+    _Atomic uint64_t step_mark, step_old;
     _Alignas(64) _Atomic uint64_t cnt[HCG_CNT_N]; /* the owner's exact counts */
     _Alignas(64) _Atomic uint64_t tail; /* next slot the consumer reads */
     /* What the owner runs now (fn, since when in ticks; 0: nothing), read
@@ -201,32 +205,93 @@ static inline void bump(_Atomic uint64_t *c, uint64_t n)
                           memory_order_relaxed);
 }
 
-static void count_event(_Atomic uint64_t *cnt, const hcg_event *e)
+/* What an event adds to the counts: at most 3 (counter, amount) steps. */
+typedef struct cnt_step {
+    unsigned idx;
+    uint64_t add;
+} cnt_step;
+
+static unsigned event_steps(const hcg_event *e, cnt_step s[3])
 {
+    unsigned n = 0;
     switch (e->kind) {
     case HCG_EV_RUN:
-        bump(&cnt[HCG_CNT_RAN + (e->fnkind < HCG_FN_KIND_COUNT ? e->fnkind : 0)], 1);
+        s[n++] = (cnt_step){HCG_CNT_RAN + (e->fnkind < HCG_FN_KIND_COUNT ? e->fnkind : 0), 1};
         if (hcg_fnkind_is_copy((hcg_fnkind)e->fnkind))
-            bump(&cnt[HCG_CNT_BYTES], e->bytes);
-        if (e->graph)
-            bump(&cnt[HCG_CNT_GRAPH_RUNS], 1);
+            s[n++] = (cnt_step){HCG_CNT_BYTES, e->bytes};
         break;
     case HCG_EV_SKIP:
-        bump(&cnt[HCG_CNT_SKIPPED + (e->reason < HCGUARD_STATUS_COUNT ? e->reason : 0)], 1);
+        s[n++] = (cnt_step){HCG_CNT_SKIPPED + (e->reason < HCGUARD_STATUS_COUNT ? e->reason : 0),
+                            1};
         if (e->flags & HCG_EVF_REPORTED)
-            bump(&cnt[HCG_CNT_SKIPPED_REPORTED], 1);
-        if (e->graph)
-            bump(&cnt[HCG_CNT_GRAPH_RUNS], 1);
+            s[n++] = (cnt_step){HCG_CNT_SKIPPED_REPORTED, 1};
         break;
     case HCG_EV_REJECT:
-        bump(&cnt[HCG_CNT_REJECTED + (e->reason < HCGUARD_STATUS_COUNT ? e->reason : 0)], 1);
+        s[n++] = (cnt_step){HCG_CNT_REJECTED + (e->reason < HCGUARD_STATUS_COUNT ? e->reason : 0),
+                            1};
         break;
     case HCG_EV_FINDING:
-        bump(&cnt[HCG_CNT_FINDING + (e->reason < HCG_FIND_COUNT ? e->reason : 0)], 1);
+        s[n++] = (cnt_step){HCG_CNT_FINDING + (e->reason < HCG_FIND_COUNT ? e->reason : 0), 1};
         break;
     default:
         break;
     }
+    if ((e->kind == HCG_EV_RUN || e->kind == HCG_EV_SKIP) && e->graph)
+        s[n++] = (cnt_step){HCG_CNT_GRAPH_RUNS, 1};
+    return n;
+}
+
+/* An event dropped (its ring full): counted, nothing else. */
+static void count_dropped(_Atomic uint64_t *cnt, const hcg_event *e)
+{
+    cnt_step s[3];
+    for (unsigned i = 0, n = event_steps(e, s); i < n; i++)
+        bump(&cnt[s[i].idx], s[i].add);
+}
+
+/* The event just published at head - 1, counted. A process killed in the
+ * middle leaves the step it was at and that counter's value before it, so
+ * that the launcher counts what is left of it (finish_counting): the
+ * recovered counts hold every event the rings hold, once. Release stores:
+ * each step's note is made before its counter, each counter before the
+ * next note (a death stops the thread in program order). */
+static inline void count_step(ring *r, uint64_t mark, unsigned idx, uint64_t add)
+{
+    uint64_t old = atomic_load_explicit(&r->cnt[idx], memory_order_relaxed);
+    atomic_store_explicit(&r->step_old, old, memory_order_relaxed);
+    atomic_store_explicit(&r->step_mark, mark, memory_order_release);
+    atomic_store_explicit(&r->cnt[idx], old + add, memory_order_release);
+}
+
+static inline void count_pushed(ring *r, const hcg_event *e, uint64_t head)
+{
+    /* The common events, a stream launch's run, inline: as event_steps. */
+    if (HCG_LIKELY(e->kind == HCG_EV_RUN && !e->graph && e->fnkind < HCG_FN_KIND_COUNT)) {
+        count_step(r, head << 2, HCG_CNT_RAN + e->fnkind, 1);
+        if (hcg_fnkind_is_copy((hcg_fnkind)e->fnkind))
+            count_step(r, head << 2 | 1, HCG_CNT_BYTES, e->bytes);
+        return;
+    }
+    cnt_step s[3];
+    for (unsigned i = 0, n = event_steps(e, s); i < n; i++)
+        count_step(r, head << 2 | i, s[i].idx, s[i].add);
+}
+
+/* The launcher: the counts the last event of r (at head - 1) had still to
+ * add when its thread died, into out. */
+static void finish_counting(const ring *r, uint64_t head, hcg_counts *out)
+{
+    cnt_step s[3];
+    if (!head)
+        return;
+    unsigned n = event_steps(&r->ev[(head - 1) & (r->cap - 1)], s), from = 0;
+    uint64_t mark = atomic_load(&r->step_mark);
+    if (mark >> 2 == head && (mark & 3) < n) {
+        unsigned i = mark & 3;
+        from = atomic_load(&r->cnt[s[i].idx]) == atomic_load(&r->step_old) ? i : i + 1;
+    }
+    for (unsigned i = from; i < n; i++)
+        out->v[s[i].idx] += s[i].add;
 }
 
 void hcg_count_collector(hcg_finding f)
@@ -305,17 +370,18 @@ void hcg_event_push(const hcg_event *e)
         if (!r)
             return;
     }
-    count_event(r->cnt, e);
     uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
     if (HCG_UNLIKELY(h - r->tail_seen >= r->cap)) {
         r->tail_seen = atomic_load_explicit(&r->tail, memory_order_acquire);
         if (h - r->tail_seen >= r->cap) {
+            count_dropped(r->cnt, e);
             bump(&r->dropped, 1);
             return;
         }
     }
     r->ev[h & (r->cap - 1)] = *e;
     atomic_store_explicit(&r->head, h + 1, memory_order_release);
+    count_pushed(r, e, h + 1);
     if (HCG_UNLIKELY(h + 1 >= r->check_at))
         passed_mark(r, h + 1);
 }
@@ -459,6 +525,7 @@ void hcg_events_recover(const hcg_flight *f, hcg_counts *counts, uint64_t *dropp
             counts->v[k] += atomic_load(&r->cnt[k]);
         *dropped += atomic_load(&r->dropped);
         uint64_t h = atomic_load(&r->head), t = atomic_load(&r->tail);
+        finish_counting(r, h, counts);
         uint64_t pend = atomic_load(&r->pend_to);
         if (pend != t && pend - t <= h - t) /* died writing [t, pend) */
             EACH_FILE_SINK(k)

@@ -81,8 +81,9 @@ hcg_event hcg_event_make(hcg_evkind kind, unsigned reason, hcg_api api, uintptr_
                          uintptr_t fn, uintptr_t user);
 /* Copy *e into the calling thread's ring: no lock, no allocation (after a
  * thread's first event), no system call in the common path (the collector
- * is woken when the ring passes half full). Counts it first; drops and
- * counts the drop when full. */
+ * is woken when the ring passes half full). Counts it once published (in
+ * steps that the launcher finishes for a thread killed in the middle);
+ * when the ring is full, counts it and counts the drop. */
 void hcg_event_push(const hcg_event *e);
 /* The next finding this thread makes belongs to the launch numbered seq
  * (made at its enqueue): it takes that number. */
@@ -165,7 +166,9 @@ typedef struct hcg_sink {
     void (*rewrite_from)(int64_t off);
     void (*after_fork)(void);  /* in a fork child: its own from now on */
     int exec_slot;             /* its letter in HCGUARD_EXEC (HCG_SINK_LOG, ...) */
-    char (*exec_state)(void);  /* what the next image does with its file */
+    /* What the next image does with its file; forked: the image a child of
+     * vfork or _Fork execs, which takes the file as a fork child would. */
+    char (*exec_state)(int forked);
     void (*close)(void);       /* at exit, after the last drain */
     void (*summary)(void);     /* its line in the exit summary */
     /* The run's report: whether there is anything to report, print it
