@@ -79,7 +79,6 @@ int hcg_fork_foreign(void)
     return atomic_load(&owner) != (int)getpid();
 }
 
-
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 static void do_register(void)
