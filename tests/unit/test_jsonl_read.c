@@ -473,6 +473,46 @@ static void test_trace_thread_ends(void)
     hcg_sinks_trace_end(tp);
 }
 
+/* On the track the streams past the first 256 share, two callback threads
+ * run at the same time, again and again (runs of 10 ms, side by side): a
+ * run is shown nested or from when the other ended (docs/LOG.md), never
+ * later, however many ran before it. */
+static void test_trace_shared_track(void)
+{
+    hcg_trace_proc *tp = hcg_sinks_trace_start(7, 0, HCG_TRACE_TID_BASE, 1);
+    CHECK(tp != NULL);
+    char out[HCG_SINK_EVENT_MAX];
+    hcg_event e = {0};
+    e.kind = HCG_EV_RUN;
+    e.tid = 100;
+    for (unsigned i = 0; i < HCG_TRACE_STREAM_TRACKS; i++) { /* every track of its own taken */
+        e.seq++;
+        e.stream = 0x1000 + 16 * i;
+        e.t_enqueue = e.t_start = 1000 + 10 * i;
+        e.t_end = e.t_start + 5;
+        hcg_sinks_trace_event(tp, &e, "f", 0, out, sizeof out);
+    }
+    const uint64_t t0 = 1000000, run = 10000000;
+    uint64_t worst = 0;
+    for (unsigned i = 0; i < 100; i++)
+        for (unsigned k = 0; k < 2; k++) {
+            e.seq++;
+            e.tid = 200 + k;
+            e.stream = 0x100000 + 16 * k;
+            e.t_enqueue = e.t_start = t0 + i * run;
+            e.t_end = e.t_start + run;
+            out[hcg_sinks_trace_event(tp, &e, "f", 0, out, sizeof out)] = '\0';
+            const char *at = strstr(out, "\"ts\":");
+            REQUIRE(at != NULL);
+            uint64_t shown = (uint64_t)(strtod(at + 5, NULL) * 1000.0 + 0.5);
+            if (shown > e.t_start && shown - e.t_start > worst)
+                worst = shown - e.t_start;
+        }
+    CHECK_MSG(worst <= run, "a run shown %.3f ms after it began (want at most %.3f)",
+              worst / 1e6, run / 1e6);
+    hcg_sinks_trace_end(tp);
+}
+
 /* The header record (hcg_loghdr_parse): read when it is one, "not a
  * header" (1) for an event line, refused with a reason when it cannot be
  * used, a newer schema above all. */
@@ -548,6 +588,7 @@ static const check_case cases[] = {
     CHECK_CASE(reopen_cut),
     CHECK_CASE(rewrite_batch),
     CHECK_CASE(trace_thread_ends),
+    CHECK_CASE(trace_shared_track),
 };
 
 int main(int argc, char **argv)
