@@ -328,12 +328,13 @@ static unsigned end_slot(const hcg_trace_proc *tp, uint32_t tid)
     return tid % MAX_TRACKS;
 }
 
-/* A slice [*start, *end] written after one that ended at last, on the same
- * track, begins no earlier than last. One that ends later begins at last
- * (it may hold the last: a host function run inside it); one that ends
- * no later is moved to begin at last, its duration kept: the two ran one
- * after the other, and the two drains' clock references that converted
- * them disagree (by a few ns, more than a short run lasts). */
+/* A slice [*start, *end] written after one that ended at last, on a track
+ * whose runs follow one another (a callback thread's, a stream's own),
+ * begins no earlier than last. One that ends later begins at last (it may
+ * hold the last: a host function run inside it); one that ends no later
+ * is moved to begin at last, its duration kept: the two ran one after the
+ * other, and the two drains' clock references that converted them
+ * disagree (by a few ns, more than a short run lasts). */
 static void begin_after(uint64_t last, uint64_t *start, uint64_t *end)
 {
     if (*start >= last)
@@ -341,6 +342,17 @@ static void begin_after(uint64_t last, uint64_t *start, uint64_t *end)
     if (*end <= last)
         *end = last + (*end - *start);
     *start = last;
+}
+
+/* On a track streams share (past the first 256, or unknown), runs of
+ * different streams may have run at the same time: one that ends later
+ * than the last begins when it ended, one that ends no earlier is left
+ * nested in it. Never moved later as a whole, which would push every run
+ * after it later still. */
+static void clip_after(uint64_t last, uint64_t *start, const uint64_t *end)
+{
+    if (*start < last && *end > last)
+        *start = last;
 }
 
 /* A run's slice [start, end] (ns) begins no earlier than the last one on
@@ -354,10 +366,14 @@ static uint64_t track_start(hcg_trace_proc *tp, uint32_t tid, stream_track *st, 
         *end = start;
     if (tp->last_end[i].tid == tid)
         begin_after(tp->last_end[i].end, &start, end);
-    begin_after(st->end, &start, end);
+    if (st == &tp->other || st == &tp->unknown)
+        clip_after(st->end, &start, end);
+    else
+        begin_after(st->end, &start, end);
     tp->last_end[i].tid = tid;
     tp->last_end[i].end = *end;
-    st->end = *end;
+    if (*end > st->end) /* a run nested on a shared track ends inside the last */
+        st->end = *end;
     return start;
 }
 
