@@ -287,6 +287,38 @@ static void unhandled(const char *how, int argc, char **argv)
               (unsigned long long)now.host_fns_ran);
 }
 
+/* _Fork reject: one rejection here, three in a child of _Fork (refused
+ * before the driver is asked), which then _exits; the program's counts
+ * are its own: one rejection. */
+static void reject_in(CUstream s, int n)
+{
+    static unsigned char a[64];
+    hcguard_copy_record bad = {(uintptr_t)a, (uintptr_t)(a + 8), sizeof a}; /* overlap */
+    CUhostFn copy = (CUhostFn)dlsym(RTLD_DEFAULT, "hcguard_host_copy");
+    for (int i = 0; i < n; i++)
+        CHECK_MSG(cuLaunchHostFunc(s, copy, &bad) == CUDA_ERROR_INVALID_VALUE, "bad record");
+}
+
+static void fork_rejects(void)
+{
+    test_stats_fn get = test_require_hcguard(NULL);
+    CUstream s = test_context();
+    reject_in(s, 1);
+    fflush(NULL);
+    pid_t pid = fork_fn("_Fork")();
+    if (pid == 0) {
+        reject_in(s, 3);
+        _exit(0);
+    }
+    REQUIRE(pid > 0);
+    int st = 0;
+    CHECK_MSG(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+              "the child ended with status %d", st);
+    hcguard_stats now = test_stats(get);
+    CHECK_MSG(now.rejected == 1, "%llu rejections counted, want 1 (the child's are not "
+              "this process's)", (unsigned long long)now.rejected);
+}
+
 static void s_vfork(void)
 {
     unhandled("vfork", 0, NULL); /* its child may only exec or _exit */
@@ -294,6 +326,10 @@ static void s_vfork(void)
 
 static void s_Fork(int argc, char **argv)
 {
+    if (argc > 0 && !strcmp(argv[0], "reject")) {
+        fork_rejects();
+        return;
+    }
     unhandled("_Fork", argc, argv);
 }
 
@@ -312,7 +348,7 @@ static const check_scenario scenarios[] = {
     CHECK_SCENARIO("hang", hang),
     CHECK_SCENARIO("first", first),
     CHECK_SCENARIO("vfork", s_vfork),
-    CHECK_SCENARIO_ARGS("_Fork", s_Fork, 0, 1, "[exit]"),
+    CHECK_SCENARIO_ARGS("_Fork", s_Fork, 0, 1, "[exit|reject]"),
     CHECK_SCENARIO("spawned", spawned),
 };
 
