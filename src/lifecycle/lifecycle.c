@@ -285,6 +285,27 @@ HCG_EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file
     return do_spawn(HCG_REAL(posix_spawnp), pid, file, fa, attr, argv, envp);
 }
 
+#if __GLIBC_PREREQ(2, 34)
+/* _Fork runs no fork handler, and its child would record into its
+ * parent's flight record, which is mapped shared: the child's events and
+ * counts would be taken for the parent's. The child gets its private copy
+ * at once, as a fork child's first hook does (async-signal-safe, as _Fork
+ * is meant to be), and otherwise leaves hcguard's state alone
+ * (hcg_fork_foreign): what it records stays in its own memory. */
+HCG_EXPORT pid_t _Fork(void)
+{
+    hcg_libc_Fork_fn real = HCG_REAL(Fork);
+    if (!real) {
+        errno = ENOSYS;
+        return -1;
+    }
+    pid_t pid = real();
+    if (pid == 0)
+        hcg_flight_after_fork();
+    return pid;
+}
+#endif
+
 /* The hook for the chained handlers of fatal signals (src/check/fault.c): the
  * events still in the rings go to the log and the trace, unless this thread
  * was interrupted draining them (another thread's drain is waited for while
