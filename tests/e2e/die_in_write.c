@@ -4,6 +4,7 @@
  * batch of events is in the file and still in the ring.
  *
  *   HCG_DIE_WRITE=PATH:N[:half]
+ *   HCG_DIE_WRITE=PATH:@TEXT   after the first write to PATH holding TEXT
  *
  * Only in hc_lost: `hcguard run`, preloaded with it too, writes the same
  * file afterwards. */
@@ -21,6 +22,7 @@ static ssize_t (*real_write)(int, const void *, size_t);
 static char path[4096];
 static long nth;
 static int half;
+static const char *mark; /* @TEXT */
 static atomic_long writes;
 
 __attribute__((constructor)) static void init(void)
@@ -36,6 +38,10 @@ __attribute__((constructor)) static void init(void)
         abort();
     }
     *c++ = 0;
+    if (*c == '@') {
+        mark = c + 1;
+        return;
+    }
     nth = strtol(c, &c, 10);
     half = !strcmp(c, ":half");
 }
@@ -53,7 +59,9 @@ ssize_t write(int fd, const void *buf, size_t n)
         errno = ENOSYS;
         return -1;
     }
-    if (!the_file(fd) || atomic_fetch_add(&writes, 1) + 1 != nth)
+    if (!the_file(fd))
+        return real_write(fd, buf, n);
+    if (mark ? !memmem(buf, n, mark, strlen(mark)) : atomic_fetch_add(&writes, 1) + 1 != nth)
         return real_write(fd, buf, n);
     real_write(fd, buf, half ? n / 2 : n);
     kill(getpid(), SIGKILL);

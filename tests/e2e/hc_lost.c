@@ -429,6 +429,47 @@ static void die(const char *how, int bad)
     exit(1);
 }
 
+/* ---- two rings, the later drained first ---------------------------------
+ * ringcut N: a rejection here (this thread's ring is the record's first),
+ * a host function (the callback thread's ring, its second), then N
+ * rejections here while the next host function, hc_lost_marker, waits for
+ * them, and a pause until killed: the collector's next pass writes the
+ * marker's batch (the newer ring first) while this thread's N events are
+ * still in its ring. */
+static atomic_int rejections_made;
+void hc_lost_marker(void *p);
+
+__attribute__((noinline, used, visibility("default"))) void hc_lost_marker(void *p)
+{
+    while (!atomic_load(&rejections_made))
+        usleep(100);
+    noop(p);
+}
+
+static void reject_one(void)
+{
+    static char a[64];
+    hcguard_copy_record overlap = {(uintptr_t)a, (uintptr_t)(a + 8), 32};
+    CHECK_MSG(cuLaunchHostFunc(stream, copy_fn, &overlap) == CUDA_ERROR_INVALID_VALUE,
+              "the bad record was not rejected");
+}
+
+static void ringcut(unsigned long n)
+{
+    reject_one();
+    REQUIRE_OK(cuLaunchHostFunc(stream, noop, NULL));
+    REQUIRE_OK(cuStreamSynchronize(stream));
+    usleep(100000); /* both rings drained */
+    REQUIRE_OK(cuLaunchHostFunc(stream, hc_lost_marker, NULL));
+    for (unsigned long i = 0; i < n; i++)
+        reject_one();
+    atomic_store(&rejections_made, 1);
+    REQUIRE_OK(cuStreamSynchronize(stream));
+    fprintf(stderr, "ringcut: %lu rejections made\n", n + 1);
+    for (;;)
+        pause();
+}
+
 /* ---- the scenarios, with their arguments -------------------------------- */
 static unsigned long num(int argc, char **argv, int i)
 {
@@ -480,6 +521,8 @@ static void s_die(int argc, char **argv)
     die(argv[0], argc > 1 && !strcmp(argv[1], "bad"));
 }
 
+static void s_ringcut(int argc, char **argv) { ringcut(num(argc, argv, 0)); }
+
 static void s_sigview(int argc, char **argv)
 {
     (void)argc;
@@ -498,6 +541,7 @@ static const check_scenario scenarios[] = {
     CHECK_SCENARIO_ARGS("forkexec", s_forkexec, 2, 2, "N M"),
     CHECK_SCENARIO_ARGS("die", s_die, 1, 2, "HOW [bad]"),
     CHECK_SCENARIO_ARGS("sigview", s_sigview, 2, 2, "SIGNAL dfl|ign"),
+    CHECK_SCENARIO_ARGS("ringcut", s_ringcut, 1, 1, "N"),
 };
 
 int main(int argc, char **argv)
