@@ -507,6 +507,26 @@ static const ring *record_ring(const hcg_flight *f, uint32_t i)
     return r;
 }
 
+/* The batch a drain was writing when the program died (at most one:
+ * drains are serialised): each file made to hold it once, before any
+ * event is written again, as the trace is cut back to where the batch
+ * began and that would take what was written for another ring since. */
+static void batch_cut_short(const hcg_flight *f, uint32_t n)
+{
+    for (uint32_t i = 0; i < n && i < HCG_FLIGHT_MAX_RINGS; i++) {
+        const ring *r = record_ring(f, i);
+        if (!r)
+            continue;
+        uint64_t h = atomic_load(&r->head), t = atomic_load(&r->tail);
+        uint64_t pend = atomic_load(&r->pend_to);
+        if (pend != t && pend - t <= h - t) { /* died writing [t, pend) */
+            EACH_FILE_SINK(k)
+                (*k)->rewrite_from(r->pend_off[(*k)->exec_slot]);
+            return;
+        }
+    }
+}
+
 void hcg_events_recover(const hcg_flight *f, hcg_counts *counts, uint64_t *dropped)
 {
     hcg_clock_ref_t ref;
@@ -517,6 +537,7 @@ void hcg_events_recover(const hcg_flight *f, hcg_counts *counts, uint64_t *dropp
     for (unsigned i = 0; i < HCG_CNT_N; i++)
         counts->v[i] = atomic_load(&f->coll_cnt[i]);
     uint32_t n = atomic_load(&f->n_rings);
+    batch_cut_short(f, n);
     for (uint32_t i = 0; i < n && i < HCG_FLIGHT_MAX_RINGS; i++) {
         const ring *r = record_ring(f, i);
         if (!r)
@@ -526,10 +547,6 @@ void hcg_events_recover(const hcg_flight *f, hcg_counts *counts, uint64_t *dropp
         *dropped += atomic_load(&r->dropped);
         uint64_t h = atomic_load(&r->head), t = atomic_load(&r->tail);
         finish_counting(r, h, counts);
-        uint64_t pend = atomic_load(&r->pend_to);
-        if (pend != t && pend - t <= h - t) /* died writing [t, pend) */
-            EACH_FILE_SINK(k)
-                (*k)->rewrite_from(r->pend_off[(*k)->exec_slot]);
         if (h - t > r->cap)
             t = h - r->cap;
         for (; t != h; t++) {
