@@ -516,6 +516,28 @@ static void s_forkexec(int argc, char **argv)
     CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the child failed: %d", st);
 }
 
+/* forkexecbuf N M [kill]: as forkexec, the child's image given a smaller
+ * HCGUARD_BUFFER (its own choice), then N more copies here (and killed). */
+static void s_forkexecbuf(int argc, char **argv)
+{
+    do_copies(num(argc, argv, 0));
+    pid_t pid = fork();
+    if (pid == 0) {
+        setenv("HCGUARD_BUFFER", "1M", 1);
+        exec_self(argv[1]);
+    }
+    int st;
+    waitpid(pid, &st, 0);
+    CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the child failed: %d", st);
+    do_copies(num(argc, argv, 0));
+    if (argc > 2 && !strcmp(argv[2], "kill")) {
+        fprintf(stderr, "forkexecbuf: %lu copies, now killed\n", 2 * num(argc, argv, 0));
+        raise(SIGKILL);
+    }
+    check_exact("forkexecbuf", 2 * num(argc, argv, 0), 2 * num(argc, argv, 0),
+                16 * num(argc, argv, 0));
+}
+
 static void s_die(int argc, char **argv)
 {
     die(argv[0], argc > 1 && !strcmp(argv[1], "bad"));
@@ -542,6 +564,7 @@ static const check_scenario scenarios[] = {
     CHECK_SCENARIO_ARGS("die", s_die, 1, 2, "HOW [bad]"),
     CHECK_SCENARIO_ARGS("sigview", s_sigview, 2, 2, "SIGNAL dfl|ign"),
     CHECK_SCENARIO_ARGS("ringcut", s_ringcut, 1, 1, "N"),
+    CHECK_SCENARIO_ARGS("forkexecbuf", s_forkexecbuf, 2, 3, "N M [kill]"),
 };
 
 int main(int argc, char **argv)
