@@ -14,6 +14,7 @@
  * a fork child turns its mapping into a private copy at once. */
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -65,13 +66,26 @@ static void set_up(hcg_flight *f, size_t bytes, size_t ring_bytes, const hcg_con
     f->magic = HCG_FLIGHT_MAGIC;
 }
 
+/* Whether the file holds the record of another process (read, not
+ * mapped: such a file is left exactly as it is, its size included, which
+ * the owner's mapping and the launcher's reading depend on). */
+static int others(int fd)
+{
+    uint64_t magic = 0;
+    int32_t pid = 0;
+    if (pread(fd, &magic, sizeof magic, offsetof(hcg_flight, magic)) != (ssize_t)sizeof magic ||
+        pread(fd, &pid, sizeof pid, offsetof(hcg_flight, pid)) != (ssize_t)sizeof pid)
+        return 0; /* new (empty): the launcher made it for the first to come */
+    return magic == HCG_FLIGHT_MAGIC && pid != 0 && pid != (int32_t)getpid();
+}
+
 void *hcg_flight_attach(size_t pools_size)
 {
     const char *path = secure_getenv("HCGUARD_FLIGHT");
     if (!path || !path[0] || hcg_g_flight)
         return NULL;
     int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0 || !ours(fd)) {
+    if (fd < 0 || !ours(fd) || others(fd)) {
         if (fd >= 0)
             close(fd);
         return NULL;
