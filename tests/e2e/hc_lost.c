@@ -470,6 +470,28 @@ static void ringcut(unsigned long n)
         pause();
 }
 
+/* hangcut: a host function, hc_lost_hung, that runs until the process is
+ * killed (reported hung), while this thread makes a rejection every
+ * millisecond: each collector pass has a batch of them to write. */
+void hc_lost_hung(void *p);
+
+__attribute__((noinline, used, visibility("default"))) void hc_lost_hung(void *p)
+{
+    (void)p;
+    for (;;)
+        pause();
+}
+
+static void hangcut(void)
+{
+    REQUIRE_OK(cuLaunchHostFunc(stream, hc_lost_hung, NULL));
+    fprintf(stderr, "hangcut: rejecting until killed\n");
+    for (;;) {
+        reject_one();
+        usleep(1000);
+    }
+}
+
 /* ---- the scenarios, with their arguments -------------------------------- */
 static unsigned long num(int argc, char **argv, int i)
 {
@@ -544,6 +566,7 @@ static void s_die(int argc, char **argv)
 }
 
 static void s_ringcut(int argc, char **argv) { ringcut(num(argc, argv, 0)); }
+static void s_hangcut(void) { hangcut(); }
 
 static void s_sigview(int argc, char **argv)
 {
@@ -564,6 +587,7 @@ static const check_scenario scenarios[] = {
     CHECK_SCENARIO_ARGS("die", s_die, 1, 2, "HOW [bad]"),
     CHECK_SCENARIO_ARGS("sigview", s_sigview, 2, 2, "SIGNAL dfl|ign"),
     CHECK_SCENARIO_ARGS("ringcut", s_ringcut, 1, 1, "N"),
+    CHECK_SCENARIO("hangcut", s_hangcut),
     CHECK_SCENARIO_ARGS("forkexecbuf", s_forkexecbuf, 2, 3, "N M [kill]"),
 };
 
