@@ -462,6 +462,10 @@ static void batch_begins(ring *r, uint64_t end)
 {
     if (!hcg_g_flight)
         return;
+    /* What the files' buffers hold (the collector's own findings, written
+     * between passes) goes out first: it is in no ring, and must not be
+     * taken for part of the batch. */
+    flush_files();
     EACH_FILE_SINK(k)
         r->pend_off[(*k)->exec_slot] = (*k)->file_end();
     atomic_store_explicit(&r->pend_to, end, memory_order_release);
