@@ -40,7 +40,7 @@ def main():
     errors = "1 error" if exitcode else "0 errors"
     tag = how + ("-bad" if exitcode else "")
     if kill_at:
-        tag += "-killed-" + kill_at.replace(":", "-")
+        tag += "-killed-" + re.sub(r"[^A-Za-z0-9]", "-", kill_at)
     log = os.path.join(where, "die-%s.jsonl" % tag)
     trace = os.path.join(where, "die-%s.json" % tag)
     fresh(log, trace)

@@ -5,6 +5,7 @@
  *
  *   HCG_DIE_WRITE=PATH:N[:half]
  *   HCG_DIE_WRITE=PATH:@TEXT   after the first write to PATH holding TEXT
+ *                              (in which \n stands for a newline)
  *
  * Only in hc_lost: `hcguard run`, preloaded with it too, writes the same
  * file afterwards. */
@@ -39,7 +40,16 @@ __attribute__((constructor)) static void init(void)
     }
     *c++ = 0;
     if (*c == '@') {
-        mark = c + 1;
+        char *to = c;
+        mark = to;
+        for (const char *from = c + 1; *from; from++)
+            if (from[0] == '\\' && from[1] == 'n') {
+                *to++ = '\n';
+                from++;
+            } else {
+                *to++ = *from;
+            }
+        *to = 0;
         return;
     }
     nth = strtol(c, &c, 10);
