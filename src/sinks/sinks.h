@@ -137,6 +137,8 @@ void hcg_sinkfile_cut(hcg_sinkfile *f, off_t size, const char *why);
 #define HCG_SINK_CUT_HALF                                                                   \
     "its last event was cut short when the program died: removed (the event is written "   \
     "again from memory)"
+#define HCG_SINK_CUT_CLOSED                                                                 \
+    "the program closed it before it died: opened again for the events left in memory"
 /* The file's size (-1: no file); len bytes of it from off (pread's answer). */
 int64_t hcg_sinkfile_end(const hcg_sinkfile *f);
 ssize_t hcg_sinkfile_pread(const hcg_sinkfile *f, off_t off, char *buf, size_t len);

@@ -534,12 +534,22 @@ static int whole_object(const char *s, size_t n)
 
 /* A trace left by a program that died: events are "[\n{...}" then
  * ",\n{...}"; a last event cut short is removed with the ",\n" before
- * it (or the whole array begun anew, if it was the first). */
+ * it (or the whole array begun anew, if it was the first). One the
+ * program closed ("\n]\n", or "[]\n" with no event) before it died is
+ * opened again: the events left in memory follow, then one "]". */
 static void drop_half_event(void)
 {
     char tail[HCG_SINK_EVENT_MAX * 2];
     off_t size;
     size_t n = hcg_sinkfile_tail(&trace_file, tail, sizeof tail, &size);
+    if ((off_t)n == size && n == 3 && memcmp(tail, "[]\n", 3) == 0) {
+        hcg_sinkfile_cut(&trace_file, 0, HCG_SINK_CUT_CLOSED);
+        return;
+    }
+    if (n >= 4 && memcmp(tail + n - 4, "}\n]\n", 4) == 0) {
+        hcg_sinkfile_cut(&trace_file, size - 3, HCG_SINK_CUT_CLOSED);
+        return;
+    }
     size_t k = n;
     while (k > 0 && tail[k - 1] != '\n')
         k--;
