@@ -28,6 +28,7 @@
 #include <cuda.h>
 #include <dlfcn.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -319,6 +320,51 @@ static void fork_rejects(void)
               "this process's)", (unsigned long long)now.rejected);
 }
 
+/* _Fork execl: a child of _Fork execs with execl (which needs no malloc)
+ * while another thread of the parent allocates all the time: its lock,
+ * held at the _Fork, stays held in the child, whose exec must not wait for
+ * it. 200 children, each given 5 s. */
+static atomic_int churn_stop;
+
+static void *churn(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&churn_stop)) {
+        void *volatile p = malloc(4000);
+        free(p);
+    }
+    return NULL;
+}
+
+static void fork_execl(void)
+{
+    test_require_hcguard(NULL);
+    CUstream s = test_context();
+    REQUIRE_OK(cuLaunchHostFunc(s, ordinary, NULL)); /* hcguard started */
+    REQUIRE_OK(cuStreamSynchronize(s));
+    pthread_t t;
+    REQUIRE(pthread_create(&t, NULL, churn, NULL) == 0);
+    pid_t (*f)(void) = fork_fn("_Fork");
+    int hung = 0;
+    for (int i = 0; i < 200 && !hung; i++) {
+        pid_t pid = f();
+        if (pid == 0) {
+            signal(SIGALRM, SIG_DFL); /* not the watchdog's: this child dies of it */
+            alarm(5);
+            execl("/bin/true", "true", (char *)NULL);
+            _exit(127);
+        }
+        REQUIRE(pid > 0);
+        int st = 0;
+        REQUIRE(waitpid(pid, &st, 0) == pid);
+        hung = WIFSIGNALED(st) && WTERMSIG(st) == SIGALRM;
+        CHECK_MSG(hung || (WIFEXITED(st) && WEXITSTATUS(st) == 0), "child %d: status %d", i, st);
+    }
+    atomic_store(&churn_stop, 1);
+    pthread_join(t, NULL);
+    CHECK_MSG(!hung, "a child of _Fork hung in execl");
+}
+
 static void s_vfork(void)
 {
     unhandled("vfork", 0, NULL); /* its child may only exec or _exit */
@@ -326,6 +372,10 @@ static void s_vfork(void)
 
 static void s_Fork(int argc, char **argv)
 {
+    if (argc > 0 && !strcmp(argv[0], "execl")) {
+        fork_execl();
+        return;
+    }
     if (argc > 0 && !strcmp(argv[0], "reject")) {
         fork_rejects();
         return;
@@ -348,7 +398,7 @@ static const check_scenario scenarios[] = {
     CHECK_SCENARIO("hang", hang),
     CHECK_SCENARIO("first", first),
     CHECK_SCENARIO("vfork", s_vfork),
-    CHECK_SCENARIO_ARGS("_Fork", s_Fork, 0, 1, "[exit|reject]"),
+    CHECK_SCENARIO_ARGS("_Fork", s_Fork, 0, 1, "[exit|reject|execl]"),
     CHECK_SCENARIO("spawned", spawned),
 };
 
