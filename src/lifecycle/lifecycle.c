@@ -46,24 +46,38 @@ __attribute__((constructor)) static void watch_forks(void)
     pthread_atfork(NULL, forked, forked);
 }
 
+/* An array of n pointers, or NULL. Mapped, not malloc'd: exec may be
+ * called where malloc may not (a child of _Fork or of vfork, whose
+ * allocator's locks another thread may hold); given back by ptrs_free. */
+static char **ptrs_new(size_t n)
+{
+    size_t bytes = (n + 1) * sizeof(char *);
+    char **map = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (map == MAP_FAILED)
+        return NULL;
+    map[0] = (char *)(uintptr_t)bytes;
+    return map + 1;
+}
+
+static void ptrs_free(char **p)
+{
+    if (p)
+        munmap(p - 1, (size_t)(uintptr_t)p[-1]);
+}
+
 /* envp with HCGUARD_EXEC=var in place of any it had, and
  * HCG_SHARED_STDERR_VAR when more than one process shares stderr (shared:
  * a spawned child, or this process once it has forked or spawned); NULL if
- * out of memory (then envp is passed as it is). Mapped, not malloc'd: exec
- * may be called where malloc may not (a child of _Fork or of vfork, whose
- * allocator's locks another thread may hold); given back by env_free. */
+ * out of memory (then envp is passed as it is). */
 static char **with_exec_var(char *const envp[], const char *var, int shared)
 {
     static const size_t mark_len = sizeof HCG_SHARED_STDERR_VAR - 1;
     size_t n = 0;
     while (envp && envp[n])
         n++;
-    size_t bytes = (n + 4) * sizeof(char *);
-    char **map = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (map == MAP_FAILED)
+    char **out = ptrs_new(n + 3);
+    if (!out)
         return NULL;
-    map[0] = (char *)(uintptr_t)bytes;
-    char **out = map + 1;
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
         if (strncmp(envp[i], "HCGUARD_EXEC=", 13) != 0 &&
@@ -78,8 +92,7 @@ static char **with_exec_var(char *const envp[], const char *var, int shared)
 
 static void env_free(char **env)
 {
-    if (env)
-        munmap(env - 1, (size_t)(uintptr_t)env[-1]);
+    ptrs_free(env);
 }
 
 /* What this process hands its next image (or a spawned child). In a
@@ -200,7 +213,7 @@ static char **collect_args(const char *arg0, va_list ap, char ***envp_out)
     while (va_arg(count, char *))
         n++;
     va_end(count);
-    char **argv = malloc((n + 1) * sizeof *argv);
+    char **argv = ptrs_new(n + 1); /* not malloc: see ptrs_new */
     if (!argv)
         return NULL;
     argv[0] = (char *)arg0;
@@ -221,7 +234,7 @@ static int execl_common(const char *path, const char *arg, va_list ap, int with_
     }
     int r = do_execve(path, argv, envp, search);
     int err = errno;
-    free(argv);
+    ptrs_free(argv);
     errno = err;
     return r;
 }
