@@ -320,6 +320,33 @@ static void scribble(void)
     raise(SIGKILL);
 }
 
+/* Under hcguard run: the program writes over the head of its first ring
+ * and its size (a power of two whose events' bytes wrap to nothing, so
+ * that it looks like one that fits), and is killed; hcguard run must read
+ * no event outside the ring's memory, and still print the summary. */
+static void scribble_ring(void)
+{
+    launch(100);
+    const char *path = getenv("HCGUARD_FLIGHT");
+    int fd = path ? open(path, O_RDWR | O_CLOEXEC) : -1;
+    hcg_flight *f = fd >= 0 ? mmap(NULL, sizeof *f, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
+                            : MAP_FAILED;
+    if (f == MAP_FAILED) {
+        fprintf(stderr, "FAIL: no flight record (run this under hcguard run)\n");
+        exit(1);
+    }
+    uint64_t ring[4]; /* head, tail_seen, check_at, cap: a ring's first fields */
+    REQUIRE(pread(fd, ring, sizeof ring, (off_t)f->rings_off) == (ssize_t)sizeof ring);
+    unsigned shift = 0;
+    while (((uint64_t)1 << shift) < sizeof(hcg_event))
+        shift++;
+    ring[0] = (uint64_t)1 << 40;
+    ring[3] = (uint64_t)1 << (64 - shift);
+    REQUIRE(pwrite(fd, ring, sizeof ring, (off_t)f->rings_off) == (ssize_t)sizeof ring);
+    passed("scribble-ring");
+    raise(SIGKILL);
+}
+
 static void flood(long n)
 {
     for (long i = 0; i < n; i++)
@@ -365,6 +392,7 @@ static const check_scenario scenarios[] = {
     CHECK_SCENARIO("abort", abort_malloc),
     CHECK_SCENARIO("sysv", sysv),
     CHECK_SCENARIO("scribble", scribble),
+    CHECK_SCENARIO("scribble-ring", scribble_ring),
     CHECK_SCENARIO_ARGS("flood", s_flood, 1, 1, "N"),
 };
 
