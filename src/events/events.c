@@ -506,7 +506,10 @@ static const ring *record_ring(const hcg_flight *f, uint32_t i)
 {
     const ring *r = (const ring *)((const char *)f + f->rings_off + (size_t)i * f->ring_bytes);
     uint64_t cap = r->cap;
-    if (cap == 0 || (cap & (cap - 1)) || sizeof(ring) + cap * sizeof(hcg_event) > f->ring_bytes)
+    /* Divided, not multiplied: the program may have written any cap, and
+     * a large power of two's bytes would wrap to look small. */
+    if (cap == 0 || (cap & (cap - 1)) || f->ring_bytes < sizeof(ring) ||
+        cap > (f->ring_bytes - sizeof(ring)) / sizeof(hcg_event))
         return NULL; /* never set up, or not a ring */
     return r;
 }
