@@ -302,17 +302,26 @@ static void abort_malloc(void)
 /* Under hcguard run: the program writes over the file names in its own
  * flight record (a stray write would), with no terminating zero, and is
  * killed; hcguard run must not read them on past their fields. */
-static void scribble(void)
+/* This process's flight record (its header mapped, the file in *fd), or
+ * exit 1 said: not under hcguard run. */
+static hcg_flight *own_flight(int *fd)
 {
-    launch(100);
     const char *path = getenv("HCGUARD_FLIGHT");
-    int fd = path ? open(path, O_RDWR | O_CLOEXEC) : -1;
-    hcg_flight *f = fd >= 0 ? mmap(NULL, sizeof *f, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
-                            : MAP_FAILED;
+    *fd = path ? open(path, O_RDWR | O_CLOEXEC) : -1;
+    hcg_flight *f = *fd >= 0 ? mmap(NULL, sizeof *f, PROT_READ | PROT_WRITE, MAP_SHARED, *fd, 0)
+                             : MAP_FAILED;
     if (f == MAP_FAILED) {
         fprintf(stderr, "FAIL: no flight record (run this under hcguard run)\n");
         exit(1);
     }
+    return f;
+}
+
+static void scribble(void)
+{
+    launch(100);
+    int fd;
+    hcg_flight *f = own_flight(&fd);
     memset(f->log_path, 'A', sizeof f->log_path);
     memset(f->trace_path, 'B', sizeof f->trace_path);
     memset(f->report_path, 'C', sizeof f->report_path);
@@ -327,14 +336,8 @@ static void scribble(void)
 static void scribble_ring(void)
 {
     launch(100);
-    const char *path = getenv("HCGUARD_FLIGHT");
-    int fd = path ? open(path, O_RDWR | O_CLOEXEC) : -1;
-    hcg_flight *f = fd >= 0 ? mmap(NULL, sizeof *f, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
-                            : MAP_FAILED;
-    if (f == MAP_FAILED) {
-        fprintf(stderr, "FAIL: no flight record (run this under hcguard run)\n");
-        exit(1);
-    }
+    int fd;
+    hcg_flight *f = own_flight(&fd);
     uint64_t ring[4]; /* head, tail_seen, check_at, cap: a ring's first fields */
     REQUIRE(pread(fd, ring, sizeof ring, (off_t)f->rings_off) == (ssize_t)sizeof ring);
     unsigned shift = 0;
