@@ -778,6 +778,15 @@ static void watch_hangs(uint64_t hang_ns)
     }
 }
 
+uint64_t hcg_events_pushed(void)
+{
+    uint64_t n = 0;
+    for (ring *r = atomic_load(&rings); r; r = r->next)
+        n += atomic_load_explicit(&r->head, memory_order_relaxed) +
+             atomic_load_explicit(&r->dropped, memory_order_relaxed);
+    return n;
+}
+
 uint64_t hcg_events_dropped(void)
 {
     uint64_t n = 0;

@@ -120,6 +120,9 @@ uint64_t hcg_events_flow_room(void);
 uint32_t hcg_events_drain_gen(void);
 void hcg_events_wait_drain(uint32_t gen, unsigned ms);
 uint64_t hcg_events_dropped(void);
+/* Events pushed (or dropped) into all rings so far: moves while host
+ * functions run anywhere in the process. */
+uint64_t hcg_events_pushed(void);
 /* Drain every ring and write the files' buffers out now (before exec). */
 void hcg_events_flush_files(void);
 /* The same from a fatal signal's handler: only if no drain is under way

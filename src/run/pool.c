@@ -175,9 +175,13 @@ hcg_call *hcg_call_new(hcg_api api, CUstream s, CUhostFn fn, void *user, hcg_fnk
  * never the driver's callback thread. A thread looks at the others' counts
  * only after its credit (its part of the room left) is spent. A host
  * function that does not run (it waits for something the launching thread
- * will do later) is not waited for longer than FLOW_STALL_MS without any
- * progress: the launch then goes on (events may then be dropped, counted). */
+ * will do later, or after a device-side wait) is not waited for long:
+ * when no host function has run anywhere for FLOW_IDLE_MS, waiting cannot
+ * help, and the launch goes on; when they run but the collector frees no
+ * room for FLOW_STALL_MS (its log's disk hangs), the same. Events may then
+ * be dropped, counted. */
 #define FLOW_STALL_MS 2000
+#define FLOW_IDLE_MS 100
 
 /* p's one-shot launches: all it launched on streams, less those captured
  * into graphs (one count fewer on every launch's path). */
@@ -206,21 +210,26 @@ static uint64_t flow_outstanding_all(void)
 }
 
 /* Wait until the undrained launches of all threads are down to half the
- * room, or nothing has moved for FLOW_STALL_MS. Returns them. */
+ * room, or waiting stops helping (above). Returns them. */
 static uint64_t flow_wait_for_room(hcg_pool *p, uint64_t room, uint64_t all)
 {
-    uint64_t since = hcg_now_ns(), last = all;
+    uint64_t since = hcg_now_ns(), ran_at = since, last = all, pushed = hcg_events_pushed();
     while (all > room / 2) {
         hcg_events_wait_drain(hcg_events_drain_gen(), 1);
         all = flow_outstanding_all();
-        uint64_t now = hcg_now_ns();
+        uint64_t now = hcg_now_ns(), pushed_now = hcg_events_pushed();
         if (all < last)
-            since = now;
+            since = ran_at = now;
+        if (pushed_now != pushed)
+            ran_at = now;
         last = all;
-        if (now - since >= FLOW_STALL_MS * 1000000ull) {
+        pushed = pushed_now;
+        if (now - ran_at >= FLOW_IDLE_MS * 1000000ull || now - since >= FLOW_STALL_MS * 1000000ull) {
             uint64_t mine = flow_outstanding(p);
-            hcg_debug("%" PRIu64 " host functions launched have not run for %d ms: launches go "
-                      "on without waiting for them", all, FLOW_STALL_MS);
+            hcg_debug("%" PRIu64 " host functions launched have not %s for %" PRIu64
+                      " ms: launches go on without waiting for them", all,
+                      now - since >= FLOW_STALL_MS * 1000000ull ? "been drained" : "run",
+                      (now - (now - since >= FLOW_STALL_MS * 1000000ull ? since : ran_at)) / 1000000);
             hcg_owner_add(&p->flow_forgiven, mine); /* they do not run: stop waiting for them */
             return all - mine;
         }

@@ -5,6 +5,8 @@
  *   hc_lost flood N          N host functions from one thread, as fast as it can
  *   hc_lost copies N         N host copies from one thread
  *   hc_lost threads T N      T threads on T streams launching N in total
+ *   hc_lost gated N          N host functions behind one that waits for this
+ *                            thread to open it after launching them all
  *   hc_lost warnings W       W closure warnings, then one bad record
  *   hc_lost dtor T N         T threads whose key destructors launch N in total
  *   hc_lost forkprint F busy|quiet  F forks while another thread floods messages
@@ -130,6 +132,39 @@ static void threads(unsigned t, unsigned long n)
         pthread_join(w[i].t, NULL);
     CHECK_MSG(atomic_load(&ran) == n, "ran %lu of %lu", atomic_load(&ran), n);
     check_exact("threads", n, 0, 0);
+}
+
+/* ---- a queue held shut by its own launching thread ---------------------- */
+static atomic_int gate_open;
+
+static void gate(void *p)
+{
+    (void)p;
+    while (!atomic_load(&gate_open))
+        nanosleep(&(struct timespec){0, 100000}, NULL);
+    atomic_fetch_add_explicit(&ran, 1, memory_order_relaxed);
+}
+
+/* Past three quarters of half a ring launched and not run, a launch waits
+ * for the collector; these cannot run until the launches are over, so
+ * waiting must stop soon (no host function runs anywhere), not after the
+ * 2 s that a collector that frees no room is given. */
+static void gated(unsigned long n)
+{
+    REQUIRE_OK(cuLaunchHostFunc(stream, gate, NULL));
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (unsigned long i = 0; i < n; i++)
+        REQUIRE_OK(cuLaunchHostFunc(stream, noop, NULL));
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    atomic_store(&gate_open, 1);
+    REQUIRE_OK(cuStreamSynchronize(stream));
+    double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    fprintf(stderr, "gated: %lu launches behind a shut gate took %.3f s\n", n, s);
+    CHECK_MSG(s < 1.5, "%lu launches behind a shut gate took %.3f s: flow control waited for "
+              "host functions that could not run", n, s);
+    CHECK_MSG(atomic_load(&ran) == n + 1, "ran %lu of %lu", atomic_load(&ran), n + 1);
+    check_exact("gated", n + 1, 0, 0);
 }
 
 /* Code in anonymous memory: a closure warning at every launch. */
@@ -500,6 +535,7 @@ static unsigned long num(int argc, char **argv, int i)
 
 static void s_flood(int argc, char **argv) { flood(num(argc, argv, 0)); }
 static void s_copies(int argc, char **argv) { copies(num(argc, argv, 0)); }
+static void s_gated(int argc, char **argv) { gated(num(argc, argv, 0)); }
 static void s_warnings(int argc, char **argv) { warnings(num(argc, argv, 0)); }
 static void s_copies_only(int argc, char **argv) { do_copies(num(argc, argv, 0)); }
 
@@ -578,6 +614,7 @@ static const check_scenario scenarios[] = {
     CHECK_SCENARIO_ARGS("flood", s_flood, 1, 1, "N"),
     CHECK_SCENARIO_ARGS("copies", s_copies, 1, 1, "N"),
     CHECK_SCENARIO_ARGS("threads", s_threads, 1, 2, "THREADS [N]"),
+    CHECK_SCENARIO_ARGS("gated", s_gated, 1, 1, "N"),
     CHECK_SCENARIO_ARGS("warnings", s_warnings, 1, 1, "N"),
     CHECK_SCENARIO_ARGS("dtor", s_dtor, 1, 2, "THREADS [N]"),
     CHECK_SCENARIO_ARGS("forkprint", s_forkprint, 1, 2, "FORKS [busy]"),
