@@ -213,17 +213,16 @@ static uint64_t flow_outstanding_all(void)
  * room, or waiting stops helping (above). Returns them. */
 static uint64_t flow_wait_for_room(hcg_pool *p, uint64_t room, uint64_t all)
 {
-    uint64_t since = hcg_now_ns(), ran_at = since, lowest = all, pushed = hcg_events_pushed();
+    uint64_t since = hcg_now_ns(), ran_at = since, last = all, pushed = hcg_events_pushed();
     while (all > room / 2) {
         hcg_events_wait_drain(hcg_events_drain_gen(), 1);
         all = flow_outstanding_all();
         uint64_t now = hcg_now_ns(), pushed_now = hcg_events_pushed();
-        /* Progress is a new low: other threads' launches drained and
-         * replaced by more, while these stay, are not progress. */
-        if (all < lowest)
-            since = ran_at = now, lowest = all;
+        if (all < last)
+            since = ran_at = now;
         if (pushed_now != pushed)
             ran_at = now;
+        last = all;
         pushed = pushed_now;
         if (now - ran_at >= FLOW_IDLE_MS * 1000000ull || now - since >= FLOW_STALL_MS * 1000000ull) {
             uint64_t mine = flow_outstanding(p);

@@ -209,8 +209,7 @@ static volatile uint32_t *device_gate(void)
  * for the collector; these cannot run until the launches are over, so
  * waiting must stop soon (no host function runs anywhere), not after the
  * 2 s that a collector that frees no room is given; and, while another
- * thread's host functions run and drain, it must stop at all (the others'
- * drains are not room for these). */
+ * thread's host functions run and drain (busy), within that 2 s. */
 static void gated(unsigned long n, int busy)
 {
     pthread_t t;
