@@ -211,10 +211,9 @@ static inline unsigned char *test_closures(size_t n)
  * is its first argument) and kernel stack where readable, and every
  * thread's backtrace where gdb is installed (15 s at most a process: gdb
  * can take minutes on a sanitizer's build; HC_WATCHDOG_GDB=0: none); then
- * it kills them and exits
- * 124. A hang is then never silent, nor left to the test's timeout. Only
- * for a deadline far beyond the program's normal time: a hang detector,
- * not a timing check. (SIGALRM: the program must not use it; a fork child
+ * it kills them, says how many, and exits 124. A hang is then never
+ * silent, nor left to the test's timeout. Only for a deadline far beyond
+ * the program's normal time: a hang detector, not a timing check. (SIGALRM: the program must not use it; a fork child
  * does not inherit the alarm.) */
 #include <signal.h>
 #include <sys/wait.h>
@@ -238,11 +237,12 @@ static const char test_watchdog_script[] =
     "  done\n"
     "}\n"
     "root=$1; todo=$1; seen=''\n"
-    "while [ -n \"$todo\" ]; do\n"
-    "  set -- $todo; me=$1; shift; todo=\"$*\"; kids=''\n"
+    "while set -- $todo; [ $# -gt 0 ]; do\n"
+    "  me=$1; shift; todo=\"$*\"; kids=''\n"
     "  dump $me; todo=\"$todo $kids\"; seen=\"$seen $me\"\n"
     "done\n"
-    "for p in $seen; do [ \"$p\" != \"$root\" ] && kill -9 $p 2>/dev/null; done\n"
+    "n=0; for p in $seen; do [ \"$p\" != \"$root\" ] && kill -9 $p 2>/dev/null && n=$((n + 1)); done\n"
+    "echo \"watchdog: processes below it killed: $n\"\n"
     "exit 0\n";
 
 static void test_watchdog_fire(int sig)
