@@ -21,6 +21,11 @@
  *   hc_sigattack abort         abort() while two threads malloc and free
  *   hc_sigattack scribble      under hcguard run: writes over the file names
  *                              in its flight record, then SIGKILL
+ *   hc_sigattack countcut noted|unnoted|written  under hcguard run: the
+ *                              counting of the last event is undone in its
+ *                              flight record, as a death inside it leaves it
+ *                              (its step noted, or not yet; written: left
+ *                              done), then SIGKILL
  *   hc_sigattack flood N       N host functions, then SIGTERM at once
  * Each launches 100 host functions before it dies unless said otherwise,
  * and prints "<mode>: passed" when every check it makes held. */
@@ -350,6 +355,50 @@ static void scribble_ring(void)
     raise(SIGKILL);
 }
 
+/* Under hcguard run: the program is killed as its callback thread has
+ * published the event of the 100th run and not yet counted it (the
+ * counter's step noted, or not yet noted): its flight record is made to
+ * look so, and hcguard run must count that run once (100 ran, not 99);
+ * killed just after the counting (written), not twice (not 101).
+ * A ring's first fields, as src/events/events.c lays them out: head,
+ * tail_seen, check_at, cap, dropped, step_mark, step_old; its counters
+ * from byte 64. The layout is checked against what 100 runs left first. */
+enum { R_HEAD, R_CAP = 3, R_MARK = 5, R_OLD, R_CNT = 8 };
+
+static void countcut(const char *how)
+{
+    launch(100);
+    int fd;
+    hcg_flight *f = own_flight(&fd);
+    uint64_t r[R_CNT + HCG_CNT_N];
+    off_t at = -1;
+    for (uint32_t i = 0; i < atomic_load(&f->n_rings) && at < 0; i++) {
+        off_t o = (off_t)(f->rings_off + (uint64_t)i * f->ring_bytes);
+        REQUIRE(pread(fd, r, sizeof r, o) == (ssize_t)sizeof r);
+        if (r[R_HEAD] == 100)
+            at = o;
+    }
+    REQUIRE(at >= 0); /* the callback thread's ring holds the 100 runs */
+    uint64_t *ran = &r[R_CNT + HCG_CNT_RAN + HCG_FN_ORDINARY];
+    REQUIRE(r[R_CAP] >= 128 && !(r[R_CAP] & (r[R_CAP] - 1)));
+    REQUIRE(*ran == 100 && r[R_MARK] == 100 << 2 && r[R_OLD] == 99);
+    if (strcmp(how, "written"))
+        *ran = 99;                /* the counter not yet written */
+    if (!strcmp(how, "unnoted")) { /* nor its step noted: the last note the 99th's */
+        r[R_MARK] = 99 << 2;
+        r[R_OLD] = 98;
+    }
+    REQUIRE(pwrite(fd, r, sizeof r, at) == (ssize_t)sizeof r);
+    passed("countcut");
+    raise(SIGKILL);
+}
+
+static void s_countcut(int argc, char **argv)
+{
+    (void)argc;
+    countcut(argv[0]);
+}
+
 static void flood(long n)
 {
     for (long i = 0; i < n; i++)
@@ -396,6 +445,7 @@ static const check_scenario scenarios[] = {
     CHECK_SCENARIO("sysv", sysv),
     CHECK_SCENARIO("scribble", scribble),
     CHECK_SCENARIO("scribble-ring", scribble_ring),
+    CHECK_SCENARIO_ARGS("countcut", s_countcut, 1, 1, "noted|unnoted|written"),
     CHECK_SCENARIO_ARGS("flood", s_flood, 1, 1, "N"),
 };
 
