@@ -518,20 +518,27 @@ static const ring *record_ring(const hcg_flight *f, uint32_t i)
  * drains are serialised): each file made to hold it once, before any
  * event is written again, as the trace is cut back to where the batch
  * began and that would take what was written for another ring since. */
-static void batch_cut_short(const hcg_flight *f, uint32_t n)
+static void batch_cut_short(const ring *const *rs, uint32_t n)
 {
-    for (uint32_t i = 0; i < n && i < HCG_FLIGHT_MAX_RINGS; i++) {
-        const ring *r = record_ring(f, i);
-        if (!r)
-            continue;
-        uint64_t h = atomic_load(&r->head), t = atomic_load(&r->tail);
-        uint64_t pend = atomic_load(&r->pend_to);
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t h = atomic_load(&rs[i]->head), t = atomic_load(&rs[i]->tail);
+        uint64_t pend = atomic_load(&rs[i]->pend_to);
         if (pend != t && pend - t <= h - t) { /* died writing [t, pend) */
             EACH_FILE_SINK(k)
-                (*k)->rewrite_from(r->pend_off[(*k)->exec_slot]);
+                (*k)->rewrite_from(rs[i]->pend_off[(*k)->exec_slot]);
             return;
         }
     }
+}
+
+/* The record's rings that were set up, into rs; how many. */
+static uint32_t record_rings(const hcg_flight *f, const ring *rs[HCG_FLIGHT_MAX_RINGS])
+{
+    uint32_t n = 0, all = atomic_load(&f->n_rings);
+    for (uint32_t i = 0; i < all && i < HCG_FLIGHT_MAX_RINGS; i++)
+        if ((rs[n] = record_ring(f, i)))
+            n++;
+    return n;
 }
 
 void hcg_events_recover(const hcg_flight *f, hcg_counts *counts, uint64_t *dropped)
@@ -543,12 +550,11 @@ void hcg_events_recover(const hcg_flight *f, hcg_counts *counts, uint64_t *dropp
     *dropped = 0;
     for (unsigned i = 0; i < HCG_CNT_N; i++)
         counts->v[i] = atomic_load(&f->coll_cnt[i]);
-    uint32_t n = atomic_load(&f->n_rings);
-    batch_cut_short(f, n);
-    for (uint32_t i = 0; i < n && i < HCG_FLIGHT_MAX_RINGS; i++) {
-        const ring *r = record_ring(f, i);
-        if (!r)
-            continue;
+    const ring *rs[HCG_FLIGHT_MAX_RINGS];
+    uint32_t n = record_rings(f, rs);
+    batch_cut_short(rs, n);
+    for (uint32_t i = 0; i < n; i++) {
+        const ring *r = rs[i];
         for (unsigned k = 0; k < HCG_CNT_N; k++)
             counts->v[k] += atomic_load(&r->cnt[k]);
         *dropped += atomic_load(&r->dropped);
