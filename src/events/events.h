@@ -120,8 +120,8 @@ uint64_t hcg_events_flow_room(void);
 uint32_t hcg_events_drain_gen(void);
 void hcg_events_wait_drain(uint32_t gen, unsigned ms);
 uint64_t hcg_events_dropped(void);
-/* Events pushed (or dropped) into all rings so far: moves while host
- * functions run anywhere in the process. */
+/* Events made into all rings so far (dropped ones too): a host
+ * function's run makes one as it ends; rejections and findings too. */
 uint64_t hcg_events_pushed(void);
 /* Drain every ring and write the files' buffers out now (before exec). */
 void hcg_events_flush_files(void);

@@ -173,13 +173,17 @@ hcg_call *hcg_call_new(hcg_api api, CUstream s, CUhostFn fn, void *user, hcg_fnk
  * ring: past three quarters of it, a launch waits for the collector to
  * bring them down to a half. That is the application's thread waiting,
  * never the driver's callback thread. A thread looks at the others' counts
- * only after its credit (its part of the room left) is spent. A host
- * function that does not run (it waits for something the launching thread
- * will do later, or after a device-side wait) is not waited for long:
- * when no host function has run anywhere for FLOW_IDLE_MS, waiting cannot
- * help, and the launch goes on; when they run but the collector frees no
- * room for FLOW_STALL_MS (its log's disk hangs), the same. Events may then
- * be dropped, counted. */
+ * only after its credit (its part of the room left) is spent.
+ *
+ * Host functions that do not run (they wait for something the launching
+ * thread does later, or for the device) are not waited for long. When no
+ * event was made anywhere for FLOW_IDLE_MS, the launch goes on, provided
+ * that every launch not yet drained, run at once, would still fit in a
+ * ring: behind a host function that is merely slow, the queue then grows
+ * no further than a ring holds. Past that, and whenever nothing is
+ * drained for FLOW_STALL_MS (the log's disk hangs), the launch goes on
+ * after FLOW_STALL_MS; events may then be dropped, counted. The launches
+ * given up on are left out of the count until they are drained. */
 #define FLOW_STALL_MS 2000
 #define FLOW_IDLE_MS 100
 
@@ -193,45 +197,76 @@ static uint64_t flow_launched(const hcg_pool *p)
     return made - atomic_load_explicit(&p->captured, memory_order_relaxed);
 }
 
-static uint64_t flow_outstanding(const hcg_pool *p)
+/* p's one-shot launches not yet drained: all of them (debt), or less
+ * those given up on (outstanding). */
+static uint64_t flow_debt(const hcg_pool *p)
 {
-    uint64_t done = atomic_load_explicit(&p->flow_drained, memory_order_relaxed) +
-                    atomic_load_explicit(&p->flow_forgiven, memory_order_relaxed);
+    uint64_t drained = atomic_load_explicit(&p->flow_drained, memory_order_relaxed);
     uint64_t made = flow_launched(p);
-    return made > done ? made - done : 0;
+    return made > drained ? made - drained : 0;
 }
 
-static uint64_t flow_outstanding_all(void)
+static uint64_t flow_given_up(const hcg_pool *p)
+{
+    uint64_t given = atomic_load_explicit(&p->flow_forgiven, memory_order_relaxed);
+    uint64_t back = atomic_load_explicit(&p->flow_forgiven_drained, memory_order_relaxed);
+    return given > back ? given - back : 0;
+}
+
+static uint64_t flow_outstanding(const hcg_pool *p)
+{
+    uint64_t debt = flow_debt(p), given = flow_given_up(p);
+    return debt > given ? debt - given : 0;
+}
+
+/* Over all pools: launches outstanding, and (*debt, *drained) not yet
+ * drained and drained. */
+static uint64_t flow_sums(uint64_t *debt, uint64_t *drained)
 {
     uint64_t t = 0;
-    for (hcg_pool *p = atomic_load(&pools); p; p = p->next)
+    *debt = *drained = 0;
+    for (hcg_pool *p = atomic_load(&pools); p; p = p->next) {
         t += flow_outstanding(p);
+        *debt += flow_debt(p);
+        *drained += atomic_load_explicit(&p->flow_drained, memory_order_relaxed);
+    }
     return t;
+}
+
+/* Stop waiting for p's launches not yet drained: they count again as
+ * they are drained (pool_drained), not before. The mark first: a drain
+ * in between is counted back without having been given up, so the count
+ * errs high (waits), never low. */
+static uint64_t flow_give_up(hcg_pool *p)
+{
+    atomic_store_explicit(&p->flow_forgive_below, p->seq + 1, memory_order_seq_cst);
+    uint64_t mine = flow_outstanding(p);
+    hcg_owner_add(&p->flow_forgiven, mine);
+    return mine;
 }
 
 /* Wait until the undrained launches of all threads are down to half the
  * room, or waiting stops helping (above). Returns them. */
 static uint64_t flow_wait_for_room(hcg_pool *p, uint64_t room, uint64_t all)
 {
-    uint64_t since = hcg_now_ns(), ran_at = since, last = all, pushed = hcg_events_pushed();
+    uint64_t debt, drained, pushed = hcg_events_pushed();
+    uint64_t since = hcg_now_ns(), made_at = since;
+    flow_sums(&debt, &drained);
     while (all > room / 2) {
         hcg_events_wait_drain(hcg_events_drain_gen(), 1);
-        all = flow_outstanding_all();
-        uint64_t now = hcg_now_ns(), pushed_now = hcg_events_pushed();
-        if (all < last)
-            since = ran_at = now;
+        uint64_t drained_was = drained, now = hcg_now_ns(), pushed_now = hcg_events_pushed();
+        all = flow_sums(&debt, &drained);
+        if (drained != drained_was)
+            since = made_at = now;
         if (pushed_now != pushed)
-            ran_at = now;
-        last = all;
+            made_at = now;
         pushed = pushed_now;
-        if (now - ran_at >= FLOW_IDLE_MS * 1000000ull || now - since >= FLOW_STALL_MS * 1000000ull) {
-            uint64_t mine = flow_outstanding(p);
-            hcg_debug("%" PRIu64 " host functions launched have not %s for %" PRIu64
+        int idle = now - made_at >= FLOW_IDLE_MS * 1000000ull && debt <= 2 * room - room / 2;
+        if (idle || now - since >= FLOW_STALL_MS * 1000000ull) {
+            hcg_debug("%" PRIu64 " host functions launched and not drained, none %s for %" PRIu64
                       " ms: launches go on without waiting for them", all,
-                      now - since >= FLOW_STALL_MS * 1000000ull ? "been drained" : "run",
-                      (now - (now - since >= FLOW_STALL_MS * 1000000ull ? since : ran_at)) / 1000000);
-            hcg_owner_add(&p->flow_forgiven, mine); /* they do not run: stop waiting for them */
-            return all - mine;
+                      idle ? "run" : "drained", (now - (idle ? made_at : since)) / 1000000);
+            return all - flow_give_up(p);
         }
     }
     return all;
@@ -245,7 +280,8 @@ __attribute__((noinline, cold)) void hcg_pool_flow_wait(hcg_pool *p)
         return;
     }
     unsigned used = atomic_load_explicit(&pools_used, memory_order_relaxed);
-    uint64_t all = flow_outstanding_all();
+    uint64_t debt, drained;
+    uint64_t all = flow_sums(&debt, &drained);
     if (all >= room - room / 4)
         all = flow_wait_for_room(p, room, all);
     /* Half of what is left, shared among the threads that launch. */
@@ -253,15 +289,22 @@ __attribute__((noinline, cold)) void hcg_pool_flow_wait(hcg_pool *p)
     p->credit = (int64_t)(left / (2 * (used ? used : 1))) + 1;
 }
 
-/* The collector drained the event of the launch numbered seq. */
+/* The collector drained the event of the launch numbered seq (drains are
+ * serialised: one writer). */
 static void pool_drained(uint64_t seq)
 {
     uint64_t i = seq >> 44;
     if (i == 0 || i > MAX_POOLS)
         return;
-    _Atomic uint64_t *n = &pool_store[i - 1].flow_drained;
-    atomic_store_explicit(n, atomic_load_explicit(n, memory_order_relaxed) + 1,
+    hcg_pool *p = &pool_store[i - 1];
+    atomic_store_explicit(&p->flow_drained,
+                          atomic_load_explicit(&p->flow_drained, memory_order_relaxed) + 1,
                           memory_order_relaxed);
+    if (seq < atomic_load_explicit(&p->flow_forgive_below, memory_order_relaxed))
+        atomic_store_explicit(
+            &p->flow_forgiven_drained,
+            atomic_load_explicit(&p->flow_forgiven_drained, memory_order_relaxed) + 1,
+            memory_order_relaxed);
 }
 
 static uint64_t pool_launched(hcg_fnkind kind)
@@ -416,6 +459,8 @@ void hcg_pool_after_fork(void)
         atomic_store(&p->flow_forgiven, 0);
         p->credit = 0;
         atomic_store(&p->flow_drained, 0);
+        atomic_store(&p->flow_forgiven_drained, 0);
+        atomic_store(&p->flow_forgive_below, 0);
     }
     for (int k = 0; k < HCG_FN_KIND_COUNT; k++)
         atomic_store(&nodes_launched_own[k], 0);

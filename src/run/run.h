@@ -107,8 +107,11 @@ typedef struct hcg_pool {
     _Alignas(64) _Atomic(hcg_call *) returned;
     atomic_int owned;
     struct hcg_pool *next;          /* all pools; the list only grows */
-    /* The collector: this pool's one-shot launches whose event it drained. */
-    _Alignas(64) _Atomic uint64_t flow_drained;
+    /* The collector: this pool's one-shot launches whose event it drained,
+     * and of those, launches that flow control had given up on (numbered
+     * below flow_forgive_below, which the owner sets as it gives up). */
+    _Alignas(64) _Atomic uint64_t flow_drained, flow_forgiven_drained;
+    _Atomic uint64_t flow_forgive_below;
 } hcg_pool;
 
 /* The bytes of the pools' store, and memory to keep it in instead (the

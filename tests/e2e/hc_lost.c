@@ -12,6 +12,8 @@
  *                            run and drain without pause on a stream of its
  *                            own (the real driver: skips where the driver
  *                            has no cuStreamWaitValue32)
+ *   hc_lost slowhead MS N [M]  N host functions behind one that runs MS ms,
+ *                            waited for; then M more as fast as they go
  *   hc_lost warnings W       W closure warnings, then one bad record
  *   hc_lost dtor T N         T threads whose key destructors launch N in total
  *   hc_lost forkprint F busy|quiet  F forks while another thread floods messages
@@ -239,6 +241,35 @@ static void gated(unsigned long n, int busy)
     unsigned long all = n + !busy + atomic_load(&busy_launched);
     CHECK_MSG(atomic_load(&ran) == all, "ran %lu of %lu", atomic_load(&ran), all);
     check_exact("gated", all, 0, 0);
+}
+
+/* ---- a queue behind a slow host function -------------------------------- */
+static void sleep_ms(void *p)
+{
+    long ms = (long)(intptr_t)p;
+    nanosleep(&(struct timespec){ms / 1000, (ms % 1000) * 1000000L}, NULL);
+    atomic_fetch_add_explicit(&ran, 1, memory_order_relaxed);
+}
+
+/* Behind a host function that is slow (not stuck: it ends by itself),
+ * flow control may stop waiting, but not let more queue up than a ring
+ * holds: when it ends, they all run at once, and none may be dropped.
+ * The launches it gave up on count again once drained: m launches after
+ * that are held back as any others are, and none dropped either. */
+static void slowhead(long ms, unsigned long n, unsigned long m)
+{
+    REQUIRE_OK(cuLaunchHostFunc(stream, sleep_ms, (void *)(intptr_t)ms));
+    for (unsigned long i = 0; i < n; i++)
+        REQUIRE_OK(cuLaunchHostFunc(stream, noop, NULL));
+    REQUIRE_OK(cuStreamSynchronize(stream));
+    hcguard_stats s = test_stats(get_stats);
+    CHECK_MSG(s.events_dropped == 0, "behind the slow host function: %llu events dropped",
+              (unsigned long long)s.events_dropped);
+    for (unsigned long i = 0; i < m; i++)
+        REQUIRE_OK(cuLaunchHostFunc(stream, noop, NULL));
+    REQUIRE_OK(cuStreamSynchronize(stream));
+    CHECK_MSG(atomic_load(&ran) == n + m + 1, "ran %lu of %lu", atomic_load(&ran), n + m + 1);
+    check_exact("slowhead", n + m + 1, 0, 0);
 }
 
 /* Code in anonymous memory: a closure warning at every launch. */
@@ -613,6 +644,10 @@ static void s_gated(int argc, char **argv)
 {
     gated(num(argc, argv, 0), argc > 1 && !strcmp(argv[1], "busy"));
 }
+static void s_slowhead(int argc, char **argv)
+{
+    slowhead((long)num(argc, argv, 0), num(argc, argv, 1), num(argc, argv, 2));
+}
 static void s_warnings(int argc, char **argv) { warnings(num(argc, argv, 0)); }
 static void s_copies_only(int argc, char **argv) { do_copies(num(argc, argv, 0)); }
 
@@ -692,6 +727,7 @@ static const check_scenario scenarios[] = {
     CHECK_SCENARIO_ARGS("copies", s_copies, 1, 1, "N"),
     CHECK_SCENARIO_ARGS("threads", s_threads, 1, 2, "THREADS [N]"),
     CHECK_SCENARIO_ARGS("gated", s_gated, 1, 2, "N [busy]"),
+    CHECK_SCENARIO_ARGS("slowhead", s_slowhead, 2, 3, "MS N [M]"),
     CHECK_SCENARIO_ARGS("warnings", s_warnings, 1, 1, "N"),
     CHECK_SCENARIO_ARGS("dtor", s_dtor, 1, 2, "THREADS [N]"),
     CHECK_SCENARIO_ARGS("forkprint", s_forkprint, 1, 2, "FORKS [busy]"),
