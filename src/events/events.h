@@ -121,7 +121,8 @@ uint32_t hcg_events_drain_gen(void);
 void hcg_events_wait_drain(uint32_t gen, unsigned ms);
 uint64_t hcg_events_dropped(void);
 /* Events made into all rings so far (dropped ones too): a host
- * function's run makes one as it ends; rejections and findings too. */
+ * function's run makes one as it ends; so do rejections and the findings
+ * of application and callback threads (not the collector's own). */
 uint64_t hcg_events_pushed(void);
 /* Drain every ring and write the files' buffers out now (before exec). */
 void hcg_events_flush_files(void);

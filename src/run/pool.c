@@ -181,7 +181,8 @@ hcg_call *hcg_call_new(hcg_api api, CUstream s, CUhostFn fn, void *user, hcg_fnk
  * that every launch not yet drained, run at once, would still fit in a
  * ring: behind a host function that is merely slow, the queue then grows
  * no further than a ring holds. Past that, and whenever nothing is
- * drained for FLOW_STALL_MS (the log's disk hangs), the launch goes on
+ * drained for FLOW_STALL_MS (the log's disk hangs; or the events of these
+ * launches were dropped, which are never drained), the launch goes on
  * after FLOW_STALL_MS; events may then be dropped, counted. The launches
  * given up on are left out of the count until they are drained. */
 #define FLOW_STALL_MS 2000
@@ -234,9 +235,12 @@ static uint64_t flow_sums(uint64_t *debt, uint64_t *drained)
 }
 
 /* Stop waiting for p's launches not yet drained: they count again as
- * they are drained (pool_drained), not before. The mark first: a drain
- * in between is counted back without having been given up, so the count
- * errs high (waits), never low. */
+ * they are drained (pool_drained), not before. The mark first, so that a
+ * drain after it is counted back; one in the same instant may be counted
+ * either way (no fence on the collector's path for it): the count may be
+ * off by the few launches drained then, which flow control's half-ring
+ * margin absorbs. Only p's launches: another thread's stay counted until
+ * it gives up on them itself. */
 static uint64_t flow_give_up(hcg_pool *p)
 {
     atomic_store_explicit(&p->flow_forgive_below, p->seq + 1, memory_order_seq_cst);
@@ -290,21 +294,22 @@ __attribute__((noinline, cold)) void hcg_pool_flow_wait(hcg_pool *p)
 }
 
 /* The collector drained the event of the launch numbered seq (drains are
- * serialised: one writer). */
+ * serialised: one writer). Counted back before counted drained, so that
+ * a reader in between sees one launch too many, not too few. */
 static void pool_drained(uint64_t seq)
 {
     uint64_t i = seq >> 44;
     if (i == 0 || i > MAX_POOLS)
         return;
     hcg_pool *p = &pool_store[i - 1];
-    atomic_store_explicit(&p->flow_drained,
-                          atomic_load_explicit(&p->flow_drained, memory_order_relaxed) + 1,
-                          memory_order_relaxed);
     if (seq < atomic_load_explicit(&p->flow_forgive_below, memory_order_relaxed))
         atomic_store_explicit(
             &p->flow_forgiven_drained,
             atomic_load_explicit(&p->flow_forgiven_drained, memory_order_relaxed) + 1,
             memory_order_relaxed);
+    atomic_store_explicit(&p->flow_drained,
+                          atomic_load_explicit(&p->flow_drained, memory_order_relaxed) + 1,
+                          memory_order_release);
 }
 
 static uint64_t pool_launched(hcg_fnkind kind)
