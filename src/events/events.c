@@ -362,6 +362,14 @@ hcg_event hcg_event_make(hcg_evkind kind, unsigned reason, hcg_api api, uintptr_
     return e;
 }
 
+static _Atomic(void (*)(uint64_t)) lost_hook;
+
+/* An event that flow control counts: a one-shot launch's run or skip. */
+static inline int flow_counted(const hcg_event *e)
+{
+    return !e->graph && (e->kind == HCG_EV_RUN || e->kind == HCG_EV_SKIP);
+}
+
 void hcg_event_push(const hcg_event *e)
 {
     ring *r = hcg_self.ring;
@@ -376,6 +384,11 @@ void hcg_event_push(const hcg_event *e)
         if (h - r->tail_seen >= r->cap) {
             count_dropped(r->cnt, e);
             bump(&r->dropped, 1);
+            if (flow_counted(e)) {
+                void (*lost)(uint64_t) = atomic_load_explicit(&lost_hook, memory_order_acquire);
+                if (lost)
+                    lost(e->seq);
+            }
             return;
         }
     }
@@ -442,6 +455,11 @@ static void to_ns(hcg_event *e, const hcg_clock_ref_t *ref)
 
 static _Atomic(void (*)(uint64_t)) drained_hook;
 
+void hcg_events_on_lost(void (*hook)(uint64_t seq))
+{
+    atomic_store_explicit(&lost_hook, hook, memory_order_release);
+}
+
 void hcg_events_on_drained(void (*hook)(uint64_t seq))
 {
     atomic_store_explicit(&drained_hook, hook, memory_order_release);
@@ -489,7 +507,7 @@ static void drain(ring *r, const hcg_clock_ref_t *ref)
             hcg_event e = r->ev[t & (r->cap - 1)];
             to_ns(&e, ref);
             to_sinks_slow(&e, 0);
-            if (!e.graph && (e.kind == HCG_EV_RUN || e.kind == HCG_EV_SKIP))
+            if (flow_counted(&e))
                 seqs[n++] = e.seq;
         }
         if (hcg_g_flight)

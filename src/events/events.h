@@ -143,6 +143,8 @@ static inline uint32_t hcg_gettid(void)
 /* Called by the collector with the sequence number of each stream launch
  * whose event has been drained (flow control, src/run); set once. */
 void hcg_events_on_drained(void (*hook)(uint64_t seq));
+/* The same for a launch whose event was dropped (any thread). */
+void hcg_events_on_lost(void (*hook)(uint64_t seq));
 
 /* ---- the sinks: what consumes events ----------------------------------- */
 /* A sink (src/sinks) is one of these, a row of hcg_sinks[]: the collector

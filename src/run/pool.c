@@ -45,6 +45,7 @@ static void pool_exit(void *p)
 }
 
 static void pool_drained(uint64_t seq);
+static void pool_lost(uint64_t seq);
 
 static void give_back_exit(void *unused);
 
@@ -53,6 +54,7 @@ static void make_pool_key(void)
     pthread_key_create(&pool_key, pool_exit);
     pthread_key_create(&give_back_key, give_back_exit);
     hcg_events_on_drained(pool_drained); /* before any call exists */
+    hcg_events_on_lost(pool_lost);
 }
 
 static hcg_pool *acquire_pool(void)
@@ -181,10 +183,10 @@ hcg_call *hcg_call_new(hcg_api api, CUstream s, CUhostFn fn, void *user, hcg_fnk
  * that every launch not yet drained, run at once, would still fit in a
  * ring: behind a host function that is merely slow, the queue then grows
  * no further than a ring holds. Past that, and whenever nothing is
- * drained for FLOW_STALL_MS (the log's disk hangs; or the events of these
- * launches were dropped, which are never drained), the launch goes on
+ * drained for FLOW_STALL_MS (the log's disk hangs), the launch goes on
  * after FLOW_STALL_MS; events may then be dropped, counted. The launches
- * given up on are left out of the count until they are drained. */
+ * given up on are left out of the count until they are drained; those
+ * whose event was dropped count as drained. */
 #define FLOW_STALL_MS 2000
 #define FLOW_IDLE_MS 100
 
@@ -202,7 +204,8 @@ static uint64_t flow_launched(const hcg_pool *p)
  * those given up on (outstanding). */
 static uint64_t flow_debt(const hcg_pool *p)
 {
-    uint64_t drained = atomic_load_explicit(&p->flow_drained, memory_order_relaxed);
+    uint64_t drained = atomic_load_explicit(&p->flow_drained, memory_order_relaxed) +
+                       atomic_load_explicit(&p->flow_lost, memory_order_relaxed);
     uint64_t made = flow_launched(p);
     return made > drained ? made - drained : 0;
 }
@@ -210,7 +213,8 @@ static uint64_t flow_debt(const hcg_pool *p)
 static uint64_t flow_given_up(const hcg_pool *p)
 {
     uint64_t given = atomic_load_explicit(&p->flow_forgiven, memory_order_relaxed);
-    uint64_t back = atomic_load_explicit(&p->flow_forgiven_drained, memory_order_relaxed);
+    uint64_t back = atomic_load_explicit(&p->flow_forgiven_drained, memory_order_relaxed) +
+                    atomic_load_explicit(&p->flow_forgiven_lost, memory_order_relaxed);
     return given > back ? given - back : 0;
 }
 
@@ -229,7 +233,8 @@ static uint64_t flow_sums(uint64_t *debt, uint64_t *drained)
     for (hcg_pool *p = atomic_load(&pools); p; p = p->next) {
         t += flow_outstanding(p);
         *debt += flow_debt(p);
-        *drained += atomic_load_explicit(&p->flow_drained, memory_order_relaxed);
+        *drained += atomic_load_explicit(&p->flow_drained, memory_order_relaxed) +
+                    atomic_load_explicit(&p->flow_lost, memory_order_relaxed);
     }
     return t;
 }
@@ -310,6 +315,19 @@ static void pool_drained(uint64_t seq)
     atomic_store_explicit(&p->flow_drained,
                           atomic_load_explicit(&p->flow_drained, memory_order_relaxed) + 1,
                           memory_order_release);
+}
+
+/* The event of the launch numbered seq was dropped (its ring full; any
+ * thread): it is never to be drained, and counts as if it had been. */
+static void pool_lost(uint64_t seq)
+{
+    uint64_t i = seq >> 44;
+    if (i == 0 || i > MAX_POOLS)
+        return;
+    hcg_pool *p = &pool_store[i - 1];
+    if (seq < atomic_load_explicit(&p->flow_forgive_below, memory_order_relaxed))
+        atomic_fetch_add_explicit(&p->flow_forgiven_lost, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&p->flow_lost, 1, memory_order_relaxed);
 }
 
 static uint64_t pool_launched(hcg_fnkind kind)
@@ -466,6 +484,8 @@ void hcg_pool_after_fork(void)
         atomic_store(&p->flow_drained, 0);
         atomic_store(&p->flow_forgiven_drained, 0);
         atomic_store(&p->flow_forgive_below, 0);
+        atomic_store(&p->flow_lost, 0);
+        atomic_store(&p->flow_forgiven_lost, 0);
     }
     for (int k = 0; k < HCG_FN_KIND_COUNT; k++)
         atomic_store(&nodes_launched_own[k], 0);

@@ -112,6 +112,8 @@ typedef struct hcg_pool {
      * below flow_forgive_below, which the owner sets as it gives up). */
     _Alignas(64) _Atomic uint64_t flow_drained, flow_forgiven_drained;
     _Atomic uint64_t flow_forgive_below;
+    /* Any thread that dropped the event: launches never to be drained. */
+    _Atomic uint64_t flow_lost, flow_forgiven_lost;
 } hcg_pool;
 
 /* The bytes of the pools' store, and memory to keep it in instead (the

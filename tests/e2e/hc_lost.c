@@ -14,6 +14,8 @@
  *                            has no cuStreamWaitValue32)
  *   hc_lost slowhead MS N [M]  N host functions behind one that runs MS ms,
  *                            waited for; then M more as fast as they go
+ *   hc_lost afterdrop MS N G  N behind a host function of MS ms, so many that
+ *                            events are dropped; then G behind a shut gate
  *   hc_lost warnings W       W closure warnings, then one bad record
  *   hc_lost dtor T N         T threads whose key destructors launch N in total
  *   hc_lost forkprint F busy|quiet  F forks while another thread floods messages
@@ -270,6 +272,39 @@ static void slowhead(long ms, unsigned long n, unsigned long m)
     REQUIRE_OK(cuStreamSynchronize(stream));
     CHECK_MSG(atomic_load(&ran) == n + m + 1, "ran %lu of %lu", atomic_load(&ran), n + m + 1);
     check_exact("slowhead", n + m + 1, 0, 0);
+}
+
+/* Launches whose events were dropped are never drained: they must count
+ * as drained, or flow control, which stops waiting early only while all
+ * undrained launches fit in a ring, would wait its full 2 s at every
+ * later queue behind a gate. The drops are made by a head slower than
+ * that 2 s with more behind it than a ring holds (printed; not required:
+ * without them the second part shows nothing, and passes). */
+static void afterdrop(long ms, unsigned long n, unsigned long g)
+{
+    REQUIRE_OK(cuLaunchHostFunc(stream, sleep_ms, (void *)(intptr_t)ms));
+    for (unsigned long i = 0; i < n; i++)
+        REQUIRE_OK(cuLaunchHostFunc(stream, noop, NULL));
+    REQUIRE_OK(cuStreamSynchronize(stream));
+    hcguard_stats s = test_stats(get_stats);
+    fprintf(stderr, "afterdrop: %llu events dropped behind the slow host function\n",
+            (unsigned long long)s.events_dropped);
+    atomic_store(&gate_open, 0);
+    REQUIRE_OK(cuLaunchHostFunc(stream, gate, NULL));
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (unsigned long i = 0; i < g; i++)
+        REQUIRE_OK(cuLaunchHostFunc(stream, noop, NULL));
+    double took = since_s(&t0);
+    atomic_store(&gate_open, 1);
+    REQUIRE_OK(cuStreamSynchronize(stream));
+    fprintf(stderr, "afterdrop: %lu launches behind a shut gate took %.3f s\n", g, took);
+    CHECK_MSG(took < 1.5, "%lu launches behind a shut gate after drops took %.3f s", g, took);
+    s = test_stats(get_stats);
+    unsigned long all = n + g + 2;
+    CHECK_MSG(atomic_load(&ran) == all && s.host_fns_launched == all && s.host_fns_ran == all,
+              "ran %lu, counted %llu launched %llu ran, want %lu", atomic_load(&ran),
+              (unsigned long long)s.host_fns_launched, (unsigned long long)s.host_fns_ran, all);
 }
 
 /* Code in anonymous memory: a closure warning at every launch. */
@@ -648,6 +683,10 @@ static void s_slowhead(int argc, char **argv)
 {
     slowhead((long)num(argc, argv, 0), num(argc, argv, 1), num(argc, argv, 2));
 }
+static void s_afterdrop(int argc, char **argv)
+{
+    afterdrop((long)num(argc, argv, 0), num(argc, argv, 1), num(argc, argv, 2));
+}
 static void s_warnings(int argc, char **argv) { warnings(num(argc, argv, 0)); }
 static void s_copies_only(int argc, char **argv) { do_copies(num(argc, argv, 0)); }
 
@@ -728,6 +767,7 @@ static const check_scenario scenarios[] = {
     CHECK_SCENARIO_ARGS("threads", s_threads, 1, 2, "THREADS [N]"),
     CHECK_SCENARIO_ARGS("gated", s_gated, 1, 2, "N [busy]"),
     CHECK_SCENARIO_ARGS("slowhead", s_slowhead, 2, 3, "MS N [M]"),
+    CHECK_SCENARIO_ARGS("afterdrop", s_afterdrop, 3, 3, "MS N G"),
     CHECK_SCENARIO_ARGS("warnings", s_warnings, 1, 1, "N"),
     CHECK_SCENARIO_ARGS("dtor", s_dtor, 1, 2, "THREADS [N]"),
     CHECK_SCENARIO_ARGS("forkprint", s_forkprint, 1, 2, "FORKS [busy]"),
