@@ -224,19 +224,23 @@ static uint64_t flow_outstanding(const hcg_pool *p)
     return debt > given ? debt - given : 0;
 }
 
-/* Over all pools: launches outstanding, and (*debt, *drained) not yet
- * drained and drained. */
-static uint64_t flow_sums(uint64_t *debt, uint64_t *drained)
+/* Over all pools: launches outstanding, and (*debt) not yet drained. */
+static uint64_t flow_sums(uint64_t *debt)
 {
     uint64_t t = 0;
-    *debt = *drained = 0;
+    *debt = 0;
     for (hcg_pool *p = atomic_load(&pools); p; p = p->next) {
         t += flow_outstanding(p);
         *debt += flow_debt(p);
-        *drained += atomic_load_explicit(&p->flow_drained, memory_order_relaxed) +
-                    atomic_load_explicit(&p->flow_lost, memory_order_relaxed);
     }
     return t;
+}
+
+/* p's launches drained, or dropped: its own progress. */
+static uint64_t flow_done(const hcg_pool *p)
+{
+    return atomic_load_explicit(&p->flow_drained, memory_order_relaxed) +
+           atomic_load_explicit(&p->flow_lost, memory_order_relaxed);
 }
 
 /* Stop waiting for p's launches not yet drained: they count again as
@@ -255,18 +259,22 @@ static uint64_t flow_give_up(hcg_pool *p)
 }
 
 /* Wait until the undrained launches of all threads are down to half the
- * room, or waiting stops helping (above). Returns them. */
+ * room, or waiting stops helping (above). Returns them. Progress is this
+ * thread's launches drained, or all threads' undrained ones (given up on
+ * or not: a give-up drains nothing) at a new low: another thread's
+ * drained and replaced by more, while these stay, is not. */
 static uint64_t flow_wait_for_room(hcg_pool *p, uint64_t room, uint64_t all)
 {
-    uint64_t debt, drained, pushed = hcg_events_pushed();
+    uint64_t debt, pushed = hcg_events_pushed(), done = flow_done(p), lowest;
     uint64_t since = hcg_now_ns(), made_at = since;
-    flow_sums(&debt, &drained);
+    flow_sums(&lowest);
     while (all > room / 2) {
         hcg_events_wait_drain(hcg_events_drain_gen(), 1);
-        uint64_t drained_was = drained, now = hcg_now_ns(), pushed_now = hcg_events_pushed();
-        all = flow_sums(&debt, &drained);
-        if (drained != drained_was)
-            since = made_at = now;
+        uint64_t done_was = done, now = hcg_now_ns(), pushed_now = hcg_events_pushed();
+        all = flow_sums(&debt);
+        done = flow_done(p);
+        if (done != done_was || debt < lowest)
+            since = made_at = now, lowest = debt < lowest ? debt : lowest;
         if (pushed_now != pushed)
             made_at = now;
         pushed = pushed_now;
@@ -289,8 +297,8 @@ __attribute__((noinline, cold)) void hcg_pool_flow_wait(hcg_pool *p)
         return;
     }
     unsigned used = atomic_load_explicit(&pools_used, memory_order_relaxed);
-    uint64_t debt, drained;
-    uint64_t all = flow_sums(&debt, &drained);
+    uint64_t debt;
+    uint64_t all = flow_sums(&debt);
     if (all >= room - room / 4)
         all = flow_wait_for_room(p, room, all);
     /* Half of what is left, shared among the threads that launch. */
