@@ -306,15 +306,21 @@ __attribute__((noinline, cold)) void hcg_pool_flow_wait(hcg_pool *p)
     p->credit = (int64_t)(left / (2 * (used ? used : 1))) + 1;
 }
 
+/* The pool that numbered seq (its index + 1 in the top bits), or NULL. */
+static hcg_pool *pool_of_seq(uint64_t seq)
+{
+    uint64_t i = seq >> 44;
+    return i == 0 || i > MAX_POOLS ? NULL : &pool_store[i - 1];
+}
+
 /* The collector drained the event of the launch numbered seq (drains are
  * serialised: one writer). Counted back before counted drained, so that
  * a reader in between sees one launch too many, not too few. */
 static void pool_drained(uint64_t seq)
 {
-    uint64_t i = seq >> 44;
-    if (i == 0 || i > MAX_POOLS)
+    hcg_pool *p = pool_of_seq(seq);
+    if (!p)
         return;
-    hcg_pool *p = &pool_store[i - 1];
     if (seq < atomic_load_explicit(&p->flow_forgive_below, memory_order_relaxed))
         atomic_store_explicit(
             &p->flow_forgiven_drained,
@@ -329,10 +335,9 @@ static void pool_drained(uint64_t seq)
  * thread): it is never to be drained, and counts as if it had been. */
 static void pool_lost(uint64_t seq)
 {
-    uint64_t i = seq >> 44;
-    if (i == 0 || i > MAX_POOLS)
+    hcg_pool *p = pool_of_seq(seq);
+    if (!p)
         return;
-    hcg_pool *p = &pool_store[i - 1];
     if (seq < atomic_load_explicit(&p->flow_forgive_below, memory_order_relaxed))
         atomic_fetch_add_explicit(&p->flow_forgiven_lost, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&p->flow_lost, 1, memory_order_relaxed);

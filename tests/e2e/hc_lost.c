@@ -162,6 +162,16 @@ static double since_s(const struct timespec *t0)
     return (double)(t.tv_sec - t0->tv_sec) + (double)(t.tv_nsec - t0->tv_nsec) / 1e9;
 }
 
+/* n ordinary host functions launched on the stream: how long it took (s). */
+static double launch_timed(unsigned long n)
+{
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (unsigned long i = 0; i < n; i++)
+        REQUIRE_OK(cuLaunchHostFunc(stream, noop, NULL));
+    return since_s(&t0);
+}
+
 /* Host functions launched, run and drained without pause on a stream of
  * this thread's own until the gate opens (or 20 s, so that a launcher
  * that waits for the gate forever fails rather than hangs). */
@@ -226,11 +236,7 @@ static void gated(unsigned long n, int busy)
     } else {
         REQUIRE_OK(cuLaunchHostFunc(stream, gate, NULL));
     }
-    struct timespec t0;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (unsigned long i = 0; i < n; i++)
-        REQUIRE_OK(cuLaunchHostFunc(stream, noop, NULL));
-    double s = since_s(&t0);
+    double s = launch_timed(n);
     atomic_store(&gate_open, 1);
     if (flag)
         *flag = 1;
@@ -258,17 +264,21 @@ static void sleep_ms(void *p)
  * holds: when it ends, they all run at once, and none may be dropped.
  * The launches it gave up on count again once drained: m launches after
  * that are held back as any others are, and none dropped either. */
-static void slowhead(long ms, unsigned long n, unsigned long m)
+/* n host functions behind one of ms ms, waited for: hcguard's stats. */
+static hcguard_stats behind_slow(long ms, unsigned long n)
 {
     REQUIRE_OK(cuLaunchHostFunc(stream, sleep_ms, (void *)(intptr_t)ms));
-    for (unsigned long i = 0; i < n; i++)
-        REQUIRE_OK(cuLaunchHostFunc(stream, noop, NULL));
+    launch_timed(n);
     REQUIRE_OK(cuStreamSynchronize(stream));
-    hcguard_stats s = test_stats(get_stats);
+    return test_stats(get_stats);
+}
+
+static void slowhead(long ms, unsigned long n, unsigned long m)
+{
+    hcguard_stats s = behind_slow(ms, n);
     CHECK_MSG(s.events_dropped == 0, "behind the slow host function: %llu events dropped",
               (unsigned long long)s.events_dropped);
-    for (unsigned long i = 0; i < m; i++)
-        REQUIRE_OK(cuLaunchHostFunc(stream, noop, NULL));
+    launch_timed(m);
     REQUIRE_OK(cuStreamSynchronize(stream));
     CHECK_MSG(atomic_load(&ran) == n + m + 1, "ran %lu of %lu", atomic_load(&ran), n + m + 1);
     check_exact("slowhead", n + m + 1, 0, 0);
@@ -282,20 +292,12 @@ static void slowhead(long ms, unsigned long n, unsigned long m)
  * without them the second part shows nothing, and passes). */
 static void afterdrop(long ms, unsigned long n, unsigned long g)
 {
-    REQUIRE_OK(cuLaunchHostFunc(stream, sleep_ms, (void *)(intptr_t)ms));
-    for (unsigned long i = 0; i < n; i++)
-        REQUIRE_OK(cuLaunchHostFunc(stream, noop, NULL));
-    REQUIRE_OK(cuStreamSynchronize(stream));
-    hcguard_stats s = test_stats(get_stats);
+    hcguard_stats s = behind_slow(ms, n);
     fprintf(stderr, "afterdrop: %llu events dropped behind the slow host function\n",
             (unsigned long long)s.events_dropped);
     atomic_store(&gate_open, 0);
     REQUIRE_OK(cuLaunchHostFunc(stream, gate, NULL));
-    struct timespec t0;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (unsigned long i = 0; i < g; i++)
-        REQUIRE_OK(cuLaunchHostFunc(stream, noop, NULL));
-    double took = since_s(&t0);
+    double took = launch_timed(g);
     atomic_store(&gate_open, 1);
     REQUIRE_OK(cuStreamSynchronize(stream));
     fprintf(stderr, "afterdrop: %lu launches behind a shut gate took %.3f s\n", g, took);
