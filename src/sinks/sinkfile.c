@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -333,4 +334,72 @@ size_t hcg_json_str(char *out, size_t room, const char *s)
         }
     }
     return n;
+}
+
+void hcg_text_mem(hcg_text *t, const char *s, size_t n)
+{
+    size_t k = t->room - 1 - t->len;
+    if (n < k)
+        k = n;
+    memcpy(t->p + t->len, s, k);
+    t->len += k;
+    t->p[t->len] = '\0';
+}
+
+void hcg_text_str(hcg_text *t, const char *s)
+{
+    hcg_text_mem(t, s, strlen(s));
+}
+
+/* v's digits, base 10 or 16, written backwards from the end of a buffer. */
+static char *digits(char *end, uint64_t v, unsigned base)
+{
+    do {
+        *--end = "0123456789abcdef"[v % base];
+        v /= base;
+    } while (v);
+    return end;
+}
+
+void hcg_text_u64(hcg_text *t, uint64_t v)
+{
+    char b[24], *s = digits(b + sizeof b, v, 10);
+    hcg_text_mem(t, s, (size_t)(b + sizeof b - s));
+}
+
+void hcg_text_i64(hcg_text *t, int64_t v)
+{
+    if (v < 0)
+        hcg_text_lit(t, "-");
+    hcg_text_u64(t, v < 0 ? -(uint64_t)v : (uint64_t)v);
+}
+
+void hcg_text_hex(hcg_text *t, uint64_t v)
+{
+    char b[24], *s = digits(b + sizeof b, v, 16);
+    *--s = 'x';
+    *--s = '0';
+    hcg_text_mem(t, s, (size_t)(b + sizeof b - s));
+}
+
+void hcg_text_us(hcg_text *t, uint64_t ns)
+{
+    char b[32], *end = b + sizeof b;
+    unsigned frac = (unsigned)(ns % 1000);
+    end[-1] = (char)('0' + frac % 10);
+    end[-2] = (char)('0' + frac / 10 % 10);
+    end[-3] = (char)('0' + frac / 100);
+    end[-4] = '.';
+    char *s = digits(end - 4, ns / 1000, 10);
+    hcg_text_mem(t, s, (size_t)(end - s));
+}
+
+void hcg_text_printf(hcg_text *t, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(t->p + t->len, t->room - t->len, fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        t->len = t->len + (size_t)n < t->room ? t->len + (size_t)n : t->room - 1;
 }

@@ -178,6 +178,23 @@ uint64_t hcg_event_reject_seq(const hcg_event *e);
 /* s as the body of a JSON string into out; returns the length (< room). */
 size_t hcg_json_str(char *out, size_t room, const char *s);
 
+/* Text built without printf: the trace writes five objects for each host
+ * function, on the collector, which must keep up with the callback
+ * threads, and vsnprintf was most of its time. Bounded as snprintf is: at
+ * most room - 1 bytes, always terminated, what does not fit cut off. */
+typedef struct hcg_text {
+    char *p;
+    size_t len, room; /* room >= 1 */
+} hcg_text;
+void hcg_text_mem(hcg_text *t, const char *s, size_t n);
+#define hcg_text_lit(t, s) hcg_text_mem((t), "" s, sizeof(s) - 1)
+void hcg_text_str(hcg_text *t, const char *s);
+void hcg_text_u64(hcg_text *t, uint64_t v);
+void hcg_text_i64(hcg_text *t, int64_t v);
+void hcg_text_hex(hcg_text *t, uint64_t v); /* "0x" PRIx64 */
+void hcg_text_us(hcg_text *t, uint64_t ns); /* microseconds, three decimals */
+void hcg_text_printf(hcg_text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /* ---- jsonl.c: the event log -------------------------------------------- */
 /* The log's schema (docs/LOG.md), in its header: raised when a field
  * changes meaning or goes; new fields do not raise it. */

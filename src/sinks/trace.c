@@ -95,23 +95,6 @@ void hcg_trace_proc_free(hcg_trace_proc *tp)
 
 /* ---- writing --------------------------------------------------------------- */
 
-/* Appends to p at *len, bounded by room: the formats below are short. */
-static void put(char *p, size_t *len, size_t room, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static void put(char *p, size_t *len, size_t room, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(p + *len, room - *len, fmt, ap);
-    va_end(ap);
-    if (n > 0)
-        *len = *len + (size_t)n < room ? *len + (size_t)n : room - 1;
-}
-
-/* ns as microseconds with three decimals: exact, no floating point. */
-#define US_FMT "%" PRIu64 ".%03u"
-#define US(ns) (uint64_t)((ns) / 1000), (unsigned)((ns) % 1000)
-
 /* A name escaped once (at most TRACE_NAME_MAX bytes, whole characters;
  * a byte that is not valid UTF-8 becomes '?'), so that an event with its
  * name three times still fits HCG_SINK_EVENT_MAX. */
@@ -173,11 +156,21 @@ static void thread_comm(const hcg_trace_proc *tp, uint32_t tid, char *out, size_
         *nl = '\0';
 }
 
-static void put_name(char *p, size_t *len, size_t room, const char *prefix, const char *name)
+/* "name":"prefix esc", esc a name escaped already. */
+static void put_name(hcg_text *t, const char *prefix, const char *esc)
+{
+    hcg_text_lit(t, "\"name\":\"");
+    hcg_text_str(t, prefix);
+    hcg_text_str(t, esc);
+    hcg_text_lit(t, "\"");
+}
+
+/* The same for a name not escaped yet. */
+static void put_raw_name(hcg_text *t, const char *prefix, const char *name)
 {
     char esc[TRACE_NAME_MAX + 1];
     escape_name(esc, name);
-    put(p, len, room, "\"name\":\"%s%s\"", prefix, esc);
+    put_name(t, prefix, esc);
 }
 
 static int name_once(hcg_trace_proc *tp, uint32_t tid)
@@ -192,7 +185,7 @@ static int name_once(hcg_trace_proc *tp, uint32_t tid)
 
 /* Metadata naming tid, the first time it is used: a callback thread by
  * its role, any other by its own name. */
-static void name_thread(hcg_trace_proc *tp, char *p, size_t *len, size_t room, uint32_t tid,
+static void name_thread(hcg_trace_proc *tp, hcg_text *t, uint32_t tid,
                         int callback)
 {
     char comm[32], name[96];
@@ -205,9 +198,9 @@ static void name_thread(hcg_trace_proc *tp, char *p, size_t *len, size_t room, u
         snprintf(name, sizeof name, "%s (thread %u)", comm, tid);
     else
         snprintf(name, sizeof name, "thread %u", tid);
-    put(p, len, room, "{\"ph\":\"M\",\"pid\":%d,\"tid\":%u,\"args\":{", tp->pid, tid);
-    put_name(p, len, room, "", name);
-    put(p, len, room, "},\"name\":\"thread_name\"},\n");
+    hcg_text_printf(t, "{\"ph\":\"M\",\"pid\":%d,\"tid\":%u,\"args\":{", tp->pid, tid);
+    put_raw_name(t, "", name);
+    hcg_text_lit(t, "},\"name\":\"thread_name\"},\n");
 }
 
 /* ---- stream tracks ------------------------------------------------------------ */
@@ -296,20 +289,19 @@ static void stream_track_name(const hcg_trace_proc *tp, const stream_track *t, c
 
 /* Metadata naming a new stream track: its name and the stream it is (the
  * checker tells pseudo-threads by it), sorted after the real threads. */
-static void name_stream(const hcg_trace_proc *tp, char *p, size_t *len, size_t room,
-                        const stream_track *t)
+static void name_stream(const hcg_trace_proc *tp, hcg_text *out, const stream_track *t)
 {
     char name[128];
     stream_track_name(tp, t, name, sizeof name);
-    put(p, len, room, "{\"ph\":\"M\",\"pid\":%d,\"tid\":%u,\"args\":{\"name\":\"%s\",", tp->pid,
-        t->tid, name);
+    hcg_text_printf(out, "{\"ph\":\"M\",\"pid\":%d,\"tid\":%u,\"args\":{\"name\":\"%s\",",
+                    tp->pid, t->tid, name);
     if (t == &tp->other || t == &tp->unknown)
-        put(p, len, room, "\"stream\":\"%s\"", t == &tp->other ? "other" : "unknown");
+        hcg_text_printf(out, "\"stream\":\"%s\"", t == &tp->other ? "other" : "unknown");
     else
-        put(p, len, room, "\"stream\":\"0x%" PRIxPTR "\"", t->stream);
-    put(p, len, room, "},\"name\":\"thread_name\"},\n{\"ph\":\"M\",\"pid\":%d,\"tid\":%u,"
-        "\"args\":{\"sort_index\":%u},\"name\":\"thread_sort_index\"},\n",
-        tp->pid, t->tid, t->tid - tp->tid_base + 1000000u);
+        hcg_text_printf(out, "\"stream\":\"0x%" PRIxPTR "\"", t->stream);
+    hcg_text_printf(out, "},\"name\":\"thread_name\"},\n{\"ph\":\"M\",\"pid\":%d,\"tid\":%u,"
+                    "\"args\":{\"sort_index\":%u},\"name\":\"thread_sort_index\"},\n",
+                    tp->pid, t->tid, t->tid - tp->tid_base + 1000000u);
 }
 
 /* ---- slices ------------------------------------------------------------------ */
@@ -382,112 +374,176 @@ static uint64_t rel(const hcg_trace_proc *tp, uint64_t t)
     return t > tp->base_ns ? t - tp->base_ns : 0;
 }
 
-/* The run (or skipped copy) from start to end on track tid. */
-static void slice(const hcg_trace_proc *tp, char *p, size_t *len, size_t room,
-                  const hcg_event *e, const char *fn_name, uint32_t tid, uint64_t start,
-                  uint64_t end, uint32_t enq_tid)
+/* ,"key":"0x..." */
+static void put_hex(hcg_text *t, const char *key, uint64_t v)
+{
+    hcg_text_lit(t, ",\"");
+    hcg_text_str(t, key);
+    hcg_text_lit(t, "\":\"");
+    hcg_text_hex(t, v);
+    hcg_text_lit(t, "\"");
+}
+
+/* ,"pid":P,"tid":T */
+static void put_ids(hcg_text *t, const hcg_trace_proc *tp, uint32_t tid)
+{
+    hcg_text_lit(t, ",\"pid\":");
+    hcg_text_i64(t, tp->pid);
+    hcg_text_lit(t, ",\"tid\":");
+    hcg_text_u64(t, tid);
+}
+
+/* "args":{"api":...,"stream":...,"seq":N (left open) */
+static void put_args(hcg_text *t, const hcg_event *e)
+{
+    hcg_text_lit(t, ",\"args\":{\"api\":\"");
+    hcg_text_str(t, hcg_api_name((hcg_api)e->api));
+    hcg_text_lit(t, "\"");
+    put_hex(t, "stream", e->stream);
+    hcg_text_lit(t, ",\"seq\":");
+    hcg_text_u64(t, e->seq);
+}
+
+/* The run (or skipped copy) from start to end on track tid; esc: its
+ * function's name, escaped. */
+static void slice(const hcg_trace_proc *tp, hcg_text *t, const hcg_event *e, const char *esc,
+                  uint32_t tid, uint64_t start, uint64_t end, uint32_t enq_tid)
 {
     int copy = hcg_fnkind_is_copy((hcg_fnkind)e->fnkind);
     const char *cat = e->kind == HCG_EV_SKIP ? "skipped copy" : copy ? "host copy" : "host function";
-    put(p, len, room, "{");
-    put_name(p, len, room, e->kind == HCG_EV_SKIP ? "skipped: " : "", fn_name);
-    put(p, len, room,
-        ",\"cat\":\"%s\",\"ph\":\"X\",\"ts\":" US_FMT ",\"dur\":" US_FMT ",\"pid\":%d,"
-        "\"tid\":%u,\"args\":{\"api\":\"%s\",\"stream\":\"0x%" PRIxPTR "\",\"seq\":%" PRIu64,
-        cat, US(rel(tp, start)), US(end - start), tp->pid, tid,
-        hcg_api_name((hcg_api)e->api), e->stream, e->seq);
-    if (e->graph)
-        put(p, len, room, ",\"graph\":\"0x%" PRIxPTR "\",\"node\":\"0x%" PRIxPTR "\"", e->graph,
-            e->node);
-    if (e->t_start > e->t_enqueue)
-        put(p, len, room, ",\"wait_us\":" US_FMT, US(e->t_start - e->t_enqueue));
-    if (enq_tid)
-        put(p, len, room, ",\"enqueued_by\":%u", enq_tid);
-    if (hcg_event_reject_seq(e))
-        put(p, len, room, ",\"reject_seq\":%" PRIu64, hcg_event_reject_seq(e));
-    if (copy)
-        put(p, len, room, ",\"bytes\":%" PRIu64, e->bytes);
+    hcg_text_lit(t, "{");
+    put_name(t, e->kind == HCG_EV_SKIP ? "skipped: " : "", esc);
+    hcg_text_lit(t, ",\"cat\":\"");
+    hcg_text_str(t, cat);
+    hcg_text_lit(t, "\",\"ph\":\"X\",\"ts\":");
+    hcg_text_us(t, rel(tp, start));
+    hcg_text_lit(t, ",\"dur\":");
+    hcg_text_us(t, end - start);
+    put_ids(t, tp, tid);
+    put_args(t, e);
+    if (e->graph) {
+        put_hex(t, "graph", e->graph);
+        put_hex(t, "node", e->node);
+    }
+    if (e->t_start > e->t_enqueue) {
+        hcg_text_lit(t, ",\"wait_us\":");
+        hcg_text_us(t, e->t_start - e->t_enqueue);
+    }
+    if (enq_tid) {
+        hcg_text_lit(t, ",\"enqueued_by\":");
+        hcg_text_u64(t, enq_tid);
+    }
+    if (hcg_event_reject_seq(e)) {
+        hcg_text_lit(t, ",\"reject_seq\":");
+        hcg_text_u64(t, hcg_event_reject_seq(e));
+    }
+    if (copy) {
+        hcg_text_lit(t, ",\"bytes\":");
+        hcg_text_u64(t, e->bytes);
+    }
     if (copy && e->kind == HCG_EV_RUN && e->t_end > e->t_start)
-        put(p, len, room, ",\"gbps\":%.3f", (double)e->bytes / (double)(e->t_end - e->t_start));
-    if (e->kind == HCG_EV_SKIP)
-        put(p, len, room, ",\"reason\":\"%s\"", hcguard_status_name((hcguard_status)e->reason));
-    put(p, len, room, "}}");
+        hcg_text_printf(t, ",\"gbps\":%.3f", (double)e->bytes / (double)(e->t_end - e->t_start));
+    if (e->kind == HCG_EV_SKIP) {
+        hcg_text_lit(t, ",\"reason\":\"");
+        hcg_text_str(t, hcguard_status_name((hcguard_status)e->reason));
+        hcg_text_lit(t, "\"");
+    }
+    hcg_text_lit(t, "}}");
+}
+
+/* One end of the flow id at ts on tid: ph "s", or "f" (bound to the
+ * enclosing slice). */
+static void flow(const hcg_trace_proc *tp, hcg_text *t, int finish, uint64_t id, uint64_t ts,
+                 uint32_t tid)
+{
+    if (finish)
+        hcg_text_lit(t, "{\"name\":\"host function\",\"cat\":\"flow\",\"ph\":\"f\",\"bp\":\"e\",\"id\":");
+    else
+        hcg_text_lit(t, "{\"name\":\"host function\",\"cat\":\"flow\",\"ph\":\"s\",\"id\":");
+    hcg_text_u64(t, id);
+    hcg_text_lit(t, ",\"ts\":");
+    hcg_text_us(t, ts);
+    put_ids(t, tp, tid);
+    hcg_text_lit(t, "},\n");
 }
 
 /* The enqueue: a 2 ns slice on the launching thread (its own length is
  * not measured: that would cost a clock read per launch), and a flow from
  * inside it to inside the run's slice on the callback thread. */
-static void enqueue(hcg_trace_proc *tp, char *p, size_t *len, size_t room, const hcg_event *e,
-                    const char *fn_name, uint64_t run_start, uint32_t enq_tid)
+static void enqueue(hcg_trace_proc *tp, hcg_text *t, const hcg_event *e, const char *esc,
+                    uint64_t run_start, uint32_t enq_tid)
 {
-    uint64_t id = ++tp->flow_next, t = rel(tp, e->t_enqueue);
-    put(p, len, room, "{");
-    put_name(p, len, room, e->graph ? "launch: " : "enqueue: ", fn_name);
-    put(p, len, room,
-        ",\"cat\":\"enqueue\",\"ph\":\"X\",\"ts\":" US_FMT ",\"dur\":0.002,\"pid\":%d,"
-        "\"tid\":%u,\"args\":{\"api\":\"%s\",\"stream\":\"0x%" PRIxPTR "\",\"seq\":%" PRIu64
-        "}},\n",
-        US(t), tp->pid, enq_tid, hcg_api_name((hcg_api)e->api), e->stream, e->seq);
-    put(p, len, room,
-        "{\"name\":\"host function\",\"cat\":\"flow\",\"ph\":\"s\",\"id\":%" PRIu64
-        ",\"ts\":" US_FMT ",\"pid\":%d,\"tid\":%u},\n",
-        id, US(t + 1), tp->pid, enq_tid);
-    put(p, len, room,
-        "{\"name\":\"host function\",\"cat\":\"flow\",\"ph\":\"f\",\"bp\":\"e\",\"id\":%" PRIu64
-        ",\"ts\":" US_FMT ",\"pid\":%d,\"tid\":%u},\n",
-        id, US(rel(tp, run_start)), tp->pid, e->tid);
+    uint64_t id = ++tp->flow_next, at = rel(tp, e->t_enqueue);
+    hcg_text_lit(t, "{");
+    put_name(t, e->graph ? "launch: " : "enqueue: ", esc);
+    hcg_text_lit(t, ",\"cat\":\"enqueue\",\"ph\":\"X\",\"ts\":");
+    hcg_text_us(t, at);
+    hcg_text_lit(t, ",\"dur\":0.002");
+    put_ids(t, tp, enq_tid);
+    put_args(t, e);
+    hcg_text_lit(t, "}},\n");
+    flow(tp, t, 0, id, at + 1, enq_tid);
+    flow(tp, t, 1, id, rel(tp, run_start), e->tid);
 }
 
-static void instant(const hcg_trace_proc *tp, char *p, size_t *len, size_t room,
-                    const hcg_event *e, const char *fn_name)
+/* Rejections and findings (rare: printf is fine). */
+static void instant(const hcg_trace_proc *tp, hcg_text *t, const hcg_event *e,
+                    const char *fn_name)
 {
     int reject = e->kind == HCG_EV_REJECT;
     const char *what = reject ? hcguard_status_name((hcguard_status)e->reason)
                               : hcg_finding_name((hcg_finding)e->reason);
     /* A slow run's finding marks its end, a hung one when it was seen. */
-    uint64_t t = reject ? e->t_enqueue : e->kind == HCG_EV_FINDING ? e->t_end : e->t_start;
+    uint64_t at = reject ? e->t_enqueue : e->kind == HCG_EV_FINDING ? e->t_end : e->t_start;
     char esc[TRACE_NAME_MAX + 1];
     escape_name(esc, fn_name);
-    put(p, len, room, "{\"name\":\"%s%s\",\"cat\":\"%s\",\"ph\":\"i\",\"s\":\"t\",\"ts\":" US_FMT
-        ",\"pid\":%d,\"tid\":%u,\"args\":{\"fn\":\"%s\"",
-        reject ? "rejected: " : "", what, reject ? "rejected record" : "finding", US(rel(tp, t)),
-        tp->pid, e->tid, esc);
-    put(p, len, room, ",\"api\":\"%s\",\"stream\":\"0x%" PRIxPTR "\",\"seq\":%" PRIu64,
-        hcg_api_name((hcg_api)e->api), e->stream, e->seq);
-    if (e->graph)
-        put(p, len, room, ",\"graph\":\"0x%" PRIxPTR "\",\"node\":\"0x%" PRIxPTR "\"", e->graph,
-            e->node);
-    if (e->kind == HCG_EV_FINDING && (e->reason == HCG_FIND_SLOW || e->reason == HCG_FIND_HANG))
-        put(p, len, room, ",\"running_us\":" US_FMT, US(e->t_end - e->t_start));
-    put(p, len, room, "}}");
+    hcg_text_printf(t, "{\"name\":\"%s%s\",\"cat\":\"%s\",\"ph\":\"i\",\"s\":\"t\",\"ts\":",
+                    reject ? "rejected: " : "", what, reject ? "rejected record" : "finding");
+    hcg_text_us(t, rel(tp, at));
+    put_ids(t, tp, e->tid);
+    hcg_text_printf(t, ",\"args\":{\"fn\":\"%s\"", esc);
+    hcg_text_printf(t, ",\"api\":\"%s\",\"stream\":\"0x%" PRIxPTR "\",\"seq\":%" PRIu64,
+                    hcg_api_name((hcg_api)e->api), e->stream, e->seq);
+    if (e->graph) {
+        put_hex(t, "graph", e->graph);
+        put_hex(t, "node", e->node);
+    }
+    if (e->kind == HCG_EV_FINDING && (e->reason == HCG_FIND_SLOW || e->reason == HCG_FIND_HANG)) {
+        hcg_text_lit(t, ",\"running_us\":");
+        hcg_text_us(t, e->t_end - e->t_start);
+    }
+    hcg_text_lit(t, "}}");
 }
 
 size_t hcg_trace_format(hcg_trace_proc *tp, const hcg_event *e, const char *fn_name,
                         uint32_t enq_tid, char *p, size_t room)
 {
-    size_t len = 0;
+    hcg_text t = {p, 0, room};
+    p[0] = '\0';
     int run = e->kind == HCG_EV_RUN || e->kind == HCG_EV_SKIP;
     int on_callback = run || (e->kind == HCG_EV_FINDING &&
                               (e->reason == HCG_FIND_CUDA_CALL || e->reason == HCG_FIND_SLOW ||
                                e->reason == HCG_FIND_HANG));
-    name_thread(tp, p, &len, room, e->tid, on_callback);
+    name_thread(tp, &t, e->tid, on_callback);
     if (!run) {
-        instant(tp, p, &len, room, e, fn_name);
-        return len;
+        instant(tp, &t, e, fn_name);
+        return t.len;
     }
     int fresh;
     stream_track *st = stream_of(tp, e, enq_tid, &fresh);
     if (fresh)
-        name_stream(tp, p, &len, room, st);
+        name_stream(tp, &t, st);
+    char esc[TRACE_NAME_MAX + 1]; /* once for its three slices */
+    escape_name(esc, fn_name);
     uint64_t end = e->t_end, start = track_start(tp, e->tid, st, e->t_start, &end);
     if (enq_tid && e->t_enqueue + 2 < start) {
-        name_thread(tp, p, &len, room, enq_tid, 0);
-        enqueue(tp, p, &len, room, e, fn_name, start + (end > start ? 1 : 0), enq_tid);
+        name_thread(tp, &t, enq_tid, 0);
+        enqueue(tp, &t, e, esc, start + (end > start ? 1 : 0), enq_tid);
     }
-    slice(tp, p, &len, room, e, fn_name, e->tid, start, end, enq_tid);
-    put(p, &len, room, ",\n");
-    slice(tp, p, &len, room, e, fn_name, st->tid, start, end, enq_tid);
-    return len;
+    slice(tp, &t, e, esc, e->tid, start, end, enq_tid);
+    hcg_text_lit(&t, ",\n");
+    slice(tp, &t, e, esc, st->tid, start, end, enq_tid);
+    return t.len;
 }
 
 /* ---- the sink: this process's trace file ------------------------------------- */
@@ -613,7 +669,7 @@ void hcg_trace_after_fork(void)
 }
 
 /* Metadata naming the process, once per image (exec names it anew). */
-static void name_process(char *p, size_t *len, size_t room)
+static void name_process(hcg_text *t)
 {
     const hcg_config *c = hcg_config_get();
     char name[256];
@@ -623,10 +679,10 @@ static void name_process(char *p, size_t *len, size_t room)
     else
         snprintf(name, sizeof name, "%s (pid %d%s%s)", program_invocation_short_name,
                  (int)trace_file.pid, c->rank[0] ? ", rank " : "", c->rank);
-    put(p, len, room, "{\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{",
+    hcg_text_printf(t, "{\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{",
         (int)trace_file.pid, (int)trace_file.pid);
-    put_name(p, len, room, "", name);
-    put(p, len, room, "},\"name\":\"process_name\"},\n");
+    put_raw_name(t, "", name);
+    hcg_text_lit(t, "},\"name\":\"process_name\"},\n");
     live.process_named = 1;
 }
 
@@ -635,14 +691,17 @@ void hcg_trace_event(const hcg_event *e)
     char *p = hcg_sinkfile_reserve(&trace_file);
     if (!p)
         return;
-    size_t room = HCG_SINK_EVENT_MAX, len = 0;
+    hcg_text t = {p, 0, HCG_SINK_EVENT_MAX};
     live.pid = (int)trace_file.pid; /* the launcher writes a program's that died */
-    put(p, &len, room, "%s", trace_file.started ? ",\n" : "[\n");
+    if (trace_file.started)
+        hcg_text_lit(&t, ",\n");
+    else
+        hcg_text_lit(&t, "[\n");
     if (!live.process_named)
-        name_process(p, &len, room);
-    len += hcg_trace_format(&live, e, hcg_fn_name(e->fn), hcg_event_enqueuer(e), p + len,
-                            room - len);
-    hcg_sinkfile_commit(&trace_file, len);
+        name_process(&t);
+    t.len += hcg_trace_format(&live, e, hcg_fn_name(e->fn), hcg_event_enqueuer(e), p + t.len,
+                              t.room - t.len);
+    hcg_sinkfile_commit(&trace_file, t.len);
 }
 
 void hcg_trace_close(void)

@@ -18,6 +18,8 @@
  *                       main thread forks 200 times: no fork hangs (the
  *                       driver's fork handler and hcguard's take their
  *                       locks in one order)
+ *   hc_graph flood N    a graph of 64 host nodes replayed N times without a
+ *                       pause: every run counted, dropped events or not
  *   hc_graph capture-bindings
  *                       the same, enqueued through a stand-in of cuda.bindings'
  *                       wrapper, which frees its data after one run: every
@@ -428,6 +430,41 @@ static void none_alive(void)
     CHECK_MSG(live == 0, "%llu graph calls alive at exit", (unsigned long long)live);
 }
 
+/* ---- flood ------------------------------------------------------------- */
+/* Graph replays are not held back by flow control (README): a graph of 64
+ * host nodes launched REPLAYS times without a pause may fill a ring faster
+ * than the collector drains it. Every run is still counted, each once,
+ * whatever was dropped. */
+static void flood(int argc, char **argv)
+{
+    enum { NODES = 64 };
+    (void)argc;
+    const int REPLAYS = atoi(argv[0]);
+    REQUIRE(REPLAYS > 0);
+    CUgraph g;
+    CUgraphExec e;
+    CUgraphNode prev = NULL, n;
+    REQUIRE_OK(cuGraphCreate(&g, 0));
+    CUDA_HOST_NODE_PARAMS pt = {tick, NULL};
+    for (int i = 0; i < NODES; i++) {
+        REQUIRE_OK(cuGraphAddHostNode(&n, g, prev ? &prev : NULL, prev ? 1 : 0, &pt));
+        prev = n;
+    }
+    REQUIRE_OK(cuGraphInstantiate(&e, g, 0));
+    hcguard_stats before = stats();
+    for (int i = 0; i < REPLAYS; i++)
+        REQUIRE_OK(cuGraphLaunch(e, stream));
+    REQUIRE_OK(cuStreamSynchronize(stream));
+    CHECK_MSG(atomic_load(&ticks) == REPLAYS * NODES, "ran %d", atomic_load(&ticks));
+    hcguard_stats s = stats();
+    CHECK_MSG(s.host_fns_ran - before.host_fns_ran == (uint64_t)REPLAYS * NODES,
+              "hcguard counted %llu runs, want %d (%llu events dropped)",
+              (unsigned long long)(s.host_fns_ran - before.host_fns_ran), REPLAYS * NODES,
+              (unsigned long long)(s.events_dropped - before.events_dropped));
+    REQUIRE_OK(cuGraphExecDestroy(e));
+    REQUIRE_OK(cuGraphDestroy(g));
+}
+
 static const check_scenario scenarios[] = {
     CHECK_SCENARIO("replay", replay),
     CHECK_SCENARIO("bad", bad),
@@ -436,6 +473,7 @@ static const check_scenario scenarios[] = {
     CHECK_SCENARIO("capture", capture),
     CHECK_SCENARIO("capture-bindings", capture_bindings),
     CHECK_SCENARIO("fork-launch", fork_launch),
+    CHECK_SCENARIO_ARGS("flood", flood, 1, 1, "REPLAYS"),
 };
 
 int main(int argc, char **argv)

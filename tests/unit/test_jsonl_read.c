@@ -513,6 +513,123 @@ static void test_trace_shared_track(void)
     hcg_sinks_trace_end(tp);
 }
 
+/* hcg_text (the trace's printf-free formatting) writes what snprintf
+ * writes, with every room from 1 up: the same bytes, cut at the same
+ * place, always terminated, never a byte past room. */
+static void test_text(void)
+{
+    static const uint64_t vals[] = {0, 1, 9, 10, 999, 1000, 1001, 123456789, UINT32_MAX,
+                                    (uint64_t)INT64_MAX, UINT64_MAX};
+    for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++) {
+        uint64_t v = vals[i];
+        char want[256];
+        int n = snprintf(want, sizeof want, "a%" PRIu64 "|%" PRId64 "|0x%" PRIx64 "|%" PRIu64
+                         ".%03u|%s|%d", v, (int64_t)v, v, v / 1000, (unsigned)(v % 1000),
+                         "str\"ing", 42);
+        for (size_t room = 1; room <= (size_t)n + 2; room++) {
+            char buf[300];
+            memset(buf, '#', sizeof buf);
+            hcg_text t = {buf, 0, room};
+            buf[0] = '\0';
+            hcg_text_lit(&t, "a");
+            hcg_text_u64(&t, v);
+            hcg_text_lit(&t, "|");
+            hcg_text_i64(&t, (int64_t)v);
+            hcg_text_lit(&t, "|");
+            hcg_text_hex(&t, v);
+            hcg_text_lit(&t, "|");
+            hcg_text_us(&t, v);
+            hcg_text_lit(&t, "|");
+            hcg_text_str(&t, "str\"ing");
+            hcg_text_printf(&t, "|%d", 42);
+            char cut[256];
+            snprintf(cut, room, "%s", want);
+            CHECK_MSG(t.len == strlen(cut) && strcmp(buf, cut) == 0 && buf[room] == '#',
+                      "value %" PRIu64 ", room %zu: \"%s\" (%zu), want \"%s\"", v, room, buf,
+                      t.len, cut);
+        }
+    }
+    char buf[8];
+    hcg_text t = {buf, 0, sizeof buf};
+    hcg_text_i64(&t, INT64_MIN);
+    CHECK(strcmp(buf, "-922337") == 0 && t.len == 7);
+}
+
+/* Every field a run's trace objects can carry, at once, written exactly
+ * as the viewers and the tests read them (names escaped once, the same
+ * in all three slices); a room too small for them cuts them, terminated. */
+static void test_trace_format(void)
+{
+    hcg_trace_proc *tp = hcg_sinks_trace_start(7, 1000, HCG_TRACE_TID_BASE, 5);
+    CHECK(tp != NULL);
+    hcg_event e = {0};
+    e.kind = HCG_EV_SKIP;
+    e.fnkind = HCG_FN_COPY_HCGUARD;
+    e.reason = HCGUARD_ERR_COPY_FAULTED;
+    e.flags = HCG_EVF_REPORTED;
+    e.reject_seq = 41;
+    e.api = HCG_API_LAUNCH_HOST_FUNC;
+    e.seq = 42;
+    e.tid = 100;
+    e.stream = 0xabc0;
+    e.graph = 0x1234;
+    e.node = 0x5678;
+    e.bytes = 4096;
+    e.t_enqueue = 2000;
+    e.t_start = 1002500;
+    e.t_end = 3004567;
+    static const char want[] =
+        "{\"ph\":\"M\",\"pid\":7,\"tid\":100,\"args\":{\"name\":\"CUDA host functions (thread "
+        "100)\"},\"name\":\"thread_name\"},\n"
+        "{\"ph\":\"M\",\"pid\":7,\"tid\":%u,\"args\":{\"name\":\"stream 0xabc0\",\"stream\":"
+        "\"0xabc0\"},\"name\":\"thread_name\"},\n"
+        "{\"ph\":\"M\",\"pid\":7,\"tid\":%u,\"args\":{\"sort_index\":%u},\"name\":"
+        "\"thread_sort_index\"},\n"
+        "{\"ph\":\"M\",\"pid\":7,\"tid\":200,\"args\":{\"name\":\"thread 200\"},\"name\":"
+        "\"thread_name\"},\n"
+        "{\"name\":\"launch: a\\\"b\\\\c\\u0001\xc3\xa9?\",\"cat\":\"enqueue\",\"ph\":\"X\","
+        "\"ts\":1.000,\"dur\":0.002,\"pid\":7,\"tid\":200,\"args\":{\"api\":\"cuLaunchHostFunc\","
+        "\"stream\":\"0xabc0\",\"seq\":42}},\n"
+        "{\"name\":\"host function\",\"cat\":\"flow\",\"ph\":\"s\",\"id\":6,\"ts\":1.001,"
+        "\"pid\":7,\"tid\":200},\n"
+        "{\"name\":\"host function\",\"cat\":\"flow\",\"ph\":\"f\",\"bp\":\"e\",\"id\":6,"
+        "\"ts\":1001.501,\"pid\":7,\"tid\":100},\n"
+        "{\"name\":\"skipped: a\\\"b\\\\c\\u0001\xc3\xa9?\",\"cat\":\"skipped copy\","
+        "\"ph\":\"X\",\"ts\":1001.500,\"dur\":2002.067,\"pid\":7,\"tid\":%u,\"args\":{\"api\":"
+        "\"cuLaunchHostFunc\",\"stream\":\"0xabc0\",\"seq\":42,\"graph\":\"0x1234\",\"node\":"
+        "\"0x5678\",\"wait_us\":1000.500,\"enqueued_by\":200,\"reject_seq\":41,\"bytes\":4096,"
+        "\"reason\":\"copy-faulted\"}}";
+    char out[HCG_SINK_EVENT_MAX], exp[2 * sizeof want];
+    size_t n = hcg_sinks_trace_event(tp, &e, "a\"b\\c\x01\xc3\xa9\xff", 200, out, sizeof out);
+    out[n] = '\0';
+    char *second = strstr(out, "},\n{\"name\":\"skipped: ");
+    REQUIRE(second != NULL);
+    second = strstr(second + 3, "},\n{\"name\":\"skipped: ");
+    REQUIRE(second != NULL); /* the stream track's slice: the same but its tid */
+    unsigned track = 0;
+    REQUIRE(sscanf(strchr(out, '\n') + 1, "{\"ph\":\"M\",\"pid\":7,\"tid\":%u", &track) == 1);
+    second[1] = '\0';
+    snprintf(exp, sizeof exp, want, track, track, track - HCG_TRACE_TID_BASE + 1000000u, 100u);
+    CHECK_MSG(strcmp(out, exp) == 0, "got\n%s\nwant\n%s", out, exp);
+    /* a run of a copy: its GB/s, no reason */
+    e.kind = HCG_EV_RUN;
+    e.flags = 0;
+    e.seq = 43;
+    n = hcg_sinks_trace_event(tp, &e, "f", 200, out, sizeof out);
+    out[n] = '\0';
+    CHECK_MSG(strstr(out, "\"bytes\":4096,\"gbps\":0.002}}") != NULL && !strstr(out, "reason"),
+              "%s", out);
+    /* too little room: cut, terminated, nothing past it */
+    for (size_t room = 1; room < 64; room++) {
+        char small[80];
+        memset(small, '#', sizeof small);
+        e.seq++;
+        n = hcg_sinks_trace_event(tp, &e, "f", 200, small, room);
+        CHECK(n < room && small[n] == '\0' && small[room] == '#');
+    }
+    hcg_sinks_trace_end(tp);
+}
+
 /* The header record (hcg_loghdr_parse): read when it is one, "not a
  * header" (1) for an event line, refused with a reason when it cannot be
  * used, a newer schema above all. */
@@ -589,6 +706,8 @@ static const check_case cases[] = {
     CHECK_CASE(rewrite_batch),
     CHECK_CASE(trace_thread_ends),
     CHECK_CASE(trace_shared_track),
+    CHECK_CASE(text),
+    CHECK_CASE(trace_format),
 };
 
 int main(int argc, char **argv)
