@@ -57,15 +57,16 @@ static const char *mode_name(hcg_mode m)
     return m == HCG_MODE_GUARD ? "guard" : m == HCG_MODE_AUDIT ? "audit" : "off";
 }
 
-/* Appends s as a JSON string field ,"key":"s" at p + *len. */
-static void put_str(char *p, size_t *len, size_t room, const char *key, const char *s)
+/* Appends s as a JSON string field ,"key":"s". */
+static void put_str(hcg_text *t, const char *key, const char *s)
 {
-    int n = snprintf(p + *len, room - *len, ",\"%s\":\"", key);
-    if (n <= 0 || *len + (size_t)n + 2 >= room)
+    hcg_text_lit(t, ",\"");
+    hcg_text_str(t, key);
+    hcg_text_lit(t, "\":\"");
+    if (t->len + 2 >= t->room)
         return;
-    *len += (size_t)n;
-    *len += hcg_json_str(p + *len, room - *len - 2, s);
-    p[(*len)++] = '"';
+    t->len += hcg_json_str(t->p + t->len, t->room - t->len - 2, s);
+    hcg_text_lit(t, "\"");
 }
 
 static void write_header(void)
@@ -75,23 +76,19 @@ static void write_header(void)
     if (!p)
         return;
     const hcg_config *c = hcg_config_get();
-    size_t room = HCG_SINK_EVENT_MAX, len = 0;
-    int n = snprintf(p, room, "{\"event\":\"header\",\"schema\":%d,\"hcguard\":\"%s\",\"pid\":%d,"
-                     "\"ppid\":%d", HCG_LOG_SCHEMA, HCG_VERSION, (int)getpid(), (int)getppid());
-    if (n <= 0)
-        return;
-    len = (size_t)n;
-    put_str(p, &len, room, "host", H.host);
+    hcg_text t = {p, 0, HCG_SINK_EVENT_MAX};
+    hcg_text_printf(&t, "{\"event\":\"header\",\"schema\":%d,\"hcguard\":\"%s\",\"pid\":%d,"
+                    "\"ppid\":%d", HCG_LOG_SCHEMA, HCG_VERSION, (int)getpid(), (int)getppid());
+    put_str(&t, "host", H.host);
     if (c->rank[0])
-        put_str(p, &len, room, "rank", c->rank);
-    put_str(p, &len, room, "mode", mode_name(c->mode));
-    n = snprintf(p + len, room - len, ",\"driver_version\":%d", H.driver_version);
-    len += n > 0 ? (size_t)n : 0;
-    put_str(p, &len, room, "exe", H.exe);
-    n = snprintf(p + len, room - len, ",\"t0_ns\":%" PRIu64 "}\n", hcg_now_ns());
-    if (n <= 0 || len + (size_t)n >= room)
-        return;
-    hcg_sinkfile_commit_uncounted(&log_file, len + (size_t)n);
+        put_str(&t, "rank", c->rank);
+    put_str(&t, "mode", mode_name(c->mode));
+    hcg_text_printf(&t, ",\"driver_version\":%d", H.driver_version);
+    put_str(&t, "exe", H.exe);
+    hcg_text_printf(&t, ",\"t0_ns\":%" PRIu64 "}\n", hcg_now_ns());
+    if (t.len + 1 >= t.room)
+        return; /* cut short */
+    hcg_sinkfile_commit_uncounted(&log_file, t.len);
 }
 
 int hcg_jsonl_open(const char *path, const char *pattern)
@@ -128,8 +125,18 @@ static void drop_half_line(void)
  * again from the ring. Lines another process appended in between (a fork
  * child sharing the log) name another process and never match; the file
  * is not cut, as they may follow. */
-#define LOG_KEY "{\"event\":\"%s\",\"pid\":%d,\"seq\":%" PRIu64
 #define LOG_KEY_END ",\"api\":\""
+
+/* A line's start up to LOG_KEY_END: {"event":KIND,"pid":P,"seq":N */
+static void put_key(hcg_text *t, const hcg_event *e)
+{
+    hcg_text_lit(t, "{\"event\":\"");
+    hcg_text_str(t, hcg_evkind_name((hcg_evkind)e->kind));
+    hcg_text_lit(t, "\",\"pid\":");
+    hcg_text_i64(t, log_file.pid);
+    hcg_text_lit(t, ",\"seq\":");
+    hcg_text_u64(t, e->seq);
+}
 
 static struct {
     uint64_t *key;
@@ -147,9 +154,9 @@ static uint64_t key_hash(const char *s, size_t n)
 static uint64_t event_key(const hcg_event *e)
 {
     char k[160];
-    int n = snprintf(k, sizeof k, LOG_KEY, hcg_evkind_name((hcg_evkind)e->kind),
-                     (int)log_file.pid, e->seq);
-    return key_hash(k, n > 0 && (size_t)n < sizeof k ? (size_t)n : 0);
+    hcg_text t = {k, 0, sizeof k};
+    put_key(&t, e);
+    return key_hash(k, t.len);
 }
 
 static void had_line(const char *line, size_t len, const char *ours)
@@ -237,87 +244,83 @@ void hcg_jsonl_event(const hcg_event *e)
     char *p = hcg_sinkfile_reserve(&log_file);
     if (!p)
         return;
-    size_t room = HCG_SINK_EVENT_MAX;
-    int n = snprintf(p, room,
-                     LOG_KEY LOG_KEY_END "%s\",\"fn\":\"0x%" PRIxPTR
-                     "\",\"fn_kind\":\"%s\",\"user_data\":\"0x%" PRIxPTR "\",\"stream\":\"0x%" PRIxPTR
-                     "\",\"tid\":%u,\"t_enqueue_ns\":%" PRIu64,
-                     hcg_evkind_name((hcg_evkind)e->kind), (int)log_file.pid, e->seq, hcg_api_name((hcg_api)e->api), e->fn,
-                     hcg_fnkind_name((hcg_fnkind)e->fnkind), e->user, e->stream, e->tid,
-                     e->t_enqueue);
-    if (n < 0 || (size_t)n >= room)
-        return;
-    size_t len = (size_t)n;
-    if (e->fn) {
-        n = snprintf(p + len, room - len, ",\"fn_name\":\"");
-        len += n > 0 ? (size_t)n : 0;
-        len += hcg_json_str(p + len, room - len - 1, hcg_fn_name(e->fn)); /* 1 left for '"' */
-        p[len++] = '"';
-    }
-    if (e->caller) {
-        n = snprintf(p + len, room - len, ",\"caller\":\"");
-        len += n > 0 ? (size_t)n : 0;
-        len += hcg_json_str(p + len, room - len - 1, hcg_caller_name(e->caller));
-        p[len++] = '"';
-    }
+    hcg_text t = {p, 0, HCG_SINK_EVENT_MAX};
+    put_key(&t, e);
+    hcg_text_lit(&t, LOG_KEY_END);
+    hcg_text_str(&t, hcg_api_name((hcg_api)e->api));
+    hcg_text_lit(&t, "\",\"fn\":\"");
+    hcg_text_hex(&t, e->fn);
+    hcg_text_lit(&t, "\",\"fn_kind\":\"");
+    hcg_text_str(&t, hcg_fnkind_name((hcg_fnkind)e->fnkind));
+    hcg_text_lit(&t, "\",\"user_data\":\"");
+    hcg_text_hex(&t, e->user);
+    hcg_text_lit(&t, "\",\"stream\":\"");
+    hcg_text_hex(&t, e->stream);
+    hcg_text_lit(&t, "\",\"tid\":");
+    hcg_text_u64(&t, e->tid);
+    hcg_text_lit(&t, ",\"t_enqueue_ns\":");
+    hcg_text_u64(&t, e->t_enqueue);
+    if (e->fn)
+        put_str(&t, "fn_name", hcg_fn_name(e->fn));
+    if (e->caller)
+        put_str(&t, "caller", hcg_caller_name(e->caller));
     if (e->graph) {
-        n = snprintf(p + len, room - len, ",\"graph\":\"0x%" PRIxPTR "\",\"node\":\"0x%" PRIxPTR "\"",
-                     e->graph, e->node);
-        len += n > 0 ? (size_t)n : 0;
+        hcg_text_lit(&t, ",\"graph\":\"");
+        hcg_text_hex(&t, e->graph);
+        hcg_text_lit(&t, "\",\"node\":\"");
+        hcg_text_hex(&t, e->node);
+        hcg_text_lit(&t, "\"");
     }
     uint32_t enq_tid = hcg_event_enqueuer(e);
     if (enq_tid) {
-        n = snprintf(p + len, room - len, ",\"enqueue_tid\":%u", enq_tid);
-        len += n > 0 ? (size_t)n : 0;
+        hcg_text_lit(&t, ",\"enqueue_tid\":");
+        hcg_text_u64(&t, enq_tid);
     }
     if (hcg_event_reject_seq(e)) {
-        n = snprintf(p + len, room - len, ",\"reject_seq\":%" PRIu64, e->reject_seq);
-        len += n > 0 ? (size_t)n : 0;
+        hcg_text_lit(&t, ",\"reject_seq\":");
+        hcg_text_u64(&t, e->reject_seq);
     }
     if ((e->kind != HCG_EV_REJECT && e->kind != HCG_EV_FINDING) ||
         (e->kind == HCG_EV_FINDING && (e->reason == HCG_FIND_SLOW || e->reason == HCG_FIND_HANG))) {
-        n = snprintf(p + len, room - len, ",\"t_start_ns\":%" PRIu64 ",\"t_end_ns\":%" PRIu64
-                     ",\"duration_ns\":%" PRIu64, e->t_start, e->t_end, e->t_end - e->t_start);
-        len += n > 0 ? (size_t)n : 0;
+        hcg_text_lit(&t, ",\"t_start_ns\":");
+        hcg_text_u64(&t, e->t_start);
+        hcg_text_lit(&t, ",\"t_end_ns\":");
+        hcg_text_u64(&t, e->t_end);
+        hcg_text_lit(&t, ",\"duration_ns\":");
+        hcg_text_u64(&t, e->t_end - e->t_start);
     }
     if (hcg_fnkind_is_copy((hcg_fnkind)e->fnkind)) {
-        n = snprintf(p + len, room - len,
-                     ",\"dst\":\"0x%" PRIxPTR "\",\"src\":\"0x%" PRIxPTR "\",\"bytes\":%" PRIu64,
-                     e->dst, e->src, e->bytes);
-        len += n > 0 ? (size_t)n : 0;
-        if (e->kind == HCG_EV_RUN && e->t_end > e->t_start) {
-            n = snprintf(p + len, room - len, ",\"gbps\":%.3f",
-                         (double)e->bytes / (double)(e->t_end - e->t_start));
-            len += n > 0 ? (size_t)n : 0;
-        }
+        hcg_text_lit(&t, ",\"dst\":\"");
+        hcg_text_hex(&t, e->dst);
+        hcg_text_lit(&t, "\",\"src\":\"");
+        hcg_text_hex(&t, e->src);
+        hcg_text_lit(&t, "\",\"bytes\":");
+        hcg_text_u64(&t, e->bytes);
+        if (e->kind == HCG_EV_RUN && e->t_end > e->t_start)
+            hcg_text_printf(&t, ",\"gbps\":%.3f",
+                            (double)e->bytes / (double)(e->t_end - e->t_start));
     }
     if (e->kind == HCG_EV_FINDING) {
-        n = snprintf(p + len, room - len, ",\"finding\":\"%s\"",
-                     hcg_finding_name((hcg_finding)e->reason));
-        len += n > 0 ? (size_t)n : 0;
+        hcg_text_printf(&t, ",\"finding\":\"%s\"", hcg_finding_name((hcg_finding)e->reason));
         if (e->reason == HCG_FIND_CUDA_CALL && e->bytes) {
             const char *called = (e->bytes & HCG_FIND_WRAPPER_BIT)
                                      ? hcg_api_name((hcg_api)(e->bytes & 0xffff))
                                      : hcg_thunk_name((unsigned)(e->bytes - 1));
-            n = snprintf(p + len, room - len, ",\"called\":\"%s\"", called ? called : "?");
-            len += n > 0 ? (size_t)n : 0;
+            hcg_text_printf(&t, ",\"called\":\"%s\"", called ? called : "?");
         }
     } else if (e->kind != HCG_EV_RUN) {
-        n = snprintf(p + len, room - len, ",\"reason\":\"%s\"",
-                     hcguard_status_name((hcguard_status)e->reason));
-        len += n > 0 ? (size_t)n : 0;
-        if (e->reason == HCGUARD_ERR_COPY_FAULTED) {
-            n = snprintf(p + len, room - len,
-                         ",\"fault\":\"%s\",\"fault_code\":\"%s\",\"fault_addr\":\"0x%" PRIxPTR "\"",
-                         e->fault_sig == SIGBUS ? "SIGBUS" : "SIGSEGV",
-                         hcg_fault_code_name(e->fault_sig, e->fault_code), e->fault_addr);
-            len += n > 0 ? (size_t)n : 0;
-        }
+        hcg_text_printf(&t, ",\"reason\":\"%s\"",
+                        hcguard_status_name((hcguard_status)e->reason));
+        if (e->reason == HCGUARD_ERR_COPY_FAULTED)
+            hcg_text_printf(&t,
+                            ",\"fault\":\"%s\",\"fault_code\":\"%s\",\"fault_addr\":\"0x%" PRIxPTR
+                            "\"",
+                            e->fault_sig == SIGBUS ? "SIGBUS" : "SIGSEGV",
+                            hcg_fault_code_name(e->fault_sig, e->fault_code), e->fault_addr);
     }
-    if (len + 2 < room) {
-        p[len++] = '}';
-        p[len++] = '\n';
-        hcg_sinkfile_commit(&log_file, len);
+    if (t.len + 3 < t.room) { /* "}\n" and its terminator: not cut short */
+        hcg_text_lit(&t, "}\n");
+        hcg_sinkfile_commit(&log_file, t.len);
     }
 }
 
