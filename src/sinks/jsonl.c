@@ -134,8 +134,7 @@ static void put_key(hcg_text *t, const hcg_event *e)
     hcg_text_str(t, hcg_evkind_name((hcg_evkind)e->kind));
     hcg_text_lit(t, "\",\"pid\":");
     hcg_text_i64(t, log_file.pid);
-    hcg_text_lit(t, ",\"seq\":");
-    hcg_text_u64(t, e->seq);
+    hcg_text_key_u64(t, "seq", e->seq);
 }
 
 static struct {
@@ -248,54 +247,36 @@ void hcg_jsonl_event(const hcg_event *e)
     put_key(&t, e);
     hcg_text_lit(&t, LOG_KEY_END);
     hcg_text_str(&t, hcg_api_name((hcg_api)e->api));
-    hcg_text_lit(&t, "\",\"fn\":\"");
-    hcg_text_hex(&t, e->fn);
-    hcg_text_lit(&t, "\",\"fn_kind\":\"");
-    hcg_text_str(&t, hcg_fnkind_name((hcg_fnkind)e->fnkind));
-    hcg_text_lit(&t, "\",\"user_data\":\"");
-    hcg_text_hex(&t, e->user);
-    hcg_text_lit(&t, "\",\"stream\":\"");
-    hcg_text_hex(&t, e->stream);
-    hcg_text_lit(&t, "\",\"tid\":");
-    hcg_text_u64(&t, e->tid);
-    hcg_text_lit(&t, ",\"t_enqueue_ns\":");
-    hcg_text_u64(&t, e->t_enqueue);
+    hcg_text_lit(&t, "\"");
+    hcg_text_key_hex(&t, "fn", e->fn);
+    put_str(&t, "fn_kind", hcg_fnkind_name((hcg_fnkind)e->fnkind));
+    hcg_text_key_hex(&t, "user_data", e->user);
+    hcg_text_key_hex(&t, "stream", e->stream);
+    hcg_text_key_u64(&t, "tid", e->tid);
+    hcg_text_key_u64(&t, "t_enqueue_ns", e->t_enqueue);
     if (e->fn)
         put_str(&t, "fn_name", hcg_fn_name(e->fn));
     if (e->caller)
         put_str(&t, "caller", hcg_caller_name(e->caller));
     if (e->graph) {
-        hcg_text_lit(&t, ",\"graph\":\"");
-        hcg_text_hex(&t, e->graph);
-        hcg_text_lit(&t, "\",\"node\":\"");
-        hcg_text_hex(&t, e->node);
-        hcg_text_lit(&t, "\"");
+        hcg_text_key_hex(&t, "graph", e->graph);
+        hcg_text_key_hex(&t, "node", e->node);
     }
     uint32_t enq_tid = hcg_event_enqueuer(e);
-    if (enq_tid) {
-        hcg_text_lit(&t, ",\"enqueue_tid\":");
-        hcg_text_u64(&t, enq_tid);
-    }
-    if (hcg_event_reject_seq(e)) {
-        hcg_text_lit(&t, ",\"reject_seq\":");
-        hcg_text_u64(&t, e->reject_seq);
-    }
+    if (enq_tid)
+        hcg_text_key_u64(&t, "enqueue_tid", enq_tid);
+    if (hcg_event_reject_seq(e))
+        hcg_text_key_u64(&t, "reject_seq", e->reject_seq);
     if ((e->kind != HCG_EV_REJECT && e->kind != HCG_EV_FINDING) ||
         (e->kind == HCG_EV_FINDING && (e->reason == HCG_FIND_SLOW || e->reason == HCG_FIND_HANG))) {
-        hcg_text_lit(&t, ",\"t_start_ns\":");
-        hcg_text_u64(&t, e->t_start);
-        hcg_text_lit(&t, ",\"t_end_ns\":");
-        hcg_text_u64(&t, e->t_end);
-        hcg_text_lit(&t, ",\"duration_ns\":");
-        hcg_text_u64(&t, e->t_end - e->t_start);
+        hcg_text_key_u64(&t, "t_start_ns", e->t_start);
+        hcg_text_key_u64(&t, "t_end_ns", e->t_end);
+        hcg_text_key_u64(&t, "duration_ns", e->t_end - e->t_start);
     }
     if (hcg_fnkind_is_copy((hcg_fnkind)e->fnkind)) {
-        hcg_text_lit(&t, ",\"dst\":\"");
-        hcg_text_hex(&t, e->dst);
-        hcg_text_lit(&t, "\",\"src\":\"");
-        hcg_text_hex(&t, e->src);
-        hcg_text_lit(&t, "\",\"bytes\":");
-        hcg_text_u64(&t, e->bytes);
+        hcg_text_key_hex(&t, "dst", e->dst);
+        hcg_text_key_hex(&t, "src", e->src);
+        hcg_text_key_u64(&t, "bytes", e->bytes);
         if (e->kind == HCG_EV_RUN && e->t_end > e->t_start)
             hcg_text_printf(&t, ",\"gbps\":%.3f",
                             (double)e->bytes / (double)(e->t_end - e->t_start));

@@ -394,6 +394,27 @@ void hcg_text_us(hcg_text *t, uint64_t ns)
     hcg_text_mem(t, s, (size_t)(end - s));
 }
 
+static void key(hcg_text *t, const char *k)
+{
+    hcg_text_lit(t, ",\"");
+    hcg_text_str(t, k);
+    hcg_text_lit(t, "\":");
+}
+
+void hcg_text_key_u64(hcg_text *t, const char *k, uint64_t v)
+{
+    key(t, k);
+    hcg_text_u64(t, v);
+}
+
+void hcg_text_key_hex(hcg_text *t, const char *k, uint64_t v)
+{
+    key(t, k);
+    hcg_text_lit(t, "\"");
+    hcg_text_hex(t, v);
+    hcg_text_lit(t, "\"");
+}
+
 void hcg_text_printf(hcg_text *t, const char *fmt, ...)
 {
     va_list ap;

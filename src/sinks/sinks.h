@@ -194,6 +194,9 @@ void hcg_text_i64(hcg_text *t, int64_t v);
 void hcg_text_hex(hcg_text *t, uint64_t v); /* "0x" PRIx64 */
 void hcg_text_us(hcg_text *t, uint64_t ns); /* microseconds, three decimals */
 void hcg_text_printf(hcg_text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* JSON fields: ,"key":v and ,"key":"0x..." */
+void hcg_text_key_u64(hcg_text *t, const char *key, uint64_t v);
+void hcg_text_key_hex(hcg_text *t, const char *key, uint64_t v);
 
 /* ---- jsonl.c: the event log -------------------------------------------- */
 /* The log's schema (docs/LOG.md), in its header: raised when a field

@@ -374,23 +374,12 @@ static uint64_t rel(const hcg_trace_proc *tp, uint64_t t)
     return t > tp->base_ns ? t - tp->base_ns : 0;
 }
 
-/* ,"key":"0x..." */
-static void put_hex(hcg_text *t, const char *key, uint64_t v)
-{
-    hcg_text_lit(t, ",\"");
-    hcg_text_str(t, key);
-    hcg_text_lit(t, "\":\"");
-    hcg_text_hex(t, v);
-    hcg_text_lit(t, "\"");
-}
-
 /* ,"pid":P,"tid":T */
 static void put_ids(hcg_text *t, const hcg_trace_proc *tp, uint32_t tid)
 {
     hcg_text_lit(t, ",\"pid\":");
     hcg_text_i64(t, tp->pid);
-    hcg_text_lit(t, ",\"tid\":");
-    hcg_text_u64(t, tid);
+    hcg_text_key_u64(t, "tid", tid);
 }
 
 /* "args":{"api":...,"stream":...,"seq":N (left open) */
@@ -399,9 +388,8 @@ static void put_args(hcg_text *t, const hcg_event *e)
     hcg_text_lit(t, ",\"args\":{\"api\":\"");
     hcg_text_str(t, hcg_api_name((hcg_api)e->api));
     hcg_text_lit(t, "\"");
-    put_hex(t, "stream", e->stream);
-    hcg_text_lit(t, ",\"seq\":");
-    hcg_text_u64(t, e->seq);
+    hcg_text_key_hex(t, "stream", e->stream);
+    hcg_text_key_u64(t, "seq", e->seq);
 }
 
 /* The run (or skipped copy) from start to end on track tid; esc: its
@@ -422,25 +410,19 @@ static void slice(const hcg_trace_proc *tp, hcg_text *t, const hcg_event *e, con
     put_ids(t, tp, tid);
     put_args(t, e);
     if (e->graph) {
-        put_hex(t, "graph", e->graph);
-        put_hex(t, "node", e->node);
+        hcg_text_key_hex(t, "graph", e->graph);
+        hcg_text_key_hex(t, "node", e->node);
     }
     if (e->t_start > e->t_enqueue) {
         hcg_text_lit(t, ",\"wait_us\":");
         hcg_text_us(t, e->t_start - e->t_enqueue);
     }
-    if (enq_tid) {
-        hcg_text_lit(t, ",\"enqueued_by\":");
-        hcg_text_u64(t, enq_tid);
-    }
-    if (hcg_event_reject_seq(e)) {
-        hcg_text_lit(t, ",\"reject_seq\":");
-        hcg_text_u64(t, hcg_event_reject_seq(e));
-    }
-    if (copy) {
-        hcg_text_lit(t, ",\"bytes\":");
-        hcg_text_u64(t, e->bytes);
-    }
+    if (enq_tid)
+        hcg_text_key_u64(t, "enqueued_by", enq_tid);
+    if (hcg_event_reject_seq(e))
+        hcg_text_key_u64(t, "reject_seq", hcg_event_reject_seq(e));
+    if (copy)
+        hcg_text_key_u64(t, "bytes", e->bytes);
     if (copy && e->kind == HCG_EV_RUN && e->t_end > e->t_start)
         hcg_text_printf(t, ",\"gbps\":%.3f", (double)e->bytes / (double)(e->t_end - e->t_start));
     if (e->kind == HCG_EV_SKIP) {
@@ -505,8 +487,8 @@ static void instant(const hcg_trace_proc *tp, hcg_text *t, const hcg_event *e,
     hcg_text_printf(t, ",\"api\":\"%s\",\"stream\":\"0x%" PRIxPTR "\",\"seq\":%" PRIu64,
                     hcg_api_name((hcg_api)e->api), e->stream, e->seq);
     if (e->graph) {
-        put_hex(t, "graph", e->graph);
-        put_hex(t, "node", e->node);
+        hcg_text_key_hex(t, "graph", e->graph);
+        hcg_text_key_hex(t, "node", e->node);
     }
     if (e->kind == HCG_EV_FINDING && (e->reason == HCG_FIND_SLOW || e->reason == HCG_FIND_HANG)) {
         hcg_text_lit(t, ",\"running_us\":");
