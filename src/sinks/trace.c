@@ -451,11 +451,15 @@ static void flow(const hcg_trace_proc *tp, hcg_text *t, int finish, uint64_t id,
 
 /* The enqueue: a 2 ns slice on the launching thread (its own length is
  * not measured: that would cost a clock read per launch), and a flow from
- * inside it to inside the run's slice on the callback thread. */
+ * inside it to inside the run's slice on the callback thread. It begins at
+ * an even nanosecond: two launches of one thread converted by two drains'
+ * clock references (which disagree by tens of ns) may come out less than
+ * 2 ns apart, in either order, and two such slices would overlap partly;
+ * at even nanoseconds they are the same slice or do not overlap. */
 static void enqueue(hcg_trace_proc *tp, hcg_text *t, const hcg_event *e, const char *esc,
                     uint64_t run_start, uint32_t enq_tid)
 {
-    uint64_t id = ++tp->flow_next, at = rel(tp, e->t_enqueue);
+    uint64_t id = ++tp->flow_next, at = rel(tp, e->t_enqueue) & ~(uint64_t)1;
     hcg_text_lit(t, "{");
     put_name(t, e->graph ? "launch: " : "enqueue: ", esc);
     hcg_text_lit(t, ",\"cat\":\"enqueue\",\"ph\":\"X\",\"ts\":");

@@ -630,6 +630,41 @@ static void test_trace_format(void)
     hcg_sinks_trace_end(tp);
 }
 
+/* Two launches of one thread whose enqueue times, converted by two drains'
+ * clock references, come out 1 ns apart (here in reverse order, as the
+ * drains may write them): their 2 ns enqueue slices are the same slice or
+ * do not overlap at all, never partly (e2e_trace_vfork once failed so). */
+static void test_trace_enqueue_close(void)
+{
+    hcg_trace_proc *tp = hcg_sinks_trace_start(7, 0, HCG_TRACE_TID_BASE, 1);
+    CHECK(tp != NULL);
+    static const uint64_t enq[][2] = {{5001, 5000}, {6000, 5999}, {7002, 7003}, {8000, 8002}};
+    char out[HCG_SINK_EVENT_MAX];
+    for (size_t k = 0; k < sizeof enq / sizeof enq[0]; k++) {
+        uint64_t ts[2];
+        for (int i = 0; i < 2; i++) {
+            hcg_event e = {0};
+            e.kind = HCG_EV_RUN;
+            e.seq = 2 * k + (uint64_t)i + 1;
+            e.tid = 100;
+            e.stream = 0x10;
+            e.t_enqueue = enq[k][i];
+            e.t_start = 100000 * (k + 1) + 10 * (uint64_t)i;
+            e.t_end = e.t_start + 5;
+            out[hcg_sinks_trace_event(tp, &e, "f", 200, out, sizeof out)] = '\0';
+            static const char key[] = "\"cat\":\"enqueue\",\"ph\":\"X\",\"ts\":";
+            const char *at = strstr(out, key);
+            REQUIRE(at != NULL);
+            ts[i] = (uint64_t)(strtod(at + sizeof key - 1, NULL) * 1000.0 + 0.5);
+            CHECK(strstr(at, "\"dur\":0.002,") != NULL);
+        }
+        uint64_t gap = ts[0] > ts[1] ? ts[0] - ts[1] : ts[1] - ts[0];
+        CHECK_MSG(gap == 0 || gap >= 2, "enqueues at %" PRIu64 " and %" PRIu64 " ns: slices at %"
+                  PRIu64 " and %" PRIu64 " overlap partly", enq[k][0], enq[k][1], ts[0], ts[1]);
+    }
+    hcg_sinks_trace_end(tp);
+}
+
 /* The header record (hcg_loghdr_parse): read when it is one, "not a
  * header" (1) for an event line, refused with a reason when it cannot be
  * used, a newer schema above all. */
@@ -708,6 +743,7 @@ static const check_case cases[] = {
     CHECK_CASE(trace_shared_track),
     CHECK_CASE(text),
     CHECK_CASE(trace_format),
+    CHECK_CASE(trace_enqueue_close),
 };
 
 int main(int argc, char **argv)
