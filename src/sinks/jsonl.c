@@ -69,6 +69,13 @@ static void put_str(hcg_text *t, const char *key, const char *s)
     hcg_text_lit(t, "\"");
 }
 
+/* A line written whole, not cut short by the room: it ends with its
+ * newline, the only one in it (string fields escape theirs). */
+static int line_whole(const hcg_text *t)
+{
+    return t->len > 0 && t->p[t->len - 1] == '\n';
+}
+
 static void write_header(void)
 {
     H.pending = 0;
@@ -86,9 +93,8 @@ static void write_header(void)
     hcg_text_printf(&t, ",\"driver_version\":%d", H.driver_version);
     put_str(&t, "exe", H.exe);
     hcg_text_printf(&t, ",\"t0_ns\":%" PRIu64 "}\n", hcg_now_ns());
-    if (t.len + 1 >= t.room)
-        return; /* cut short */
-    hcg_sinkfile_commit_uncounted(&log_file, t.len);
+    if (line_whole(&t))
+        hcg_sinkfile_commit_uncounted(&log_file, t.len);
 }
 
 int hcg_jsonl_open(const char *path, const char *pattern)
@@ -299,10 +305,9 @@ void hcg_jsonl_event(const hcg_event *e)
                             e->fault_sig == SIGBUS ? "SIGBUS" : "SIGSEGV",
                             hcg_fault_code_name(e->fault_sig, e->fault_code), e->fault_addr);
     }
-    if (t.len + 3 < t.room) { /* "}\n" and its terminator: not cut short */
-        hcg_text_lit(&t, "}\n");
+    hcg_text_lit(&t, "}\n");
+    if (line_whole(&t))
         hcg_sinkfile_commit(&log_file, t.len);
-    }
 }
 
 void hcg_jsonl_close(void)

@@ -4,13 +4,16 @@
  * line can be wrong is refused with its reason; a file is read line by
  * line, and one cut short or holding a bad line names the line.
  */
+#include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "hcg.h"
@@ -731,6 +734,134 @@ static void test_header(void)
 #undef HDR
 }
 
+#ifndef HCG_TEST_NO_SELF_EXEC
+/* ---- a header that just fits ----------------------------------------------
+ * The log's header names the program's path, up to 4095 bytes: a header
+ * of exactly the room's 4095 bytes is written, one byte more is not (never
+ * half). One process (one pid, so the header's other fields keep their
+ * length) runs this program from paths made to give headers of 4094, 4095
+ * and 4096 bytes, exec'ing each copy from the one before. */
+#define CHAIN "--header-chain"
+
+/* A copy of this program at a path of exactly len bytes below dir. */
+static int copy_self(const char *dir, size_t len, char *path)
+{
+    size_t n = (size_t)snprintf(path, len + 1, "%s", dir);
+    while (len - n - 1 > 250) { /* directories of 200 bytes, then the file */
+        path[n++] = '/';
+        memset(path + n, 'd', 200);
+        n += 200;
+        path[n] = '\0';
+        if (mkdir(path, 0700) != 0 && errno != EEXIST)
+            return -1;
+    }
+    path[n++] = '/';
+    memset(path + n, 'f', len - n);
+    path[len] = '\0';
+    int in = open("/proc/self/exe", O_RDONLY), out = open(path, O_WRONLY | O_CREAT, 0700);
+    char buf[65536];
+    ssize_t k;
+    while (in >= 0 && out >= 0 && (k = read(in, buf, sizeof buf)) > 0)
+        if (write(out, buf, (size_t)k) != k)
+            k = -1;
+    int ok = in >= 0 && out >= 0 && close(out) == 0;
+    close(in);
+    return ok ? 0 : -1;
+}
+
+/* Its header and one event into DIR/log<step>. */
+static void chain_write(const char *dir, int step)
+{
+    char log[64];
+    snprintf(log, sizeof log, "%s/log%d", dir, step);
+    if (hcg_jsonl_open(log, log) != 0)
+        _exit(2);
+    hcg_event e = {0};
+    e.kind = HCG_EV_RUN;
+    e.seq = 1;
+    hcg_jsonl_event(&e);
+    hcg_jsonl_close();
+}
+
+static size_t first_line(const char *dir, int step, char *line, size_t room)
+{
+    char log[64];
+    snprintf(log, sizeof log, "%s/log%d", dir, step);
+    FILE *f = fopen(log, "r");
+    size_t n = f && fgets(line, (int)room, f) ? strlen(line) : 0;
+    if (f)
+        fclose(f);
+    return n;
+}
+
+/* argv: CHAIN DIR STEP [NEXT...]; step 0 makes the copies from its own
+ * header's length, and each step execs the next. */
+static int header_chain(int argc, char **argv)
+{
+    const char *dir = argv[2];
+    int step = atoi(argv[3]);
+    chain_write(dir, step);
+    static char paths[3][4200];
+    char *next[8] = {argv[0], CHAIN, argv[2], NULL, NULL, NULL, NULL, NULL};
+    char steps[12];
+    if (step == 0) {
+        static char line[8192], self[4200];
+        ssize_t e0 = readlink("/proc/self/exe", self, sizeof self - 1);
+        size_t h0 = first_line(dir, 0, line, sizeof line);
+        if (e0 <= 0 || h0 == 0 || h0 > 4000)
+            return 3;
+        size_t fit = (size_t)e0 + HCG_SINK_EVENT_MAX - 1 - h0; /* a header of 4095 bytes */
+        for (int i = 0; i < 3; i++)
+            if (fit + 1 >= sizeof paths[i] || copy_self(dir, fit - 1 + (size_t)i, paths[i]) != 0)
+                return 4;
+        next[4] = paths[1];
+        next[5] = paths[2];
+        next[0] = paths[0];
+    } else {
+        if (argc <= 4)
+            return 0;
+        next[0] = argv[4];
+        next[4] = argc > 5 ? argv[5] : NULL;
+    }
+    snprintf(steps, sizeof steps, "%d", step + 1);
+    next[3] = steps;
+    execv(next[0], next);
+    return 5;
+}
+
+static int remove_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+static void test_header_fits(void)
+{
+    char dir[] = "/tmp/hcg_hdrXXXXXX";
+    REQUIRE(mkdtemp(dir) != NULL);
+    pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        execl("/proc/self/exe", "test_jsonl_read", CHAIN, dir, "0", (char *)NULL);
+        _exit(127);
+    }
+    int st = 0;
+    REQUIRE(waitpid(pid, &st, 0) == pid);
+    CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the chain of copies ended with status %d",
+              st);
+    static char line[8192];
+    static const size_t want[] = {4094, 4095, 0}; /* 0: no header */
+    for (int i = 0; i < 3; i++) {
+        size_t n = first_line(dir, i + 1, line, sizeof line);
+        int header = strncmp(line, "{\"event\":\"header\"", 17) == 0;
+        CHECK_MSG(header ? n == want[i] && line[n - 1] == '\n' : want[i] == 0 && n > 0,
+                  "copy %d: first line of %zu bytes, %s; want a header of %zu", i + 1, n,
+                  header ? "a header" : "no header", want[i]);
+    }
+    nftw(dir, remove_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+#endif
+
 static const check_case cases[] = {
     CHECK_CASE(header),
     CHECK_CASE(good),
@@ -744,9 +875,16 @@ static const check_case cases[] = {
     CHECK_CASE(text),
     CHECK_CASE(trace_format),
     CHECK_CASE(trace_enqueue_close),
+#ifndef HCG_TEST_NO_SELF_EXEC
+    CHECK_CASE(header_fits),
+#endif
 };
 
 int main(int argc, char **argv)
 {
+#ifndef HCG_TEST_NO_SELF_EXEC
+    if (argc >= 4 && strcmp(argv[1], CHAIN) == 0)
+        return header_chain(argc, argv);
+#endif
     return check_main("test_jsonl_read", CHECK_CASES(cases), argc, argv);
 }
