@@ -16,7 +16,6 @@
  * The formatting (hcg_trace_format) is shared with `hcguard report
  * --trace`, which gives it the events read back from logs. */
 #include <inttypes.h>
-#include <stdarg.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -382,14 +381,21 @@ static void put_ids(hcg_text *t, const hcg_trace_proc *tp, uint32_t tid)
     hcg_text_key_u64(t, "tid", tid);
 }
 
-/* "args":{"api":...,"stream":...,"seq":N (left open) */
-static void put_args(hcg_text *t, const hcg_event *e)
+/* "api":...,"stream":...,"seq":N: the args every event of a launch has. */
+static void put_launch(hcg_text *t, const hcg_event *e)
 {
-    hcg_text_lit(t, ",\"args\":{\"api\":\"");
+    hcg_text_lit(t, "\"api\":\"");
     hcg_text_str(t, hcg_api_name((hcg_api)e->api));
     hcg_text_lit(t, "\"");
     hcg_text_key_hex(t, "stream", e->stream);
     hcg_text_key_u64(t, "seq", e->seq);
+}
+
+/* ,"args":{ and the launch's args (left open) */
+static void put_args(hcg_text *t, const hcg_event *e)
+{
+    hcg_text_lit(t, ",\"args\":{");
+    put_launch(t, e);
 }
 
 /* The run (or skipped copy) from start to end on track tid; esc: its
@@ -487,9 +493,8 @@ static void instant(const hcg_trace_proc *tp, hcg_text *t, const hcg_event *e,
                     reject ? "rejected: " : "", what, reject ? "rejected record" : "finding");
     hcg_text_us(t, rel(tp, at));
     put_ids(t, tp, e->tid);
-    hcg_text_printf(t, ",\"args\":{\"fn\":\"%s\"", esc);
-    hcg_text_printf(t, ",\"api\":\"%s\",\"stream\":\"0x%" PRIxPTR "\",\"seq\":%" PRIu64,
-                    hcg_api_name((hcg_api)e->api), e->stream, e->seq);
+    hcg_text_printf(t, ",\"args\":{\"fn\":\"%s\",", esc);
+    put_launch(t, e);
     if (e->graph) {
         hcg_text_key_hex(t, "graph", e->graph);
         hcg_text_key_hex(t, "node", e->node);
