@@ -71,6 +71,11 @@ static hcg_pool *acquire_pool(void)
         if (i >= MAX_POOLS)
             return NULL; /* more live threads than that: their calls go unmeasured */
         p = &pool_store[i];
+        /* Zeroed here, not assumed so: in a fork child of a recording
+         * process, the record is a private mapping of the parent's file,
+         * whose pages the child has not written yet still show what the
+         * parent writes there, pools it took after the fork included. */
+        memset(p, 0, sizeof *p);
         p->index = i;
         p->seq = (uint64_t)(i + 1) << 44; /* the pool in each number's top bits */
         atomic_store(&p->owned, 1);
@@ -489,6 +494,12 @@ void hcg_pool_after_fork(void)
     for (hcg_pool *p = atomic_load(&pools); p; p = p->next) {
         if (p != hcg_self.pool)
             atomic_store(&p->owned, 0);
+        /* The free calls are left behind: under hcguard run a pool is in
+         * the flight record, whose page the parent may have written since
+         * the fork (a chunk mapped after it, calls given back that are not
+         * free here) until this write made it the child's own. */
+        p->free = NULL;
+        atomic_store(&p->returned, NULL);
         for (int k = 0; k < HCG_FN_KIND_COUNT; k++)
             atomic_store(&p->launched[k], 0);
         atomic_store(&p->captured, 0);

@@ -17,6 +17,8 @@
  *                   by another thread while the main thread is inside
  *                   fork(), in a prepare handler of the program's: the
  *                   child, which does nothing, must say nothing
+ *   hc_fork pools   under hcguard run: pools a fork child takes start
+ *                   empty, whatever its parent took since (below)
  *   hc_fork vfork | _Fork [exit]
  *                   10 host functions, then a child by vfork or _Fork,
  *                   which execs hc_fork spawned (5 host functions of its
@@ -171,6 +173,77 @@ static void busy(void)
 static void hang(void)
 {
     parent(HANG);
+}
+
+/* ---- pools taken after a fork -----------------------------------------------
+ * hc_fork pools: under hcguard run (a flight record), the parent forks a
+ * child, then launches from 32 new threads (32 new pools, written into the
+ * record); the child, once they are done, launches one host function from
+ * each of 32 new threads of its own. Its pools must start empty: before,
+ * the child took over the parent's free lists (calls it does not have) and
+ * died of SIGSEGV, or counted the parent's launches as its own. */
+#define POOL_THREADS 32
+static unsigned pool_each;
+
+static void *pool_launcher(void *arg)
+{
+    REQUIRE_OK(cuCtxSetCurrent((CUcontext)arg));
+    for (unsigned i = 0; i < pool_each; i++)
+        REQUIRE_OK(cuLaunchHostFunc(stream, ordinary, NULL));
+    return NULL;
+}
+
+static void launch_from_threads(unsigned each)
+{
+    CUcontext ctx;
+    REQUIRE_OK(cuCtxGetCurrent(&ctx));
+    pool_each = each;
+    pthread_t t[POOL_THREADS];
+    for (int i = 0; i < POOL_THREADS; i++)
+        REQUIRE(pthread_create(&t[i], NULL, pool_launcher, ctx) == 0);
+    for (int i = 0; i < POOL_THREADS; i++)
+        pthread_join(t[i], NULL);
+    REQUIRE_OK(cuStreamSynchronize(stream));
+}
+
+static void pools(void)
+{
+    test_stats_fn get = test_require_hcguard(NULL);
+    stream = test_context();
+    REQUIRE_OK(cuLaunchHostFunc(stream, ordinary, NULL)); /* hcguard started */
+    REQUIRE_OK(cuStreamSynchronize(stream));
+    int go[2];
+    REQUIRE(pipe(go) == 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        char c;
+        close(go[1]);
+        if (read(go[0], &c, 1) != 1)
+            _exit(2);
+        REQUIRE_OK(cuStreamCreate(&stream, 0)); /* the test driver's child: its own */
+        atomic_store(&runs, 0);
+        launch_from_threads(1);
+        hcguard_stats s = test_stats(get);
+        int ok = atomic_load(&runs) == POOL_THREADS && s.host_fns_launched == POOL_THREADS &&
+                 s.host_fns_ran == POOL_THREADS;
+        if (!ok)
+            fprintf(stderr, "child: %d ran; hcguard counted %llu launched, %llu ran (want %d)\n",
+                    atomic_load(&runs), (unsigned long long)s.host_fns_launched,
+                    (unsigned long long)s.host_fns_ran, POOL_THREADS);
+        exit(ok ? 0 : 1);
+    }
+    close(go[0]);
+    launch_from_threads(200);
+    REQUIRE(write(go[1], "g", 1) == 1);
+    close(go[1]);
+    int st = 0;
+    REQUIRE(waitpid(pid, &st, 0) == pid);
+    CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the child ended with status 0x%x", st);
+    hcguard_stats s = test_stats(get);
+    CHECK_MSG(s.host_fns_launched == 1 + POOL_THREADS * 200, "parent: %llu launched",
+              (unsigned long long)s.host_fns_launched);
 }
 
 /* ---- hcguard's first work while the program forks ------------------------
@@ -397,6 +470,7 @@ static const check_scenario scenarios[] = {
     CHECK_SCENARIO("busy", busy),
     CHECK_SCENARIO("hang", hang),
     CHECK_SCENARIO("first", first),
+    CHECK_SCENARIO("pools", pools),
     CHECK_SCENARIO("vfork", s_vfork),
     CHECK_SCENARIO_ARGS("_Fork", s_Fork, 0, 1, "[exit|reject|execl]"),
     CHECK_SCENARIO("spawned", spawned),
