@@ -13,6 +13,7 @@
  * Fatal signals: hcg_lifecycle_flush_from_signal() is the hook for the
  * chained signal handlers (src/check/fault.c) to call. */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <spawn.h>
 #include <stdarg.h>
@@ -123,6 +124,7 @@ static int before_exec(void)
     if (!atomic_load(&hcg_g_started) || hcg_fork_foreign())
         return 0;
     hcg_copy_pool_stop(0);
+    hcg_pool_exec_window(1);
     hcg_collector_stop();
     hcg_events_flush_files();
     hcg_lifecycle_exec_summary();
@@ -153,9 +155,28 @@ static int exec_end(exec_prep *p)
     if (p->running) {
         hcg_flight_finished(0);
         hcg_collector_start();
+        hcg_pool_exec_window(0);
     }
     errno = err;
     return -1;
+}
+
+/* An exec that cannot find its file fails before anything changes (as
+ * execve, at the time of this look): nothing is stopped or written for it,
+ * so that a program that tries one path after another (Python's
+ * os.execvp, a shell's PATH search) does not print a summary at each. A
+ * file that exists goes the whole way, whatever the exec then says. */
+static int exec_file_missing(const char *path, int search)
+{
+    if (!path[0]) {
+        errno = ENOENT;
+        return 1;
+    }
+    if (search && !strchr(path, '/'))
+        return 0; /* searched along PATH by libc */
+    if (faccessat(AT_FDCWD, path, F_OK, 0) == 0 || (errno != ENOENT && errno != ENOTDIR))
+        return 0;
+    return 1;
 }
 
 static int do_execve(const char *path, char *const argv[], char *const envp[], int search)
@@ -167,6 +188,8 @@ static int do_execve(const char *path, char *const argv[], char *const envp[], i
         errno = ENOSYS;
         return -1;
     }
+    if (path && exec_file_missing(path, search))
+        return -1; /* errno: faccessat's */
     exec_prep p;
     real(path, argv, exec_begin(&p, envp));
     return exec_end(&p);

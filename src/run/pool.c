@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "run/run.h"
@@ -294,11 +295,37 @@ static uint64_t flow_wait_for_room(hcg_pool *p, uint64_t room, uint64_t all)
     return all;
 }
 
+/* Set while an exec is under way (the collector stopped for it, started
+ * again if the exec fails): launches of other threads wait for it. */
+static atomic_int exec_window;
+
+void hcg_pool_exec_window(int on)
+{
+    atomic_store(&exec_window, on);
+}
+
+/* The room once the collector an exec stopped runs again (the exec
+ * failed), 0 if the window closed otherwise or FLOW_STALL_MS passed. */
+static uint64_t flow_wait_exec(void)
+{
+    uint64_t room = 0;
+    for (unsigned ms = 0; ms < FLOW_STALL_MS && !room && atomic_load(&exec_window); ms++) {
+        struct timespec one = {0, 1000000};
+        nanosleep(&one, NULL);
+        room = hcg_events_flow_room();
+    }
+    return room;
+}
+
 __attribute__((noinline, cold)) void hcg_pool_flow_wait(hcg_pool *p)
 {
     uint64_t room = hcg_events_flow_room();
+    if (!room && !hcg_self.in_host_fn && atomic_load(&exec_window))
+        room = flow_wait_exec();
+    /* No collector (none yet, an exec's, exit's), or a launch inside a
+     * host function: looked at again after a while, never given up on. */
     if (!room || hcg_self.in_host_fn) {
-        p->credit = room ? 1024 : INT64_MAX / 2; /* no collector, or a launch inside a host function */
+        p->credit = 1024;
         return;
     }
     unsigned used = atomic_load_explicit(&pools_used, memory_order_relaxed);
@@ -511,6 +538,7 @@ void hcg_pool_after_fork(void)
         atomic_store(&p->flow_lost, 0);
         atomic_store(&p->flow_forgiven_lost, 0);
     }
+    atomic_store(&exec_window, 0);
     for (int k = 0; k < HCG_FN_KIND_COUNT; k++)
         atomic_store(&nodes_launched_own[k], 0);
     atomic_store(&nodes_made_own, 0);

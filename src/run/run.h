@@ -273,6 +273,9 @@ static inline void hcg_uncount_launch(hcg_pool *p, hcg_fnkind kind)
  * the thread's credit is spent (see pool.c). A launch captured into a
  * graph is not one-shot: hcg_count_captured_in instead. */
 void hcg_pool_flow_wait(hcg_pool *p);
+/* Around an exec that stopped the collector (lifecycle): on before it,
+ * off once it failed and the collector runs again. */
+void hcg_pool_exec_window(int on);
 static inline void hcg_pool_flow(hcg_pool *p)
 {
     if (HCG_UNLIKELY(--p->credit <= 0))

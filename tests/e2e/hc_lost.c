@@ -3,6 +3,9 @@
  * another thread prints, exec, and ways of dying.
  *
  *   hc_lost flood N          N host functions from one thread, as fast as it can
+ *   hc_lost execfail N E     N host functions from another thread while this
+ *                            one makes E execs that fail
+ *   hc_lost execnone         execs of files that do not exist between launches
  *   hc_lost copies N         N host copies from one thread
  *   hc_lost threads T N      T threads on T streams launching N in total
  *   hc_lost gated N [busy]   N host functions behind one that waits for this
@@ -675,7 +678,77 @@ static unsigned long num(int argc, char **argv, int i)
     return i < argc ? strtoul(argv[i], NULL, 10) : 0;
 }
 
+/* execfail N E: another thread launches N host functions on a stream of
+ * its own as fast as it can, while this one makes E execs that fail (of a
+ * file that is not executable), 2 ms apart: hcguard stops its collector for each exec and
+ * starts it again when it fails; the other thread's launches wait for it
+ * meanwhile. None of their events dropped, every exec's error its own.
+ * (A launch that found the collector stopped gave up flow control for
+ * good; events were dropped by the hundred thousand.) */
+static atomic_int execfail_done;
+static unsigned long execfail_n;
+
+static void *execfail_launcher(void *ctx)
+{
+    REQUIRE_OK(cuCtxSetCurrent((CUcontext)ctx));
+    CUstream s;
+    REQUIRE_OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    for (unsigned long i = 0; i < execfail_n; i++)
+        REQUIRE_OK(cuLaunchHostFunc(s, noop, NULL));
+    REQUIRE_OK(cuStreamSynchronize(s));
+    atomic_store(&execfail_done, 1);
+    return NULL;
+}
+
+static void execfail(unsigned long n, unsigned long execs)
+{
+    CUcontext ctx;
+    REQUIRE_OK(cuCtxGetCurrent(&ctx));
+    execfail_n = n;
+    pthread_t t;
+    REQUIRE(pthread_create(&t, NULL, execfail_launcher, ctx) == 0);
+    unsigned long k = 0;
+    for (; k < execs && !atomic_load(&execfail_done); k++) {
+        char *av[] = {"hc_lost-none", NULL};
+        errno = 0;
+        execv("/dev/null", av); /* there, not executable: the exec goes the whole way */
+        CHECK_MSG(errno == EACCES, "exec %lu failed with errno %d, want EACCES", k, errno);
+        usleep(2000);
+    }
+    pthread_join(t, NULL);
+    CHECK_MSG(atomic_load(&ran) == n, "ran %lu of %lu", atomic_load(&ran), n);
+    CHECK_MSG(k > 0, "no exec made during the launches");
+    fprintf(stderr, "execfail: %lu failed execs during %lu launches\n", k, n);
+    check_exact("execfail", n, 0, 0);
+}
+
+/* execnone: 5 host functions, execs of files that do not exist (each
+ * failing as execve would, and stopping nothing: no summary printed for
+ * it), 5 more. */
+static void execnone(void)
+{
+    static const char *const missing[] = {"/nonexistent/hc_lost", "/dev/null/hc_lost", ""};
+    static const int want[] = {ENOENT, ENOTDIR, ENOENT};
+    for (int round = 0; round < 2; round++) {
+        for (int i = 0; i < 5; i++)
+            REQUIRE_OK(cuLaunchHostFunc(stream, noop, NULL));
+        REQUIRE_OK(cuStreamSynchronize(stream));
+        for (int i = 0; round == 0 && i < 3; i++) {
+            char *av[] = {"hc_lost-none", NULL};
+            errno = 0;
+            CHECK_MSG(execv(missing[i], av) == -1 && errno == want[i],
+                      "exec of '%s': errno %d, want %d", missing[i], errno, want[i]);
+            errno = 0;
+            CHECK_MSG(execlp(missing[i], "hc_lost-none", (char *)NULL) == -1 &&
+                          errno == want[i],
+                      "execlp of '%s': errno %d, want %d", missing[i], errno, want[i]);
+        }
+    }
+    check_exact("execnone", 10, 0, 0);
+}
+
 static void s_flood(int argc, char **argv) { flood(num(argc, argv, 0)); }
+static void s_execfail(int argc, char **argv) { execfail(num(argc, argv, 0), num(argc, argv, 1)); }
 static void s_copies(int argc, char **argv) { copies(num(argc, argv, 0)); }
 static void s_gated(int argc, char **argv)
 {
@@ -765,6 +838,8 @@ static void s_sigview(int argc, char **argv)
 
 static const check_scenario scenarios[] = {
     CHECK_SCENARIO_ARGS("flood", s_flood, 1, 1, "N"),
+    CHECK_SCENARIO_ARGS("execfail", s_execfail, 2, 2, "N EXECS"),
+    CHECK_SCENARIO("execnone", execnone),
     CHECK_SCENARIO_ARGS("copies", s_copies, 1, 1, "N"),
     CHECK_SCENARIO_ARGS("threads", s_threads, 1, 2, "THREADS [N]"),
     CHECK_SCENARIO_ARGS("gated", s_gated, 1, 2, "N [busy]"),
