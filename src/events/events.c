@@ -802,12 +802,15 @@ static void watch_hangs(uint64_t hang_ns)
     }
 }
 
-uint64_t hcg_events_pushed(void)
+uint64_t hcg_events_runs(void)
 {
     uint64_t n = 0;
-    for (ring *r = atomic_load(&rings); r; r = r->next)
-        n += atomic_load_explicit(&r->head, memory_order_relaxed) +
-             atomic_load_explicit(&r->dropped, memory_order_relaxed);
+    for (ring *r = atomic_load(&rings); r; r = r->next) {
+        for (unsigned i = 0; i < HCG_FN_KIND_COUNT; i++)
+            n += atomic_load_explicit(&r->cnt[HCG_CNT_RAN + i], memory_order_relaxed);
+        for (unsigned i = 0; i < HCGUARD_STATUS_COUNT; i++)
+            n += atomic_load_explicit(&r->cnt[HCG_CNT_SKIPPED + i], memory_order_relaxed);
+    }
     return n;
 }
 

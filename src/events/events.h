@@ -120,10 +120,11 @@ uint64_t hcg_events_flow_room(void);
 uint32_t hcg_events_drain_gen(void);
 void hcg_events_wait_drain(uint32_t gen, unsigned ms);
 uint64_t hcg_events_dropped(void);
-/* Events made into all rings so far (dropped ones too): a host
- * function's run makes one as it ends; so do rejections and the findings
- * of application and callback threads (not the collector's own). */
-uint64_t hcg_events_pushed(void);
+/* Host functions that ran or were skipped so far, on every thread (their
+ * events dropped or not; graph nodes too): whether any runs at all. Not
+ * rejections or findings, which an application thread may make while no
+ * host function runs. */
+uint64_t hcg_events_runs(void);
 /* Drain every ring and write the files' buffers out now (before exec). */
 void hcg_events_flush_files(void);
 /* The same from a fatal signal's handler: only if no drain is under way

@@ -185,7 +185,8 @@ hcg_call *hcg_call_new(hcg_api api, CUstream s, CUhostFn fn, void *user, hcg_fnk
  *
  * Host functions that do not run (they wait for something the launching
  * thread does later, or for the device) are not waited for long. When no
- * event was made anywhere for FLOW_IDLE_MS, the launch goes on, provided
+ * host function ran anywhere for FLOW_IDLE_MS (rejections and findings,
+ * which need none to run, do not count), the launch goes on, provided
  * that every launch not yet drained, run at once, would still fit in a
  * ring: behind a host function that is merely slow, the queue then grows
  * no further than a ring holds. Past that, and whenever nothing is
@@ -271,19 +272,19 @@ static uint64_t flow_give_up(hcg_pool *p)
  * drained and replaced by more, while these stay, is not. */
 static uint64_t flow_wait_for_room(hcg_pool *p, uint64_t room, uint64_t all)
 {
-    uint64_t debt, pushed = hcg_events_pushed(), done = flow_done(p), lowest;
+    uint64_t debt, runs = hcg_events_runs(), done = flow_done(p), lowest;
     uint64_t since = hcg_now_ns(), made_at = since;
     flow_sums(&lowest);
     while (all > room / 2) {
         hcg_events_wait_drain(hcg_events_drain_gen(), 1);
-        uint64_t done_was = done, now = hcg_now_ns(), pushed_now = hcg_events_pushed();
+        uint64_t done_was = done, now = hcg_now_ns(), runs_now = hcg_events_runs();
         all = flow_sums(&debt);
         done = flow_done(p);
         if (done != done_was || debt < lowest)
             since = made_at = now, lowest = debt < lowest ? debt : lowest;
-        if (pushed_now != pushed)
+        if (runs_now != runs)
             made_at = now;
-        pushed = pushed_now;
+        runs = runs_now;
         int idle = now - made_at >= FLOW_IDLE_MS * 1000000ull && debt <= 2 * room - room / 2;
         if (idle || now - since >= FLOW_STALL_MS * 1000000ull) {
             hcg_debug("%" PRIu64 " host functions launched and not drained, none %s for %" PRIu64

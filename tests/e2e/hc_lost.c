@@ -14,7 +14,9 @@
  *                            instead, while another thread's host functions
  *                            run and drain without pause on a stream of its
  *                            own (the real driver: skips where the driver
- *                            has no cuStreamWaitValue32)
+ *                            has no cuStreamWaitValue32); rejects: while
+ *                            another thread's launches are refused, one a
+ *                            millisecond
  *   hc_lost slowhead MS N [M]  N host functions behind one that runs MS ms,
  *                            waited for; then M more as fast as they go
  *   hc_lost afterdrop MS N G  N behind a host function of MS ms, so many that
@@ -227,24 +229,51 @@ static volatile uint32_t *device_gate(void)
  * waiting must stop soon (no host function runs anywhere), not after the
  * 2 s that a collector that frees no room is given; and, while another
  * thread's host functions run and drain (busy), within that 2 s. */
-static void gated(unsigned long n, int busy)
+/* Another thread's launches refused (a bad record), one a millisecond,
+ * until the gate opens: events that say nothing of host functions
+ * running. */
+static unsigned long rejects_made;
+
+static void *keep_rejecting(void *ctx)
+{
+    REQUIRE_OK(cuCtxSetCurrent((CUcontext)ctx));
+    static unsigned char a[64];
+    hcguard_copy_record bad = {(uintptr_t)a, (uintptr_t)(a + 8), sizeof a}; /* overlap */
+    while (!atomic_load(&gate_open)) {
+        CHECK_MSG(cuLaunchHostFunc(stream, copy_fn, &bad) == CUDA_ERROR_INVALID_VALUE,
+                  "a bad record launched");
+        rejects_made++;
+        nanosleep(&(struct timespec){0, 1000000}, NULL);
+    }
+    return NULL;
+}
+
+static void gated(unsigned long n, const char *how)
 {
     pthread_t t;
     CUcontext ctx;
     REQUIRE_OK(cuCtxGetCurrent(&ctx));
     volatile uint32_t *flag = NULL;
+    int busy = !strcmp(how, "busy"), rejects = !strcmp(how, "rejects");
     if (busy) {
         flag = device_gate();
         pthread_create(&t, NULL, keep_busy, ctx);
     } else {
         REQUIRE_OK(cuLaunchHostFunc(stream, gate, NULL));
+        if (rejects)
+            pthread_create(&t, NULL, keep_rejecting, ctx);
     }
     double s = launch_timed(n);
     atomic_store(&gate_open, 1);
     if (flag)
         *flag = 1;
-    if (busy)
+    if (busy || rejects)
         pthread_join(t, NULL);
+    if (rejects) {
+        hcguard_stats st = test_stats(get_stats);
+        CHECK_MSG(rejects_made > 0 && st.rejected == rejects_made, "%lu rejected, %llu counted",
+                  rejects_made, (unsigned long long)st.rejected);
+    }
     REQUIRE_OK(cuCtxSynchronize());
     fprintf(stderr, "gated: %lu launches behind a shut gate took %.3f s\n", n, s);
     CHECK_MSG(s < (busy ? 5 : 1.5), "%lu launches behind a shut gate took %.3f s: flow control "
@@ -752,7 +781,7 @@ static void s_execfail(int argc, char **argv) { execfail(num(argc, argv, 0), num
 static void s_copies(int argc, char **argv) { copies(num(argc, argv, 0)); }
 static void s_gated(int argc, char **argv)
 {
-    gated(num(argc, argv, 0), argc > 1 && !strcmp(argv[1], "busy"));
+    gated(num(argc, argv, 0), argc > 1 ? argv[1] : "");
 }
 static void s_slowhead(int argc, char **argv)
 {
@@ -842,7 +871,7 @@ static const check_scenario scenarios[] = {
     CHECK_SCENARIO("execnone", execnone),
     CHECK_SCENARIO_ARGS("copies", s_copies, 1, 1, "N"),
     CHECK_SCENARIO_ARGS("threads", s_threads, 1, 2, "THREADS [N]"),
-    CHECK_SCENARIO_ARGS("gated", s_gated, 1, 2, "N [busy]"),
+    CHECK_SCENARIO_ARGS("gated", s_gated, 1, 2, "N [busy|rejects]"),
     CHECK_SCENARIO_ARGS("slowhead", s_slowhead, 2, 3, "MS N [M]"),
     CHECK_SCENARIO_ARGS("afterdrop", s_afterdrop, 3, 3, "MS N G"),
     CHECK_SCENARIO_ARGS("warnings", s_warnings, 1, 1, "N"),
