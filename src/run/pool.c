@@ -58,6 +58,29 @@ static void make_pool_key(void)
     hcg_events_on_lost(pool_lost);
 }
 
+/* Host functions and graph nodes handed to the driver unmeasured: no
+ * call for them (MAX_POOLS threads launching at once, out of memory). */
+static atomic_ullong unmeasured;
+
+uint64_t hcg_unmeasured(void)
+{
+    return atomic_load_explicit(&unmeasured, memory_order_relaxed);
+}
+
+/* More threads launch at once than there are pools: said once; each of
+ * their launches is counted unmeasured (hcg_call_alloc_slow), and takes a
+ * pool when one is free again. */
+static hcg_pool *pools_full(void)
+{
+    static atomic_int said;
+    if (!atomic_exchange(&said, 1))
+        hcg_problem("more than %d threads launch host functions at once: the launches of "
+                    "further threads go to the driver unmeasured (not counted, timed or "
+                    "logged; a host copy's record is still checked) until one of them exits",
+                    MAX_POOLS);
+    return NULL;
+}
+
 static hcg_pool *acquire_pool(void)
 {
     pthread_once(&pool_key_once, make_pool_key);
@@ -68,9 +91,11 @@ static hcg_pool *acquire_pool(void)
             break;
     }
     if (!p) {
-        unsigned i = atomic_fetch_add(&pools_used, 1);
-        if (i >= MAX_POOLS)
-            return NULL; /* more live threads than that: their calls go unmeasured */
+        unsigned i = atomic_load(&pools_used);
+        do
+            if (i >= MAX_POOLS)
+                return pools_full();
+        while (!atomic_compare_exchange_weak(&pools_used, &i, i + 1));
         p = &pool_store[i];
         /* Zeroed here, not assumed so: in a fork child of a recording
          * process, the record is a private mapping of the parent's file,
@@ -144,10 +169,11 @@ static int refill(hcg_pool *p)
 hcg_call *hcg_call_alloc_slow(void)
 {
     hcg_pool *p = hcg_self.pool;
-    if (HCG_UNLIKELY(!p) && !(p = hcg_self.pool = acquire_pool()))
+    if ((HCG_UNLIKELY(!p) && !(p = hcg_self.pool = acquire_pool())) ||
+        (!p->free && !refill(p))) {
+        atomic_fetch_add_explicit(&unmeasured, 1, memory_order_relaxed);
         return NULL;
-    if (!p->free && !refill(p))
-        return NULL;
+    }
     return hcg_call_alloc();
 }
 
@@ -539,6 +565,7 @@ void hcg_pool_after_fork(void)
         atomic_store(&p->flow_lost, 0);
         atomic_store(&p->flow_forgiven_lost, 0);
     }
+    atomic_store(&unmeasured, 0);
     atomic_store(&exec_window, 0);
     for (int k = 0; k < HCG_FN_KIND_COUNT; k++)
         atomic_store(&nodes_launched_own[k], 0);

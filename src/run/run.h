@@ -301,6 +301,9 @@ void CUDA_CB hcg_stream_cb_trampoline(CUstream s, CUresult status, void *call);
 void hcg_count_node(hcg_fnkind kind);
 /* Launched on streams (counted in the pools) and set on graph nodes. */
 uint64_t hcg_launched_of(hcg_fnkind kind);
+/* Host functions launched and graph nodes set that went to the driver
+ * unmeasured (no call for them: too many threads at once, no memory). */
+uint64_t hcg_unmeasured(void);
 uint64_t hcg_nodes_made(void);
 /* Stream launches captured into graphs (counted by wrap/graph.c; not on
  * streams, for the summary). */

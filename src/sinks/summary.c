@@ -197,6 +197,8 @@ typedef struct totals {
     hcg_counts c;
     uint64_t launched[HCG_FN_KIND_COUNT];
     uint64_t nodes, dropped, captured;
+    uint64_t unmeasured; /* live only: a flight record does not keep it */
+    int own_fns;         /* live: the copy functions this process recognised are its own */
 } totals;
 
 static uint64_t totals_launched(const totals *t, int copies_only)
@@ -216,6 +218,8 @@ static void totals_live(totals *t)
     t->nodes = hcg_nodes_made();
     t->dropped = hcg_events_dropped();
     t->captured = hcg_captured_launches();
+    t->unmeasured = hcg_unmeasured();
+    t->own_fns = 1;
 }
 
 static uint64_t ran_total(const hcg_counts *c, int copies_only)
@@ -368,7 +372,7 @@ static void print_copies(const totals *t)
         if (hcg_fnkind_is_copy((hcg_fnkind)k) && (t->launched[k] || ran[k])) {
             hcg_msg("    recognised as %s: %" PRIu64 " launched, %" PRIu64 " ran",
                     hcg_fnkind_name((hcg_fnkind)k), t->launched[k], ran[k]);
-            if (!from_logs)
+            if (t->own_fns && !from_logs)
                 print_copy_fns((hcg_fnkind)k, t->launched[k], ran[k]);
         }
     print_time_hist("copy latency", &S.copy_time);
@@ -463,6 +467,9 @@ static void print_counts(const totals *t)
         hcg_msg("host functions: %" PRIu64 " launched, %" PRIu64 " ran", all, ran);
     if (t->c.v[HCG_CNT_GRAPH_RUNS])
         hcg_msg("graph host node runs: %" PRIu64, t->c.v[HCG_CNT_GRAPH_RUNS]);
+    if (t->unmeasured)
+        hcg_msg("host functions passed to the driver unmeasured (not counted above): %" PRIu64
+                " (see the configuration problems)", t->unmeasured);
     print_copies(t);
 }
 
@@ -613,6 +620,8 @@ void hcg_summary_print_recovered(const hcg_flight *f, const hcg_counts *c, uint6
     t.nodes = atomic_load(&f->nodes_made);
     t.dropped = dropped;
     t.captured = 0; /* not in the record: counted as on streams */
+    t.unmeasured = 0;
+    t.own_fns = 0; /* the launcher's own table is not the program's */
     hcg_msg("HCGUARD SUMMARY (pid %d, mode %s, %s), written by hcguard run: the program "
             "ended by %s before hcguard could write it", (int)pid, mode_name(f->mode),
             version_line(), how);

@@ -6,6 +6,7 @@
  *   hc_lost execfail N E     N host functions from another thread while this
  *                            one makes E execs that fail
  *   hc_lost execnone         execs of files that do not exist between launches
+ *   hc_lost manythreads T    T threads alive at once launch one each
  *   hc_lost copies N         N host copies from one thread
  *   hc_lost threads T N      T threads on T streams launching N in total
  *   hc_lost gated N [busy]   N host functions behind one that waits for this
@@ -776,7 +777,41 @@ static void execnone(void)
     check_exact("execnone", 10, 0, 0);
 }
 
+/* manythreads T: T threads, all alive at once, launch one host function
+ * each. Past hcguard's 1024 pools the launches go to the driver
+ * unmeasured: all must run, and the summary must say how many were not
+ * counted (it said nothing, and counted 1024 of 1100). */
+static pthread_barrier_t many_bar;
+
+static void *one_launch(void *ctx)
+{
+    REQUIRE_OK(cuCtxSetCurrent((CUcontext)ctx));
+    pthread_barrier_wait(&many_bar);
+    REQUIRE_OK(cuLaunchHostFunc(stream, noop, NULL));
+    pthread_barrier_wait(&many_bar); /* all alive until all launched */
+    return NULL;
+}
+
+static void manythreads(unsigned n)
+{
+    CUcontext ctx;
+    REQUIRE_OK(cuCtxGetCurrent(&ctx));
+    REQUIRE(pthread_barrier_init(&many_bar, NULL, n) == 0);
+    pthread_t *t = calloc(n, sizeof *t);
+    pthread_attr_t attr;
+    REQUIRE(t && pthread_attr_init(&attr) == 0);
+    pthread_attr_setstacksize(&attr, 256 * 1024);
+    for (unsigned i = 0; i < n; i++)
+        REQUIRE(pthread_create(&t[i], &attr, one_launch, ctx) == 0);
+    for (unsigned i = 0; i < n; i++)
+        pthread_join(t[i], NULL);
+    REQUIRE_OK(cuCtxSynchronize());
+    CHECK_MSG(atomic_load(&ran) == n, "ran %lu of %u", atomic_load(&ran), n);
+    free(t);
+}
+
 static void s_flood(int argc, char **argv) { flood(num(argc, argv, 0)); }
+static void s_manythreads(int argc, char **argv) { manythreads((unsigned)num(argc, argv, 0)); }
 static void s_execfail(int argc, char **argv) { execfail(num(argc, argv, 0), num(argc, argv, 1)); }
 static void s_copies(int argc, char **argv) { copies(num(argc, argv, 0)); }
 static void s_gated(int argc, char **argv)
@@ -869,6 +904,7 @@ static const check_scenario scenarios[] = {
     CHECK_SCENARIO_ARGS("flood", s_flood, 1, 1, "N"),
     CHECK_SCENARIO_ARGS("execfail", s_execfail, 2, 2, "N EXECS"),
     CHECK_SCENARIO("execnone", execnone),
+    CHECK_SCENARIO_ARGS("manythreads", s_manythreads, 1, 1, "THREADS"),
     CHECK_SCENARIO_ARGS("copies", s_copies, 1, 1, "N"),
     CHECK_SCENARIO_ARGS("threads", s_threads, 1, 2, "THREADS [N]"),
     CHECK_SCENARIO_ARGS("gated", s_gated, 1, 2, "N [busy|rejects]"),
