@@ -147,6 +147,10 @@ extern _Thread_local hcg_thread hcg_self
     __attribute__((tls_model("initial-exec"), visibility("hidden")));
 
 /* ---- report.c: messages ------------------------------------------------ */
+/* The length of the UTF-8 character at s, 0 if it is not a valid one (a
+ * stray continuation byte, an overlong form, a surrogate, past U+10FFFF,
+ * cut short): messages, the log and the trace write '?' for such a byte. */
+size_t hcg_utf8_len(const unsigned char *s);
 /* "==hcguard== " prefixed line, serialised, on hcguard's own duplicate of
  * stderr (taken at load, so a program reusing fd 2 never gets it) or the
  * HCGUARD_LOG_FILE file. */

@@ -155,6 +155,33 @@ void hcg_write_raw(const char *text, size_t len)
     write_all(fd >= 0 ? fd : STDERR_FILENO, text, len);
 }
 
+size_t hcg_utf8_len(const unsigned char *s)
+{
+    unsigned lo = 0x80, hi = 0xbf; /* the second byte's range (RFC 3629) */
+    size_t n;
+    if (s[0] < 0x80)
+        return 1;
+    if (s[0] < 0xc2 || s[0] > 0xf4)
+        return 0;
+    if (s[0] < 0xe0) {
+        n = 2;
+    } else if (s[0] < 0xf0) {
+        n = 3;
+        lo = s[0] == 0xe0 ? 0xa0 : lo; /* not overlong */
+        hi = s[0] == 0xed ? 0x9f : hi; /* not a surrogate */
+    } else {
+        n = 4;
+        lo = s[0] == 0xf0 ? 0x90 : lo; /* not overlong */
+        hi = s[0] == 0xf4 ? 0x8f : hi; /* not past U+10FFFF */
+    }
+    if (s[1] < lo || s[1] > hi)
+        return 0;
+    for (size_t i = 2; i < n; i++) /* stops at a NUL, which is no continuation */
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+    return n;
+}
+
 static void vmsg(const char *fmt, va_list ap)
 {
     char buf[1024];
@@ -163,6 +190,15 @@ static void vmsg(const char *fmt, va_list ap)
     if (n < 0)
         return;
     size_t len = pre + ((size_t)n < sizeof buf - pre - 1 ? (size_t)n : sizeof buf - pre - 2);
+    buf[len] = '\0';
+    /* One line of text: a name with a newline (or a terminal's escape, or
+     * bytes that are not UTF-8) in it cannot start a line of its own, act
+     * on the terminal or garble what reads it. */
+    for (size_t i = pre, k; i < len; i += k ? k : 1) {
+        k = hcg_utf8_len((const unsigned char *)buf + i);
+        if (k == 0 || (unsigned char)buf[i] < 0x20 || buf[i] == 0x7f)
+            buf[i] = '?';
+    }
     buf[len++] = '\n';
     int fd = out_fd();
     if (fd < 0)

@@ -233,7 +233,7 @@ void hcg_sinkfile_summary(const hcg_sinkfile *f)
 #define NAME_SLOTS 512
 static struct {
     uintptr_t fn;
-    char name[120];
+    char name[256]; /* a longer symbol (a C++ one) cut: the sinks cut whole characters */
 } names[NAME_SLOTS];
 
 /* Set in the launcher: the functions of a program that ended are not in its
@@ -322,17 +322,26 @@ uint64_t hcg_event_reject_seq(const hcg_event *e)
 size_t hcg_json_str(char *out, size_t room, const char *s)
 {
     size_t n = 0;
-    for (; *s && n + 7 < room; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\') {
-            out[n++] = '\\';
-            out[n++] = (char)ch;
-        } else if (ch < 0x20) {
-            n += (size_t)snprintf(out + n, room - n, "\\u%04x", ch);
-        } else {
-            out[n++] = (char)ch;
-        }
+    if (!room)
+        return 0;
+    for (const unsigned char *p = (const unsigned char *)s; *p;) {
+        size_t k = hcg_utf8_len(p), w;
+        char ch[8];
+        if (k == 0 || *p == 0x7f)
+            w = 1, ch[0] = '?';
+        else if (*p == '"' || *p == '\\')
+            w = 2, ch[0] = '\\', ch[1] = (char)*p;
+        else if (*p < 0x20)
+            w = (size_t)snprintf(ch, sizeof ch, "\\u%04x", *p);
+        else
+            w = k, memcpy(ch, p, k);
+        if (n + w >= room)
+            break;
+        memcpy(out + n, ch, w);
+        n += w;
+        p += k ? k : 1;
     }
+    out[n] = '\0';
     return n;
 }
 

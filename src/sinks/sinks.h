@@ -175,7 +175,10 @@ uint32_t hcg_event_enqueuer(const hcg_event *e);
 /* The seq of the rejection that reported a run's or skip's record at
  * enqueue (audit mode), 0 if none. */
 uint64_t hcg_event_reject_seq(const hcg_event *e);
-/* s as the body of a JSON string into out; returns the length (< room). */
+/* s as the inside of a JSON string, into out (room bytes, terminated):
+ * '"' and '\\' escaped, control characters as \\u00XX, a byte that is
+ * not UTF-8 (and DEL) as '?'; whole characters only, cut where the next
+ * does not fit. Returns the length written. */
 size_t hcg_json_str(char *out, size_t room, const char *s);
 
 /* Text built without printf: the trace writes five objects for each host

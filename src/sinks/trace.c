@@ -99,40 +99,9 @@ void hcg_trace_proc_free(hcg_trace_proc *tp)
  * name three times still fits HCG_SINK_EVENT_MAX. */
 #define TRACE_NAME_MAX 400
 
-static size_t utf8_len(const unsigned char *s)
-{
-    size_t n = *s < 0x80 ? 1 : (*s & 0xe0) == 0xc0 ? 2 : (*s & 0xf0) == 0xe0 ? 3
-                             : (*s & 0xf8) == 0xf0 ? 4 : 0;
-    if ((n == 2 && *s < 0xc2) || (n == 4 && *s > 0xf4))
-        return 0;
-    for (size_t i = 1; i < n; i++)
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-    return n;
-}
-
 static void escape_name(char out[TRACE_NAME_MAX + 1], const char *name)
 {
-    size_t n = 0;
-    for (const unsigned char *s = (const unsigned char *)name; *s;) {
-        size_t k = utf8_len(s);
-        char ch[8];
-        size_t w;
-        if (k == 0 || *s == 0x7f)
-            w = (size_t)snprintf(ch, sizeof ch, "?");
-        else if (*s == '"' || *s == '\\')
-            w = (size_t)snprintf(ch, sizeof ch, "\\%c", *s);
-        else if (*s < 0x20)
-            w = (size_t)snprintf(ch, sizeof ch, "\\u%04x", *s);
-        else
-            w = k, memcpy(ch, s, k);
-        if (n + w > TRACE_NAME_MAX)
-            break;
-        memcpy(out + n, ch, w);
-        n += w;
-        s += k ? k : 1;
-    }
-    out[n] = '\0';
+    hcg_json_str(out, TRACE_NAME_MAX + 1, name);
 }
 
 /* A thread's own name (its comm), "" when it cannot be read: not this

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <iconv.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
@@ -519,6 +520,71 @@ static void test_trace_shared_track(void)
 /* hcg_text (the trace's printf-free formatting) writes what snprintf
  * writes, with every room from 1 up: the same bytes, cut at the same
  * place, always terminated, never a byte past room. */
+/* Whether s (n bytes) is valid UTF-8, by iconv: a decoder of its own. */
+static int valid_utf8(const char *s, size_t n)
+{
+    iconv_t cd = iconv_open("UTF-32LE", "UTF-8");
+    CHECK(cd != (iconv_t)-1);
+    char buf[4 * 4096], *in = (char *)s, *out = buf;
+    size_t inleft = n, outleft = sizeof buf;
+    size_t r = iconv(cd, &in, &inleft, &out, &outleft);
+    iconv_close(cd);
+    return r != (size_t)-1 && inleft == 0;
+}
+
+/* Names as the log and the trace write them (hcg_json_str): escaped,
+ * valid UTF-8 whatever the bytes (a symbol may hold any), cut at whole
+ * characters, terminated within room. The log passed invalid bytes on and
+ * cut inside a character: a strict reader refused the line. */
+static void test_json_str(void)
+{
+    static const struct {
+        const char *in, *want;
+    } cases[] = {
+        {"plain_name", "plain_name"},
+        {"a\"b\\c\n\x01", "a\\\"b\\\\c\\u000a\\u0001"},
+        {"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"},
+        {"x\xff\xfey", "x??y"},                 /* not UTF-8 at all */
+        {"\xc0\xaf", "??"},                     /* overlong '/' */
+        {"\xe0\x80\xaf", "???"},                /* overlong, three bytes */
+        {"\xed\xa0\x80", "???"},                /* a surrogate */
+        {"\xf4\x90\x80\x80", "????"},           /* past U+10FFFF */
+        {"\xe2\x82", "??"},                     /* cut short */
+        {"del\x7f", "del?"},
+    };
+    char out[64];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        CHECK_EQ(hcg_json_str(out, sizeof out, cases[i].in), strlen(cases[i].want));
+        CHECK_STR(out, cases[i].want);
+    }
+    /* 3000 two-byte characters into rooms of every size up to 130: whole
+     * characters only. */
+    static char e3000[6001];
+    for (int i = 0; i < 3000; i++)
+        memcpy(e3000 + 2 * i, "\xc3\xa9", 2);
+    for (size_t room = 1; room <= 130; room++) {
+        size_t n = hcg_json_str(out + 0, room < sizeof out ? room : sizeof out, e3000);
+        size_t lim = room < sizeof out ? room : sizeof out;
+        CHECK(n < lim && out[n] == '\0' && n % 2 == 0 && n + 2 >= lim);
+        CHECK(valid_utf8(out, n));
+    }
+    /* Random bytes: always valid UTF-8 out, never past the room. */
+    unsigned seed = 12345;
+    char in[200], big[4096];
+    for (int round = 0; round < 20000; round++) {
+        size_t len = (size_t)(rand_r(&seed) % (sizeof in - 1)) + 1;
+        for (size_t i = 0; i < len; i++)
+            in[i] = (char)(rand_r(&seed) % 255 + 1); /* no NUL */
+        in[len] = '\0';
+        size_t room = (size_t)(rand_r(&seed) % sizeof big) + 1;
+        memset(big, 'Z', sizeof big);
+        size_t n = hcg_json_str(big, room, in);
+        CHECK(n < room && big[n] == '\0');
+        CHECK(room == sizeof big || big[room] == 'Z');
+        CHECK(valid_utf8(big, n));
+    }
+}
+
 static void test_text(void)
 {
     static const uint64_t vals[] = {0, 1, 9, 10, 999, 1000, 1001, 123456789, UINT32_MAX,
@@ -873,6 +939,7 @@ static const check_case cases[] = {
     CHECK_CASE(trace_thread_ends),
     CHECK_CASE(trace_shared_track),
     CHECK_CASE(text),
+    CHECK_CASE(json_str),
     CHECK_CASE(trace_format),
     CHECK_CASE(trace_enqueue_close),
 #ifndef HCG_TEST_NO_SELF_EXEC
