@@ -7,7 +7,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
-#include <iconv.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
@@ -520,16 +519,29 @@ static void test_trace_shared_track(void)
 /* hcg_text (the trace's printf-free formatting) writes what snprintf
  * writes, with every room from 1 up: the same bytes, cut at the same
  * place, always terminated, never a byte past room. */
-/* Whether s (n bytes) is valid UTF-8, by iconv: a decoder of its own. */
+/* Whether s (n bytes) is valid UTF-8: decoded to code points, each
+ * checked for its shortest form, the range and surrogates (the writer
+ * checks byte ranges instead). */
 static int valid_utf8(const char *s, size_t n)
 {
-    iconv_t cd = iconv_open("UTF-32LE", "UTF-8");
-    CHECK(cd != (iconv_t)-1);
-    char buf[4 * 4096], *in = (char *)s, *out = buf;
-    size_t inleft = n, outleft = sizeof buf;
-    size_t r = iconv(cd, &in, &inleft, &out, &outleft);
-    iconv_close(cd);
-    return r != (size_t)-1 && inleft == 0;
+    const unsigned char *p = (const unsigned char *)s;
+    for (size_t i = 0; i < n;) {
+        unsigned c = p[i], len = c < 0x80 ? 1 : c >> 5 == 6 ? 2 : c >> 4 == 14 ? 3
+                                             : c >> 3 == 30 ? 4 : 0;
+        if (!len || i + len > n)
+            return 0;
+        unsigned long cp = len == 1 ? c : c & (0x7fu >> len);
+        for (unsigned k = 1; k < len; k++) {
+            if (p[i + k] >> 6 != 2)
+                return 0;
+            cp = cp << 6 | (p[i + k] & 0x3f);
+        }
+        static const unsigned long least[] = {0, 0, 0x80, 0x800, 0x10000};
+        if (cp < least[len] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+            return 0;
+        i += len;
+    }
+    return 1;
 }
 
 /* Names as the log and the trace write them (hcg_json_str): escaped,
@@ -552,6 +564,11 @@ static void test_json_str(void)
         {"\xe2\x82", "??"},                     /* cut short */
         {"del\x7f", "del?"},
     };
+    /* The oracle itself, on what it must refuse and take. */
+    CHECK(!valid_utf8("\xed\xa0\x80", 3) && !valid_utf8("\xc0\xaf", 2) &&
+          !valid_utf8("\xf4\x90\x80\x80", 4) && !valid_utf8("\xe2\x82", 2) &&
+          !valid_utf8("\xff", 1) && !valid_utf8("\xe0\x80\xaf", 3));
+    CHECK(valid_utf8("\xf0\x9f\x98\x80\xc3\xa9z", 7) && valid_utf8("\xf4\x8f\xbf\xbf", 4));
     char out[64];
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         CHECK_EQ(hcg_json_str(out, sizeof out, cases[i].in), strlen(cases[i].want));
