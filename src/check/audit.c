@@ -85,5 +85,5 @@ void hcg_audit_report_fn(hcg_finding f, hcg_api api, CUstream s, void *fn, void 
     hcg_event e = hcg_event_make(HCG_EV_FINDING, f, api, (uintptr_t)s, (uintptr_t)fn,
                                  (uintptr_t)user);
     e.caller = hcg_callsite_here();
-    hcg_event_push(&e);
+    hcg_event_push_app(&e);
 }

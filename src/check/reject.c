@@ -116,7 +116,7 @@ void hcg_report_reject(hcg_api api, CUstream s, void *fn, void *user,
     }
     e.caller = hcg_callsite_here();
     hcg_self.reject_seq = e.seq; /* the launch's runs name it (audit mode) */
-    hcg_event_push(&e);
+    hcg_event_push_app(&e);
     if (first_time(why, (uintptr_t)fn, hcg_callsite_pc(e.caller)) && hcg_print_take())
         print_reject(api, s, fn, user, kind, r, why, refused, e.caller);
 }

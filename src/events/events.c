@@ -399,6 +399,34 @@ void hcg_event_push(const hcg_event *e)
         passed_mark(r, h + 1);
 }
 
+/* An application thread's ring three quarters full of its own events
+ * (rejections): wait, as a launch does in flow control, for the collector
+ * to bring it down to a half, while the collector drains it; at most 2 s
+ * without progress. */
+static void wait_for_room(ring *r, uint64_t head)
+{
+    uint64_t tail = atomic_load_explicit(&r->tail, memory_order_acquire), since = hcg_now_ns();
+    while (head - tail >= r->cap / 2 && atomic_load(&coll_live)) {
+        hcg_events_wait_drain(hcg_events_drain_gen(), 1);
+        uint64_t t = atomic_load_explicit(&r->tail, memory_order_acquire), now = hcg_now_ns();
+        if (t != tail)
+            tail = t, since = now;
+        else if (now - since >= 2000000000ull)
+            break;
+    }
+}
+
+void hcg_event_push_app(const hcg_event *e)
+{
+    ring *r = hcg_self.ring;
+    if (r && !hcg_self.in_host_fn && atomic_load_explicit(&coll_live, memory_order_relaxed)) {
+        uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
+        if (h - atomic_load_explicit(&r->tail, memory_order_acquire) >= r->cap / 4 * 3)
+            wait_for_room(r, h);
+    }
+    hcg_event_push(e);
+}
+
 /* ---- the sinks (src/sinks/sinks.c) ---------------------------------------- */
 /* Every sink, or (files_only) only those that write files. */
 static void to_sinks(const hcg_event *e, int files_only)

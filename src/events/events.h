@@ -85,6 +85,13 @@ hcg_event hcg_event_make(hcg_evkind kind, unsigned reason, hcg_api api, uintptr_
  * steps that the launcher finishes for a thread killed in the middle);
  * when the ring is full, counts it and counts the drop. */
 void hcg_event_push(const hcg_event *e);
+/* The same from an application thread, for an event of its own making
+ * (a rejection, a finding at enqueue): when its ring is three quarters
+ * full it first waits for the collector, as a launch does in flow
+ * control, so that a flood of bad launches loses none (never inside a
+ * host function, never without a collector, at most 2 s without
+ * progress). */
+void hcg_event_push_app(const hcg_event *e);
 /* The next finding this thread makes belongs to the launch numbered seq
  * (made at its enqueue): it takes that number. */
 void hcg_event_link_seq(uint64_t seq);

@@ -7,6 +7,7 @@
  *                            one makes E execs that fail
  *   hc_lost execnone         execs of files that do not exist between launches
  *   hc_lost manythreads T    T threads alive at once launch one each
+ *   hc_lost rejects N        N launches refused (a bad record), as fast as they go
  *   hc_lost copies N         N host copies from one thread
  *   hc_lost threads T N      T threads on T streams launching N in total
  *   hc_lost gated N [busy]   N host functions behind one that waits for this
@@ -810,7 +811,23 @@ static void manythreads(unsigned n)
     free(t);
 }
 
+/* rejects N: N launches refused (an overlapping record) as fast as they
+ * go: each rejection's event waits for room in the thread's ring, as a
+ * launch does, none dropped (at the smallest buffer, a thousand were). */
+static void rejects(unsigned long n)
+{
+    static unsigned char a[64];
+    hcguard_copy_record bad = {(uintptr_t)a, (uintptr_t)(a + 8), 32};
+    for (unsigned long i = 0; i < n; i++)
+        CHECK_MSG(cuLaunchHostFunc(stream, copy_fn, &bad) == CUDA_ERROR_INVALID_VALUE,
+                  "bad record %lu launched", i);
+    hcguard_stats s = test_stats(get_stats);
+    CHECK_MSG(s.rejected == n && s.events_dropped == 0, "%llu rejected, %llu events dropped",
+              (unsigned long long)s.rejected, (unsigned long long)s.events_dropped);
+}
+
 static void s_flood(int argc, char **argv) { flood(num(argc, argv, 0)); }
+static void s_rejects(int argc, char **argv) { rejects(num(argc, argv, 0)); }
 static void s_manythreads(int argc, char **argv) { manythreads((unsigned)num(argc, argv, 0)); }
 static void s_execfail(int argc, char **argv) { execfail(num(argc, argv, 0), num(argc, argv, 1)); }
 static void s_copies(int argc, char **argv) { copies(num(argc, argv, 0)); }
@@ -904,6 +921,7 @@ static const check_scenario scenarios[] = {
     CHECK_SCENARIO_ARGS("flood", s_flood, 1, 1, "N"),
     CHECK_SCENARIO_ARGS("execfail", s_execfail, 2, 2, "N EXECS"),
     CHECK_SCENARIO("execnone", execnone),
+    CHECK_SCENARIO_ARGS("rejects", s_rejects, 1, 1, "N"),
     CHECK_SCENARIO_ARGS("manythreads", s_manythreads, 1, 1, "THREADS"),
     CHECK_SCENARIO_ARGS("copies", s_copies, 1, 1, "N"),
     CHECK_SCENARIO_ARGS("threads", s_threads, 1, 2, "THREADS [N]"),
