@@ -401,18 +401,24 @@ void hcg_event_push(const hcg_event *e)
 
 /* An application thread's ring three quarters full of its own events
  * (rejections): wait, as a launch does in flow control, for the collector
- * to bring it down to a half, while the collector drains it; at most 2 s
- * without progress. */
-static void wait_for_room(ring *r, uint64_t head)
+ * to bring it down to a half, while the collector drains it. After 2 s
+ * without progress the thread gives up, and waits no more until the
+ * collector has drained some of its ring (it may be held by a lock this
+ * thread holds: the loader's, inside dlopen). */
+static _Thread_local uint64_t gave_up_at = UINT64_MAX; /* the ring's tail then */
+
+static void wait_for_room(ring *r, uint64_t head, uint64_t tail)
 {
-    uint64_t tail = atomic_load_explicit(&r->tail, memory_order_acquire), since = hcg_now_ns();
+    uint64_t since = hcg_now_ns();
     while (head - tail >= r->cap / 2 && atomic_load(&coll_live)) {
         hcg_events_wait_drain(hcg_events_drain_gen(), 1);
         uint64_t t = atomic_load_explicit(&r->tail, memory_order_acquire), now = hcg_now_ns();
-        if (t != tail)
+        if (t != tail) {
             tail = t, since = now;
-        else if (now - since >= 2000000000ull)
-            break;
+        } else if (now - since >= 2000000000ull) {
+            gave_up_at = tail;
+            return;
+        }
     }
 }
 
@@ -421,8 +427,9 @@ void hcg_event_push_app(const hcg_event *e)
     ring *r = hcg_self.ring;
     if (r && !hcg_self.in_host_fn && atomic_load_explicit(&coll_live, memory_order_relaxed)) {
         uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
-        if (h - atomic_load_explicit(&r->tail, memory_order_acquire) >= r->cap / 4 * 3)
-            wait_for_room(r, h);
+        uint64_t t = atomic_load_explicit(&r->tail, memory_order_acquire);
+        if (h - t >= r->cap / 4 * 3 && t != gave_up_at)
+            wait_for_room(r, h, t);
     }
     hcg_event_push(e);
 }

@@ -51,6 +51,11 @@ static void start(void)
         hcg_fault_watch_deaths(hcg_lifecycle_flush_from_signal);
     hcg_callsite_init();
     hcg_trampoline_init();
+    /* libc's functions looked up now, on this thread: the collector names
+     * functions with them, and must not be the one to look them up while
+     * a thread holding the loader's lock (a library's constructor, inside
+     * dlopen) waits for that lookup. */
+    hcg_audit_libc_name(NULL);
     hcg_collector_start();
     atomic_store(&hcg_g_started, 1);
 }

@@ -62,14 +62,19 @@ static void make_pool_key(void)
  * call for them (MAX_POOLS threads launching at once, out of memory). */
 static atomic_ullong unmeasured;
 
+void hcg_count_unmeasured(void)
+{
+    atomic_fetch_add_explicit(&unmeasured, 1, memory_order_relaxed);
+}
+
 uint64_t hcg_unmeasured(void)
 {
     return atomic_load_explicit(&unmeasured, memory_order_relaxed);
 }
 
 /* More threads launch at once than there are pools: said once; each of
- * their launches is counted unmeasured (hcg_call_alloc_slow), and takes a
- * pool when one is free again. */
+ * their launches the driver takes is counted unmeasured, and a thread
+ * takes a pool when one is free again. */
 static hcg_pool *pools_full(void)
 {
     static atomic_int said;
@@ -169,11 +174,10 @@ static int refill(hcg_pool *p)
 hcg_call *hcg_call_alloc_slow(void)
 {
     hcg_pool *p = hcg_self.pool;
-    if ((HCG_UNLIKELY(!p) && !(p = hcg_self.pool = acquire_pool())) ||
-        (!p->free && !refill(p))) {
-        atomic_fetch_add_explicit(&unmeasured, 1, memory_order_relaxed);
+    if (HCG_UNLIKELY(!p) && !(p = hcg_self.pool = acquire_pool()))
         return NULL;
-    }
+    if (!p->free && !refill(p))
+        return NULL;
     return hcg_call_alloc();
 }
 

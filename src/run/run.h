@@ -304,6 +304,8 @@ uint64_t hcg_launched_of(hcg_fnkind kind);
 /* Host functions launched and graph nodes set that went to the driver
  * unmeasured (no call for them: too many threads at once, no memory). */
 uint64_t hcg_unmeasured(void);
+/* One more: a launch the driver took, or a node set, with no call. */
+void hcg_count_unmeasured(void);
 uint64_t hcg_nodes_made(void);
 /* Stream launches captured into graphs (counted by wrap/graph.c; not on
  * streams, for the summary). */

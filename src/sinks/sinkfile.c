@@ -259,6 +259,20 @@ int hcg_fn_names_cached(void)
     return names_cached_only || names_gone;
 }
 
+/* A name that filled its buffer (len bytes) may end inside a character:
+ * cut before it. */
+static void cut_whole(char *s, size_t len)
+{
+    size_t n = strlen(s), i = n;
+    if (n + 1 < len)
+        return;
+    while (i > 0 && n - i < 3 && ((unsigned char)s[i - 1] & 0xc0) == 0x80)
+        i--;
+    if (i > 0 && (unsigned char)s[i - 1] >= 0xc0 &&
+        hcg_utf8_len((const unsigned char *)s + i - 1) != n - (i - 1))
+        s[i - 1] = '\0';
+}
+
 const char *hcg_fn_name(uintptr_t fn)
 {
     if (!fn)
@@ -279,6 +293,7 @@ const char *hcg_fn_name(uintptr_t fn)
         else if (hcg_symbolize((const void *)fn, names[h].name, sizeof names[h].name, obj,
                           sizeof obj) != 0)
             snprintf(names[h].name, sizeof names[h].name, "anonymous");
+        cut_whole(names[h].name, sizeof names[h].name);
     }
     return names[h].name;
 }

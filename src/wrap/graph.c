@@ -214,6 +214,8 @@ static CUresult prepare(hcg_api api, CUhostFn fn, void *user, hcg_call **out, ui
     hcg_init();
     hcg_call *c;
     CUresult r = hcg_prepare_call(api, NULL, fn, user, &c);
+    if (r == CUDA_SUCCESS && !c)
+        hcg_count_unmeasured(); /* set on the node as it is */
     if (r != CUDA_SUCCESS || !c)
         return r;
     c->oneshot = 0;

@@ -54,6 +54,17 @@ static inline __attribute__((always_inline)) CUresult call_real(launch_args a, C
     }
 }
 
+/* A launch handed to the driver with no call to measure it (out of
+ * memory, more launching threads than pools): counted if the driver took
+ * it. */
+__attribute__((noinline, cold)) static CUresult call_unmeasured(launch_args a)
+{
+    CUresult r = call_real(a, a.fn, a.user);
+    if (r == CUDA_SUCCESS)
+        hcg_count_unmeasured();
+    return r;
+}
+
 static int is_ptsz(hcg_api api)
 {
     return api == HCG_API_LAUNCH_HOST_FUNC_PTSZ || api == HCG_API_LAUNCH_HOST_FUNC_V2_PTSZ;
@@ -162,7 +173,7 @@ __attribute__((noinline)) static CUresult launch_general(hcg_driver *d, launch_a
     if (hcg_prepare_call(a.api, a.stream, a.fn, a.user, &c) != CUDA_SUCCESS)
         return CUDA_ERROR_INVALID_VALUE;
     if (HCG_UNLIKELY(!c))
-        return call_real(a, a.fn, a.user);
+        return call_unmeasured(a);
     atomic_store_explicit(&c->caller, a.ra, memory_order_relaxed);
     return launch_call(d, a, c);
 }
@@ -177,7 +188,7 @@ __attribute__((noinline, cold)) static CUresult launch_copy_unmeasured(launch_ar
     uint64_t gen;
     if (hcg_prepare_copy(a.api, a.stream, a.fn, a.user, kind, hcg_ticks(), &snap, &why, &gen))
         return CUDA_ERROR_INVALID_VALUE;
-    return call_real(a, a.fn, a.user);
+    return call_unmeasured(a);
 }
 
 /* The whole check of a copy whose record is not this thread's last
@@ -270,7 +281,7 @@ __attribute__((noinline)) static CUresult launch_full(hcg_api api, CUstream s, C
     }
     hcg_call *c = hcg_call_alloc();
     if (HCG_UNLIKELY(!c))
-        return call_real(a, a.fn, a.user); /* out of memory: unmeasured */
+        return call_unmeasured(a);
     hcg_call_init(c, a.api, a.stream, a.fn, a.user, kind, HCGUARD_OK, 0,
                   hcg_launch_stamp(c->owner));
     atomic_store_explicit(&c->caller, a.ra, memory_order_relaxed);
@@ -442,8 +453,12 @@ static CUresult add_callback(hcg_api api, CUstream s, CUstreamCallback cb, void 
         hcg_audit_report_fn(kind == HCG_FN_LIBC ? HCG_FIND_LIBC_FN : HCG_FIND_CLOSURE, api, s,
                             (void *)inner, inner_user);
     }
-    if (!c)
-        return real(s, cb, user, flags);
+    if (!c) {
+        CUresult r = real(s, cb, user, flags);
+        if (r == CUDA_SUCCESS)
+            hcg_count_unmeasured();
+        return r;
+    }
     int rare = atomic_load_explicit(&hcg_g_launch_rare, memory_order_relaxed);
     atomic_store_explicit(&c->caller,
                           rare & (HCG_LAUNCH_BACKTRACE | HCG_LAUNCH_RUNTIME) ? hcg_callsite_rare(ra)

@@ -8,6 +8,8 @@
  *   hc_lost execnone         execs of files that do not exist between launches
  *   hc_lost manythreads T    T threads alive at once launch one each
  *   hc_lost rejects N        N launches refused (a bad record), as fast as they go
+ *   hc_lost dlopen LIB N     a library's constructor makes N refused launches
+ *                            and one that runs, inside dlopen
  *   hc_lost copies N         N host copies from one thread
  *   hc_lost threads T N      T threads on T streams launching N in total
  *   hc_lost gated N [busy]   N host functions behind one that waits for this
@@ -779,16 +781,21 @@ static void execnone(void)
 }
 
 /* manythreads T: T threads, all alive at once, launch one host function
- * each. Past hcguard's 1024 pools the launches go to the driver
+ * each, and one with a bad record (refused). Past hcguard's 1024 pools the launches go to the driver
  * unmeasured: all must run, and the summary must say how many were not
  * counted (it said nothing, and counted 1024 of 1100). */
 static pthread_barrier_t many_bar;
 
 static void *one_launch(void *ctx)
 {
+    static unsigned char a[64];
+    hcguard_copy_record bad = {(uintptr_t)a, (uintptr_t)(a + 8), 32}; /* overlap */
     REQUIRE_OK(cuCtxSetCurrent((CUcontext)ctx));
     pthread_barrier_wait(&many_bar);
     REQUIRE_OK(cuLaunchHostFunc(stream, noop, NULL));
+    /* Refused with or without a pool: never counted unmeasured. */
+    CHECK_MSG(cuLaunchHostFunc(stream, copy_fn, &bad) == CUDA_ERROR_INVALID_VALUE,
+              "a bad record launched");
     pthread_barrier_wait(&many_bar); /* all alive until all launched */
     return NULL;
 }
@@ -826,7 +833,33 @@ static void rejects(unsigned long n)
               (unsigned long long)s.rejected, (unsigned long long)s.events_dropped);
 }
 
+/* dlopen LIB N: a library whose constructor makes N refused launches and
+ * then one that runs (tests/e2e/ctor_reject.c), with hcguard's collector
+ * at work on the log meanwhile. Under the loader's lock: before, the
+ * constructor's launch waited for good on the collector, which waited for
+ * that lock to look up libc's functions; and each rejection waited 2 s for
+ * a collector held up so. Within 10 s, all counted. */
+static void dlopen_ctor(const char *lib, unsigned long n)
+{
+    char v[32];
+    snprintf(v, sizeof v, "%lu", n);
+    setenv("HC_CTOR_REJECTS", v, 1);
+    void *h = dlopen(lib, RTLD_NOW);
+    REQUIRE(h != NULL);
+    unsigned long *rejected = dlsym(h, "hc_ctor_rejected"), *ran_ = dlsym(h, "hc_ctor_ran");
+    double *seconds = dlsym(h, "hc_ctor_seconds");
+    REQUIRE(rejected && ran_ && seconds);
+    fprintf(stderr, "dlopen: %lu refused and 1 launch in the constructor took %.3f s\n", n,
+            *seconds);
+    CHECK_MSG(*rejected == n && *ran_ == 1, "%lu refused of %lu, %lu ran", *rejected, n, *ran_);
+    CHECK_MSG(*seconds < 10, "the constructor took %.3f s", *seconds);
+    hcguard_stats s = test_stats(get_stats);
+    CHECK_MSG(s.rejected == n && s.host_fns_ran == 1, "%llu rejected, %llu ran",
+              (unsigned long long)s.rejected, (unsigned long long)s.host_fns_ran);
+}
+
 static void s_flood(int argc, char **argv) { flood(num(argc, argv, 0)); }
+static void s_dlopen(int argc, char **argv) { dlopen_ctor(argv[0], num(argc, argv, 1)); }
 static void s_rejects(int argc, char **argv) { rejects(num(argc, argv, 0)); }
 static void s_manythreads(int argc, char **argv) { manythreads((unsigned)num(argc, argv, 0)); }
 static void s_execfail(int argc, char **argv) { execfail(num(argc, argv, 0), num(argc, argv, 1)); }
@@ -921,6 +954,7 @@ static const check_scenario scenarios[] = {
     CHECK_SCENARIO_ARGS("flood", s_flood, 1, 1, "N"),
     CHECK_SCENARIO_ARGS("execfail", s_execfail, 2, 2, "N EXECS"),
     CHECK_SCENARIO("execnone", execnone),
+    CHECK_SCENARIO_ARGS("dlopen", s_dlopen, 2, 2, "LIB N"),
     CHECK_SCENARIO_ARGS("rejects", s_rejects, 1, 1, "N"),
     CHECK_SCENARIO_ARGS("manythreads", s_manythreads, 1, 1, "THREADS"),
     CHECK_SCENARIO_ARGS("copies", s_copies, 1, 1, "N"),
