@@ -179,6 +179,103 @@ static uint64_t key_hash(uintptr_t stream, uint32_t owner)
     return (h ^ (h >> 31)) * 0xbf58476d1ce4e5b9ull;
 }
 
+/* ---- continuing a program's trace (the launcher) ---------------------------
+ * The events a program that died left in memory are written after those
+ * it wrote itself, converted with the clock reference of its last drain;
+ * the slices before them were converted with an earlier one, which may
+ * disagree by a few ns. So that the two still follow one another on each
+ * track, where each track's last slice in the file ends is read back from
+ * the file's tail first (the program's own process only; what is further
+ * back ended long before). */
+static hcg_sinkfile trace_file = {.fd = -1}; /* this process's (the sink's, below) */
+#define SEEDS 512
+static struct {
+    uint32_t tid;
+    uint64_t end;
+} seeds[SEEDS];
+static unsigned n_seeds;
+static int seed_pending; /* the file was continued: read its tail at the first event */
+
+static uint64_t seeded_end(const hcg_trace_proc *tp, uint32_t tid)
+{
+    if (!tp->live)
+        return 0;
+    for (unsigned i = 0; i < n_seeds; i++)
+        if (seeds[i].tid == tid)
+            return seeds[i].end;
+    return 0;
+}
+
+/* The number at *p in the trace's "%llu.%03u" microseconds, in ns; *p
+ * moved past it. */
+static uint64_t read_us(const char **p)
+{
+    char *q;
+    uint64_t ns = strtoull(*p, &q, 10) * 1000;
+    if (*q == '.' && q[1] >= '0' && q[1] <= '9' && q[2] >= '0' && q[2] <= '9' && q[3] >= '0' &&
+        q[3] <= '9') {
+        ns += (uint64_t)(q[1] - '0') * 100 + (uint64_t)(q[2] - '0') * 10 + (uint64_t)(q[3] - '0');
+        q += 4;
+    }
+    *p = q;
+    return ns;
+}
+
+static unsigned end_slot(const hcg_trace_proc *tp, uint32_t tid);
+
+static void seed(hcg_trace_proc *tp, uint32_t tid, uint64_t end)
+{
+    if (tid < tp->tid_base) {
+        unsigned i = end_slot(tp, tid);
+        if (tp->last_end[i].tid != tid || tp->last_end[i].end < end)
+            tp->last_end[i].tid = tid, tp->last_end[i].end = end;
+        return;
+    }
+    stream_track *st = tid == tp->other.tid ? &tp->other : tid == tp->unknown.tid ? &tp->unknown : NULL;
+    if (st) {
+        st->end = end > st->end ? end : st->end;
+        return;
+    }
+    unsigned i = 0;
+    while (i < n_seeds && seeds[i].tid != tid)
+        i++;
+    if (i == n_seeds && n_seeds < SEEDS)
+        seeds[n_seeds++].tid = tid;
+    if (i < n_seeds && seeds[i].end < end)
+        seeds[i].end = end;
+}
+
+/* Every slice ("ph":"X") of this process in the last MiB of the file. A
+ * string cannot hold the text searched for: its quotes are escaped. */
+static void seed_from_file(hcg_trace_proc *tp)
+{
+    static const char key[] = "\"ph\":\"X\",\"ts\":";
+    size_t len = 1 << 20;
+    char *tail = malloc(len + 1);
+    off_t size;
+    n_seeds = 0;
+    if (!tail)
+        return;
+    size_t n = hcg_sinkfile_tail(&trace_file, tail, len, &size);
+    tail[n] = '\0';
+    for (const char *p = tail; (p = strstr(p, key)) != NULL;) {
+        p += sizeof key - 1;
+        uint64_t ts = read_us(&p), dur = 0;
+        if (strncmp(p, ",\"dur\":", 7) != 0)
+            continue;
+        p += 7;
+        dur = read_us(&p);
+        char *q;
+        if (strncmp(p, ",\"pid\":", 7) != 0 || strtol(p + 7, &q, 10) != tp->pid ||
+            strncmp(q, ",\"tid\":", 7) != 0)
+            continue;
+        p = q + 7;
+        seed(tp, (uint32_t)strtoul(p, &q, 10), ts + dur + tp->base_ns);
+        p = q;
+    }
+    free(tail);
+}
+
 /* A new track's id: from the stream's hash, so that an image exec
  * continues the file with gives the same stream the same track; the next
  * free one if another stream of this image has it. */
@@ -226,7 +323,8 @@ static stream_track *stream_of(hcg_trace_proc *tp, const hcg_event *e, uint32_t 
             if (tp->n_streams == HCG_TRACE_STREAM_TRACKS)
                 break; /* bounded: the rest share one track */
             tp->n_streams++;
-            *s = (stream_track){e->stream, owner, track_tid(tp, h), 0, pt, 0};
+            uint32_t tid = track_tid(tp, h);
+            *s = (stream_track){e->stream, owner, tid, seeded_end(tp, tid), pt, 0};
             t = s;
             break;
         }
@@ -508,7 +606,6 @@ size_t hcg_trace_format(hcg_trace_proc *tp, const hcg_event *e, const char *fn_n
 
 /* ---- the sink: this process's trace file ------------------------------------- */
 
-static hcg_sinkfile trace_file = {.fd = -1};
 static hcg_trace_proc live;
 
 /* Flow ids: unique in the file, across the images exec continues it with
@@ -583,6 +680,7 @@ int hcg_trace_reopen(const char *path, pid_t pid)
     int rc = hcg_sinkfile_reopen(&trace_file, "trace", path, pid);
     if (rc == 0)
         drop_half_event();
+    seed_pending = rc == 0; /* read once hcg_trace_rewrite_from has cut it back */
     return rc;
 }
 
@@ -653,6 +751,10 @@ void hcg_trace_event(const hcg_event *e)
         return;
     hcg_text t = {p, 0, HCG_SINK_EVENT_MAX};
     live.pid = (int)trace_file.pid; /* the launcher writes a program's that died */
+    if (HCG_UNLIKELY(seed_pending)) {
+        seed_pending = 0;
+        seed_from_file(&live);
+    }
     if (trace_file.started)
         hcg_text_lit(&t, ",\n");
     else

@@ -716,6 +716,78 @@ static void test_trace_format(void)
     hcg_sinks_trace_end(tp);
 }
 
+/* The slices [start, end] (ns) on track tid in trace text, in order; their
+ * number. */
+static int slices_of(const char *text, unsigned tid, uint64_t out[][2], int max)
+{
+    static const char key[] = "\"ph\":\"X\",\"ts\":";
+    char want[32];
+    snprintf(want, sizeof want, ",\"tid\":%u,", tid);
+    int n = 0;
+    for (const char *p = text; (p = strstr(p, key)) != NULL && n < max; p++) {
+        const char *eol = strchr(p, '\n'), *t = strstr(p, want);
+        if (!t || (eol && t > eol))
+            continue;
+        double ts = strtod(p + sizeof key - 1, NULL), dur = strtod(strstr(p, "\"dur\":") + 6, NULL);
+        out[n][0] = (uint64_t)(ts * 1000.0 + 0.5);
+        out[n][1] = out[n][0] + (uint64_t)(dur * 1000.0 + 0.5);
+        n++;
+    }
+    return n;
+}
+
+/* A trace continued by hcguard run after the program died: the events it
+ * left in memory were converted with another clock reference than the
+ * slice before them, which may end a few ns after the next one begins.
+ * On the callback thread and on the stream's track the two must still
+ * follow one another (they overlapped partly: a fresh clone's CI). */
+static void test_trace_continued(void)
+{
+    char path[] = "/tmp/hcg_trace_contXXXXXX", text[16384];
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    close(fd);
+    hcg_event e = {0};
+    e.kind = HCG_EV_RUN;
+    e.fn = (uintptr_t)hcguard_host_copy;
+    e.tid = 100;
+    e.stream = 0x10;
+    e.seq = 1;
+    e.t_enqueue = 999000;
+    e.t_start = 1000000;
+    e.t_end = 1000100;
+    CHECK_EQ(hcg_trace_reopen(path, getpid()), 0); /* the program writes */
+    hcg_trace_event(&e);
+    hcg_trace_flush();
+    CHECK_EQ(hcg_trace_reopen(path, getpid()), 0); /* it died: the launcher goes on */
+    e.seq = 2;
+    e.t_enqueue = 999500;
+    e.t_start = 1000095; /* 5 ns before the last one ended, by another reference */
+    e.t_end = 1000200;
+    hcg_trace_event(&e);
+    hcg_trace_close();
+    slurp(path, text, sizeof text);
+    unsigned tracks[2] = {100, 0};
+    /* The stream's track: the tid of the pseudo-thread named for 0x10. */
+    const char *named = strstr(text, "stream 0x10");
+    REQUIRE(named != NULL);
+    const char *tid_at = named;
+    while (tid_at > text && strncmp(tid_at, "\"tid\":", 6) != 0)
+        tid_at--;
+    tracks[1] = (unsigned)strtoul(tid_at + 6, NULL, 10);
+    CHECK(tracks[1] >= HCG_TRACE_TID_BASE);
+    for (int k = 0; k < 2; k++) {
+        uint64_t sl[4][2];
+        int n = slices_of(text, tracks[k], sl, 4);
+        CHECK_EQ(n, 2);
+        if (n == 2)
+            CHECK_MSG(sl[1][0] >= sl[0][1], "track %u: [%" PRIu64 ", %" PRIu64 "] then [%" PRIu64
+                      ", %" PRIu64 "] overlap partly", tracks[k], sl[0][0], sl[0][1], sl[1][0],
+                      sl[1][1]);
+    }
+    unlink(path);
+}
+
 /* Two launches of one thread whose enqueue times, converted by two drains'
  * clock references, come out 1 ns apart (here in reverse order, as the
  * drains may write them): their 2 ns enqueue slices are the same slice or
@@ -959,6 +1031,7 @@ static const check_case cases[] = {
     CHECK_CASE(json_str),
     CHECK_CASE(trace_format),
     CHECK_CASE(trace_enqueue_close),
+    CHECK_CASE(trace_continued),
 #ifndef HCG_TEST_NO_SELF_EXEC
     CHECK_CASE(header_fits),
 #endif
