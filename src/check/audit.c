@@ -68,9 +68,14 @@ static void find_libc_fns(void)
     }
 }
 
-const char *hcg_audit_libc_name(const void *fn)
+void hcg_audit_libc_init(void)
 {
     pthread_once(&libc_once, find_libc_fns);
+}
+
+const char *hcg_audit_libc_name(const void *fn)
+{
+    hcg_audit_libc_init();
     for (size_t i = 0; i < 2 * N_LIBC; i++)
         if (libc_fns[i] && libc_fns[i] == fn)
             return libc_names[i / 2];

@@ -287,6 +287,9 @@ void hcg_audit_init(void);
  * it; nonzero if the call must be refused (guard mode). Outside host
  * functions (hcg_audit_wrapper_call, inline below the thunks), 0. */
 int hcg_audit_wrapper_call_slow(hcg_api api);
+/* The libc functions a host function must not be, looked up (once; at
+ * start-up, before the collector runs: see lifecycle/init.c). */
+void hcg_audit_libc_init(void);
 /* The libc function fn is ("memcpy"), or NULL. */
 const char *hcg_audit_libc_name(const void *fn);
 void hcg_audit_report_fn(hcg_finding f, hcg_api api, CUstream s, void *fn, void *user);

@@ -55,7 +55,7 @@ static void start(void)
      * functions with them, and must not be the one to look them up while
      * a thread holding the loader's lock (a library's constructor, inside
      * dlopen) waits for that lookup. */
-    hcg_audit_libc_name(NULL);
+    hcg_audit_libc_init();
     hcg_collector_start();
     atomic_store(&hcg_g_started, 1);
 }

@@ -54,15 +54,19 @@ static inline __attribute__((always_inline)) CUresult call_real(launch_args a, C
     }
 }
 
-/* A launch handed to the driver with no call to measure it (out of
- * memory, more launching threads than pools): counted if the driver took
- * it. */
-__attribute__((noinline, cold)) static CUresult call_unmeasured(launch_args a)
+/* The driver's answer r to a launch handed to it with no call to measure
+ * it (out of memory, more launching threads than pools): counted if the
+ * driver took it. */
+static CUresult unmeasured(CUresult r)
 {
-    CUresult r = call_real(a, a.fn, a.user);
     if (r == CUDA_SUCCESS)
         hcg_count_unmeasured();
     return r;
+}
+
+__attribute__((noinline, cold)) static CUresult call_unmeasured(launch_args a)
+{
+    return unmeasured(call_real(a, a.fn, a.user));
 }
 
 static int is_ptsz(hcg_api api)
@@ -453,12 +457,8 @@ static CUresult add_callback(hcg_api api, CUstream s, CUstreamCallback cb, void 
         hcg_audit_report_fn(kind == HCG_FN_LIBC ? HCG_FIND_LIBC_FN : HCG_FIND_CLOSURE, api, s,
                             (void *)inner, inner_user);
     }
-    if (!c) {
-        CUresult r = real(s, cb, user, flags);
-        if (r == CUDA_SUCCESS)
-            hcg_count_unmeasured();
-        return r;
-    }
+    if (!c)
+        return unmeasured(real(s, cb, user, flags));
     int rare = atomic_load_explicit(&hcg_g_launch_rare, memory_order_relaxed);
     atomic_store_explicit(&c->caller,
                           rare & (HCG_LAUNCH_BACKTRACE | HCG_LAUNCH_RUNTIME) ? hcg_callsite_rare(ra)

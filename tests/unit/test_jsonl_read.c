@@ -293,29 +293,43 @@ static void put_text(const char *path, const char *text)
     close(fd);
 }
 
+/* A new empty file at path (a mkstemp template). */
+static void make_temp(char *path)
+{
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    if (fd >= 0)
+        close(fd);
+}
+
+/* A run of hcguard's own copy, at ticks 1 (enqueued), 2 and 3. */
+static hcg_event copy_run(uint64_t seq)
+{
+    hcg_event e = {0};
+    e.kind = HCG_EV_RUN;
+    e.seq = seq;
+    e.fn = (uintptr_t)hcguard_host_copy;
+    e.t_enqueue = 1;
+    e.t_start = 2;
+    e.t_end = 3;
+    return e;
+}
+
 /* The launcher continues the files of a program that died: a last event
  * cut short by the death (half a line, half a trace event) is removed, a
  * whole one kept, so that what it appends reads. */
 static void test_reopen_cut(void)
 {
     char path[] = "/tmp/hcg_jsonl_cutXXXXXX", text[8192], err[300];
-    int fd = mkstemp(path);
-    CHECK(fd >= 0);
-    close(fd);
-    hcg_event e = {0};
-    e.kind = HCG_EV_RUN;
-    e.seq = 9;
-    e.fn = (uintptr_t)hcguard_host_copy;
-    e.t_enqueue = 1;
-    e.t_start = 2;
-    e.t_end = 3;
+    make_temp(path);
+    hcg_event e = copy_run(9);
     const char *good = HEAD ",\"reason\":\"overlap\"}\n";
     snprintf(text, sizeof text, "%s{\"event\":\"run\",\"pid\":1", good);
     put_text(path, text);
     CHECK_EQ(hcg_jsonl_reopen(path, getpid()), 0);
     hcg_jsonl_event(&e);
     hcg_jsonl_close();
-    fd = open(path, O_RDONLY);
+    int fd = open(path, O_RDONLY);
     CHECK_EQ(hcg_logrec_read_fd(fd, NULL, NULL, err, sizeof err), 2);
     close(fd);
 
@@ -362,16 +376,9 @@ static off_t size_of(const char *path)
 static void test_rewrite_batch(void)
 {
     char path[] = "/tmp/hcg_jsonl_batchXXXXXX", text[16384];
-    int fd = mkstemp(path);
-    CHECK(fd >= 0);
-    close(fd);
+    make_temp(path);
     pid_t me = getpid();
-    hcg_event e = {0};
-    e.kind = HCG_EV_RUN;
-    e.fn = (uintptr_t)hcguard_host_copy;
-    e.t_enqueue = 1;
-    e.t_start = 2;
-    e.t_end = 3;
+    hcg_event e = copy_run(0);
     hcg_event f = e;
     f.kind = HCG_EV_FINDING;
     f.reason = HCG_FIND_SLOW;
@@ -388,7 +395,7 @@ static void test_rewrite_batch(void)
     hcg_jsonl_event(&e);
     hcg_jsonl_event(&f);
     hcg_jsonl_close();
-    fd = open(path, O_WRONLY | O_APPEND);
+    int fd = open(path, O_WRONLY | O_APPEND);
     const char *other = "{\"event\":\"run\",\"pid\":1,\"seq\":3,\"api\":\"x\"}\n";
     CHECK_EQ(write(fd, other, strlen(other)), (long)strlen(other));
     close(fd);
@@ -744,15 +751,10 @@ static int slices_of(const char *text, unsigned tid, uint64_t out[][2], int max)
 static void test_trace_continued(void)
 {
     char path[] = "/tmp/hcg_trace_contXXXXXX", text[16384];
-    int fd = mkstemp(path);
-    CHECK(fd >= 0);
-    close(fd);
-    hcg_event e = {0};
-    e.kind = HCG_EV_RUN;
-    e.fn = (uintptr_t)hcguard_host_copy;
+    make_temp(path);
+    hcg_event e = copy_run(1);
     e.tid = 100;
     e.stream = 0x10;
-    e.seq = 1;
     e.t_enqueue = 999000;
     e.t_start = 1000000;
     e.t_end = 1000100;
