@@ -136,6 +136,7 @@ typedef struct hcg_thread {
     unsigned char libc_lookup;    /* driver/libc.c: a dlsym lookup runs (re-entry guard) */
     unsigned char driver_loading; /* driver/driver.c: inside the driver's load */
     unsigned char collector;      /* events: the collector (its signals all blocked) */
+    unsigned char faults_open;    /* check/fault.c: SIGSEGV and SIGBUS known unblocked here */
     uint32_t tid;                 /* events: gettid(), cached; 0 not yet */
     struct hcg_ring *ring;        /* events: this thread's event ring */
     struct hcg_pool *pool;        /* run: this thread's call pool */

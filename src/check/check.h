@@ -119,6 +119,15 @@ typedef struct hcg_fault_info {
     int code;       /* si_code: SEGV_MAPERR, SEGV_ACCERR, BUS_ADRERR, ... */
 } hcg_fault_info;
 
+/* A contained copy needs SIGSEGV and SIGBUS to reach hcguard's handler:
+ * a fault with either blocked kills the process, whatever the handler
+ * (servers block every signal in main before they start their threads,
+ * and the threads inherit the mask). A thread not known to have both
+ * unblocked (hcg_self.faults_open: learnt by its first copy, forgotten
+ * when the program sets a mask through pthread_sigmask or sigprocmask)
+ * copies through this, which unblocks them for the copy's length: one
+ * system call when they are open (the thread learns it), three when not. */
+int hcg_fault_copy_masked(void *dst, const void *src, size_t n, hcg_fault_info *out);
 /* memcpy(dst, src, n), but a SIGSEGV or SIGBUS on either range returns -1
  * (with *out filled, out may be NULL) instead of killing the process.
  * n above PTRDIFF_MAX, which no address space holds, returns -1 at once as
@@ -155,6 +164,8 @@ HCG_HIDDEN int hcg_fault_too_long(hcg_fault_info *out);
 static inline int hcg_fault_copy(void *dst, const void *src, size_t n, hcg_fault_info *out)
 {
     hcg_fault_ret r;
+    if (HCG_UNLIKELY(!hcg_self.faults_open))
+        return hcg_fault_copy_masked(dst, src, n, out);
     if (HCG_UNLIKELY((ptrdiff_t)n <= 0)) /* 0, or longer than any address space */
         return n == 0 ? 0 : hcg_fault_too_long(out);
     if (n <= 64 && (((uintptr_t)dst | (uintptr_t)src | n) & 7) == 0) {

@@ -67,7 +67,9 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <ucontext.h>
+#include <unistd.h>
 
 #include "check/check.h"
 
@@ -304,6 +306,8 @@ void hcg_fault_movsb_window(size_t *lo, size_t *hi, int set)
 int hcg_fault_copy(void *dst, const void *src, size_t n, hcg_fault_info *out)
 {
     recovery r;
+    if (HCG_UNLIKELY(!hcg_self.faults_open))
+        return hcg_fault_copy_masked(dst, src, n, out);
     if (n == 0)
         return 0;
     if (n > PTRDIFF_MAX) { /* no address space holds it; memcpy may wrap around */
@@ -367,6 +371,31 @@ static int recover(int sig, const siginfo_t *si, void *uc)
     siglongjmp(r->env, 1);
 }
 #endif
+
+/* The thread's mask by system call: not through the interposers below
+ * (which would forget what this learns) nor a sanitizer's. */
+static int thread_sigmask(int how, const sigset_t *set, sigset_t *old)
+{
+    return (int)syscall(SYS_rt_sigprocmask, how, set, old, (size_t)(_NSIG / 8));
+}
+
+int hcg_fault_copy_masked(void *dst, const void *src, size_t n, hcg_fault_info *out)
+{
+    sigset_t faults, old;
+    sigemptyset(&faults);
+    sigaddset(&faults, SIGSEGV);
+    sigaddset(&faults, SIGBUS);
+    sigemptyset(&old);
+    int blocked = thread_sigmask(SIG_UNBLOCK, &faults, &old) == 0 &&
+                  (sigismember(&old, SIGSEGV) == 1 || sigismember(&old, SIGBUS) == 1);
+    hcg_self.faults_open = 1;
+    int rc = hcg_fault_copy(dst, src, n, out);
+    if (blocked) {
+        thread_sigmask(SIG_SETMASK, &old, NULL);
+        hcg_self.faults_open = 0;
+    }
+    return rc;
+}
 
 const char *hcg_fault_code_name(int sig, int code)
 {
@@ -567,6 +596,10 @@ int hcg_fault_install(void)
     static pthread_once_t found = PTHREAD_ONCE_INIT;
     pthread_once(&found, find_memcpy);
 #endif
+    /* Found now, not first in a signal handler (dlsym is not
+     * async-signal-safe). */
+    (void)HCG_REAL(pthread_sigmask);
+    (void)HCG_REAL(sigprocmask);
     sigset_t saved;
     int rc = 0;
     lock_all(&saved);
@@ -834,4 +867,30 @@ HCG_UNINSTRUMENTED HCG_EXPORT void (*signal(int sig, void (*handler)(int)))(int)
     if (sigaction(sig, &act, &old) != 0)
         return SIG_ERR;
     return old.sa_handler;
+}
+
+/* The program sets its thread's mask: whether SIGSEGV and SIGBUS reach
+ * hcguard's handler here is learnt again by the thread's next contained
+ * copy (hcg_fault_copy_masked). Masks set otherwise (a raw system call,
+ * setcontext, siglongjmp to a sigsetjmp that saved one) are not seen. */
+HCG_UNINSTRUMENTED HCG_EXPORT int pthread_sigmask(int how, const sigset_t *set, sigset_t *old)
+{
+    hcg_libc_pthread_sigmask_fn f = HCG_REAL(pthread_sigmask);
+    int rc = f ? f(how, set, old) : ENOSYS;
+    if (set)
+        hcg_self.faults_open = 0;
+    return rc;
+}
+
+HCG_UNINSTRUMENTED HCG_EXPORT int sigprocmask(int how, const sigset_t *set, sigset_t *old)
+{
+    hcg_libc_sigprocmask_fn f = HCG_REAL(sigprocmask);
+    if (!f) {
+        errno = ENOSYS;
+        return -1;
+    }
+    int rc = f(how, set, old);
+    if (set)
+        hcg_self.faults_open = 0;
+    return rc;
 }
