@@ -106,7 +106,10 @@ hcguard_status hcguard_pack_copy(hcguard_copy_record *rec, void *dst,
  * itself from its checked snapshot of the record. (A function that does
  * more than copy is named with --copy-fn instead: it is called, with the
  * address of hcguard's checked 24-byte snapshot as its argument.)
- * Returns 0, or -1 if fn is NULL or the table of registered functions is full.
+ * Returns 0 (also for hcguard_host_copy, a copy without registering), or -1
+ * if fn is NULL, a libc function (memcpy and the others a host function
+ * must not be: refused when launched), or 64 functions are registered
+ * already (a function whose library was unloaded gives its place back).
  */
 int hcguard_register_copy_fn(void *fn);
 

@@ -12,7 +12,7 @@
  *
  * Each thread keeps the VMAs it learnt in a small cache, so that checking a
  * record of the same buffers again costs no system call. An entry is
- * dropped by any munmap, mremap, mprotect or shmdt made through libc
+ * dropped by any munmap, mremap, mprotect, pkey_mprotect or shmdt made through libc
  * (hcguard wraps them to bump the unmap generation, compared on every use)
  * and is trusted for at most VC_TTL_NS (records found good: RC_TTL_NS): mappings changed past libc's
  * exported functions (glibc's malloc freeing a large block) are noticed
@@ -628,6 +628,16 @@ HCG_EXPORT int mprotect(void *addr, size_t len, int prot)
 {
     hcg_libc_mprotect_fn f = HCG_REAL(mprotect);
     int r = f ? f(addr, len, prot) : (int)syscall(SYS_mprotect, addr, len, prot);
+    hcg_oracle_invalidate();
+    return r;
+}
+
+/* mprotect with a protection key (-1: none, mprotect by another name). */
+HCG_EXPORT int pkey_mprotect(void *addr, size_t len, int prot, int pkey)
+{
+    hcg_libc_pkey_mprotect_fn f = HCG_REAL(pkey_mprotect);
+    int r = f ? f(addr, len, prot, pkey)
+              : (int)syscall(SYS_pkey_mprotect, addr, len, prot, pkey);
     hcg_oracle_invalidate();
     return r;
 }

@@ -4,13 +4,14 @@
  * repeated pointer costs a hash probe; a miss may read an ELF file.
  *
  * Registration is looked up after the cache, so registering a pointer
- * already cached as ordinary takes effect at once. The cache is
- * never invalidated otherwise: a library unloaded and replaced at the same
- * address would keep its old answer (Python never unloads extension
- * modules, and hcguard_host_copy lives as long as hcguard).
+ * already cached as ordinary takes effect at once. A library unloaded
+ * (dlclose, interposed) makes every answer of before a miss, and drops the
+ * registrations of functions no longer in any object: another library
+ * loaded at the same address must not inherit a copy function's answer.
  */
 #include <dlfcn.h>
 #include <link.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -37,23 +38,41 @@ static int is_registered(uintptr_t fn)
     return 0;
 }
 
+/* A slot a function of an unloaded library left (0: no function is 0),
+ * taken for p; 0 if there is none. */
+static int reuse_slot(uintptr_t p)
+{
+    size_t n = atomic_load_explicit(&g_nregistered, memory_order_acquire);
+    for (size_t i = 0; i < n; i++) {
+        uintptr_t free_slot = 0;
+        if (atomic_compare_exchange_strong(&g_registered[i], &free_slot, p))
+            return 1;
+    }
+    return 0;
+}
+
 HCG_EXPORT int hcguard_register_copy_fn(void *fn)
 {
     uintptr_t p = (uintptr_t)fn;
-    if (!p)
-        return -1;
+    if (fn == (void *)hcguard_host_copy)
+        return 0; /* a copy whatever the table says */
+    if (!p || hcg_audit_libc_name(fn))
+        return -1; /* a libc function is refused when launched, registered or not */
     size_t n = atomic_load(&g_nregistered);
     for (;;) {
         if (is_registered(p))
             return 0;
+        if (reuse_slot(p))
+            break;
         if (n >= MAX_REGISTERED)
             return -1;
-        if (atomic_compare_exchange_weak(&g_nregistered, &n, n + 1))
+        if (atomic_compare_exchange_weak(&g_nregistered, &n, n + 1)) {
+            /* Until this store a reader may see the new count and an
+             * empty slot: the function simply is not registered yet. */
+            atomic_store_explicit(&g_registered[n], p, memory_order_release);
             break;
+        }
     }
-    /* Until this store a reader may see the new count and an empty slot:
-     * the function simply is not registered yet. */
-    atomic_store_explicit(&g_registered[n], p, memory_order_release);
     atomic_fetch_add_explicit(&hcg_g_recognize_gen, 1, memory_order_release);
     return 0;
 }
@@ -65,20 +84,28 @@ HCG_EXPORT int hcguard_register_copy_fn(void *fn)
 #define CACHE_PROBES 32 /* past this many taken slots, the answer is not cached */
 
 typedef struct slot {
-    _Atomic uintptr_t key;  /* 0 = free; once set, never changes */
-    _Atomic uint8_t value;  /* hcg_fnkind + 1; 0 = being filled in */
+    _Atomic uintptr_t key;   /* 0 = free; once set, never changes */
+    _Atomic uint64_t value;  /* the unload epoch << 8 | hcg_fnkind + 1; 0 = being filled in */
 } slot;
 
 static slot g_cache[CACHE_SIZE];
 static _Atomic uint64_t g_misses;
+/* Moves each time an object was unloaded: an answer made before is a miss
+ * (its function may be another now), and is made again in its slot. */
+static _Atomic uint64_t g_unload_epoch;
+
+static uint64_t slot_value(uint64_t epoch, hcg_fnkind kind)
+{
+    return epoch << 8 | (uint64_t)(kind + 1);
+}
 
 static size_t cache_hash(uintptr_t p)
 {
     return (size_t)(((uint64_t)p * 0x9E3779B97F4A7C15ull) >> (64 - CACHE_BITS));
 }
 
-/* The cached kind + 1, or 0. */
-static int cache_find(uintptr_t p)
+/* The kind + 1 cached in this epoch, or 0. */
+static int cache_find(uintptr_t p, uint64_t epoch)
 {
     size_t h = cache_hash(p);
     for (size_t i = 0; i < CACHE_PROBES; i++) {
@@ -86,21 +113,24 @@ static int cache_find(uintptr_t p)
         uintptr_t k = atomic_load_explicit(&s->key, memory_order_acquire);
         if (k == 0)
             return 0;
-        if (k == p)
-            return atomic_load_explicit(&s->value, memory_order_acquire);
+        if (k == p) {
+            uint64_t v = atomic_load_explicit(&s->value, memory_order_acquire);
+            return v >> 8 == epoch ? (int)(v & 0xff) : 0;
+        }
     }
     return 0;
 }
 
-static void cache_put(uintptr_t p, hcg_fnkind kind)
+/* epoch: the one read before kind was found (an unload meanwhile leaves
+ * the answer a miss). */
+static void cache_put(uintptr_t p, hcg_fnkind kind, uint64_t epoch)
 {
     size_t h = cache_hash(p);
     for (size_t i = 0; i < CACHE_PROBES; i++) {
         slot *s = &g_cache[(h + i) & (CACHE_SIZE - 1)];
         uintptr_t k = 0;
         if (atomic_compare_exchange_strong(&s->key, &k, p) || k == p) {
-            atomic_store_explicit(&s->value, (uint8_t)(kind + 1),
-                                  memory_order_release);
+            atomic_store_explicit(&s->value, slot_value(epoch, kind), memory_order_release);
             return;
         }
     }
@@ -262,13 +292,64 @@ static hcg_fnkind recognize(void *fn)
     if (fn == (void *)hcguard_host_copy)
         return HCG_FN_COPY_HCGUARD;
     uintptr_t p = (uintptr_t)fn;
-    int cached = cache_find(p);
+    uint64_t epoch = atomic_load_explicit(&g_unload_epoch, memory_order_acquire);
+    int cached = cache_find(p, epoch);
     if (HCG_LIKELY(cached))
         return with_registration(p, (hcg_fnkind)(cached - 1));
     atomic_fetch_add_explicit(&g_misses, 1, memory_order_relaxed);
     hcg_fnkind kind = classify(fn);
-    cache_put(p, kind);
+    cache_put(p, kind, epoch);
     return with_registration(p, kind);
+}
+
+/* ---- objects unloaded ------------------------------------------------------ */
+
+/* glibc's count of objects removed from the process (dl_iterate_phdr),
+ * as last seen. */
+static _Atomic unsigned long long g_subs_seen;
+
+static int read_subs(struct dl_phdr_info *info, size_t size, void *out)
+{
+    if (size >= offsetof(struct dl_phdr_info, dlpi_subs) + sizeof info->dlpi_subs)
+        *(unsigned long long *)out = info->dlpi_subs;
+    return 1; /* every object tells the same */
+}
+
+/* Registered functions no object holds any more: forgotten, their slots
+ * free again. */
+static void forget_unloaded(void)
+{
+    size_t n = atomic_load_explicit(&g_nregistered, memory_order_acquire);
+    for (size_t i = 0; i < n; i++) {
+        uintptr_t p = atomic_load_explicit(&g_registered[i], memory_order_acquire);
+        Dl_info dl;
+        if (p && !dladdr((void *)p, &dl))
+            atomic_compare_exchange_strong(&g_registered[i], &p, 0);
+    }
+}
+
+/* After a dlclose: if it removed an object, every answer of before is
+ * asked again, and the threads' last answers are no longer used. */
+static void after_dlclose(void)
+{
+    unsigned long long subs = 0;
+    dl_iterate_phdr(read_subs, &subs);
+    if (atomic_exchange(&g_subs_seen, subs) == subs)
+        return;
+    atomic_fetch_add_explicit(&g_unload_epoch, 1, memory_order_acq_rel);
+    forget_unloaded();
+    atomic_fetch_add_explicit(&hcg_g_recognize_gen, 1, memory_order_release);
+}
+
+HCG_EXPORT int dlclose(void *handle)
+{
+    hcg_libc_dlclose_fn f = HCG_REAL(dlclose);
+    if (!f)
+        return -1;
+    int rc = f(handle);
+    if (rc == 0)
+        after_dlclose();
+    return rc;
 }
 
 /* ---- which copy functions, and how (the summary) ------------------------- */
@@ -282,8 +363,10 @@ size_t hcg_copy_fns_of(hcg_fnkind k, uintptr_t *out, size_t max)
         return 1;
     }
     for (size_t i = 0; i < CACHE_SIZE; i++) {
+        /* Answers of every epoch: the summary tells what ran. */
         uintptr_t p = atomic_load_explicit(&g_cache[i].key, memory_order_acquire);
-        int v = p ? atomic_load_explicit(&g_cache[i].value, memory_order_acquire) : 0;
+        int v = p ? (int)(atomic_load_explicit(&g_cache[i].value, memory_order_acquire) & 0xff)
+                  : 0;
         if (!v || with_registration(p, (hcg_fnkind)(v - 1)) != k)
             continue;
         if (n < max)

@@ -4,6 +4,7 @@
 #ifndef HCG_LIBC_H
 #define HCG_LIBC_H
 
+#include <dlfcn.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/mman.h>

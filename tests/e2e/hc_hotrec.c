@@ -7,6 +7,8 @@
  *
  *   changed    the record rewritten (overlap, then a bad source)
  *   unmapped   its destination unmapped through libc (the generation moves)
+ *   protected  its destination made read-only through libc's pkey_mprotect
+ *              (key -1: mprotect by another name; the generation moves)
  *   unreadable the record's own page made unreadable past libc (a system
  *              call: the generation does not move): the contained read
  *              faults, the launch is refused, the process goes on
@@ -119,6 +121,17 @@ static void unmapped(void)
     make_hot(&rec, "unmapped");
     munmap(dst, pg);
     bad(&rec, "unmapped through libc");
+}
+
+static void protected_(void)
+{
+    unsigned char src[N];
+    unsigned char *dst = test_map(pg, PROT_READ | PROT_WRITE);
+    hcguard_copy_record rec = {(uintptr_t)dst, (uintptr_t)src, N};
+    make_hot(&rec, "protected");
+    CHECK_MSG(pkey_mprotect(dst, pg, PROT_READ, -1) == 0, "pkey_mprotect: %s", strerror(errno));
+    bad(&rec, "destination made read-only by pkey_mprotect");
+    munmap(dst, pg);
 }
 
 static void unreadable(void)
@@ -237,6 +250,7 @@ static void run_attacks(void)
     hcguard_stats before = test_stats(get_stats);
     changed();
     unmapped();
+    protected_();
     unreadable();
     threads();
     expired();

@@ -300,6 +300,11 @@ static void test_register_full(void)
     CHECK(hcguard_register_copy_fn(open_module(STRIPPED).copy) == 0);
     CHECK(hcguard_register_copy_fn(open_module(PYMOD("cuda/core/graph")).copy) == 0);
     CHECK(hcguard_register_copy_fn(g_late) == 0);
+    /* hcguard's own copy and libc's functions take no slot */
+    CHECK(hcguard_register_copy_fn((void *)hcguard_host_copy) == 0);
+    CHECK(hcguard_register_copy_fn((void *)memcpy) == -1);
+    CHECK(hcguard_register_copy_fn((void *)memmove) == -1);
+    CHECK_KIND((void *)memcpy, HCG_FN_LIBC);
     for (size_t i = 0; i < sizeof slots; i++)
         ok += hcguard_register_copy_fn(&slots[i]) == 0;
     /* 64 slots, three of them taken above (the stripped copy, the graph/
