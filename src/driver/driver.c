@@ -7,6 +7,7 @@
  * dynamic symbol table in memory, then, for the sake of any interposer
  * loaded after us, through dlvsym(RTLD_NEXT, "dlsym", ...). */
 #include <dlfcn.h>
+#include <link.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -112,6 +113,34 @@ const char *hcg_driver_error(void)
 
 #define FILL(slot) atomic_store(&hcg_g_drv.slot, hcg_real_dlsym(hcg_g_drv.handle, #slot))
 
+/* Why what the driver's path loaded is no CUDA driver, or NULL: hcguard
+ * itself (its wrappers would call themselves for ever), or a library with
+ * no cuInit. */
+static const char *not_a_driver(void *handle)
+{
+    struct link_map *loaded = NULL, *own = NULL;
+    Dl_info info;
+    if (dlinfo(handle, RTLD_DI_LINKMAP, &loaded) == 0 &&
+        dladdr1((void *)hcg_driver_load, &info, (void **)&own, RTLD_DL_LINKMAP) && own &&
+        loaded == own)
+        return "it is hcguard itself";
+    if (!hcg_real_dlsym(handle, "cuInit"))
+        return "it has no cuInit";
+    return NULL;
+}
+
+/* The driver's path named no driver (first load): said, and never used. */
+static void refuse_driver(const char *path, const char *why)
+{
+    dlclose(hcg_g_drv.handle);
+    hcg_g_drv.handle = NULL;
+    snprintf(drv_error, sizeof drv_error, "%s is not a CUDA driver: %s", path, why);
+    hcg_problem("%s (%s); every CUDA call will fail with CUDA_ERROR_NOT_INITIALIZED", drv_error,
+                hcg_config_get()->driver_path[0] ? "--driver / HCGUARD_DRIVER"
+                                                 : "found as libcuda.so.1");
+    atomic_store(&hcg_g_drv_state, -1);
+}
+
 /* First try: load it (the program may not have yet). After a failure,
  * only look for one the program has loaded since (no file search): a
  * process that probes for CUDA before loading it must still be served. */
@@ -141,6 +170,17 @@ static void load_driver(int first)
         else
             hcg_debug("%s", drv_error);
         atomic_store(&hcg_g_drv_state, -1);
+        return;
+    }
+    const char *why = not_a_driver(hcg_g_drv.handle);
+    if (why) {
+        hcg_self.driver_loading = 0;
+        if (first) {
+            refuse_driver(path, why);
+        } else { /* said at the first try */
+            dlclose(hcg_g_drv.handle);
+            hcg_g_drv.handle = NULL;
+        }
         return;
     }
 #define HCG_ENTRY(where, name, params) FILL(name);

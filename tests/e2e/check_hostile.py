@@ -234,6 +234,25 @@ def bad_driver(args, tmp):
            "a bad driver said once, without --debug", err)
 
 
+def not_a_driver(args, path, why):
+    rc, out, err = run(args, ["good"], {"HCGUARD_DRIVER": path})
+    expect(rc == 77, f"exit status {rc}: the program found a driver", out + err)
+    msg = f"ERROR: {path} is not a CUDA driver: {why}"
+    expect(err.count(msg) == 1 and "every CUDA call will fail" in err,
+           "the library refused as a driver, said once", err)
+
+
+@case
+def driver_is_hcguard(args, tmp):
+    # its wrappers would call themselves until the stack ran out
+    not_a_driver(args, args.preload.split(":")[-1], "it is hcguard itself")
+
+
+@case
+def driver_not_cuda(args, tmp):
+    not_a_driver(args, "libm.so.6", "it has no cuInit")
+
+
 @case
 def copy_fn_unmatched(args, tmp):
     rc, out, err = run(args, ["good"], {"HCGUARD_COPY_FN": "no_such_copy_fn"})
