@@ -514,37 +514,34 @@ static int fill(reader *rd)
     return 0;
 }
 
-long hcg_logrec_read_fd(int fd, hcg_logrec_cb cb, void *ctx, char *err, size_t errlen)
+/* The lines of rd's file, each given to cb. */
+static long read_lines(reader *rd, hcg_logrec_cb cb, void *ctx, char *err, size_t errlen)
 {
-    static __thread reader rd;
     char why[256];
     long line = 0;
-    rd.fd = fd;
-    rd.used = 0;
-    rd.eof = 0;
     for (;;) {
-        if (fill(&rd) != 0) {
+        if (fill(rd) != 0) {
             snprintf(err, errlen, "reading the log: %s", strerror(errno));
             return -1;
         }
-        if (rd.used == 0)
+        if (rd->used == 0)
             return line;
         line++;
-        char *nl = memchr(rd.buf, '\n', rd.used);
+        char *nl = memchr(rd->buf, '\n', rd->used);
         if (!nl) {
             snprintf(err, errlen, "line %ld: %s", line,
-                     rd.used > HCG_LOGREC_LINE_MAX ? "longer than the limit"
-                                                   : "no newline at its end (the log was cut short)");
+                     rd->used > HCG_LOGREC_LINE_MAX ? "longer than the limit"
+                                                    : "no newline at its end (the log was cut short)");
             return -1;
         }
         hcg_logrec r;
-        if (hcg_logrec_parse(rd.buf, (size_t)(nl - rd.buf), &r, why, sizeof why) != 0) {
+        if (hcg_logrec_parse(rd->buf, (size_t)(nl - rd->buf), &r, why, sizeof why) != 0) {
             snprintf(err, errlen, "line %ld: %s", line, why);
             return -1;
         }
-        size_t rest = rd.used - (size_t)(nl + 1 - rd.buf);
-        memmove(rd.buf, nl + 1, rest);
-        rd.used = rest;
+        size_t rest = rd->used - (size_t)(nl + 1 - rd->buf);
+        memmove(rd->buf, nl + 1, rest);
+        rd->used = rest;
         if (r.kind == HCG_LOGREC_HEADER && r.schema > HCG_LOGREC_SCHEMA) {
             snprintf(err, errlen, "line %ld: a log of schema %llu, newer than this reader's (%d)",
                      line, (unsigned long long)r.schema, HCG_LOGREC_SCHEMA);
@@ -555,6 +552,24 @@ long hcg_logrec_read_fd(int fd, hcg_logrec_cb cb, void *ctx, char *err, size_t e
         if (cb && cb(&r, ctx) != 0)
             return line;
     }
+}
+
+/* The reader's 16 KiB on the heap, not in thread-local storage: the
+ * library's TLS must fit glibc's small surplus when it is dlopen'd
+ * (base/thread.c). */
+long hcg_logrec_read_fd(int fd, hcg_logrec_cb cb, void *ctx, char *err, size_t errlen)
+{
+    reader *rd = malloc(sizeof *rd);
+    if (!rd) {
+        snprintf(err, errlen, "reading the log: out of memory");
+        return -1;
+    }
+    rd->fd = fd;
+    rd->used = 0;
+    rd->eof = 0;
+    long n = read_lines(rd, cb, ctx, err, errlen);
+    free(rd);
+    return n;
 }
 
 /* ---- the header ----------------------------------------------------------- */
