@@ -147,6 +147,32 @@ typedef struct hcg_thread {
 extern _Thread_local hcg_thread hcg_self
     __attribute__((tls_model("initial-exec"), visibility("hidden")));
 
+/* ---- ownfd.c: hcguard's own descriptors ------------------------------------
+ * A program may close every descriptor above 2 (closefrom(3), as daemons
+ * do) and open files of its own that get the numbers hcguard had: each of
+ * hcguard's descriptors is known by its file's identity, checked (one
+ * fstat) before hcguard writes, once per message or per batch of events. */
+typedef struct hcg_fileid {
+    dev_t dev;
+    ino_t ino;
+} hcg_fileid;
+/* id of fd's file now: 0, or -1 (then id matches nothing). */
+int hcg_fileid_of(int fd, hcg_fileid *id);
+/* 1 if fd still is the file id names. Async-signal-safe. */
+int hcg_fileid_is(int fd, const hcg_fileid *id);
+/* path opened again to append, only if it still is the file id names
+ * (never through a link): the new descriptor, or -1. */
+int hcg_reopen_same(const char *path, const hcg_fileid *id);
+/* All of buf to fd: 0, or the errno that stopped it; errno kept. Raises no
+ * SIGPIPE in the program (a pipe whose reader has gone) and is no
+ * cancellation point. Async-signal-safe. */
+int hcg_write_all(int fd, const void *buf, size_t n);
+/* Cancellation requests wait (returns the state to give back): around
+ * hcguard's sections that hold a lock across a cancellation point, and its
+ * waits inside driver calls that have none. */
+int hcg_nocancel_begin(void);
+void hcg_nocancel_end(int old);
+
 /* ---- report.c: messages ------------------------------------------------ */
 /* The length of the UTF-8 character at s, 0 if it is not a valid one (a
  * stray continuation byte, an overlong form, a surrogate, past U+10FFFF,

@@ -94,7 +94,19 @@ static int open_existing(const char *path, int flags, char *why, size_t len)
     return -1;
 }
 
+static int open_output(const char *path, int flags, char *why, size_t len);
+
+/* Opened under locks (the drain's, the report's once): open is a
+ * cancellation point that must not act there. */
 int hcg_open_output_why(const char *path, int flags, char *why, size_t len)
+{
+    int cancel = hcg_nocancel_begin();
+    int fd = open_output(path, flags, why, len);
+    hcg_nocancel_end(cancel);
+    return fd;
+}
+
+static int open_output(const char *path, int flags, char *why, size_t len)
 {
     mode_t mode = (mode_t)hcg_config_get()->file_mode;
     for (int tries = 0; tries < 3; tries++) {

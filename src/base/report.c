@@ -18,9 +18,14 @@ static pthread_mutex_t msg_lock = PTHREAD_MUTEX_INITIALIZER;
  * program that closes fd 2 and opens its data file there must never find
  * hcguard's lines in its data. Above fd 10 where possible, out of the way
  * of programs that expect the low numbers free; close-on-exec, as the exec'd
- * image takes its own. With HCGUARD_LOG_FILE, a file instead. */
+ * image takes its own. With HCGUARD_LOG_FILE, a file instead. Each known
+ * by its file (ownfd.c), checked before every message: one the program
+ * closed (closefrom(3)) and whose number it reused is never written. */
 static int stderr_fd = -1;
+static hcg_fileid stderr_id;
 static int report_fd = -1;
+static hcg_fileid report_id;
+static char report_path[HCG_PATH_MAX];
 static pthread_once_t report_once = PTHREAD_ONCE_INIT;
 
 /* ---- the prefix: with the pid when more than one process shares stderr --- */
@@ -61,6 +66,7 @@ __attribute__((constructor)) static void take_stderr(void)
     stderr_fd = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 10);
     if (stderr_fd < 0)
         stderr_fd = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3);
+    hcg_fileid_of(stderr_fd, &stderr_id);
 }
 
 /* Fork hook (src/lifecycle/fork.c): a child forked while another thread printed
@@ -71,20 +77,62 @@ void hcg_report_after_fork(void)
     pthread_mutex_init(&msg_lock, NULL);
 }
 
-static void write_all(int fd, const char *p, size_t n)
+static void add_problem(const char *line);
+static void add_problem_locked(const char *line);
+
+/* hcguard's duplicate of stderr, or once the program has closed it (its
+ * number may be the program's file now) fd 2: where the program's own
+ * stderr is, as for any tool that does not take a duplicate. -1 (nothing
+ * written) if fd 2 was closed when hcguard was loaded. */
+static int stderr_lost;
+
+static int stderr_now(void)
 {
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return;
-        p += w;
-        n -= (size_t)w;
+    if (stderr_fd >= 0 && !hcg_fileid_is(stderr_fd, &stderr_id)) {
+        stderr_fd = -1; /* forgotten, never closed: the number is the program's */
+        stderr_lost = 1;
     }
+    return stderr_fd >= 0 ? stderr_fd : stderr_lost ? STDERR_FILENO : -1;
 }
 
-static void add_problem(const char *line);
+/* The report file's descriptor was closed by the program: the file is
+ * opened again (appended to) if its path still names it, as an image after
+ * exec continues it; else messages go to stderr from now on, and say so. */
+static void report_lost_locked(void)
+{
+    int fd = hcg_reopen_same(report_path, &report_id);
+    report_fd = fd;
+    if (fd >= 0)
+        return;
+    char line[HCG_PATH_MAX + 300], out[sizeof line + 80];
+    snprintf(line, sizeof line,
+             "ERROR: the report file (HCGUARD_LOG_FILE) %s: the program closed hcguard's "
+             "descriptor of it and the path no longer names that file; messages go to stderr",
+             report_path);
+    add_problem_locked(line + 7);
+    size_t pre = make_prefix(out, 64);
+    int n = snprintf(out + pre, sizeof out - pre, "%s\n", line);
+    if (n > 0)
+        hcg_write_all(stderr_now(), out, pre + ((size_t)n < sizeof out - pre ? (size_t)n : 0));
+}
+
+/* Where the next message goes, under msg_lock. */
+static int message_fd_locked(void)
+{
+    if (report_fd >= 0 && !hcg_fileid_is(report_fd, &report_id))
+        report_lost_locked();
+    return report_fd >= 0 ? report_fd : stderr_now();
+}
+
+/* text to stderr (never the report file), serialised with messages. */
+static void say_stderr(const char *text, size_t len)
+{
+    int cancel = hcg_nocancel_begin();
+    pthread_mutex_lock(&msg_lock);
+    hcg_write_all(stderr_now(), text, len);
+    pthread_mutex_unlock(&msg_lock);
+    hcg_nocancel_end(cancel);
+}
 
 /* path opened as the report file; flags: HCG_OPEN_APPEND to continue it. */
 static void open_report_file(const char *path, int flags)
@@ -92,6 +140,8 @@ static void open_report_file(const char *path, int flags)
     char why[HCG_PATH_MAX + 200], line[2 * HCG_PATH_MAX + 300];
     int fd = hcg_open_output_why(path, flags, why, sizeof why);
     if (fd >= 0) {
+        snprintf(report_path, sizeof report_path, "%s", path);
+        hcg_fileid_of(fd, &report_id);
         report_fd = fd;
         return;
     }
@@ -102,7 +152,7 @@ static void open_report_file(const char *path, int flags)
     char out[sizeof line + 80], pre[64];
     make_prefix(pre, sizeof pre);
     n = snprintf(out, sizeof out, "%s%s\n", pre, line);
-    write_all(stderr_fd, out, (size_t)n < sizeof out ? (size_t)n : sizeof out - 1);
+    say_stderr(out, (size_t)n < sizeof out ? (size_t)n : sizeof out - 1);
 }
 
 /* HCGUARD_LOG_FILE, opened at the first message after the configuration
@@ -130,7 +180,7 @@ static void no_report(void)
 void hcg_report_continue(const char *path)
 {
     pthread_once(&report_once, no_report); /* not the launcher's own */
-    if (report_fd >= 0)
+    if (report_fd >= 0 && hcg_fileid_is(report_fd, &report_id))
         close(report_fd);
     report_fd = -1;
     open_report_file(path, HCG_OPEN_APPEND);
@@ -139,20 +189,24 @@ void hcg_report_continue(const char *path)
 void hcg_report_to_fd(int fd)
 {
     pthread_once(&report_once, no_report); /* not HCGUARD_LOG_FILE's */
+    hcg_fileid_of(fd, &report_id);
+    report_path[0] = '\0'; /* not reopened: a descriptor, no path */
     report_fd = fd;
 }
 
-static int out_fd(void)
+static void open_report_once(void)
 {
     if (atomic_load_explicit(&hcg_g_config_ready, memory_order_acquire))
         pthread_once(&report_once, open_report);
-    return report_fd >= 0 ? report_fd : stderr_fd;
 }
 
+/* Without the lock: the paths that use it are about to abort. */
 void hcg_write_raw(const char *text, size_t len)
 {
-    int fd = report_fd >= 0 ? report_fd : stderr_fd;
-    write_all(fd >= 0 ? fd : STDERR_FILENO, text, len);
+    int fd = report_fd;
+    if (fd < 0 || !hcg_fileid_is(fd, &report_id))
+        fd = stderr_fd >= 0 && hcg_fileid_is(stderr_fd, &stderr_id) ? stderr_fd : STDERR_FILENO;
+    hcg_write_all(fd, text, len);
 }
 
 size_t hcg_utf8_len(const unsigned char *s)
@@ -200,12 +254,14 @@ static void vmsg(const char *fmt, va_list ap)
             buf[i] = '?';
     }
     buf[len++] = '\n';
-    int fd = out_fd();
-    if (fd < 0)
-        return;
+    open_report_once();
+    /* No cancellation point under the lock: a thread cancelled in the
+     * write would leave it held, and every later message hang. */
+    int cancel = hcg_nocancel_begin();
     pthread_mutex_lock(&msg_lock);
-    write_all(fd, buf, len);
+    hcg_write_all(message_fd_locked(), buf, len);
     pthread_mutex_unlock(&msg_lock);
+    hcg_nocancel_end(cancel);
 }
 
 void hcg_msg(const char *fmt, ...)
@@ -226,6 +282,12 @@ static struct {
 static void add_problem(const char *line)
 {
     pthread_mutex_lock(&msg_lock);
+    add_problem_locked(line);
+    pthread_mutex_unlock(&msg_lock);
+}
+
+static void add_problem_locked(const char *line)
+{
     if (problems.n < MAX_PROBLEMS) {
         /* Cut to the slot (a problem line is a sentence: 512 is plenty). */
         char *to = problems.line[problems.n++];
@@ -234,7 +296,6 @@ static void add_problem(const char *line)
         to[n] = '\0';
     } else
         problems.more++;
-    pthread_mutex_unlock(&msg_lock);
 }
 
 static void vproblem(int say, const char *fmt, va_list ap)

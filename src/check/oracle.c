@@ -316,6 +316,7 @@ static int pq_fd(int stale)
     if (atomic_load(&g_pq_state) == PQ_NO)
         return -1;
     hcg_fork_register();
+    int cancel = hcg_nocancel_begin(); /* open, under the lock */
     pthread_mutex_lock(&g_lock);
     fd = atomic_load(&g_pq_fd);
     if (fd < 0 || fd == stale) {
@@ -323,6 +324,7 @@ static int pq_fd(int stale)
         fd = pq_open_locked();
     }
     pthread_mutex_unlock(&g_lock);
+    hcg_nocancel_end(cancel);
     return fd;
 }
 

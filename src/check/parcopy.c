@@ -199,12 +199,15 @@ int hcg_copy_split(void *dst, const void *src, size_t n, unsigned threads, hcg_f
     unsigned i;
     while (take_part(gen, parts, &i))
         run_part(&j, i);
+    /* Not cancelled in the wait: the lock and the pool would stay taken. */
+    int cancel = hcg_nocancel_begin();
     pthread_mutex_lock(&g.lock);
     while (g.finished < parts)
         pthread_cond_wait(&g.done, &g.lock);
     int faulted = g.faulted;
     hcg_fault_info fi = g.fault;
     pthread_mutex_unlock(&g.lock);
+    hcg_nocancel_end(cancel);
     atomic_flag_clear_explicit(&g.busy, memory_order_release);
     if (!faulted)
         return 0;

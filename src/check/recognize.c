@@ -297,7 +297,11 @@ static hcg_fnkind recognize(void *fn)
     if (HCG_LIKELY(cached))
         return with_registration(p, (hcg_fnkind)(cached - 1));
     atomic_fetch_add_explicit(&g_misses, 1, memory_order_relaxed);
+    /* Symbol tables read from files: no cancellation point added to the
+     * launch, which has none of its own. Once per function. */
+    int cancel = hcg_nocancel_begin();
     hcg_fnkind kind = classify(fn);
+    hcg_nocancel_end(cancel);
     cache_put(p, kind, epoch);
     return with_registration(p, kind);
 }
@@ -403,8 +407,11 @@ hcg_fnkind hcg_recognize(void *fn)
     unsigned gen = atomic_load_explicit(&hcg_g_recognize_gen, memory_order_acquire);
     hcg_fnkind kind = recognize(fn);
     /* after the first match could be made: one load once checked */
-    if (HCG_UNLIKELY(!atomic_load_explicit(&checked_first, memory_order_relaxed)))
+    if (HCG_UNLIKELY(!atomic_load_explicit(&checked_first, memory_order_relaxed))) {
+        int cancel = hcg_nocancel_begin();
         hcg_copy_fns_check(0);
+        hcg_nocancel_end(cancel);
+    }
     hcg_t_recognized.fn = (uintptr_t)fn;
     hcg_t_recognized.gen = gen;
     hcg_t_recognized.kind = (uint8_t)kind;

@@ -117,6 +117,11 @@ void hcg_report_reject(hcg_api api, CUstream s, void *fn, void *user,
     e.caller = hcg_callsite_here();
     hcg_self.reject_seq = e.seq; /* the launch's runs name it (audit mode) */
     hcg_event_push_app(&e);
-    if (first_time(why, (uintptr_t)fn, hcg_callsite_pc(e.caller)) && hcg_print_take())
+    if (first_time(why, (uintptr_t)fn, hcg_callsite_pc(e.caller)) && hcg_print_take()) {
+        /* Naming the function and call site reads files: no cancellation
+         * point added to a launch, which has none of its own. */
+        int cancel = hcg_nocancel_begin();
         print_reject(api, s, fn, user, kind, r, why, refused, e.caller);
+        hcg_nocancel_end(cancel);
+    }
 }

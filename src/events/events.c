@@ -110,17 +110,26 @@ uint32_t hcg_gettid_slow(void)
 }
 
 /* drain_lock, with its holder known (the signal path must not wait for
- * the thread it interrupted). */
+ * the thread it interrupted). A drain writes files and names functions
+ * (open, read, write: cancellation points): a program thread draining
+ * (hcg_events_flush, hcguard_get_stats, exit) is not cancelled inside,
+ * which would leave the lock held; its state before, kept by the holder. */
+static int drain_cancel;
+
 static void drain_enter(void)
 {
+    int cancel = hcg_nocancel_begin();
     pthread_mutex_lock(&drain_lock);
+    drain_cancel = cancel;
     atomic_store_explicit(&drain_owner, hcg_gettid(), memory_order_relaxed);
 }
 
 static void drain_leave(void)
 {
+    int cancel = drain_cancel;
     atomic_store_explicit(&drain_owner, 0, memory_order_relaxed);
     pthread_mutex_unlock(&drain_lock);
+    hcg_nocancel_end(cancel);
 }
 
 /* At thread exit: the ring is another thread's to take from now on, and
@@ -409,6 +418,8 @@ static _Thread_local uint64_t gave_up_at = UINT64_MAX; /* the ring's tail then *
 
 static void wait_for_room(ring *r, uint64_t head, uint64_t tail)
 {
+    /* Inside a launch, which has no cancellation point of its own. */
+    int cancel = hcg_nocancel_begin();
     uint64_t since = hcg_now_ns();
     while (head - tail >= r->cap / 2 && atomic_load(&coll_live)) {
         hcg_events_wait_drain(hcg_events_drain_gen(), 1);
@@ -417,9 +428,10 @@ static void wait_for_room(ring *r, uint64_t head, uint64_t tail)
             tail = t, since = now;
         } else if (now - since >= 2000000000ull) {
             gave_up_at = tail;
-            return;
+            break;
         }
     }
+    hcg_nocancel_end(cancel);
 }
 
 void hcg_event_push_app(const hcg_event *e)
@@ -715,10 +727,13 @@ void hcg_events_flush_from_signal(void)
      * cannot be waited for. */
     uint32_t me = hcg_gettid();
     uint64_t seen = drained_so_far();
+    int cancel = hcg_nocancel_begin(); /* the process is to die of the signal, not a cancel */
     for (int idle = 0, ms = 0; pthread_mutex_trylock(&drain_lock) != 0; idle++, ms++) {
         if (atomic_load_explicit(&drain_owner, memory_order_relaxed) == me || idle >= 500 ||
-            ms >= 10000)
+            ms >= 10000) {
+            hcg_nocancel_end(cancel);
             return;
+        }
         struct timespec one = {0, 1000000};
         nanosleep(&one, NULL);
         uint64_t now = drained_so_far();
@@ -728,6 +743,7 @@ void hcg_events_flush_from_signal(void)
         }
     }
     atomic_store_explicit(&drain_owner, me, memory_order_relaxed);
+    drain_cancel = cancel;
     hcg_clock_ref_t ref;
     hcg_clock_ref(&ref);
     hcg_flight_note_clock(&ref);

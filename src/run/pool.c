@@ -348,7 +348,7 @@ static uint64_t flow_wait_exec(void)
     return room;
 }
 
-__attribute__((noinline, cold)) void hcg_pool_flow_wait(hcg_pool *p)
+static void flow_wait(hcg_pool *p)
 {
     uint64_t room = hcg_events_flow_room();
     if (!room && !hcg_self.in_host_fn && atomic_load(&exec_window))
@@ -367,6 +367,15 @@ __attribute__((noinline, cold)) void hcg_pool_flow_wait(hcg_pool *p)
     /* Half of what is left, shared among the threads that launch. */
     uint64_t left = room > all ? room - all : 0;
     p->credit = (int64_t)(left / (2 * (used ? used : 1))) + 1;
+}
+
+/* A launch has no cancellation point of its own: a cancel request that
+ * comes while it waits here (nanosleep, a --debug message) waits too. */
+__attribute__((noinline, cold)) void hcg_pool_flow_wait(hcg_pool *p)
+{
+    int cancel = hcg_nocancel_begin();
+    flow_wait(p);
+    hcg_nocancel_end(cancel);
 }
 
 /* The pool that numbered seq (its index + 1 in the top bits), or NULL. */

@@ -63,11 +63,13 @@ __attribute__((noinline, cold)) void hcg_debug_call(hcg_api api, CUhostFn fn, vo
     if (atomic_fetch_add(&n, 1) >= 16)
         return;
     char name[256], obj[HCG_PATH_MAX];
+    int cancel = hcg_nocancel_begin(); /* naming reads files: none in a launch */
     if (hcg_symbolize((void *)fn, name, sizeof name, obj, sizeof obj) != 0)
         snprintf(name, sizeof name, "anonymous");
     hcg_debug("%s: host function %p %s (%s), user data %p: %s%s", hcg_api_name(api),
               (void *)fn, name, obj, user, hcg_fnkind_name(kind),
               inner != fn ? " (inside cuda.bindings' wrapper)" : "");
+    hcg_nocancel_end(cancel);
 }
 
 CUresult hcg_prepare_call(hcg_api api, CUstream s, CUhostFn fn, void *user, hcg_call **out)

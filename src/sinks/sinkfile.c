@@ -15,18 +15,42 @@
 
 #include "sinks/sinks.h"
 
+/* The program closed f's descriptor (closefrom(3), a daemon's start) and
+ * may have opened a file of its own under the number: it is forgotten,
+ * never written or closed. The same file is opened again and appended to,
+ * as an image after exec continues it, if the path still names it; else
+ * the file ends here, said now and in the summary. */
+static void fd_lost(hcg_sinkfile *f)
+{
+    int was = f->fd;
+    f->fd = hcg_reopen_same(f->path, &f->id);
+    if (f->fd >= 0) {
+        hcg_debug("%s %s: the program closed hcguard's descriptor %d of it: opened again, "
+                  "appended to", f->what, f->path, was);
+        return;
+    }
+    f->err = EBADF;
+    f->replaced = 1; /* no file, but its events still counted, as lost */
+    hcg_msg("ERROR: the %s %s: the program closed hcguard's descriptor of it (fd %d) and "
+            "the path no longer names that file: %" PRIu64 " event%s written, none from now "
+            "on", f->what, f->path, was, f->written, f->written == 1 ? "" : "s");
+}
+
+/* Whether f's descriptor is still its file: one fstat a batch, never one
+ * an event. */
+static int fd_ours(hcg_sinkfile *f)
+{
+    if (f->fd >= 0 && !hcg_fileid_is(f->fd, &f->id))
+        fd_lost(f);
+    return f->fd >= 0;
+}
+
 static void flush_buf(hcg_sinkfile *f)
 {
-    size_t off = 0;
-    while (off < f->used && !f->err) {
-        ssize_t w = write(f->fd, f->buf + off, f->used - off);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            f->err = w < 0 ? errno : EIO;
-        else
-            off += (size_t)w;
-    }
+    if (!f->err && f->used)
+        fd_ours(f);
+    if (!f->err && f->used)
+        f->err = hcg_write_all(f->fd, f->buf, f->used);
     if (f->err)
         f->lost += f->buf_events;
     else
@@ -42,6 +66,7 @@ static int open_file(hcg_sinkfile *f, const char *path, int keep)
     if (f->fd < 0)
         return -1;
     snprintf(f->path, sizeof f->path, "%s", path);
+    hcg_fileid_of(f->fd, &f->id);
     f->pid = getpid();
     /* A continued file already holds events (the trace: its opening '['). */
     f->started = keep && lseek(f->fd, 0, SEEK_END) > 0;
@@ -64,7 +89,7 @@ char hcg_sinkfile_exec_state(const hcg_sinkfile *f, int forked)
         return '-'; /* a fork child's own file (%p), not opened yet */
     if (f->fd >= 0)
         return 'c';
-    return f->unshared ? 'n' : '-';
+    return f->unshared || f->replaced ? 'n' : '-'; /* the path is not hcguard's file now */
 }
 
 int hcg_sinkfile_open(hcg_sinkfile *f, const char *what, const char *path, const char *pattern,
@@ -95,15 +120,15 @@ int hcg_sinkfile_reopen(hcg_sinkfile *f, const char *what, const char *path, pid
 int64_t hcg_sinkfile_end(const hcg_sinkfile *f)
 {
     struct stat st;
-    if (f->fd < 0 || fstat(f->fd, &st) != 0)
+    if (f->fd < 0 || fstat(f->fd, &st) != 0 || st.st_dev != f->id.dev || st.st_ino != f->id.ino)
         return -1;
     return st.st_size;
 }
 
 ssize_t hcg_sinkfile_pread(const hcg_sinkfile *f, off_t off, char *buf, size_t len)
 {
-    struct stat st, rst;
-    if (f->fd < 0 || fstat(f->fd, &st) != 0)
+    struct stat rst;
+    if (f->fd < 0)
         return -1;
     /* The file is open for writing only: read it through a descriptor of
      * its own, checked to be the same file. */
@@ -111,7 +136,7 @@ ssize_t hcg_sinkfile_pread(const hcg_sinkfile *f, off_t off, char *buf, size_t l
     if (rfd < 0)
         return -1;
     ssize_t r = -1;
-    if (fstat(rfd, &rst) == 0 && rst.st_dev == st.st_dev && rst.st_ino == st.st_ino)
+    if (fstat(rfd, &rst) == 0 && rst.st_dev == f->id.dev && rst.st_ino == f->id.ino)
         r = pread(rfd, buf, len, off);
     close(rfd);
     return r;
@@ -132,7 +157,7 @@ size_t hcg_sinkfile_tail(const hcg_sinkfile *f, char *buf, size_t len, off_t *si
 
 void hcg_sinkfile_cut(hcg_sinkfile *f, off_t size, const char *why)
 {
-    if (f->fd >= 0 && ftruncate(f->fd, size) == 0) {
+    if (fd_ours(f) && ftruncate(f->fd, size) == 0) {
         f->started = size > 0;
         hcg_debug("%s %s: %s", f->what, f->path, why);
     }
@@ -140,7 +165,7 @@ void hcg_sinkfile_cut(hcg_sinkfile *f, off_t size, const char *why)
 
 void hcg_sinkfile_flush(hcg_sinkfile *f)
 {
-    if (f->fd >= 0 && f->used)
+    if ((f->fd >= 0 || f->replaced) && f->used)
         flush_buf(f);
 }
 
@@ -161,13 +186,14 @@ void hcg_sinkfile_after_fork(hcg_sinkfile *f)
     f->used = 0;
     f->buf_events = 0;
     f->written = f->lost = 0;
-    f->err = 0;
+    f->err = f->replaced ? EBADF : 0;
     f->pid = getpid();
     if (f->fd < 0)
         return;
     int own = strstr(f->pattern, "%p") != NULL;
     if (own || !f->shared_ok) {
-        close(f->fd);
+        if (hcg_fileid_is(f->fd, &f->id)) /* else the number is the program's */
+            close(f->fd);
         f->fd = -1;
         f->open_pending = own;
         f->unshared = !own;
@@ -178,7 +204,7 @@ char *hcg_sinkfile_reserve(hcg_sinkfile *f)
 {
     if (HCG_UNLIKELY(f->open_pending))
         open_child_file(f);
-    if (f->fd < 0)
+    if (f->fd < 0 && !f->replaced)
         return NULL;
     if (sizeof f->buf - f->used < HCG_SINK_EVENT_MAX)
         flush_buf(f);
@@ -199,7 +225,7 @@ void hcg_sinkfile_commit_uncounted(hcg_sinkfile *f, size_t len)
 
 void hcg_sinkfile_close(hcg_sinkfile *f, const char *footer)
 {
-    if (f->fd < 0)
+    if (f->fd < 0 && !f->replaced)
         return;
     if (footer) {
         size_t n = strlen(footer);
@@ -209,12 +235,15 @@ void hcg_sinkfile_close(hcg_sinkfile *f, const char *footer)
         f->used += n;
     }
     flush_buf(f);
-    if (close(f->fd) != 0 && !f->err)
+    int cancel = hcg_nocancel_begin(); /* under the drain lock */
+    if (fd_ours(f) && close(f->fd) != 0 && !f->err)
         f->err = errno;
+    hcg_nocancel_end(cancel);
     f->fd = -1;
     /* Said even without a summary: a file that looks whole but is not
-     * would mislead whoever reads it. */
-    if (f->err)
+     * would mislead whoever reads it. Said when it happened if the
+     * program closed the file's descriptor. */
+    if (f->err && !f->replaced)
         hcg_msg("ERROR: writing the %s %s failed: %s; %" PRIu64 " event%s written, %" PRIu64
                 " lost: the %s is incomplete", f->what, f->path, strerror(f->err), f->written,
                 f->written == 1 ? "" : "s", f->lost, f->what);
@@ -227,6 +256,10 @@ void hcg_sinkfile_summary(const hcg_sinkfile *f)
                 "per process", f->what);
     else if (f->path[0] && !f->err)
         hcg_msg("%s: %s (%" PRIu64 " events)", f->what, f->path, f->written);
+    else if (f->path[0])
+        hcg_msg("%s: %s: incomplete, %" PRIu64 " events written, %" PRIu64 " not written (%s)",
+                f->what, f->path, f->written, f->lost,
+                f->replaced ? "the program closed hcguard's descriptor of it" : strerror(f->err));
 }
 
 /* ---- names ---------------------------------------------------------------- */

@@ -143,9 +143,13 @@ int hcg_sinks_active(void)
 
 void hcg_sinks_report(void)
 {
+    /* The summary holds the sinks' locks while it writes and names
+     * functions (cancellation points): never cancelled half-way. */
+    int cancel = hcg_nocancel_begin();
     EACH_SINK(k)
         if ((*k)->report)
             (*k)->report();
+    hcg_nocancel_end(cancel);
 }
 
 uint64_t hcg_sinks_errors(void)

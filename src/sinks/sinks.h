@@ -113,6 +113,8 @@ typedef struct hcg_sinkfile {
     int unshared;                   /* a fork child that may not share, with no %p */
     int started;                    /* an event was written to this file */
     int err;                        /* the first write error, 0 if none */
+    int replaced;                   /* err: the program closed fd, path is another file */
+    hcg_fileid id;                  /* fd's file, checked before each batch is written */
     pid_t pid;
     uint64_t written, lost;         /* events */
     unsigned buf_events;

@@ -10,12 +10,16 @@ driver or copy function, floods), runs hc_hostile under the preloaded
 library on the test driver, and checks what hcguard did and said. README's
 "Hostile inputs" table names these cases.
 """
+import json
 import os
 import re
 import stat
+import subprocess
 import sys
+import time
 
-from checklib import Cases, Skipped, case_args, expect, run_case, run_preloaded as run
+from checklib import (Cases, Skipped, case_args, expect, preload_env, run_case,
+                      run_preloaded as run)
 
 CASES = Cases()
 case = CASES
@@ -194,6 +198,93 @@ def reuse_fd2(args, tmp):
            f"exit status {rc}; the program's data file got hcguard's lines", out + err)
     expect("ERROR: bad host-copy record rejected" in err,
            "hcguard's report did not reach the original stderr", out + err)
+
+
+def run_closefrom(args, tmp, move=False):
+    """hc_hostile closefrom with a log and a trace: what it said, the log's
+    and the trace's events, after checking that every data file of the
+    program holds only its own bytes."""
+    log, trace = os.path.join(tmp, "log.jsonl"), os.path.join(tmp, "trace.json")
+    rc, out, err = run(args, ["closefrom", tmp] + ([log] if move else []),
+                       {"HCGUARD_LOG": log, "HCGUARD_TRACE": trace})
+    both = out + err
+    expect(rc == 0 and "closefrom: passed" in out, f"exit status {rc}", both)
+    for i in range(16):
+        data = open(os.path.join(tmp, f"data{i}"), errors="replace").read()
+        expect(data == "DATA\n", f"data{i} holds more than the program wrote: {data[:300]!r}")
+    expect("ERROR: bad host-copy record rejected" in err and "ERROR SUMMARY: 1 error" in err,
+           "the message and the summary on stderr", both)
+    lines = open(log + (".moved" if move else "")).read().splitlines()
+    events = [e for e in map(json.loads, lines) if e.get("event") != "header"]
+    objs = json.load(open(trace))
+    enqueued = [o for o in objs if o.get("cat") in ("enqueue", "rejected record")]
+    return err, len(events), len(enqueued)
+
+
+@case
+def closefrom(args, tmp):
+    # The log and the trace are opened again (appended to): their paths
+    # still name them. 20 copies, a rejection, 100 copies: 121 events.
+    err, logged, traced = run_closefrom(args, tmp)
+    expect(logged == 121 and traced == 121, f"{logged} events in the log, {traced} in the "
+           "trace, want 121", err)
+    expect(f"event log: {tmp}/log.jsonl (121 events)" in err and
+           f"trace: {tmp}/trace.json (121 events)" in err, "the outputs' lines", err)
+
+
+@case
+def closefrom_moved(args, tmp):
+    # The log's path names another file (none) once its descriptor is gone:
+    # it ends there, said once and in the summary; the trace goes on.
+    err, logged, traced = run_closefrom(args, tmp, move=True)
+    expect(logged == 20 and traced == 121, f"{logged} events in the log (want the 20 before), "
+           f"{traced} in the trace (want 121)", err)
+    expect(err.count("the program closed hcguard's descriptor of it (fd ") == 1,
+           "said once", err)
+    expect(re.search(r"event log: \S+: incomplete, 20 events written, 101 not written", err),
+           "the summary's line", err)
+    expect(f"trace: {tmp}/trace.json (121 events)" in err, "the trace's line", err)
+
+
+@case
+def sigpipe(args, tmp):
+    # stderr a pipe whose reader has gone: hcguard's message and summary
+    # fail with EPIPE, and the program must not die of SIGPIPE (141).
+    r, w = os.pipe()
+    os.close(r)
+    p = subprocess.run([args.prog, "flood", "1"], env=preload_env(args), stdout=subprocess.PIPE,
+                       stderr=w, timeout=60)
+    os.close(w)
+    expect(p.returncode == 0, f"exit status {p.returncode}, want 0 (-13: died of SIGPIPE)",
+           p.stdout.decode(errors="replace"))
+
+
+@case
+def cancel_message(args, tmp):
+    # A thread cancelled while hcguard writes its message to a full pipe:
+    # the message lock must not stay held (the program hung for ever).
+    res = os.path.join(tmp, "result")
+    p = subprocess.Popen([args.prog, "cancel-msg", res], env=preload_env(args),
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    time.sleep(2)
+    try:
+        out, _ = p.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, _ = p.communicate()
+    text = open(res).read() if os.path.exists(res) else ""
+    expect(p.returncode == 0 and "main's bad launch returned 1" in text,
+           f"exit status {p.returncode}: hung", text + out.decode(errors="replace")[-2000:])
+
+
+@case
+def cancel_flow(args, tmp):
+    # Cancelled before 120 launches that wait in flow control (and print
+    # --debug lines): a launch has no cancellation point, hcguard adds none.
+    rc, out, err = run(args, ["cancel-flow"], {"HCGUARD_BUFFER": "65536", "HCGUARD_DEBUG": "1"})
+    expect(rc == 0 and "cancel-flow: 120 launches returned, cancelled after 120" in out,
+           f"exit status {rc}", out + err)
+    expect("launches go on without waiting for them" in err, "no wait in flow control", err)
 
 
 @case

@@ -14,6 +14,19 @@
  *   hc_hostile launch-in-hostfn    a host function that launches a graph
  *   hc_hostile closures N          N distinct host functions in anonymous
  *                                  memory (closure findings)
+ *   hc_hostile closefrom DIR [MOVE] after some launches, closes every fd
+ *                                  above 2 (closefrom(3)), renames MOVE
+ *                                  away if given, opens 16 data files
+ *                                  DIR/data<i> (kept open to the end),
+ *                                  then a bad launch and 100 good ones
+ *   hc_hostile cancel-msg FILE     a thread cancelled while hcguard writes
+ *                                  its message to a full stderr pipe; then
+ *                                  a rejection of the main thread (results
+ *                                  in FILE: stdout and stderr are the pipe)
+ *   hc_hostile cancel-flow         a thread cancelled before it makes 120
+ *                                  launches behind a host function that
+ *                                  does not return: the launches wait in
+ *                                  hcguard's flow control
  *
  * The set-params floods print the maximum resident set size at 10% and at
  * 100% of the calls, and check that every call hcguard made is freed once
@@ -23,6 +36,8 @@
 #include <cuda.h>
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -263,6 +278,138 @@ static void s_flood(int argc, char **argv)
         bad_launch();
 }
 
+/* A daemon's start: every descriptor above 2 closed, the program's own
+ * files opened, getting the numbers hcguard's had. */
+static void closefrom3(int argc, char **argv)
+{
+    for (int i = 0; i < 20; i++)
+        REQUIRE_OK(cuLaunchHostFunc(stream, copy_fn(), &rec));
+    REQUIRE_OK(cuStreamSynchronize(stream));
+    stats(); /* the log and the trace written, and open */
+    closefrom(3);
+    if (argc > 1) {
+        char moved[4096];
+        snprintf(moved, sizeof moved, "%s.moved", argv[1]);
+        CHECK_MSG(rename(argv[1], moved) == 0, "rename %s", argv[1]);
+    }
+    int fds[16];
+    for (int i = 0; i < 16; i++) {
+        char name[4096];
+        snprintf(name, sizeof name, "%s/data%d", argv[0], i);
+        fds[i] = open(name, O_CREAT | O_TRUNC | O_RDWR, 0600);
+        CHECK_MSG(fds[i] >= 0, "open %s", name);
+    }
+    bad_launch();
+    for (int i = 0; i < 100; i++)
+        REQUIRE_OK(cuLaunchHostFunc(stream, copy_fn(), &rec));
+    REQUIRE_OK(cuStreamSynchronize(stream));
+    stats();
+    for (int i = 0; i < 16; i++) /* open to the end: the summary comes after */
+        CHECK_MSG(write(fds[i], "DATA\n", 5) == 5, "write data%d", i);
+    printf("closefrom: data files on fds %d..%d\n", fds[0], fds[15]);
+}
+
+/* ---- cancellation ----------------------------------------------------------- */
+static void *fill_stdout(void *arg)
+{
+    (void)arg;
+    static char junk[1 << 17];
+    memset(junk, 'x', sizeof junk);
+    (void)!write(1, junk, sizeof junk); /* fills the pipe, blocks until it is read */
+    return NULL;
+}
+
+static void *bad_launcher(void *arg)
+{
+    (void)arg;
+    bad_launch(); /* its message blocks on the full pipe */
+    return NULL;
+}
+
+static void cancel_msg(const char *path)
+{
+    FILE *out = fopen(path, "w");
+    CHECK_MSG(out != NULL, "fopen %s", path);
+    if (!out)
+        return;
+    pthread_t filler, t;
+    pthread_create(&filler, NULL, fill_stdout, NULL);
+    usleep(200000);
+    pthread_create(&t, NULL, bad_launcher, NULL);
+    usleep(300000);
+    pthread_cancel(t);
+    pthread_join(t, NULL);
+    fprintf(out, "cancelled and joined\n");
+    fflush(out);
+    hcguard_copy_record null_dst = {0, (uintptr_t)src, 32};
+    CUresult r = cuLaunchHostFunc(stream, copy_fn(), &null_dst);
+    fprintf(out, "main's bad launch returned %d\n", (int)r);
+    pthread_join(filler, NULL);
+    fclose(out);
+}
+
+static atomic_int flow_go, flow_release, flow_launched, flow_cancelled_at = -1;
+
+static void CUDA_CB wait_for_release(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&flow_release))
+        usleep(1000);
+}
+
+static void CUDA_CB nothing(void *arg)
+{
+    (void)arg;
+}
+
+static void note_cancel(void *arg)
+{
+    (void)arg;
+    atomic_store(&flow_cancelled_at, atomic_load(&flow_launched));
+}
+
+/* Launches that wait in flow control, the cancel request already there:
+ * no cancellation point among them (the loop has none of its own), so the
+ * thread is cancelled at pthread_testcancel after all of them. */
+static void *flow_launcher(void *arg)
+{
+    (void)arg;
+    pthread_cleanup_push(note_cancel, NULL);
+    REQUIRE_OK(cuLaunchHostFunc(stream, nothing, NULL)); /* first-time work done */
+    REQUIRE_OK(cuStreamSynchronize(stream));
+    atomic_store(&flow_launched, 1);
+    while (!atomic_load(&flow_go))
+        ;
+    REQUIRE_OK(cuLaunchHostFunc(stream, wait_for_release, NULL));
+    for (int i = 0; i < 120; i++) {
+        REQUIRE_OK(cuLaunchHostFunc(stream, nothing, NULL));
+        atomic_fetch_add(&flow_launched, 1);
+    }
+    pthread_testcancel();
+    pthread_cleanup_pop(0);
+    return NULL;
+}
+
+static void cancel_flow(void)
+{
+    pthread_t t;
+    pthread_create(&t, NULL, flow_launcher, NULL);
+    while (!atomic_load(&flow_launched))
+        usleep(1000);
+    pthread_cancel(t);
+    atomic_store(&flow_go, 1);
+    void *ret = NULL;
+    pthread_join(t, &ret);
+    atomic_store(&flow_release, 1);
+    REQUIRE_OK(cuStreamSynchronize(stream));
+    CHECK_MSG(ret == PTHREAD_CANCELED, "the thread was not cancelled");
+    printf("cancel-flow: %d launches returned, cancelled after %d\n",
+           atomic_load(&flow_launched) - 1, atomic_load(&flow_cancelled_at) - 1);
+}
+
+static void s_closefrom(int argc, char **argv) { closefrom3(argc, argv); }
+static void s_cancel_msg(int argc, char **argv) { (void)argc; cancel_msg(argv[0]); }
+
 static void good(void)
 {
     REQUIRE_OK(cuLaunchHostFunc(stream, copy_fn(), &rec));
@@ -289,6 +436,9 @@ static const check_scenario scenarios[] = {
     CHECK_SCENARIO("launch-in-hostfn", launch_in_hostfn),
     CHECK_SCENARIO_ARGS("closures", s_closures, 0, 1, "[N]"),
     CHECK_SCENARIO("good", good),
+    CHECK_SCENARIO_ARGS("closefrom", s_closefrom, 1, 2, "DIR [MOVE]"),
+    CHECK_SCENARIO_ARGS("cancel-msg", s_cancel_msg, 1, 1, "FILE"),
+    CHECK_SCENARIO("cancel-flow", cancel_flow),
 };
 
 int main(int argc, char **argv)
