@@ -160,6 +160,8 @@ typedef struct hcg_fileid {
 int hcg_fileid_of(int fd, hcg_fileid *id);
 /* 1 if fd still is the file id names. Async-signal-safe. */
 int hcg_fileid_is(int fd, const hcg_fileid *id);
+/* 1 if descriptors a and b are open on the same file. Async-signal-safe. */
+int hcg_fileid_same(int a, int b);
 /* path opened again to append, only if it still is the file id names
  * (never through a link): the new descriptor, or -1. */
 int hcg_reopen_same(const char *path, const hcg_fileid *id);

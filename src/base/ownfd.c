@@ -32,6 +32,12 @@ int hcg_fileid_is(int fd, const hcg_fileid *id)
            (id->dev || id->ino);
 }
 
+int hcg_fileid_same(int a, int b)
+{
+    hcg_fileid id;
+    return hcg_fileid_of(b, &id) == 0 && hcg_fileid_is(a, &id);
+}
+
 int hcg_reopen_same(const char *path, const hcg_fileid *id)
 {
     int old = hcg_nocancel_begin();
@@ -70,6 +76,8 @@ void hcg_nocancel_end(int old)
  * async-signal-safe: messages are written from signal handlers too. */
 int hcg_write_all(int fd, const void *buf, size_t n)
 {
+    if (fd < 0)
+        return EBADF;
     int saved_errno = errno, err = 0, cancel = hcg_nocancel_begin();
     sigset_t pipe_set, old_mask, pending;
     sigemptyset(&pipe_set);

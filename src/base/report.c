@@ -80,19 +80,19 @@ void hcg_report_after_fork(void)
 static void add_problem(const char *line);
 static void add_problem_locked(const char *line);
 
-/* hcguard's duplicate of stderr, or once the program has closed it (its
- * number may be the program's file now) fd 2: where the program's own
- * stderr is, as for any tool that does not take a duplicate. -1 (nothing
- * written) if fd 2 was closed when hcguard was loaded. */
-static int stderr_lost;
-
+/* Where stderr messages go: hcguard's duplicate while it is the file it
+ * was taken of, or the file fd 2 is now (the program pointed its stderr
+ * elsewhere and the duplicate with it, as tests do); else fd 2 while that
+ * is still the file the duplicate was: the program closed the duplicate
+ * (its number may be the program's file now: never written, never
+ * closed). -1 (nothing written) if neither: a program that closed both
+ * may keep its data at either number, and if fd 2 was closed at start. */
 static int stderr_now(void)
 {
-    if (stderr_fd >= 0 && !hcg_fileid_is(stderr_fd, &stderr_id)) {
-        stderr_fd = -1; /* forgotten, never closed: the number is the program's */
-        stderr_lost = 1;
-    }
-    return stderr_fd >= 0 ? stderr_fd : stderr_lost ? STDERR_FILENO : -1;
+    if (stderr_fd >= 0 &&
+        (hcg_fileid_is(stderr_fd, &stderr_id) || hcg_fileid_same(stderr_fd, STDERR_FILENO)))
+        return stderr_fd;
+    return hcg_fileid_is(STDERR_FILENO, &stderr_id) ? STDERR_FILENO : -1;
 }
 
 /* The report file's descriptor was closed by the program: the file is
@@ -205,8 +205,9 @@ void hcg_write_raw(const char *text, size_t len)
 {
     int fd = report_fd;
     if (fd < 0 || !hcg_fileid_is(fd, &report_id))
-        fd = stderr_fd >= 0 && hcg_fileid_is(stderr_fd, &stderr_id) ? stderr_fd : STDERR_FILENO;
-    hcg_write_all(fd, text, len);
+        fd = stderr_now();
+    if (fd >= 0)
+        hcg_write_all(fd, text, len);
 }
 
 size_t hcg_utf8_len(const unsigned char *s)
