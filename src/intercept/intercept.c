@@ -43,6 +43,15 @@ static const hcg_route_entry *route_by_name(const char *name)
     return NULL;
 }
 
+/* Whether p is one of hcguard's wrappers (each exported under its name). */
+static int is_wrapper(const void *p)
+{
+    for (size_t i = 0; i < N_ROUTES; i++)
+        if (p == routes[i].wrapper)
+            return 1;
+    return 0;
+}
+
 /* The variant a cuGetProcAddress caller gets for a base name: the _ptsz
  * one under the per-thread flag, when hcguard wraps one. */
 static const hcg_route_entry *route_for_request(const char *name, cuuint64_t flags)
@@ -117,9 +126,8 @@ static void *route(const char *name, void *p, cuuint64_t flags)
         hcg_debug("route %s -> wrapper %s (adopted %p)", name, e->name, p);
         return e->wrapper;
     }
-    for (size_t i = 0; i < N_ROUTES; i++)
-        if (p == routes[i].wrapper)
-            return p;
+    if (is_wrapper(p))
+        return p;
     hcg_debug("route %s: %p is not the driver's %s (%p); passed through", name, p,
               e->name, expected);
     return guarded(d, name, p);
@@ -139,7 +147,8 @@ static void tell_caller(uintptr_t ra)
  * The exported entry points are small assembly stubs (dl_<arch>.S): they ask
  * hcg_dlsym_target where to go and jump there with the caller's own return
  * address, because glibc resolves RTLD_NEXT and a dlopen'd caller's local
- * scope from it. Only names hcguard wraps, on real handles, go through C. */
+ * scope from it. Only look-ups whose answer is a driver entry point go
+ * through C; every other one is the caller's own, as without hcguard. */
 void *hcg_dlsym_target(void *handle, const char *name) __attribute__((visibility("hidden"), used));
 void *hcg_dlvsym_target(void *handle, const char *name, const char *version)
     __attribute__((visibility("hidden"), used));
@@ -158,14 +167,52 @@ static int driver_loaded(void)
     return h != NULL;
 }
 
+/* Whether p is one of hcguard's exports under a driver's name: a thunk
+ * export (thunk.c) or a wrapper (exported under its entry's name). */
+static int is_own_export(const void *p)
+{
+    return hcg_thunk_is_export(p) || is_wrapper(p);
+}
+
+/* Whether hcguard must see a look-up that found p: p is one of its driver
+ * exports, or a function of the real driver (handed out as a thunk). */
+static int is_driver_entry(const void *p)
+{
+    if (!p)
+        return 0;
+    if (is_own_export(p))
+        return 1;
+    hcg_driver *d = driver_loaded() ? hcg_driver_get() : NULL;
+    return d && in_driver(d, p);
+}
+
+/* The scope hcguard looks in first. RTLD_DEFAULT: the main program's
+ * handle, which is the global scope, where every caller's own RTLD_DEFAULT
+ * search begins: what is found there is what the caller would find. Asked
+ * by handle, glibc adds no dependency to hcguard (RTLD_DEFAULT would keep
+ * whatever library it found loaded for ever). Other handles: their own
+ * scope, the same whoever asks. */
+static void *scope_of(void *handle)
+{
+    static _Atomic(void *) global;
+    if (handle != RTLD_DEFAULT)
+        return handle;
+    void *g = atomic_load_explicit(&global, memory_order_acquire);
+    if (!g) {
+        g = dlopen(NULL, RTLD_LAZY);
+        atomic_store_explicit(&global, g, memory_order_release);
+    }
+    return g ? g : handle;
+}
+
 /* hcguard exports every driver entry point: a program that probes for a
  * driver with dlsym(RTLD_DEFAULT, "cuInit") would find hcguard's. While
  * none is loaded, the look-up goes on past hcguard, as glibc's would have
  * (NULL and a dlerror message, as a rule). Once one is, the export is the
- * right answer: a thunk of the driver's function. */
+ * right answer: a thunk of the driver's function, or a wrapper. */
 static void *dlsym_routed(void *handle, const char *name)
 {
-    void *p = hcg_real_dlsym(handle, name);
+    void *p = hcg_real_dlsym(scope_of(handle), name);
     if (HCG_UNLIKELY(hcg_thunk_is_export(p)) && !driver_loaded())
         p = hcg_real_dlsym(RTLD_NEXT, name);
     tell_caller((uintptr_t)__builtin_return_address(0)); /* the stub jumped here */
@@ -174,11 +221,29 @@ static void *dlsym_routed(void *handle, const char *name)
 
 static void *dlvsym_routed(void *handle, const char *name, const char *version)
 {
-    void *p = hcg_real_dlvsym(handle, name, version);
+    void *p = hcg_real_dlvsym(scope_of(handle), name, version);
     if (HCG_UNLIKELY(hcg_thunk_is_export(p)) && !driver_loaded())
         p = hcg_real_dlvsym(RTLD_NEXT, name, version);
     tell_caller((uintptr_t)__builtin_return_address(0));
     return route(name, p, 0);
+}
+
+/* Where a look-up of a "cu" name goes: hcguard's routing if the answer is
+ * a driver entry point, else glibc's own dlsym, reached with the caller's
+ * return address (its RTLD_DEFAULT scope includes its dlopen group, which
+ * hcguard's does not: cuBLAS, cuFFT, the runtime's cuda* names). */
+static void *sym_target(void *handle, const char *name)
+{
+    if (is_driver_entry(hcg_real_dlsym(scope_of(handle), name)))
+        return (void *)dlsym_routed;
+    return hcg_real_dlsym_ptr();
+}
+
+static void *vsym_target(void *handle, const char *name, const char *version)
+{
+    if (is_driver_entry(hcg_real_dlvsym(scope_of(handle), name, version)))
+        return (void *)dlvsym_routed;
+    return hcg_real_dlvsym_ptr();
 }
 
 /* A sanitizer runtime preloaded ahead of hcguard resolves its interceptors
@@ -193,13 +258,12 @@ HCG_EARLY static int wants(void *handle, const char *name)
 
 HCG_EARLY void *hcg_dlsym_target(void *handle, const char *name)
 {
-    return wants(handle, name) ? (void *)dlsym_routed : hcg_real_dlsym_ptr();
+    return wants(handle, name) ? sym_target(handle, name) : hcg_real_dlsym_ptr();
 }
 
 HCG_EARLY void *hcg_dlvsym_target(void *handle, const char *name, const char *version)
 {
-    (void)version;
-    return wants(handle, name) ? (void *)dlvsym_routed : hcg_real_dlvsym_ptr();
+    return wants(handle, name) ? vsym_target(handle, name, version) : hcg_real_dlvsym_ptr();
 }
 
 /* The stubs: dl_x86_64.S, dl_aarch64.S. */
