@@ -205,15 +205,17 @@ static void *scope_of(void *handle)
     return g ? g : handle;
 }
 
-/* hcguard exports every driver entry point: a program that probes for a
- * driver with dlsym(RTLD_DEFAULT, "cuInit") would find hcguard's. While
- * none is loaded, the look-up goes on past hcguard, as glibc's would have
- * (NULL and a dlerror message, as a rule). Once one is, the export is the
- * right answer: a thunk of the driver's function, or a wrapper. */
+/* hcguard exports every driver entry point, its wrappers under their names
+ * and a thunk for each other one: a program that probes for a driver with
+ * dlsym(RTLD_DEFAULT, "cuInit") or "cuGetProcAddress_v2" would find
+ * hcguard's. While none is loaded, the look-up of any of them goes on past
+ * hcguard, as glibc's would have (NULL and a dlerror message, as a rule).
+ * Once one is, the export is the right answer: a thunk of the driver's
+ * function, or a wrapper. */
 static void *dlsym_routed(void *handle, const char *name)
 {
     void *p = hcg_real_dlsym(scope_of(handle), name);
-    if (HCG_UNLIKELY(hcg_thunk_is_export(p)) && !driver_loaded())
+    if (HCG_UNLIKELY(is_own_export(p)) && !driver_loaded())
         p = hcg_real_dlsym(RTLD_NEXT, name);
     tell_caller((uintptr_t)__builtin_return_address(0)); /* the stub jumped here */
     return route(name, p, 0);
@@ -222,7 +224,7 @@ static void *dlsym_routed(void *handle, const char *name)
 static void *dlvsym_routed(void *handle, const char *name, const char *version)
 {
     void *p = hcg_real_dlvsym(scope_of(handle), name, version);
-    if (HCG_UNLIKELY(hcg_thunk_is_export(p)) && !driver_loaded())
+    if (HCG_UNLIKELY(is_own_export(p)) && !driver_loaded())
         p = hcg_real_dlvsym(RTLD_NEXT, name, version);
     tell_caller((uintptr_t)__builtin_return_address(0));
     return route(name, p, 0);

@@ -1,9 +1,9 @@
 /*
- * The driver arrives late: a program that asks for cuLaunchHostFunc (and
- * calls it) before any libcuda is loaded gets an error, not a crash; once
- * it loads the driver, hcguard serves it as usual. Looking up a driver
- * function hcguard only exports (cuInit, cuStreamQuery) finds nothing
- * before, as without hcguard, and a working entry point after.
+ * The driver arrives late: looking up a driver function, one hcguard wraps
+ * (cuLaunchHostFunc) or one it only exports (cuInit, cuStreamQuery), finds
+ * nothing before any libcuda is loaded, as without hcguard, and a working
+ * entry point of hcguard's after; once the program loads the driver,
+ * hcguard serves it as usual.
  *   hc_latedriver PATH_TO_LIBCUDA
  * Not linked with libcuda. Exit 0 passed, 1 failed.
  */
@@ -36,17 +36,17 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: hc_latedriver PATH_TO_LIBCUDA\n");
         return 2;
     }
-    launch_fn launch = (launch_fn)dlsym(RTLD_DEFAULT, "cuLaunchHostFunc");
     test_stats_fn stats = (test_stats_fn)dlsym(RTLD_DEFAULT, "hcguard_get_stats");
-    CHECK_MSG(launch != NULL && stats != NULL, "hcguard is not preloaded");
-    if (!launch || !stats)
+    CHECK_MSG(stats != NULL, "hcguard is not preloaded");
+    if (!stats)
         return 1;
     CHECK_MSG(dlsym(RTLD_DEFAULT, "cuInit") == NULL, "a driver is loaded already");
+    CHECK_MSG(dlsym(RTLD_DEFAULT, "cuLaunchHostFunc") == NULL,
+              "hcguard's wrapper cuLaunchHostFunc found with no driver");
     CHECK_MSG(dlsym(RTLD_DEFAULT, "cuStreamQuery") == NULL, "cuStreamQuery found with no driver");
     CHECK_MSG(dlerror() != NULL, "a failed look-up left no dlerror message");
     CHECK_MSG(dlvsym(RTLD_DEFAULT, "cuStreamQuery", "libcuda.so.1") == NULL,
           "cuStreamQuery found by dlvsym with no driver");
-    CHECK_MSG(launch(NULL, noop, NULL) == CUDA_ERROR_NOT_INITIALIZED, "launch with no driver");
 
     void *h = dlopen(argv[1], RTLD_NOW | RTLD_GLOBAL);
     CHECK_MSG(h != NULL, "dlopen %s: %s", argv[1], dlerror());
@@ -58,6 +58,12 @@ int main(int argc, char **argv)
     REQUIRE_OK(((dev_fn)dlsym(h, "cuDeviceGet"))(&dev, 0));
     REQUIRE_OK(((retain_fn)dlsym(h, "cuDevicePrimaryCtxRetain"))(&ctx, dev));
     REQUIRE_OK(((setctx_fn)dlsym(h, "cuCtxSetCurrent"))(ctx));
+    /* Now the wrapper is the answer, by name as through the handle. */
+    launch_fn launch = (launch_fn)dlsym(RTLD_DEFAULT, "cuLaunchHostFunc");
+    CHECK_MSG(launch && launch == (launch_fn)dlsym(h, "cuLaunchHostFunc"),
+              "cuLaunchHostFunc once the driver is loaded: %p", (void *)launch);
+    if (!launch)
+        return 1;
     CHECK_MSG(launch(NULL, noop, NULL) == CUDA_SUCCESS, "launch once the driver is loaded");
     REQUIRE_OK(((sync_fn)dlsym(h, "cuStreamSynchronize"))(NULL));
     /* Now hcguard's export is the answer: a thunk of the driver's. */
