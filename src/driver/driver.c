@@ -115,7 +115,7 @@ const char *hcg_driver_error(void)
 
 /* Why what the driver's path loaded is no CUDA driver, or NULL: hcguard
  * itself (its wrappers would call themselves for ever), or a library with
- * no cuInit. */
+ * neither of the entry points every driver has. */
 static const char *not_a_driver(void *handle)
 {
     struct link_map *loaded = NULL, *own = NULL;
@@ -124,8 +124,8 @@ static const char *not_a_driver(void *handle)
         dladdr1((void *)hcg_driver_load, &info, (void **)&own, RTLD_DL_LINKMAP) && own &&
         loaded == own)
         return "it is hcguard itself";
-    if (!hcg_real_dlsym(handle, "cuInit"))
-        return "it has no cuInit";
+    if (!hcg_real_dlsym(handle, "cuInit") && !hcg_real_dlsym(handle, "cuDriverGetVersion"))
+        return "it has neither cuInit nor cuDriverGetVersion";
     return NULL;
 }
 

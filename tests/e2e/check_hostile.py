@@ -341,7 +341,7 @@ def driver_is_hcguard(args, tmp):
 
 @case
 def driver_not_cuda(args, tmp):
-    not_a_driver(args, "libm.so.6", "it has no cuInit")
+    not_a_driver(args, "libm.so.6", "it has neither cuInit nor cuDriverGetVersion")
 
 
 @case
