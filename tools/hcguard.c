@@ -708,7 +708,8 @@ static int from_terminal(int sig, const siginfo_t *si)
     return si->si_code > 0 && (sig == SIGINT || sig == SIGQUIT || sig == SIGWINCH);
 }
 
-/* Forward what comes until the child has ended; its wait status, or -1. */
+/* Forward what comes until the child has ended; its wait status, or -1
+ * with errno set if it could not be known. */
 static int wait_forwarding(pid_t pid, const sigset_t *set)
 {
     for (;;) {
@@ -775,6 +776,25 @@ static void load_config_quietly(void)
     atomic_store(&hcg_g_config_ready, 1);
 }
 
+/* The program's end could not be learnt (waitpid failed): said as it is,
+ * never taken for a death by a signal. ECHILD: the program is gone (someone
+ * else reaped it), so what it left in its flight record is reported. */
+static int lost_child(const char *prog, pid_t pid, int err, const char *flight)
+{
+    msg("lost track of '%s' (pid %d): %s; its exit status is unknown", prog, (int)pid,
+        strerror(err));
+    if (flight[0]) {
+        uint64_t errors;
+        char how[128];
+        snprintf(how, sizeof how, "a way hcguard run could not learn (waitpid: %s)",
+                 strerror(err));
+        if (err == ECHILD)
+            hcg_flight_recover(flight, pid, how, &errors);
+        unlink(flight);
+    }
+    return EXIT_SETUP;
+}
+
 static int run_child(char **argv)
 {
     char flight[PATH_MAX];
@@ -787,8 +807,16 @@ static int run_child(char **argv)
         sigaddset(&set, forwarded[i]);
     sigaddset(&set, SIGCHLD);
     sigprocmask(SIG_BLOCK, &set, &old);
+    /* SIGCHLD ignored (inherited across exec from a daemon or a job runner)
+     * makes the kernel reap the child and send no SIGCHLD: the launcher
+     * would wait for ever. It takes the default for itself; the program
+     * gets back the disposition it would have had without hcguard. */
+    struct sigaction chld_dfl = {.sa_handler = SIG_DFL}, chld_inherited;
+    sigemptyset(&chld_dfl.sa_mask);
+    sigaction(SIGCHLD, &chld_dfl, &chld_inherited);
     pid_t pid = fork();
     if (pid == 0) {
+        sigaction(SIGCHLD, &chld_inherited, NULL);
         sigprocmask(SIG_SETMASK, &old, NULL);
         execvp(argv[0], argv);
         _exit(exec_failed(argv[0], errno));
@@ -800,7 +828,10 @@ static int run_child(char **argv)
         return EXIT_SETUP;
     }
     int st = wait_forwarding(pid, &set);
+    int wait_err = errno;
     sigprocmask(SIG_SETMASK, &old, NULL);
+    if (st == -1)
+        return lost_child(argv[0], pid, wait_err, flight);
     char how[128];
     if (WIFSIGNALED(st))
         snprintf(how, sizeof how, "signal %d (%s)", WTERMSIG(st), strsignal(WTERMSIG(st)));
@@ -812,8 +843,6 @@ static int run_child(char **argv)
         hcg_flight_recover(flight, pid, how, &errors);
         unlink(flight);
     }
-    if (st == -1)
-        return EXIT_SETUP;
     if (WIFSIGNALED(st))
         return die_of(WTERMSIG(st));
     /* The program left without its exit handler: --error-exitcode is

@@ -54,7 +54,7 @@ def run(argv, env=None, cwd=None, timeout=30):
                           timeout=timeout)
 
 
-LAUNCHER_ARGS = ("hcguard", "library", "dummy", "stub", "printenv", "hook-dir",
+LAUNCHER_ARGS = ("hcguard", "library", "dummy", "stub", "lose-child", "printenv", "hook-dir",
                  "build-dir", "cmake", "version", "sanitizer-runtime",
                  "fakecuda-dir", "pymod-stripped", "bindings-module")
 

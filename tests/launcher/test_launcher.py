@@ -6,6 +6,7 @@ that only the launcher is under test; the layout cases load the real
 libhcguard.so, under --mode off."""
 
 import os
+import re
 import shutil
 import signal
 import stat
@@ -533,6 +534,48 @@ def case_exit_status_and_signals(args, tmp):
     expect_eq(p.returncode, 0, "exit status with TMPDIR", p)
     left = [f for f in os.listdir(tmp) if f.startswith("hcguard-flight-")]
     expect_eq(left, [], "flight recorder files left in TMPDIR")
+
+
+# A program that exits 7 if it was started with SIGCHLD ignored, 3 if not.
+SIGCHLD_PROBE = """
+import sys
+ign = [l for l in open("/proc/self/status") if l.startswith("SigIgn:")][0]
+sys.exit(7 if int(ign.split()[1], 16) & (1 << (%d - 1)) else 3)
+""" % signal.SIGCHLD
+
+
+@case
+def case_sigchld_ignored(args, tmp):
+    """Started with SIGCHLD ignored (inherited across exec from a daemon or
+    a job runner), the launcher still learns how the program ended (it
+    waited for ever: the kernel reaped the child and sent no SIGCHLD), and
+    the program still starts with SIGCHLD ignored, as without hcguard."""
+    def ignore_sigchld():
+        signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    argv = [args.hcguard, "run", "--mode", "off", sys.executable, "-c", SIGCHLD_PROBE]
+    p = subprocess.run(argv, env=dummy_env(args), capture_output=True, text=True,
+                       timeout=20, preexec_fn=ignore_sigchld)
+    expect_eq(p.returncode, 7, "exit status, SIGCHLD ignored (3: not ignored in the program)",
+              p)
+    expect_eq(p.stderr, "", "stderr, SIGCHLD ignored", p)
+    p = run(argv, env=dummy_env(args))
+    expect_eq(p.returncode, 3, "exit status, SIGCHLD at its default", p)
+
+
+@case
+def case_child_lost(args, tmp):
+    """waitpid failing (ECHILD: something else reaped the program) is said
+    as it is, exit 125, never taken for a death by a signal (a wait status
+    of -1 read as 'signal 127')."""
+    env = dummy_env(args)
+    env["LD_PRELOAD"] = ":".join(x for x in (args.sanitizer_runtime, args.lose_child) if x)
+    if args.sanitizer_runtime:
+        env["ASAN_OPTIONS"] = "detect_leaks=0"
+    p = run([args.hcguard, "run", "--mode", "off", "sh", "-c", "exit 7"], env=env)
+    expect_eq(p.returncode, 125, "exit status when the program's end is unknown", p)
+    expect(re.fullmatch(r"hcguard: lost track of 'sh' \(pid [0-9]+\): No child processes; "
+                        r"its exit status is unknown\n", p.stderr),
+           "the message when waitpid fails", p)
 
 
 # ---- where the library is found -----------------------------------------
