@@ -619,7 +619,9 @@ static int exec_failed(const char *prog, int err)
     struct stat st = {0};
     int has_slash = strchr(prog, '/') != NULL;
     int exists = has_slash ? stat(prog, &st) == 0 : on_path(prog);
-    if (err == ENOENT && exists)
+    if (!prog[0])
+        hint = " (the program's name is empty)"; /* on_path would find a directory */
+    else if (err == ENOENT && exists)
         hint = " (its interpreter, on the #! line or the ELF loader, is "
                "missing)";
     else if (err == ENOENT && !has_slash)

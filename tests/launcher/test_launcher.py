@@ -300,6 +300,10 @@ def case_program_not_found(args, tmp):
     env = dummy_env(args, PATH=tmp)
     expect_exec_error(args, "env", 127,
                       "No such file or directory (not found in PATH)", env)
+    # An empty name names no file (it was said to be a file whose
+    # interpreter is missing: each PATH directory + "/" is there).
+    expect_exec_error(args, "", 127,
+                      "No such file or directory (the program's name is empty)")
 
 
 @case
