@@ -14,6 +14,7 @@
  * chained signal handlers (src/check/fault.c) to call. */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <spawn.h>
 #include <stdarg.h>
@@ -22,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "lifecycle/lifecycle.h"
@@ -161,22 +163,72 @@ static int exec_end(exec_prep *p)
     return -1;
 }
 
-/* An exec that cannot find its file fails before anything changes (as
- * execve, at the time of this look): nothing is stopped or written for it,
- * so that a program that tries one path after another (Python's
- * os.execvp, a shell's PATH search) does not print a summary at each. A
- * file that exists goes the whole way, whatever the exec then says. */
-static int exec_file_missing(const char *path, int search)
+/* An exec that execve would refuse before anything changes fails here
+ * first, with execve's errno, as execve would at the time of this look:
+ * nothing is stopped or written for it, so that a program that tries one
+ * path after another (Python's os.execvp, a shell's PATH search) does not
+ * print a summary at each. Refused: a name that resolves to nothing
+ * (ENOENT, ENOTDIR), a directory on the way the caller may not search, a
+ * file that is not a regular file, or one it may not execute (EACCES,
+ * also for a file system mounted noexec). A file that may run goes the
+ * whole way, whatever the exec then says (ENOEXEC, a missing #!
+ * interpreter, ETXTBSY, ...); so does any error the look cannot be sure
+ * of. Returns the errno, or 0. */
+static int exec_refused(const char *path)
 {
-    if (!path[0]) {
-        errno = ENOENT;
-        return 1;
+    struct stat st;
+    if (!path[0])
+        return ENOENT;
+    if (stat(path, &st) != 0) /* the effective ids, as execve resolves it */
+        return errno == ENOENT || errno == ENOTDIR || errno == EACCES ? errno : 0;
+    if (!S_ISREG(st.st_mode))
+        return EACCES;
+    if (faccessat(AT_FDCWD, path, X_OK, AT_EACCESS) != 0 && errno == EACCES)
+        return EACCES;
+    return 0;
+}
+
+/* execvp's PATH search as glibc makes it (posix/execvpe.c): a PATH entry
+ * whose file is missing or refused is passed over, EACCES remembered; when
+ * no entry can run it, the search fails with EACCES if any entry said so,
+ * else with the last entry's error. A file found early that is refused
+ * does not end the search: if any entry's file may run, or says what the
+ * look cannot be sure of (which ends glibc's search), libc searches, from
+ * the start. Names longer than the buffer go to libc too. */
+static int search_refused(const char *file)
+{
+    const char *path = getenv("PATH"); /* libc's search reads environ's, not envp's */
+    if (!path)
+        path = "/bin:/usr/bin"; /* glibc's _CS_PATH */
+    size_t flen = strlen(file);
+    int last = ENOENT, eacces = 0;
+    for (const char *p = path;;) {
+        char buf[PATH_MAX];
+        size_t n = strcspn(p, ":");
+        if (n + 1 + flen >= sizeof buf)
+            return 0;
+        memcpy(buf, p, n);
+        buf[n] = '/';
+        memcpy(buf + n + (n > 0), file, flen + 1); /* an empty entry: the current directory */
+        last = exec_refused(buf);
+        if (!last)
+            return 0;
+        eacces |= last == EACCES;
+        if (!p[n])
+            break;
+        p += n + 1;
     }
-    if (search && !strchr(path, '/'))
-        return 0; /* searched along PATH by libc */
-    if (faccessat(AT_FDCWD, path, F_OK, 0) == 0 || (errno != ENOENT && errno != ENOTDIR))
-        return 0;
-    return 1;
+    return eacces ? EACCES : last;
+}
+
+/* Sets errno and returns 1 if the exec would be refused (see exec_refused).
+ * search: execvp's, along PATH for a name without a slash. */
+static int exec_refused_early(const char *path, int search)
+{
+    int err = search && path[0] && !strchr(path, '/') ? search_refused(path) : exec_refused(path);
+    if (err)
+        errno = err;
+    return err != 0;
 }
 
 static int do_execve(const char *path, char *const argv[], char *const envp[], int search)
@@ -188,8 +240,8 @@ static int do_execve(const char *path, char *const argv[], char *const envp[], i
         errno = ENOSYS;
         return -1;
     }
-    if (path && exec_file_missing(path, search))
-        return -1; /* errno: faccessat's */
+    if (path && exec_refused_early(path, search))
+        return -1;
     exec_prep p;
     real(path, argv, exec_begin(&p, envp));
     return exec_end(&p);
@@ -215,6 +267,22 @@ HCG_EXPORT int execvp(const char *file, char *const argv[])
     return do_execve(file, argv, environ, 1);
 }
 
+/* fexecve's file refused as exec_refused refuses a path: not a regular
+ * file, or not executable by the caller (EACCES); anything else, a bad fd
+ * or argument included, goes to libc. */
+static int fd_refused(int fd, char *const argv[], char *const envp[])
+{
+    struct stat st;
+    if (fd < 0 || !argv || !envp || fstat(fd, &st) != 0)
+        return 0;
+    if (!S_ISREG(st.st_mode) ||
+        (faccessat(fd, "", X_OK, AT_EACCESS | AT_EMPTY_PATH) != 0 && errno == EACCES)) {
+        errno = EACCES;
+        return 1;
+    }
+    return 0;
+}
+
 HCG_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 {
     hcg_libc_fexecve_fn real = HCG_REAL(fexecve);
@@ -222,6 +290,8 @@ HCG_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
         errno = ENOSYS;
         return -1;
     }
+    if (fd_refused(fd, argv, envp))
+        return -1;
     exec_prep p;
     real(fd, argv, exec_begin(&p, envp));
     return exec_end(&p);

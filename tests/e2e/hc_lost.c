@@ -5,7 +5,7 @@
  *   hc_lost flood N          N host functions from one thread, as fast as it can
  *   hc_lost execfail N E     N host functions from another thread while this
  *                            one makes E execs that fail
- *   hc_lost execnone         execs of files that do not exist between launches
+ *   hc_lost execnone         execs that execve refuses at once, between launches
  *   hc_lost manythreads T    T threads alive at once launch one each
  *   hc_lost rejects N        N launches refused (a bad record), as fast as they go
  *   hc_lost dlopen LIB N     a library's constructor makes N refused launches
@@ -48,7 +48,12 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -711,13 +716,28 @@ static unsigned long num(int argc, char **argv, int i)
     return i < argc ? strtoul(argv[i], NULL, 10) : 0;
 }
 
+/* A file that may be executed (mode 0700) but is no program (no ELF, no
+ * #!): its exec goes the whole way and fails there with ENOEXEC. Its
+ * path in buf; the caller unlinks it. */
+static void make_unrunnable(char *buf, size_t len)
+{
+    const char *dir = getenv("TMPDIR");
+    snprintf(buf, len, "%s/hc_lost-noexec-XXXXXX", dir && dir[0] ? dir : "/tmp");
+    int fd = mkstemp(buf);
+    REQUIRE(fd >= 0);
+    REQUIRE(write(fd, "not a program\n", 14) == 14);
+    REQUIRE(fchmod(fd, 0700) == 0);
+    REQUIRE(close(fd) == 0); /* none open for writing: no ETXTBSY */
+}
+
 /* execfail N E: another thread launches N host functions on a stream of
  * its own as fast as it can, while this one makes E execs that fail (of a
- * file that is not executable), 2 ms apart: hcguard stops its collector for each exec and
- * starts it again when it fails; the other thread's launches wait for it
- * meanwhile. None of their events dropped, every exec's error its own.
- * (A launch that found the collector stopped gave up flow control for
- * good; events were dropped by the hundred thousand.) */
+ * file that may be executed but is no program), 2 ms apart: hcguard stops
+ * its collector for each exec and starts it again when it fails; the other
+ * thread's launches wait for it meanwhile. None of their events dropped,
+ * every exec's error its own. (A launch that found the collector stopped
+ * gave up flow control for good; events were dropped by the hundred
+ * thousand.) */
 static atomic_int execfail_done;
 static unsigned long execfail_n;
 
@@ -736,6 +756,8 @@ static void *execfail_launcher(void *ctx)
 static void execfail(unsigned long n, unsigned long execs)
 {
     CUcontext ctx;
+    char prog[PATH_MAX];
+    make_unrunnable(prog, sizeof prog);
     REQUIRE_OK(cuCtxGetCurrent(&ctx));
     execfail_n = n;
     pthread_t t;
@@ -744,39 +766,208 @@ static void execfail(unsigned long n, unsigned long execs)
     for (; k < execs && !atomic_load(&execfail_done); k++) {
         char *av[] = {"hc_lost-none", NULL};
         errno = 0;
-        execv("/dev/null", av); /* there, not executable: the exec goes the whole way */
-        CHECK_MSG(errno == EACCES, "exec %lu failed with errno %d, want EACCES", k, errno);
+        execv(prog, av); /* the exec goes the whole way */
+        CHECK_MSG(errno == ENOEXEC, "exec %lu failed with errno %d, want ENOEXEC", k, errno);
         usleep(2000);
     }
     pthread_join(t, NULL);
+    unlink(prog);
     CHECK_MSG(atomic_load(&ran) == n, "ran %lu of %lu", atomic_load(&ran), n);
     CHECK_MSG(k > 0, "no exec made during the launches");
     fprintf(stderr, "execfail: %lu failed execs during %lu launches\n", k, n);
     check_exact("execfail", n, 0, 0);
 }
 
-/* execnone: 5 host functions, execs of files that do not exist (each
- * failing as execve would, and stopping nothing: no summary printed for
- * it), 5 more. */
+/* ---- execnone: execs refused before anything changes --------------------- */
+/* libc's own exec functions, with no hcguard in between: what an exec
+ * fails with without hcguard, which it must fail with under it too. */
+typedef int (*execv_fn)(const char *, char *const[]);
+typedef int (*fexecve_fn)(int, char *const[], char *const[]);
+
+static void *libc_fn(const char *name)
+{
+    void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+    REQUIRE(libc);
+    void *fn = dlsym(libc, name);
+    REQUIRE(fn);
+    return fn;
+}
+
+/* The errno of fn(path), 0 if it returned (it must not). */
+static int exec_errno(execv_fn fn, const char *path)
+{
+    char *av[] = {"hc_lost-none", NULL};
+    errno = 0;
+    return fn(path, av) == -1 ? errno : 0;
+}
+
+/* exec of path by execv, execvp and execlp, each failing as libc's would
+ * (what: for the message). */
+static void expect_refused(const char *what, const char *path)
+{
+    static execv_fn libc_execv, libc_execvp;
+    if (!libc_execv) {
+        libc_execv = (execv_fn)libc_fn("execv");
+        libc_execvp = (execv_fn)libc_fn("execvp");
+    }
+    int want = exec_errno(libc_execv, path), want_p = exec_errno(libc_execvp, path);
+    CHECK_MSG(want != 0 && want_p != 0, "%s: '%s' ran without hcguard", what, path);
+    int got = exec_errno(execv, path), got_p = exec_errno(execvp, path);
+    CHECK_MSG(got == want, "%s: execv of '%s': errno %d, want %d", what, path, got, want);
+    CHECK_MSG(got_p == want_p, "%s: execvp of '%s': errno %d, want %d", what, path, got_p,
+              want_p);
+    errno = 0;
+    CHECK_MSG(execlp(path, "hc_lost-none", (char *)NULL) == -1 && errno == want_p,
+              "%s: execlp of '%s': errno %d, want %d", what, path, errno, want_p);
+    fprintf(stderr, "execnone: %s: '%s' refused, errno %d (execvp: %d)\n", what, path, want,
+            want_p);
+}
+
+/* fexecve of path (opened with flags), failing as libc's would. */
+static void expect_fd_refused(const char *path, int flags)
+{
+    static fexecve_fn libc_fexecve;
+    if (!libc_fexecve)
+        libc_fexecve = (fexecve_fn)libc_fn("fexecve");
+    char *av[] = {"hc_lost-none", NULL};
+    int fd = open(path, flags | O_CLOEXEC);
+    REQUIRE(fd >= 0);
+    errno = 0;
+    int want = libc_fexecve(fd, av, environ) == -1 ? errno : 0;
+    errno = 0;
+    int got = fexecve(fd, av, environ) == -1 ? errno : 0;
+    close(fd);
+    CHECK_MSG(want != 0 && got == want, "fexecve of '%s': errno %d, want %d", path, got, want);
+    fprintf(stderr, "execnone: fexecve of '%s' refused, errno %d\n", path, want);
+}
+
+static void path_file(char *buf, size_t len, const char *dir, const char *name)
+{
+    int n = snprintf(buf, len, "%s/%s", dir, name);
+    REQUIRE(n >= 0 && (size_t)n < len);
+}
+
+/* A directory with entries for PATH searches of "hc_lost-prog": data/ (a
+ * file not executable), dir/ (a directory), none/ (nothing), run/ (a
+ * script exiting 42). */
+static void make_path_dirs(char *top, size_t len)
+{
+    const char *tmp = getenv("TMPDIR");
+    snprintf(top, len, "%s/hc_lost-path-XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
+    REQUIRE(mkdtemp(top));
+    static const char *const dirs[] = {"data", "dir", "none", "run", "dir/hc_lost-prog"};
+    char p[PATH_MAX];
+    for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
+        path_file(p, sizeof p, top, dirs[i]);
+        REQUIRE(mkdir(p, 0700) == 0);
+    }
+    static const struct {
+        const char *name, *text;
+        mode_t mode;
+    } files[] = {{"data/hc_lost-prog", "exit 41\n", 0600},
+                 {"run/hc_lost-prog", "#!/bin/sh\nexit 42\n", 0700}};
+    for (size_t i = 0; i < 2; i++) {
+        path_file(p, sizeof p, top, files[i].name);
+        int fd = open(p, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, files[i].mode);
+        REQUIRE(fd >= 0);
+        REQUIRE(write(fd, files[i].text, strlen(files[i].text)) ==
+                (ssize_t)strlen(files[i].text));
+        REQUIRE(close(fd) == 0);
+    }
+}
+
+/* PATH set to the entries named, under top ("/dev/null" as it is). */
+static void set_path(const char *top, const char *const *entries, size_t n)
+{
+    char path[4 * PATH_MAX] = "";
+    for (size_t i = 0; i < n; i++) {
+        size_t used = strlen(path);
+        snprintf(path + used, sizeof path - used, "%s%s%s%s", i ? ":" : "",
+                 entries[i][0] == '/' ? "" : top, entries[i][0] == '/' ? "" : "/", entries[i]);
+    }
+    REQUIRE(setenv("PATH", path, 1) == 0);
+}
+
+/* execvp of a name found first where it cannot run and then where it can
+ * runs the second, as glibc's search does (a fork child's exit status). */
+static void expect_search_runs(const char *top)
+{
+    static const char *const entries[] = {"data", "dir", "run"};
+    set_path(top, entries, 3);
+    pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        char *av[] = {"hc_lost-prog", NULL};
+        execvp(av[0], av);
+        _exit(100 + errno % 100);
+    }
+    int st;
+    REQUIRE(waitpid(pid, &st, 0) == pid);
+    CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 42,
+              "execvp along data:dir:run: wait status %#x, want the exit status 42", st);
+}
+
+/* PATH searches where no entry can run the name: each fails as libc's. */
+static void expect_search_refused(const char *top)
+{
+    static const char *const paths[][3] = {
+        {"data", "none"}, {"none", "dir"}, {"none"}, {"none", "/dev/null"},
+        {"/dev/null", "data"}, {"dir", "data", "none"}};
+    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
+        size_t n = 0;
+        while (n < 3 && paths[i][n])
+            n++;
+        set_path(top, paths[i], n);
+        expect_refused(getenv("PATH"), "hc_lost-prog");
+    }
+}
+
+static void remove_path_dirs(const char *top)
+{
+    static const char *const made[] = {"data/hc_lost-prog", "run/hc_lost-prog", "data",
+                                       "dir/hc_lost-prog", "dir", "none", "run", ""};
+    char p[PATH_MAX];
+    for (size_t i = 0; i < sizeof made / sizeof made[0]; i++) {
+        path_file(p, sizeof p, top, made[i]);
+        if (unlink(p) != 0)
+            rmdir(p);
+    }
+}
+
+/* execnone: 5 host functions, execs that execve refuses before anything
+ * changes (each failing as it would without hcguard, and stopping
+ * nothing: no summary printed for it), 5 more. Refused: files that do not
+ * exist, files that are not regular files or not executable (EACCES),
+ * along PATH too (glibc's search goes on past a refused file and fails
+ * with EACCES if it saw one), and fexecve's. */
 static void execnone(void)
 {
-    static const char *const missing[] = {"/nonexistent/hc_lost", "/dev/null/hc_lost", ""};
-    static const int want[] = {ENOENT, ENOTDIR, ENOENT};
+    char top[PATH_MAX], p[PATH_MAX];
+    const char *path = getenv("PATH");
+    char *saved_path = strdup(path ? path : "/bin:/usr/bin");
+    make_path_dirs(top, sizeof top);
     for (int round = 0; round < 2; round++) {
         for (int i = 0; i < 5; i++)
             REQUIRE_OK(cuLaunchHostFunc(stream, noop, NULL));
         REQUIRE_OK(cuStreamSynchronize(stream));
-        for (int i = 0; round == 0 && i < 3; i++) {
-            char *av[] = {"hc_lost-none", NULL};
-            errno = 0;
-            CHECK_MSG(execv(missing[i], av) == -1 && errno == want[i],
-                      "exec of '%s': errno %d, want %d", missing[i], errno, want[i]);
-            errno = 0;
-            CHECK_MSG(execlp(missing[i], "hc_lost-none", (char *)NULL) == -1 &&
-                          errno == want[i],
-                      "execlp of '%s': errno %d, want %d", missing[i], errno, want[i]);
-        }
+        if (round)
+            break;
+        expect_refused("missing", "/nonexistent/hc_lost");
+        expect_refused("missing", "/dev/null/hc_lost");
+        expect_refused("missing", "");
+        expect_refused("not executable", "/etc/passwd");
+        path_file(p, sizeof p, top, "data/hc_lost-prog");
+        expect_refused("not executable", p);
+        expect_refused("a directory", top);
+        expect_refused("a device", "/dev/null");
+        expect_fd_refused("/etc/passwd", O_RDONLY);
+        expect_fd_refused(top, O_RDONLY | O_DIRECTORY);
+        expect_search_refused(top);
+        expect_search_runs(top);
+        REQUIRE(setenv("PATH", saved_path, 1) == 0);
     }
+    remove_path_dirs(top);
+    free(saved_path);
     check_exact("execnone", 10, 0, 0);
 }
 
