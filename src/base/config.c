@@ -293,7 +293,8 @@ PARSER(print_limit)
     return bad(why, whylen, v, " is not an integer from 0 (no limit) to 1000000000");
 }
 
-/* A positive number (milliseconds or seconds), e.g. "1", "0.5", "50". */
+/* A positive number (milliseconds or seconds), e.g. "1", "0.5", "50",
+ * below 1e9 (the limit said: a huge one is positive, only too large). */
 PARSER(positive)
 {
     (void)c, (void)getenv_fn;
@@ -304,7 +305,7 @@ PARSER(positive)
         *(double *)field = d;
         return 0;
     }
-    return bad(why, whylen, v, " is not a positive number");
+    return bad(why, whylen, v, " is not a positive number below 1000000000");
 }
 
 /* HCGUARD_SLOW_MS: a positive number of milliseconds, or 0: no slow

@@ -158,10 +158,10 @@ def case_bad_exitcode(args, tmp):
 @case
 def case_bad_thresholds(args, tmp):
     for opt in ("--slow-ms", "--hang-s"):
-        for value in ("0", "-1", "x", "1x", "1e9", "nan", "inf", "0x"):
+        for value in ("0", "-1", "x", "1x", "1e9", "nan", "inf", "0x", "18446744073709551615"):
             if value == "0" and opt == "--slow-ms":
                 continue  # switches slow host functions off: below
-            want = ("bad value for %s: '%s' is not a positive number"
+            want = ("bad value for %s: '%s' is not a positive number below 1000000000"
                     % (opt, value) + SEE_RUN_HELP)
             expect_usage_error(args, ["run", opt, value, "true"], want)
             expect_usage_error(args, ["run", opt + "=" + value, "true"], want)
