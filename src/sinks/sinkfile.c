@@ -19,21 +19,16 @@
  * may have opened a file of its own under the number: it is forgotten,
  * never written or closed. The same file is opened again and appended to,
  * as an image after exec continues it, if the path still names it; else
- * the file ends here, said now and in the summary. */
+ * the file ends here, said when it is closed and in the summary. Nothing
+ * is said here: a death signal's handler may be the one flushing, on a
+ * thread that holds the message lock. */
 static void fd_lost(hcg_sinkfile *f)
 {
-    int was = f->fd;
     f->fd = hcg_reopen_same(f->path, &f->id);
-    if (f->fd >= 0) {
-        hcg_debug("%s %s: the program closed hcguard's descriptor %d of it: opened again, "
-                  "appended to", f->what, f->path, was);
+    if (f->fd >= 0)
         return;
-    }
     f->err = EBADF;
     f->replaced = 1; /* no file, but its events still counted, as lost */
-    hcg_msg("ERROR: the %s %s: the program closed hcguard's descriptor of it (fd %d) and "
-            "the path no longer names that file: %" PRIu64 " event%s written, none from now "
-            "on", f->what, f->path, was, f->written, f->written == 1 ? "" : "s");
 }
 
 /* Whether f's descriptor is still its file: one fstat a batch, never one
@@ -241,9 +236,13 @@ void hcg_sinkfile_close(hcg_sinkfile *f, const char *footer)
     hcg_nocancel_end(cancel);
     f->fd = -1;
     /* Said even without a summary: a file that looks whole but is not
-     * would mislead whoever reads it. Said when it happened if the
-     * program closed the file's descriptor. */
-    if (f->err && !f->replaced)
+     * would mislead whoever reads it. */
+    if (f->replaced)
+        hcg_msg("ERROR: the %s %s: the program closed hcguard's descriptor of it and the path "
+                "no longer names that file: %" PRIu64 " event%s written, %" PRIu64
+                " not: the %s is incomplete", f->what, f->path, f->written,
+                f->written == 1 ? "" : "s", f->lost, f->what);
+    else if (f->err)
         hcg_msg("ERROR: writing the %s %s failed: %s; %" PRIu64 " event%s written, %" PRIu64
                 " lost: the %s is incomplete", f->what, f->path, strerror(f->err), f->written,
                 f->written == 1 ? "" : "s", f->lost, f->what);

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,7 @@
 #include "hcg.h"
 #include "sinks/jsonl_read.h"
 #include "../common/check.h"
+#include "../common/stderr_redirect.h"
 
 #define HEAD "{\"event\":\"reject\",\"pid\":12,\"seq\":3,\"api\":\"cuLaunchHostFunc\"," \
              "\"fn\":\"0x0\",\"fn_kind\":\"ordinary\",\"user_data\":\"0x10\",\"stream\":\"0x0\"," \
@@ -723,6 +725,79 @@ static void test_trace_format(void)
     hcg_sinks_trace_end(tp);
 }
 
+/* The descriptor of the log at path (hcguard's own), or -1. */
+static int fd_of(const char *path)
+{
+    char link[64], target[512];
+    for (int fd = 3; fd < 1024; fd++) {
+        snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+        ssize_t n = readlink(link, target, sizeof target - 1);
+        if (n > 0 && (target[n] = '\0', strcmp(target, path) == 0))
+            return fd;
+    }
+    return -1;
+}
+
+static void *message_blocked(void *arg)
+{
+    (void)arg;
+    hcg_msg("a message to a full pipe: blocks with the message lock held");
+    return NULL;
+}
+
+static void stuck(int sig)
+{
+    (void)sig;
+    static const char say[] = "FAIL: the flush waited for the message lock\n";
+    if (write(STDOUT_FILENO, say, sizeof say - 1) < 0)
+        _exit(1);
+    _exit(1);
+}
+
+/* The log's descriptor closed by the program and its path gone: the flush
+ * that finds it so says nothing then (a death signal's handler may be the
+ * one flushing, on a thread that holds the message lock: it would wait
+ * for ever), and the loss is said when the log is closed. Here another
+ * thread holds the lock, in a write to a full pipe. */
+static void test_lost_fd_quiet(void)
+{
+    char path[] = "/tmp/hcg_jsonl_lostXXXXXX";
+    make_temp(path);
+    CHECK_EQ(hcg_jsonl_reopen(path, getpid()), 0);
+    hcg_event e = copy_run(1);
+    hcg_jsonl_event(&e);
+    hcg_jsonl_flush();
+    int fd = fd_of(path), pipefd[2];
+    REQUIRE(fd >= 0 && pipe(pipefd) == 0);
+    fcntl(pipefd[1], F_SETFL, O_NONBLOCK);
+    char junk[4096];
+    memset(junk, 'x', sizeof junk);
+    while (write(pipefd[1], junk, sizeof junk) > 0)
+        ;
+    fcntl(pipefd[1], F_SETFL, 0);
+    int saved = dup(STDERR_FILENO);
+    hcg_test_redirect_stderr(pipefd[1]);
+    pthread_t t;
+    REQUIRE(pthread_create(&t, NULL, message_blocked, NULL) == 0);
+    usleep(200000); /* in its write, the lock held */
+    close(fd);
+    unlink(path);
+    signal(SIGALRM, stuck);
+    alarm(10);
+    e.seq = 2;
+    hcg_jsonl_event(&e);
+    hcg_jsonl_flush();
+    alarm(0);
+    while (read(pipefd[0], junk, sizeof junk) == (ssize_t)sizeof junk) /* let it go */
+        ;
+    pthread_join(t, NULL);
+    hcg_test_redirect_stderr(saved);
+    close(saved);
+    close(pipefd[0]);
+    close(pipefd[1]);
+    hcg_jsonl_close();
+}
+
 /* The slices [start, end] (ns) on track tid in trace text, in order; their
  * number. */
 static int slices_of(const char *text, unsigned tid, uint64_t out[][2], int max)
@@ -1034,6 +1109,7 @@ static const check_case cases[] = {
     CHECK_CASE(trace_format),
     CHECK_CASE(trace_enqueue_close),
     CHECK_CASE(trace_continued),
+    CHECK_CASE(lost_fd_quiet),
 #ifndef HCG_TEST_NO_SELF_EXEC
     CHECK_CASE(header_fits),
 #endif
