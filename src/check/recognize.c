@@ -21,7 +21,14 @@
 
 #define MAX_REGISTERED 64
 
+/* Each slot is taken by one compare-and-swap from 0 (free: no function is
+ * 0), so two registrations never share one; slots in use lie below
+ * g_nregistered, which only grows. in_object: the function was in a
+ * loaded object when registered (else in anonymous memory: a closure, JIT
+ * code), so that an unload may take it along; 0 until set, and while the
+ * slot is free. */
 static _Atomic uintptr_t g_registered[MAX_REGISTERED];
+static _Atomic uint8_t g_in_object[MAX_REGISTERED];
 static _Atomic size_t g_nregistered;
 /* Moves after each registration is complete (its slot stored): the
  * threads' last answers (hcg_recognize_fast) are worth only as long as it
@@ -38,17 +45,19 @@ static int is_registered(uintptr_t fn)
     return 0;
 }
 
-/* A slot a function of an unloaded library left (0: no function is 0),
- * taken for p; 0 if there is none. */
-static int reuse_slot(uintptr_t p)
+/* The first free slot, taken for p; -1 if the table is full. */
+static int take_slot(uintptr_t p)
 {
-    size_t n = atomic_load_explicit(&g_nregistered, memory_order_acquire);
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < MAX_REGISTERED; i++) {
         uintptr_t free_slot = 0;
-        if (atomic_compare_exchange_strong(&g_registered[i], &free_slot, p))
-            return 1;
+        if (!atomic_compare_exchange_strong(&g_registered[i], &free_slot, p))
+            continue;
+        size_t n = atomic_load(&g_nregistered);
+        while (n < i + 1 && !atomic_compare_exchange_weak(&g_nregistered, &n, i + 1))
+            ;
+        return (int)i;
     }
-    return 0;
+    return -1;
 }
 
 HCG_EXPORT int hcguard_register_copy_fn(void *fn)
@@ -58,21 +67,13 @@ HCG_EXPORT int hcguard_register_copy_fn(void *fn)
         return 0; /* a copy whatever the table says */
     if (!p || hcg_audit_libc_name(fn))
         return -1; /* a libc function is refused when launched, registered or not */
-    size_t n = atomic_load(&g_nregistered);
-    for (;;) {
-        if (is_registered(p))
-            return 0;
-        if (reuse_slot(p))
-            break;
-        if (n >= MAX_REGISTERED)
-            return -1;
-        if (atomic_compare_exchange_weak(&g_nregistered, &n, n + 1)) {
-            /* Until this store a reader may see the new count and an
-             * empty slot: the function simply is not registered yet. */
-            atomic_store_explicit(&g_registered[n], p, memory_order_release);
-            break;
-        }
-    }
+    if (is_registered(p))
+        return 0;
+    int i = take_slot(p);
+    if (i < 0)
+        return -1;
+    Dl_info dl;
+    atomic_store(&g_in_object[i], dladdr(fn, &dl) != 0);
     atomic_fetch_add_explicit(&hcg_g_recognize_gen, 1, memory_order_release);
     return 0;
 }
@@ -319,16 +320,19 @@ static int read_subs(struct dl_phdr_info *info, size_t size, void *out)
     return 1; /* every object tells the same */
 }
 
-/* Registered functions no object holds any more: forgotten, their slots
- * free again. */
+/* Registered functions of objects no longer loaded: forgotten, their
+ * slots free again. Those registered in anonymous memory (never in an
+ * object) stay. */
 static void forget_unloaded(void)
 {
     size_t n = atomic_load_explicit(&g_nregistered, memory_order_acquire);
     for (size_t i = 0; i < n; i++) {
         uintptr_t p = atomic_load_explicit(&g_registered[i], memory_order_acquire);
         Dl_info dl;
-        if (p && !dladdr((void *)p, &dl))
-            atomic_compare_exchange_strong(&g_registered[i], &p, 0);
+        if (!p || !atomic_load(&g_in_object[i]) || dladdr((void *)p, &dl))
+            continue;
+        atomic_store(&g_in_object[i], 0); /* before the slot is free */
+        atomic_compare_exchange_strong(&g_registered[i], &p, 0);
     }
 }
 

@@ -7,6 +7,9 @@
  *
  *   hc_dlreuse copy-fn LIBCOPY LIBMINE    (HCGUARD_COPY_FN=hc_fn_copy)
  *   hc_dlreuse register LIBCOPY LIBMINE   hc_fn_copy registered
+ *   hc_dlreuse closure LIBCOPY LIBMINE    a copy function in anonymous
+ *              memory (a closure, JIT code) registered, then a library
+ *              unloaded: the closure, in no object, stays registered
  * LIBCOPY and LIBMINE: reuse_lib.c built with and without REUSE_COPY.
  * Prints "dlreuse MODE: passed"; exit 0; 77 (skip) if the second library
  * is not loaded where the first was.
@@ -96,6 +99,33 @@ static void scenario(int do_register)
     ordinary_there(copy_then_unload(do_register));
 }
 
+/* A registered copy, launched: copied by hcguard (the closure itself only
+ * returns); a bad record refused. */
+static void registered_copies(CUhostFn fn, const char *when)
+{
+    char src[32] = "copied", dst[32] = {0};
+    reuse_data rec = {(uintptr_t)dst, (uintptr_t)src, sizeof src};
+    CHECK_MSG(cuLaunchHostFunc(stream, fn, &rec) == CUDA_SUCCESS, "%s: refused", when);
+    REQUIRE_OK(cuStreamSynchronize(stream));
+    CHECK_MSG(strcmp(dst, "copied") == 0, "%s: not copied by hcguard (the closure ran)", when);
+    rec.b = 0x10; /* a bad source */
+    CHECK_MSG(cuLaunchHostFunc(stream, fn, &rec) == CUDA_ERROR_INVALID_VALUE,
+              "%s: a bad record not refused", when);
+}
+
+static void scenario_closure(void)
+{
+    stream = test_context();
+    CUhostFn fn = (CUhostFn)(void *)test_closures(1);
+    int (*reg)(void *) = (int (*)(void *))dlsym(RTLD_DEFAULT, "hcguard_register_copy_fn");
+    REQUIRE(reg != NULL);
+    CHECK(reg((void *)fn) == 0);
+    registered_copies(fn, "registered");
+    void *h = must_dlopen(lib_copy);
+    CHECK(dlclose(h) == 0);
+    registered_copies(fn, "after a library was unloaded");
+}
+
 static void scenario_copy_fn(void)
 {
     scenario(0);
@@ -111,9 +141,10 @@ int main(int argc, char **argv)
     static const check_scenario scenarios[] = {
         CHECK_SCENARIO("copy-fn", scenario_copy_fn),
         CHECK_SCENARIO("register", scenario_register),
+        CHECK_SCENARIO("closure", scenario_closure),
     };
     if (argc != 4) {
-        fprintf(stderr, "usage: hc_dlreuse copy-fn|register LIBCOPY LIBMINE\n");
+        fprintf(stderr, "usage: hc_dlreuse copy-fn|register|closure LIBCOPY LIBMINE\n");
         return 2;
     }
     lib_copy = argv[2];
