@@ -6,6 +6,7 @@
  * exact variant is handed out instead. A name-keyed table would hand a
  * _ptsz caller the legacy wrapper, or a v1 caller the 5-argument one. */
 #include <dlfcn.h>
+#include <link.h>
 #include <string.h>
 
 #include "intercept/intercept.h"
@@ -155,16 +156,51 @@ void *hcg_dlvsym_target(void *handle, const char *name, const char *version)
 void *hcg_real_dlsym_ptr(void);
 void *hcg_real_dlvsym_ptr(void);
 
-/* Whether a driver is loaded, by hcguard or the program; loads nothing. */
+/* The file name's last part. */
+static const char *base_name(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+
+/* Whether an object's file name is the driver's: libcuda.so*, or the
+ * --driver path's file name. */
+static int driver_named(const char *file)
+{
+    const char *name = base_name(file), *path = hcg_config_get()->driver_path;
+    return strncmp(name, "libcuda.so", 10) == 0 || (path[0] && !strcmp(name, base_name(path)));
+}
+
+static int find_driver_object(struct dl_phdr_info *info, size_t size, void *found)
+{
+    (void)size;
+    if (info->dlpi_name && info->dlpi_name[0] && driver_named(info->dlpi_name))
+        *(int *)found = 1;
+    return *(int *)found;
+}
+
+/* Whether a driver is loaded, by hcguard or the program; loads nothing.
+ * Asked of the loader's list of objects: a dlopen with RTLD_NOLOAD would
+ * search the library path's files first (tens of microseconds a look-up). */
 static int driver_loaded(void)
 {
     if (hcg_driver_peek())
         return 1;
-    const char *path = hcg_config_get()->driver_path;
-    void *h = dlopen(path[0] ? path : "libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
-    if (h)
-        dlclose(h);
-    return h != NULL;
+    int found = 0;
+    dl_iterate_phdr(find_driver_object, &found);
+    return found;
+}
+
+/* Whether p lies in an object named as the driver is (libcuda.so*, or the
+ * --driver path's file name): asked of the loader's list (dladdr), with
+ * no file search, before hcguard has the driver's table. */
+static int in_driver_object(const void *p)
+{
+    Dl_info info;
+    struct link_map *lm = NULL;
+    if (!dladdr1(p, &info, (void **)&lm, RTLD_DL_LINKMAP) || !lm || !lm->l_name)
+        return 0;
+    return driver_named(lm->l_name);
 }
 
 /* Whether p is one of hcguard's exports under a driver's name: a thunk
@@ -182,8 +218,8 @@ static int is_driver_entry(const void *p)
         return 0;
     if (is_own_export(p))
         return 1;
-    hcg_driver *d = driver_loaded() ? hcg_driver_get() : NULL;
-    return d && in_driver(d, p);
+    hcg_driver *d = hcg_driver_peek();
+    return d ? in_driver(d, p) : in_driver_object(p);
 }
 
 /* The scope hcguard looks in first. RTLD_DEFAULT: the main program's
