@@ -244,6 +244,9 @@ extern const size_t hcg_n_fork_hooks;
  * loaded object whose file name begins with object ("libc.so."); NULL if
  * either is not found. Uses no dlsym and no instrumented libc function. */
 void *hcg_dynsym(const char *object, const char *name, const char *version);
+/* The DT_SONAME of the loaded object at base whose dynamic section is dyn
+ * (a link map's l_addr and l_ld), or NULL if it has none. */
+const char *hcg_dyn_soname(uintptr_t base, const void *dyn);
 
 /* ---- elfsym.c: static symbol tables ------------------------------------ */
 /* Find the symbol of the ELF file at path whose [value, value + size)

@@ -127,3 +127,17 @@ HCG_EARLY void *hcg_dynsym(const char *object, const char *name, const char *ver
     elf_dyn_view v = {0};
     return find_object(object, &v) ? lookup(&v, name, version) : NULL;
 }
+
+HCG_EARLY const char *hcg_dyn_soname(uintptr_t base, const void *dyn)
+{
+    elf_dyn_view v = {.base = base};
+    uintptr_t soname = 0;
+    int has_soname = 0;
+    for (const ElfW(Dyn) *d = dyn; d && d->d_tag != DT_NULL; d++) {
+        if (d->d_tag == DT_STRTAB)
+            v.str = (const void *)dyn_ptr(&v, d->d_un.d_ptr);
+        else if (d->d_tag == DT_SONAME)
+            soname = d->d_un.d_val, has_soname = 1;
+    }
+    return has_soname && v.str ? v.str + soname : NULL;
+}

@@ -163,18 +163,33 @@ static const char *base_name(const char *path)
     return slash ? slash + 1 : path;
 }
 
-/* Whether an object's file name is the driver's: libcuda.so*, or the
- * --driver path's file name. */
-static int driver_named(const char *file)
+/* Whether a loaded object is the driver, by its name as dlopen would
+ * match it: its file name or its soname libcuda.so* (a vendor's copy or a
+ * symlink of another name keeps the soname), or the --driver path's file
+ * name. base, dyn: its load address and dynamic section. */
+static int driver_named(const char *file, uintptr_t base, const void *dyn)
 {
     const char *name = base_name(file), *path = hcg_config_get()->driver_path;
-    return strncmp(name, "libcuda.so", 10) == 0 || (path[0] && !strcmp(name, base_name(path)));
+    const char *soname = dyn ? hcg_dyn_soname(base, dyn) : NULL;
+    return strncmp(name, "libcuda.so", 10) == 0 ||
+           (soname && strncmp(soname, "libcuda.so", 10) == 0) ||
+           (path[0] && !strcmp(name, base_name(path)));
+}
+
+/* The dynamic section among an object's program headers, or NULL. */
+static const void *dynamic_of(const struct dl_phdr_info *info)
+{
+    for (ElfW(Half) i = 0; i < info->dlpi_phnum; i++)
+        if (info->dlpi_phdr[i].p_type == PT_DYNAMIC)
+            return (const void *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
+    return NULL;
 }
 
 static int find_driver_object(struct dl_phdr_info *info, size_t size, void *found)
 {
     (void)size;
-    if (info->dlpi_name && info->dlpi_name[0] && driver_named(info->dlpi_name))
+    if (info->dlpi_name && info->dlpi_name[0] &&
+        driver_named(info->dlpi_name, info->dlpi_addr, dynamic_of(info)))
         *(int *)found = 1;
     return *(int *)found;
 }
@@ -200,7 +215,7 @@ static int in_driver_object(const void *p)
     struct link_map *lm = NULL;
     if (!dladdr1(p, &info, (void **)&lm, RTLD_DL_LINKMAP) || !lm || !lm->l_name)
         return 0;
-    return driver_named(lm->l_name);
+    return driver_named(lm->l_name, lm->l_addr, lm->l_ld);
 }
 
 /* Whether p is one of hcguard's exports under a driver's name: a thunk
