@@ -137,6 +137,7 @@ typedef struct hcg_thread {
     unsigned char driver_loading; /* driver/driver.c: inside the driver's load */
     unsigned char collector;      /* events: the collector (its signals all blocked) */
     unsigned char faults_open;    /* check/fault.c: SIGSEGV and SIGBUS known unblocked here */
+    unsigned char dying;          /* events: flushing from a death signal's handler */
     uint32_t tid;                 /* events: gettid(), cached; 0 not yet */
     struct hcg_ring *ring;        /* events: this thread's event ring */
     struct hcg_pool *pool;        /* run: this thread's call pool */

@@ -728,9 +728,11 @@ void hcg_events_flush_from_signal(void)
     uint32_t me = hcg_gettid();
     uint64_t seen = drained_so_far();
     int cancel = hcg_nocancel_begin(); /* the process is to die of the signal, not a cancel */
+    hcg_self.dying = 1; /* the sinks say nothing from here (sinkfile.c) */
     for (int idle = 0, ms = 0; pthread_mutex_trylock(&drain_lock) != 0; idle++, ms++) {
         if (atomic_load_explicit(&drain_owner, memory_order_relaxed) == me || idle >= 500 ||
             ms >= 10000) {
+            hcg_self.dying = 0;
             hcg_nocancel_end(cancel);
             return;
         }
@@ -752,6 +754,7 @@ void hcg_events_flush_from_signal(void)
         drain_to_files(r, &ref);
     hcg_sinks_signal_mode(0);
     drain_leave();
+    hcg_self.dying = 0;
 }
 
 uint64_t hcg_events_flow_room(void)

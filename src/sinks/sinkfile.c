@@ -19,9 +19,9 @@
  * may have opened a file of its own under the number: it is forgotten,
  * never written or closed. The same file is opened again and appended to,
  * as an image after exec continues it, if the path still names it; else
- * the file ends here, said when it is closed and in the summary. Nothing
- * is said here: a death signal's handler may be the one flushing, on a
- * thread that holds the message lock. */
+ * the file ends here, said now (an exec may come next) and in the
+ * summary. Not said by a death signal's handler flushing (hcg_self.dying):
+ * its thread may hold the message lock, or be stuck writing to stderr. */
 static void fd_lost(hcg_sinkfile *f)
 {
     f->fd = hcg_reopen_same(f->path, &f->id);
@@ -29,6 +29,10 @@ static void fd_lost(hcg_sinkfile *f)
         return;
     f->err = EBADF;
     f->replaced = 1; /* no file, but its events still counted, as lost */
+    if (!hcg_self.dying)
+        hcg_msg("ERROR: the %s %s: the program closed hcguard's descriptor of it and the path "
+                "no longer names that file: %" PRIu64 " event%s written, none from now on",
+                f->what, f->path, f->written, f->written == 1 ? "" : "s");
 }
 
 /* Whether f's descriptor is still its file: one fstat a batch, never one
@@ -236,13 +240,8 @@ void hcg_sinkfile_close(hcg_sinkfile *f, const char *footer)
     hcg_nocancel_end(cancel);
     f->fd = -1;
     /* Said even without a summary: a file that looks whole but is not
-     * would mislead whoever reads it. */
-    if (f->replaced)
-        hcg_msg("ERROR: the %s %s: the program closed hcguard's descriptor of it and the path "
-                "no longer names that file: %" PRIu64 " event%s written, %" PRIu64
-                " not: the %s is incomplete", f->what, f->path, f->written,
-                f->written == 1 ? "" : "s", f->lost, f->what);
-    else if (f->err)
+     * would mislead whoever reads it (a lost descriptor: said when found). */
+    if (f->err && !f->replaced)
         hcg_msg("ERROR: writing the %s %s failed: %s; %" PRIu64 " event%s written, %" PRIu64
                 " lost: the %s is incomplete", f->what, f->path, strerror(f->err), f->written,
                 f->written == 1 ? "" : "s", f->lost, f->what);
@@ -255,6 +254,9 @@ void hcg_sinkfile_summary(const hcg_sinkfile *f)
                 "per process", f->what);
     else if (f->path[0] && !f->err)
         hcg_msg("%s: %s (%" PRIu64 " events)", f->what, f->path, f->written);
+    else if (f->path[0] && f->replaced && !f->lost) /* whole: nothing came after */
+        hcg_msg("%s: %s (%" PRIu64 " events; then the program closed hcguard's descriptor of "
+                "it)", f->what, f->path, f->written);
     else if (f->path[0])
         hcg_msg("%s: %s: incomplete, %" PRIu64 " events written, %" PRIu64 " not written (%s)",
                 f->what, f->path, f->written, f->lost,

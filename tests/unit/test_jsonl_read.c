@@ -754,11 +754,11 @@ static void stuck(int sig)
     _exit(1);
 }
 
-/* The log's descriptor closed by the program and its path gone: the flush
- * that finds it so says nothing then (a death signal's handler may be the
- * one flushing, on a thread that holds the message lock: it would wait
- * for ever), and the loss is said when the log is closed. Here another
- * thread holds the lock, in a write to a full pipe. */
+/* The log's descriptor closed by the program and its path gone: a death
+ * signal's handler flushing (hcg_self.dying, as hcg_events_flush_from_signal
+ * sets it) that finds it so says nothing: its thread may hold the message
+ * lock, and would wait for it for ever (here another thread holds it, in
+ * a write to a full pipe). */
 static void test_lost_fd_quiet(void)
 {
     char path[] = "/tmp/hcg_jsonl_lostXXXXXX";
@@ -786,7 +786,9 @@ static void test_lost_fd_quiet(void)
     alarm(10);
     e.seq = 2;
     hcg_jsonl_event(&e);
+    hcg_self.dying = 1;
     hcg_jsonl_flush();
+    hcg_self.dying = 0;
     alarm(0);
     while (read(pipefd[0], junk, sizeof junk) == (ssize_t)sizeof junk) /* let it go */
         ;
