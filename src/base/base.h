@@ -163,6 +163,8 @@ int hcg_fileid_of(int fd, hcg_fileid *id);
 int hcg_fileid_is(int fd, const hcg_fileid *id);
 /* 1 if descriptors a and b are open on the same file. Async-signal-safe. */
 int hcg_fileid_same(int a, int b);
+/* 1 if path (not a link) names the file id names. */
+int hcg_path_is(const char *path, const hcg_fileid *id);
 /* path opened again to append, only if it still is the file id names
  * (never through a link): the new descriptor, or -1. */
 int hcg_reopen_same(const char *path, const hcg_fileid *id);

@@ -38,6 +38,13 @@ int hcg_fileid_same(int a, int b)
     return hcg_fileid_of(b, &id) == 0 && hcg_fileid_is(a, &id);
 }
 
+int hcg_path_is(const char *path, const hcg_fileid *id)
+{
+    struct stat st;
+    return lstat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_dev == id->dev &&
+           st.st_ino == id->ino && (id->dev || id->ino);
+}
+
 int hcg_reopen_same(const char *path, const hcg_fileid *id)
 {
     int old = hcg_nocancel_begin();

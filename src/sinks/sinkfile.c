@@ -86,8 +86,8 @@ char hcg_sinkfile_exec_state(const hcg_sinkfile *f, int forked)
         return strstr(f->pattern, "%p") ? '-' : f->shared_ok ? 'c' : 'n';
     if (f->open_pending)
         return '-'; /* a fork child's own file (%p), not opened yet */
-    if (f->fd >= 0)
-        return 'c';
+    if (f->fd >= 0) /* the next image opens the path: only if it still names the file */
+        return hcg_path_is(f->path, &f->id) ? 'c' : 'n';
     return f->unshared || f->replaced ? 'n' : '-'; /* the path is not hcguard's file now */
 }
 
