@@ -142,7 +142,9 @@ int hcg_open_output(const char *path, const char *what, int flags)
  * wrappers of the image before it (src/lifecycle/lifecycle.c): one state per sink
  * (HCG_SINK_LOG, HCG_SINK_TRACE, HCG_SINK_REPORT): 'c' the file was open,
  * continue it; 'n'
- * that process wrote none (a fork child without %p); '-' none was open.
+ * that process wrote none (a fork child without %p); 'x' its path names
+ * another file now (the program closed hcguard's descriptor and put a
+ * file of its own there): none is written; '-' none was open.
  * The same pid is the same process after exec. Another pid is a descendant
  * that inherited the variable (a child started by posix_spawn, or by
  * system()): it shares the files of the process before it like a fork

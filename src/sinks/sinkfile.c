@@ -87,8 +87,8 @@ char hcg_sinkfile_exec_state(const hcg_sinkfile *f, int forked)
     if (f->open_pending)
         return '-'; /* a fork child's own file (%p), not opened yet */
     if (f->fd >= 0) /* the next image opens the path: only if it still names the file */
-        return hcg_path_is(f->path, &f->id) ? 'c' : 'n';
-    return f->unshared || f->replaced ? 'n' : '-'; /* the path is not hcguard's file now */
+        return hcg_path_is(f->path, &f->id) ? 'c' : 'x';
+    return f->replaced ? 'x' : f->unshared ? 'n' : '-';
 }
 
 int hcg_sinkfile_open(hcg_sinkfile *f, const char *what, const char *path, const char *pattern,
@@ -98,8 +98,10 @@ int hcg_sinkfile_open(hcg_sinkfile *f, const char *what, const char *path, const
     f->shared_ok = shared_ok;
     snprintf(f->pattern, sizeof f->pattern, "%s", pattern ? pattern : "");
     char st = hcg_exec_inherited(slot, f->pattern, shared_ok);
-    if (st == 'n') {
-        f->unshared = 1;
+    if (st == 'n' || st == 'x') {
+        f->unshared = st == 'n';
+        f->replaced = st == 'x'; /* the path is the program's file now: none written */
+        f->err = st == 'x' ? EBADF : 0;
         snprintf(f->path, sizeof f->path, "%s", path);
         return 0;
     }
