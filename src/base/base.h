@@ -192,8 +192,10 @@ void hcg_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void hcg_write_raw(const char *text, size_t len);
 /* 'c' if the report file is open (the next image continues it), else '-'. */
 char hcg_report_exec_state(void);
-/* The launcher, for a program that died: its report file, appended to. */
-void hcg_report_continue(const char *path);
+/* The launcher, for a program that died: its report file appended to, if
+ * path still names the file the program opened (id, from its record; 0:
+ * none opened), else messages stay on stderr, said. */
+void hcg_report_continue(const char *path, const hcg_fileid *id);
 /* Messages and summaries to fd from now on (hcguard report: its output). */
 void hcg_report_to_fd(int fd);
 /* Misconfiguration: printed now as an ERROR (without --debug) and kept,
@@ -340,5 +342,13 @@ char hcg_exec_inherited(int slot, const char *pattern, int shared_ok);
 int hcg_open_output_why(const char *path, int flags, char *why, size_t len);
 /* The same, saying why it failed (hcg_problem) for the `what` of path. */
 int hcg_open_output(const char *path, const char *what, int flags);
+/* The file each output (slot HCG_SINK_*) was opened on, noted at each
+ * open: under hcguard run the flight record keeps them, and hcguard run
+ * continues a dead program's file only if its path still names it (the
+ * program may have moved it away and put a file of its own there). */
+void hcg_output_id_note(int slot, const hcg_fileid *id);
+/* From now on noted into ids (the flight record's), with what was noted
+ * before copied there. */
+void hcg_output_ids_keep_in(hcg_fileid ids[HCG_SINK_SLOTS]);
 
 #endif /* HCG_BASE_H */

@@ -1,6 +1,7 @@
 /* Output files: opened safely, and which of them an image started by exec
  * continues. For the report file here, and the sinks' files (src/sinks). */
 #include <errno.h>
+#include <stdatomic.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -137,14 +138,41 @@ int hcg_open_output(const char *path, const char *what, int flags)
     return fd;
 }
 
+/* ---- the files opened, for the flight record ------------------------------
+ * Noted here until the record is mapped (the report file may be opened by
+ * a message before start-up), then there too. A note and the move may
+ * meet only at start-up; the fences make one of them see the other: a
+ * note that still finds ids_at here was made before the move copies. */
+static hcg_fileid ids_here[HCG_SINK_SLOTS];
+static hcg_fileid *_Atomic ids_at = ids_here;
+
+void hcg_output_id_note(int slot, const hcg_fileid *id)
+{
+    if (slot < 0 || slot >= HCG_SINK_SLOTS)
+        return;
+    ids_here[slot] = *id;
+    atomic_thread_fence(memory_order_seq_cst);
+    hcg_fileid *at = atomic_load_explicit(&ids_at, memory_order_relaxed);
+    if (at != ids_here)
+        at[slot] = *id;
+}
+
+void hcg_output_ids_keep_in(hcg_fileid ids[HCG_SINK_SLOTS])
+{
+    atomic_store_explicit(&ids_at, ids, memory_order_relaxed);
+    atomic_thread_fence(memory_order_seq_cst);
+    memcpy(ids, ids_here, sizeof ids_here);
+}
+
 /* ---- exec ------------------------------------------------------------------
  * An image started by exec finds HCGUARD_EXEC=PID:STATES, set by the exec
  * wrappers of the image before it (src/lifecycle/lifecycle.c): one state per sink
  * (HCG_SINK_LOG, HCG_SINK_TRACE, HCG_SINK_REPORT): 'c' the file was open,
  * continue it; 'n'
  * that process wrote none (a fork child without %p); 'x' its path names
- * another file now (the program closed hcguard's descriptor and put a
- * file of its own there): none is written; '-' none was open.
+ * another file now (the program moved it away, or closed hcguard's
+ * descriptor, and put a file of its own there): none is written, by the
+ * next image or by a descendant; '-' none was open.
  * The same pid is the same process after exec. Another pid is a descendant
  * that inherited the variable (a child started by posix_spawn, or by
  * system()): it shares the files of the process before it like a fork
@@ -161,5 +189,7 @@ char hcg_exec_inherited(int slot, const char *pattern, int shared_ok)
         return end[1 + slot];
     if (strstr(pattern, "%p"))
         return '-'; /* a file of its own */
+    if (end[1 + slot] == 'x')
+        return 'x'; /* the program's own file is at the path now */
     return shared_ok ? 'c' : 'n';
 }

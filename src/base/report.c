@@ -26,6 +26,7 @@ static hcg_fileid stderr_id;
 static int report_fd = -1;
 static hcg_fileid report_id;
 static char report_path[HCG_PATH_MAX];
+static int report_elsewhere; /* its path names another file now: never written */
 static pthread_once_t report_once = PTHREAD_ONCE_INIT;
 
 /* ---- the prefix: with the pid when more than one process shares stderr --- */
@@ -104,6 +105,7 @@ static void report_lost_locked(void)
     report_fd = fd;
     if (fd >= 0)
         return;
+    report_elsewhere = 1;
     char line[HCG_PATH_MAX + 300], out[sizeof line + 80];
     snprintf(line, sizeof line,
              "ERROR: the report file (HCGUARD_LOG_FILE) %s: the program closed hcguard's "
@@ -134,17 +136,11 @@ static void say_stderr(const char *text, size_t len)
     hcg_nocancel_end(cancel);
 }
 
-/* path opened as the report file; flags: HCG_OPEN_APPEND to continue it. */
-static void open_report_file(const char *path, int flags)
+/* The report file at path not written: why, said on stderr and kept for
+ * the summary. */
+static void report_refused(const char *path, const char *why)
 {
-    char why[HCG_PATH_MAX + 200], line[2 * HCG_PATH_MAX + 300];
-    int fd = hcg_open_output_why(path, flags, why, sizeof why);
-    if (fd >= 0) {
-        snprintf(report_path, sizeof report_path, "%s", path);
-        hcg_fileid_of(fd, &report_id);
-        report_fd = fd;
-        return;
-    }
+    char line[2 * HCG_PATH_MAX + 300];
     int n = snprintf(line, sizeof line,
                      "ERROR: cannot write the report file (HCGUARD_LOG_FILE) %s: %s; "
                      "messages go to stderr", path, why);
@@ -154,6 +150,29 @@ static void open_report_file(const char *path, int flags)
     n = snprintf(out, sizeof out, "%s%s\n", pre, line);
     say_stderr(out, (size_t)n < sizeof out ? (size_t)n : sizeof out - 1);
 }
+
+static void report_is(const char *path, int fd)
+{
+    snprintf(report_path, sizeof report_path, "%s", path);
+    hcg_fileid_of(fd, &report_id);
+    hcg_output_id_note(HCG_SINK_REPORT, &report_id);
+    report_fd = fd;
+}
+
+/* path opened as the report file; flags: HCG_OPEN_APPEND to continue it. */
+static void open_report_file(const char *path, int flags)
+{
+    char why[HCG_PATH_MAX + 200];
+    int fd = hcg_open_output_why(path, flags, why, sizeof why);
+    if (fd >= 0)
+        report_is(path, fd);
+    else
+        report_refused(path, why);
+}
+
+/* The path names another file than the one the process before wrote. */
+static const char elsewhere[] = "it is not the file the program wrote (it was moved away or "
+                                "replaced while the program ran)";
 
 /* HCGUARD_LOG_FILE, opened at the first message after the configuration
  * is read (a message about the configuration itself goes to stderr). An
@@ -165,25 +184,45 @@ static void open_report(void)
     if (!c->report_path[0])
         return;
     char st = hcg_exec_inherited(HCG_SINK_REPORT, c->report_pattern, 1);
-    open_report_file(c->report_path, st == 'c' ? HCG_OPEN_APPEND : 0);
+    if (st == 'x') {
+        report_elsewhere = 1;
+        report_refused(c->report_path, elsewhere);
+    }
+    else
+        open_report_file(c->report_path, st == 'c' ? HCG_OPEN_APPEND : 0);
 }
 
+/* What the next image does with the report file: continue it only if its
+ * path still names it ('x': the program's own file is there now). No
+ * lock: a vfork child asks too; the file changes only when opened. */
 char hcg_report_exec_state(void)
 {
-    return report_fd >= 0 ? 'c' : '-';
+    if (report_elsewhere)
+        return 'x';
+    if (report_fd < 0 || !report_path[0])
+        return '-';
+    return hcg_path_is(report_path, &report_id) ? 'c' : 'x';
 }
 
 static void no_report(void)
 {
 }
 
-void hcg_report_continue(const char *path)
+void hcg_report_continue(const char *path, const hcg_fileid *id)
 {
     pthread_once(&report_once, no_report); /* not the launcher's own */
     if (report_fd >= 0 && hcg_fileid_is(report_fd, &report_id))
         close(report_fd);
     report_fd = -1;
-    open_report_file(path, HCG_OPEN_APPEND);
+    if (!id->ino) { /* the program wrote no message: the file the user named */
+        open_report_file(path, HCG_OPEN_APPEND);
+        return;
+    }
+    int fd = hcg_reopen_same(path, id);
+    if (fd >= 0)
+        report_is(path, fd);
+    else
+        report_refused(path, elsewhere);
 }
 
 void hcg_report_to_fd(int fd)

@@ -202,7 +202,7 @@ extern const hcg_sink *const hcg_sinks[];
 extern void (*const hcg_sinks_signal_mode)(int on);
 
 /* ---- flight.c: the flight recorder (under hcguard run) -------------------- */
-#define HCG_FLIGHT_MAGIC 0x3172666467636868ull /* "hhcgdfr1" */
+#define HCG_FLIGHT_MAGIC 0x3272666467636868ull /* "hhcgdfr2" */
 #define HCG_FLIGHT_MAX_RINGS 64
 
 /* At the start of the file HCGUARD_FLIGHT names; then the call pools'
@@ -219,6 +219,7 @@ typedef struct hcg_flight {
     _Atomic uint64_t coll_cnt[HCG_CNT_N]; /* the collector's own counts */
     char log_path[HCG_PATH_MAX], trace_path[HCG_PATH_MAX];
     char report_path[HCG_PATH_MAX];  /* HCGUARD_LOG_FILE, expanded */
+    hcg_fileid out_id[HCG_SINK_SLOTS]; /* the files at those paths (0: none open) */
     _Atomic uint32_t clock_gen;      /* odd while clock is written */
     hcg_clock_ref_t clock;           /* the last drain's clock reference */
 } hcg_flight;

@@ -108,6 +108,7 @@ void *hcg_flight_attach(size_t pools_size)
         return NULL;
     }
     set_up(f, bytes, ring_bytes, hcg_config_get());
+    hcg_output_ids_keep_in(f->out_id);
     flight_fd = fd;
     flight_bytes = bytes;
     hcg_g_flight = f;

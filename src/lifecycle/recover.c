@@ -32,7 +32,7 @@ int hcg_flight_recover(const char *path, pid_t pid, const char *how, uint64_t *e
         static char report[HCG_PATH_MAX];
         hcg_report_set_pid(pid);
         if (hcg_flight_path(f->report_path, report))
-            hcg_report_continue(report);
+            hcg_report_continue(report, &f->out_id[HCG_SINK_REPORT]);
         hcg_sinks_recover(f, pid);
         hcg_counts c;
         uint64_t dropped;

@@ -211,9 +211,9 @@ void hcg_jsonl_rewrite_from(int64_t off)
     }
 }
 
-int hcg_jsonl_reopen(const char *path, pid_t pid)
+int hcg_jsonl_reopen(const char *path, pid_t pid, const hcg_fileid *id)
 {
-    int rc = hcg_sinkfile_reopen(&log_file, "event log", path, pid);
+    int rc = hcg_sinkfile_reopen(&log_file, "event log", path, pid, id);
     if (rc == 0)
         drop_half_line();
     return rc;
@@ -318,4 +318,9 @@ void hcg_jsonl_close(void)
 void hcg_jsonl_summary(void)
 {
     hcg_sinkfile_summary(&log_file);
+}
+
+void hcg_jsonl_recovered_line(const char *path)
+{
+    hcg_sinkfile_recovered_line(&log_file, path, "the events left in memory appended");
 }

@@ -66,6 +66,7 @@ static int open_file(hcg_sinkfile *f, const char *path, int keep)
         return -1;
     snprintf(f->path, sizeof f->path, "%s", path);
     hcg_fileid_of(f->fd, &f->id);
+    hcg_output_id_note(f->slot, &f->id);
     f->pid = getpid();
     /* A continued file already holds events (the trace: its opening '['). */
     f->started = keep && lseek(f->fd, 0, SEEK_END) > 0;
@@ -82,12 +83,17 @@ static const char *secure_env(const char *name)
  * src/base/outfile.c). */
 char hcg_sinkfile_exec_state(const hcg_sinkfile *f, int forked)
 {
-    if (forked && f->fd >= 0 && !f->open_pending) /* as hcg_sinkfile_after_fork leaves it */
-        return strstr(f->pattern, "%p") ? '-' : f->shared_ok ? 'c' : 'n';
+    if (forked && f->fd >= 0 && !f->open_pending && strstr(f->pattern, "%p"))
+        return '-'; /* as hcg_sinkfile_after_fork leaves it: a file of its own */
     if (f->open_pending)
         return '-'; /* a fork child's own file (%p), not opened yet */
-    if (f->fd >= 0) /* the next image opens the path: only if it still names the file */
-        return hcg_path_is(f->path, &f->id) ? 'c' : 'x';
+    /* The next image opens the path: only if it still names the file. */
+    if (f->fd >= 0 && !hcg_path_is(f->path, &f->id))
+        return 'x';
+    if (forked && f->fd >= 0)
+        return f->shared_ok ? 'c' : 'n';
+    if (f->fd >= 0)
+        return 'c';
     return f->replaced ? 'x' : f->unshared ? 'n' : '-';
 }
 
@@ -95,12 +101,13 @@ int hcg_sinkfile_open(hcg_sinkfile *f, const char *what, const char *path, const
                       int shared_ok, int slot)
 {
     f->what = what;
+    f->slot = slot;
     f->shared_ok = shared_ok;
     snprintf(f->pattern, sizeof f->pattern, "%s", pattern ? pattern : "");
     char st = hcg_exec_inherited(slot, f->pattern, shared_ok);
     if (st == 'n' || st == 'x') {
         f->unshared = st == 'n';
-        f->replaced = st == 'x'; /* the path is the program's file now: none written */
+        f->replaced = f->elsewhere = st == 'x'; /* the program's file is there: none written */
         f->err = st == 'x' ? EBADF : 0;
         snprintf(f->path, sizeof f->path, "%s", path);
         return 0;
@@ -109,12 +116,31 @@ int hcg_sinkfile_open(hcg_sinkfile *f, const char *what, const char *path, const
 }
 
 /* The launcher, after the program at pid died: its file continued. */
-int hcg_sinkfile_reopen(hcg_sinkfile *f, const char *what, const char *path, pid_t pid)
+int hcg_sinkfile_reopen(hcg_sinkfile *f, const char *what, const char *path, pid_t pid,
+                        const hcg_fileid *id)
 {
     f->what = what;
-    if (open_file(f, path, 1) != 0)
-        return -1;
     f->pid = pid;
+    f->elsewhere = f->replaced = f->continued = 0;
+    f->err = 0;
+    f->path[0] = '\0';
+    if (!id->ino) { /* none was open (refused, or not this image's to write) */
+        f->err = EBADF;
+        return -1;
+    }
+    f->fd = hcg_reopen_same(path, id);
+    snprintf(f->path, sizeof f->path, "%s", path);
+    if (f->fd < 0) {
+        f->err = EBADF;
+        f->elsewhere = f->replaced = 1; /* its events counted as not written */
+        hcg_msg("ERROR: the %s %s is not the file the program wrote (it was moved away or "
+                "replaced while the program ran): hcguard run writes none of its last events "
+                "there", what, path);
+        return -1;
+    }
+    f->id = *id;
+    f->started = lseek(f->fd, 0, SEEK_END) > 0;
+    f->continued = 1;
     return 0;
 }
 
@@ -262,7 +288,18 @@ void hcg_sinkfile_summary(const hcg_sinkfile *f)
     else if (f->path[0])
         hcg_msg("%s: %s: incomplete, %" PRIu64 " events written, %" PRIu64 " not written (%s)",
                 f->what, f->path, f->written, f->lost,
-                f->replaced ? "the program closed hcguard's descriptor of it" : strerror(f->err));
+                f->elsewhere  ? "the path names another file now"
+                : f->replaced ? "the program closed hcguard's descriptor of it"
+                              : strerror(f->err));
+}
+
+void hcg_sinkfile_recovered_line(const hcg_sinkfile *f, const char *path, const char *done)
+{
+    if (f->continued)
+        hcg_msg("%s: %s (%s)", f->what, path, done);
+    else if (f->elsewhere)
+        hcg_msg("%s: %s: the program's last %" PRIu64 " event%s not written (the path names "
+                "another file now)", f->what, path, f->lost, f->lost == 1 ? "" : "s");
 }
 
 /* ---- names ---------------------------------------------------------------- */

@@ -18,7 +18,7 @@ static int log_open(const hcg_config *c)
 static int log_recover(const hcg_flight *f, pid_t pid)
 {
     char path[HCG_PATH_MAX];
-    return hcg_flight_path(f->log_path, path) ? hcg_jsonl_reopen(path, pid) : 0;
+    return hcg_flight_path(f->log_path, path) ? hcg_jsonl_reopen(path, pid, &f->out_id[HCG_SINK_LOG]) : 0;
 }
 
 static int trace_open(const hcg_config *c)
@@ -29,7 +29,7 @@ static int trace_open(const hcg_config *c)
 static int trace_recover(const hcg_flight *f, pid_t pid)
 {
     char path[HCG_PATH_MAX];
-    return hcg_flight_path(f->trace_path, path) ? hcg_trace_reopen(path, pid) : 0;
+    return hcg_flight_path(f->trace_path, path) ? hcg_trace_reopen(path, pid, &f->out_id[HCG_SINK_TRACE]) : 0;
 }
 
 /* ---- the table ---------------------------------------------------------- */

@@ -114,6 +114,9 @@ typedef struct hcg_sinkfile {
     int started;                    /* an event was written to this file */
     int err;                        /* the first write error, 0 if none */
     int replaced;                   /* err: the program closed fd, path is another file */
+    int elsewhere;                  /* replaced: hcguard run found another file there */
+    int continued;                  /* hcguard run continued it for a dead program */
+    int slot;                       /* HCG_SINK_*, for the flight record */
     hcg_fileid id;                  /* fd's file, checked before each batch is written */
     pid_t pid;
     uint64_t written, lost;         /* events */
@@ -129,7 +132,11 @@ typedef struct hcg_sinkfile {
  * before it had open. 0, or -1 with a message. */
 int hcg_sinkfile_open(hcg_sinkfile *f, const char *what, const char *path, const char *pattern,
                       int shared_ok, int slot);
-int hcg_sinkfile_reopen(hcg_sinkfile *f, const char *what, const char *path, pid_t pid);
+/* hcguard run: the file of the program at pid, which died, continued if
+ * path still names the file the program had open (id, from its record);
+ * else none is written, said. 0, or -1. */
+int hcg_sinkfile_reopen(hcg_sinkfile *f, const char *what, const char *path, pid_t pid,
+                        const hcg_fileid *id);
 /* A file continued for a program that died: the last bytes (up to len) and
  * the file's size; and cutting it back to size. A process killed while it
  * wrote (exit_group cuts a write short between pages) can leave half an
@@ -158,6 +165,10 @@ void hcg_sinkfile_commit_uncounted(hcg_sinkfile *f, size_t len);
 void hcg_sinkfile_close(hcg_sinkfile *f, const char *footer);
 void hcg_sinkfile_after_fork(hcg_sinkfile *f);
 void hcg_sinkfile_summary(const hcg_sinkfile *f); /* the summary's line */
+/* hcguard run's summary for a dead program: the file's line, path from its
+ * record (said as continued, found to be another file, or not at all when
+ * the program had none open). */
+void hcg_sinkfile_recovered_line(const hcg_sinkfile *f, const char *path, const char *done);
 /* From now on every function is "unknown" (the launcher, writing events of
  * a program that ended). */
 void hcg_fn_names_gone(void);
@@ -235,9 +246,13 @@ void hcg_trace_proc_free(hcg_trace_proc *tp);
 size_t hcg_trace_format(hcg_trace_proc *tp, const hcg_event *e, const char *fn_name,
                         uint32_t enq_tid, char *out, size_t room);
 
-/* continue the file of process pid (the launcher). */
-int hcg_jsonl_reopen(const char *path, pid_t pid);
-int hcg_trace_reopen(const char *path, pid_t pid);
+/* continue the file of process pid (the launcher), if path still names
+ * the file id; then its line in the launcher's summary, path from the
+ * record (hcg_sinkfile_recovered_line). */
+int hcg_jsonl_reopen(const char *path, pid_t pid, const hcg_fileid *id);
+int hcg_trace_reopen(const char *path, pid_t pid, const hcg_fileid *id);
+void hcg_jsonl_recovered_line(const char *path);
+void hcg_trace_recovered_line(const char *path);
 /* hcg_sink's file_end and rewrite_from (src/events/events.h). */
 int64_t hcg_jsonl_file_end(void);
 int64_t hcg_trace_file_end(void);

@@ -635,9 +635,9 @@ void hcg_summary_print_recovered(const hcg_flight *f, const hcg_counts *c, uint6
     hcg_msg("outputs:");
     /* Names not ended inside their field were written over: not shown. */
     if (f->log_path[0] && memchr(f->log_path, 0, sizeof f->log_path))
-        hcg_msg("event log: %s (the events left in memory appended)", f->log_path);
+        hcg_jsonl_recovered_line(f->log_path);
     if (f->trace_path[0] && memchr(f->trace_path, 0, sizeof f->trace_path))
-        hcg_msg("trace: %s (the events left in memory appended, and closed)", f->trace_path);
+        hcg_trace_recovered_line(f->trace_path);
     print_verdict(&t);
 }
 

@@ -674,10 +674,10 @@ static void drop_half_event(void)
         hcg_sinkfile_cut(&trace_file, 0, HCG_SINK_CUT_HALF); /* "[\n" and half the first */
 }
 
-int hcg_trace_reopen(const char *path, pid_t pid)
+int hcg_trace_reopen(const char *path, pid_t pid, const hcg_fileid *id)
 {
     restart();
-    int rc = hcg_sinkfile_reopen(&trace_file, "trace", path, pid);
+    int rc = hcg_sinkfile_reopen(&trace_file, "trace", path, pid, id);
     if (rc == 0)
         drop_half_event();
     seed_pending = rc == 0; /* read once hcg_trace_rewrite_from has cut it back */
@@ -774,4 +774,10 @@ void hcg_trace_close(void)
 void hcg_trace_summary(void)
 {
     hcg_sinkfile_summary(&trace_file);
+}
+
+void hcg_trace_recovered_line(const char *path)
+{
+    hcg_sinkfile_recovered_line(&trace_file, path,
+                                "the events left in memory appended, and closed");
 }

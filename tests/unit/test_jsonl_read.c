@@ -317,6 +317,50 @@ static hcg_event copy_run(uint64_t seq)
     return e;
 }
 
+/* The identity a program's record keeps of its file at path (as the
+ * launcher finds it there). */
+static const hcg_fileid *id_of(const char *path)
+{
+    static hcg_fileid id;
+    struct stat st;
+    CHECK_EQ(stat(path, &st), 0);
+    id.dev = st.st_dev;
+    id.ino = st.st_ino;
+    return &id;
+}
+
+/* A file the program moved away, another of its own at the path: the
+ * launcher writes none of the dead program's events there; none when the
+ * program had no file open (its record's identity 0). */
+static void test_reopen_elsewhere(void)
+{
+    char path[] = "/tmp/hcg_jsonl_elseXXXXXX", moved[64], text[256];
+    make_temp(path);
+    put_text(path, "HCGUARD'S");
+    hcg_fileid was = *id_of(path);
+    snprintf(moved, sizeof moved, "%s.moved", path);
+    CHECK_EQ(rename(path, moved), 0);
+    close(open(path, O_CREAT | O_EXCL | O_WRONLY, 0600));
+    put_text(path, "PROGRAM DATA, no newline");
+    hcg_event e = copy_run(9);
+    CHECK_EQ(hcg_jsonl_reopen(path, getpid(), &was), -1);
+    hcg_jsonl_event(&e);
+    hcg_jsonl_close();
+    CHECK_EQ(hcg_trace_reopen(path, getpid(), &was), -1);
+    hcg_trace_event(&e);
+    hcg_trace_close();
+    slurp(path, text, sizeof text);
+    CHECK_STR(text, "PROGRAM DATA, no newline");
+    slurp(moved, text, sizeof text);
+    CHECK_STR(text, "HCGUARD'S");
+    unlink(moved);
+    unlink(path);
+    hcg_fileid none = {0, 0};
+    CHECK_EQ(hcg_jsonl_reopen(path, getpid(), &none), -1);
+    hcg_jsonl_close();
+    CHECK(access(path, F_OK) != 0); /* not made */
+}
+
 /* The launcher continues the files of a program that died: a last event
  * cut short by the death (half a line, half a trace event) is removed, a
  * whole one kept, so that what it appends reads. */
@@ -328,7 +372,7 @@ static void test_reopen_cut(void)
     const char *good = HEAD ",\"reason\":\"overlap\"}\n";
     snprintf(text, sizeof text, "%s{\"event\":\"run\",\"pid\":1", good);
     put_text(path, text);
-    CHECK_EQ(hcg_jsonl_reopen(path, getpid()), 0);
+    CHECK_EQ(hcg_jsonl_reopen(path, getpid(), id_of(path)), 0);
     hcg_jsonl_event(&e);
     hcg_jsonl_close();
     int fd = open(path, O_RDONLY);
@@ -343,7 +387,7 @@ static void test_reopen_cut(void)
     };
     for (size_t i = 0; i < sizeof traces / sizeof traces[0]; i++) {
         put_text(path, traces[i].before);
-        CHECK_EQ(hcg_trace_reopen(path, getpid()), 0);
+        CHECK_EQ(hcg_trace_reopen(path, getpid(), id_of(path)), 0);
         hcg_trace_event(&e);
         hcg_trace_close();
         slurp(path, text, sizeof text);
@@ -388,7 +432,7 @@ static void test_rewrite_batch(void)
     /* The log: seq 1 written before the batch; of the batch (2, its
      * finding, 3, 4) the run 2 and its finding written, then another
      * process's run 3; the rest is in the ring. */
-    CHECK_EQ(hcg_jsonl_reopen(path, me), 0);
+    CHECK_EQ(hcg_jsonl_reopen(path, me, id_of(path)), 0);
     e.seq = 1;
     hcg_jsonl_event(&e);
     hcg_jsonl_flush();
@@ -401,7 +445,7 @@ static void test_rewrite_batch(void)
     const char *other = "{\"event\":\"run\",\"pid\":1,\"seq\":3,\"api\":\"x\"}\n";
     CHECK_EQ(write(fd, other, strlen(other)), (long)strlen(other));
     close(fd);
-    CHECK_EQ(hcg_jsonl_reopen(path, me), 0);
+    CHECK_EQ(hcg_jsonl_reopen(path, me, id_of(path)), 0);
     hcg_jsonl_rewrite_from(off);
     for (uint64_t seq = 2; seq <= 4; seq++) {
         e.seq = f.seq = seq;
@@ -425,7 +469,7 @@ static void test_rewrite_batch(void)
 
     /* The trace: event 1, then the batch (2) written whole. */
     put_text(path, "");
-    CHECK_EQ(hcg_trace_reopen(path, me), 0);
+    CHECK_EQ(hcg_trace_reopen(path, me, id_of(path)), 0);
     e.seq = 1;
     hcg_trace_event(&e);
     hcg_trace_flush();
@@ -434,7 +478,7 @@ static void test_rewrite_batch(void)
     hcg_trace_event(&e);
     hcg_trace_flush();
     off_t whole = size_of(path);
-    CHECK_EQ(hcg_trace_reopen(path, me), 0);
+    CHECK_EQ(hcg_trace_reopen(path, me, id_of(path)), 0);
     hcg_trace_rewrite_from(off + 3); /* not where an event ended: untouched */
     CHECK_EQ(size_of(path), whole);
     hcg_trace_rewrite_from(whole); /* nothing of the batch written */
@@ -763,7 +807,7 @@ static void test_lost_fd_quiet(void)
 {
     char path[] = "/tmp/hcg_jsonl_lostXXXXXX";
     make_temp(path);
-    CHECK_EQ(hcg_jsonl_reopen(path, getpid()), 0);
+    CHECK_EQ(hcg_jsonl_reopen(path, getpid(), id_of(path)), 0);
     hcg_event e = copy_run(1);
     hcg_jsonl_event(&e);
     hcg_jsonl_flush();
@@ -835,10 +879,10 @@ static void test_trace_continued(void)
     e.t_enqueue = 999000;
     e.t_start = 1000000;
     e.t_end = 1000100;
-    CHECK_EQ(hcg_trace_reopen(path, getpid()), 0); /* the program writes */
+    CHECK_EQ(hcg_trace_reopen(path, getpid(), id_of(path)), 0); /* the program writes */
     hcg_trace_event(&e);
     hcg_trace_flush();
-    CHECK_EQ(hcg_trace_reopen(path, getpid()), 0); /* it died: the launcher goes on */
+    CHECK_EQ(hcg_trace_reopen(path, getpid(), id_of(path)), 0); /* it died: the launcher goes on */
     e.seq = 2;
     e.t_enqueue = 999500;
     e.t_start = 1000095; /* 5 ns before the last one ended, by another reference */
@@ -1103,6 +1147,7 @@ static const check_case cases[] = {
     CHECK_CASE(writer_read_back),
     CHECK_CASE(files),
     CHECK_CASE(reopen_cut),
+    CHECK_CASE(reopen_elsewhere),
     CHECK_CASE(rewrite_batch),
     CHECK_CASE(trace_thread_ends),
     CHECK_CASE(trace_shared_track),
