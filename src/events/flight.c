@@ -25,6 +25,7 @@
 
 hcg_flight *hcg_g_flight;
 static int flight_fd = -1;
+static hcg_fileid flight_id; /* the program may close flight_fd (closefrom) */
 static size_t flight_bytes;
 static size_t pools_bytes; /* the call pools' store, as the caller said */
 
@@ -109,6 +110,7 @@ void *hcg_flight_attach(size_t pools_size)
     }
     set_up(f, bytes, ring_bytes, hcg_config_get());
     hcg_output_ids_keep_in(f->out_id);
+    hcg_fileid_of(fd, &flight_id);
     flight_fd = fd;
     flight_bytes = bytes;
     hcg_g_flight = f;
@@ -154,23 +156,56 @@ int hcg_flight_clock(const hcg_flight *f, hcg_clock_ref_t *ref)
            ref->ns_per_tick > 0.0 && ref->ns_per_tick < 1e6;
 }
 
+/* The record's part in use (header, pools, the rings handed out) copied
+ * into anonymous memory at the same address, the rest zero: a private
+ * copy made without the file's descriptor. */
+static int copy_anonymous(hcg_flight *f)
+{
+    uint32_t n = atomic_load(&f->n_rings);
+    size_t used = page_up(f->rings_off + (n < HCG_FLIGHT_MAX_RINGS ? n : HCG_FLIGHT_MAX_RINGS) *
+                                             f->ring_bytes);
+    if (used > flight_bytes)
+        used = flight_bytes;
+    void *tmp = mmap(NULL, used, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (tmp == MAP_FAILED)
+        return -1;
+    memcpy(tmp, f, used);
+    /* Moved over the shared mapping's start (which it unmaps); the tail
+     * made anonymous first, while the head is still the record. */
+    if ((used < flight_bytes &&
+         mmap((char *)f + used, flight_bytes - used, PROT_READ | PROT_WRITE,
+              MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == MAP_FAILED) ||
+        mremap(tmp, used, used, MREMAP_MAYMOVE | MREMAP_FIXED, f) == MAP_FAILED) {
+        munmap(tmp, used);
+        return -1;
+    }
+    return 0;
+}
+
 /* In a fork child, before anything is reset: the same addresses, now a
- * private copy, so that the parent's record is left alone. */
+ * private copy, so that the parent's record is left alone. Mapped from
+ * the file while the descriptor is still the record's; the program may
+ * have closed it (closefrom) and put a file of its own at its number,
+ * which is then neither mapped nor closed. */
 void hcg_flight_after_fork(void)
 {
     hcg_flight *f = hcg_g_flight;
     if (!f)
         return;
     hcg_g_flight = NULL;
-    if (mmap(f, flight_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED, flight_fd, 0) ==
-        MAP_FAILED) {
-        /* Cannot happen short of memory; then stop rather than write into
-         * the parent's record. */
+    int ours_still = flight_fd >= 0 && hcg_fileid_is(flight_fd, &flight_id);
+    int failed = ours_still ? mmap(f, flight_bytes, PROT_READ | PROT_WRITE,
+                                   MAP_PRIVATE | MAP_FIXED, flight_fd, 0) == MAP_FAILED
+                            : copy_anonymous(f) != 0;
+    if (failed) {
+        /* Short of memory only; then stop rather than write into the
+         * parent's record. */
         static const char m[] = "==hcguard== cannot copy the flight recorder in a fork child\n";
         (void)!write(2, m, sizeof m - 1);
         _exit(125);
     }
-    close(flight_fd);
+    if (ours_still)
+        close(flight_fd);
     flight_fd = -1;
 }
 

@@ -19,6 +19,8 @@
  *                   child, which does nothing, must say nothing
  *   hc_fork pools   under hcguard run: pools a fork child takes start
  *                   empty, whatever its parent took since (below)
+ *   hc_fork closefrom  under hcguard run: closefrom(3), a data file, then a
+ *                   fork child launches 10 (below)
  *   hc_fork vfork | _Fork [exit]
  *                   10 host functions, then a child by vfork or _Fork,
  *                   which execs hc_fork spawned (5 host functions of its
@@ -246,6 +248,59 @@ static void pools(void)
               (unsigned long long)s.host_fns_launched);
 }
 
+/* ---- a fork after closefrom ----------------------------------------------
+ * hc_fork closefrom: under hcguard run, the program closes every descriptor
+ * above 2 (as a daemon does) and opens 8 data files of its own at the
+ * lowest numbers, then forks; the child launches 10 host functions. The
+ * child's hcguard makes its copy of the flight record without the record's
+ * descriptor, never from the program's file: before, it mapped whatever
+ * the number was (the data file, read as a record) or died with status 125
+ * when it was closed. */
+static void s_closefrom(void)
+{
+    test_stats_fn get = test_require_hcguard(NULL);
+    stream = test_context();
+    REQUIRE_OK(cuLaunchHostFunc(stream, ordinary, NULL)); /* hcguard started */
+    REQUIRE_OK(cuStreamSynchronize(stream));
+    closefrom(3);
+    char data[8][32];
+    int fd[8];
+    for (int i = 0; i < 8; i++) { /* the numbers hcguard's files had */
+        snprintf(data[i], sizeof data[i], "/tmp/hc_fork_dataXXXXXX");
+        fd[i] = mkstemp(data[i]);
+        REQUIRE(fd[i] >= 0 && write(fd[i], "PROGRAM DATA", 12) == 12);
+    }
+    fflush(NULL);
+    pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        REQUIRE_OK(cuStreamCreate(&stream, 0)); /* the test driver's child: its own */
+        atomic_store(&runs, 0);
+        for (int i = 0; i < 10; i++)
+            REQUIRE_OK(cuLaunchHostFunc(stream, ordinary, NULL));
+        REQUIRE_OK(cuStreamSynchronize(stream));
+        hcguard_stats s = test_stats(get);
+        int ok = atomic_load(&runs) == 10 && s.host_fns_launched == 10 && s.host_fns_ran == 10;
+        if (!ok)
+            fprintf(stderr, "child: %d ran; hcguard counted %llu launched, %llu ran (want 10)\n",
+                    atomic_load(&runs), (unsigned long long)s.host_fns_launched,
+                    (unsigned long long)s.host_fns_ran);
+        exit(ok ? 0 : 1);
+    }
+    int st = 0;
+    REQUIRE(waitpid(pid, &st, 0) == pid);
+    CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the child ended with status 0x%x", st);
+    for (int i = 0; i < 5; i++)
+        REQUIRE_OK(cuLaunchHostFunc(stream, ordinary, NULL));
+    REQUIRE_OK(cuStreamSynchronize(stream));
+    for (int i = 0; i < 8; i++) {
+        char back[32] = {0};
+        CHECK(pread(fd[i], back, sizeof back - 1, 0) == 12 && strcmp(back, "PROGRAM DATA") == 0);
+        close(fd[i]);
+        unlink(data[i]);
+    }
+}
+
 /* ---- hcguard's first work while the program forks ------------------------
  * The program's prepare handler runs inside fork(), before the child is
  * made: there another thread does the process's first CUDA work, and
@@ -471,6 +526,7 @@ static const check_scenario scenarios[] = {
     CHECK_SCENARIO("hang", hang),
     CHECK_SCENARIO("first", first),
     CHECK_SCENARIO("pools", pools),
+    CHECK_SCENARIO("closefrom", s_closefrom),
     CHECK_SCENARIO("vfork", s_vfork),
     CHECK_SCENARIO_ARGS("_Fork", s_Fork, 0, 1, "[exit|reject|execl]"),
     CHECK_SCENARIO("spawned", spawned),
