@@ -340,8 +340,6 @@ char hcg_exec_inherited(int slot, const char *pattern, int shared_ok);
  * (O_APPEND, O_CLOEXEC, blocking), or -1 with the reason in why. */
 #define HCG_OPEN_APPEND 1
 int hcg_open_output_why(const char *path, int flags, char *why, size_t len);
-/* The same, saying why it failed (hcg_problem) for the `what` of path. */
-int hcg_open_output(const char *path, const char *what, int flags);
 /* The file each output (slot HCG_SINK_*) was opened on, noted at each
  * open: under hcguard run the flight record keeps them, and hcguard run
  * continues a dead program's file only if its path still names it (the

@@ -129,15 +129,6 @@ static int open_output(const char *path, int flags, char *why, size_t len)
     return -1;
 }
 
-int hcg_open_output(const char *path, const char *what, int flags)
-{
-    char why[HCG_PATH_MAX + 200];
-    int fd = hcg_open_output_why(path, flags, why, sizeof why);
-    if (fd < 0)
-        hcg_problem("cannot write the %s %s: %s; none will be written", what, path, why);
-    return fd;
-}
-
 /* ---- the files opened, for the flight record ------------------------------
  * Noted here until the record is mapped (the report file may be opened by
  * a message before start-up), then there too. A note and the move may

@@ -48,7 +48,7 @@ int hcg_path_is(const char *path, const hcg_fileid *id)
 int hcg_reopen_same(const char *path, const hcg_fileid *id)
 {
     int old = hcg_nocancel_begin();
-    /* As hcg_open_output opens an existing file: no link followed, nothing
+    /* As hcg_open_output_why opens an existing file: no link followed, nothing
      * that could block; then only the very file that was there before. */
     int fd = open(path, O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (fd >= 0 && !hcg_fileid_is(fd, id)) {

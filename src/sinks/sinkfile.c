@@ -58,10 +58,16 @@ static void flush_buf(hcg_sinkfile *f)
     f->buf_events = 0;
 }
 
-/* keep: append to what is there (a continuation), else start it anew. */
+/* keep: append to what is there (a continuation), else start it anew.
+ * Why it failed is said, but not by a death signal's handler flushing
+ * (hcg_self.dying: its thread may hold the message lock): a fork child's
+ * own file is opened at its first event, which may be in that handler. */
 static int open_file(hcg_sinkfile *f, const char *path, int keep)
 {
-    f->fd = hcg_open_output(path, f->what, keep ? HCG_OPEN_APPEND : 0);
+    char why[HCG_PATH_MAX + 200];
+    f->fd = hcg_open_output_why(path, keep ? HCG_OPEN_APPEND : 0, why, sizeof why);
+    if (f->fd < 0 && !hcg_self.dying)
+        hcg_problem("cannot write the %s %s: %s; none will be written", f->what, path, why);
     if (f->fd < 0)
         return -1;
     snprintf(f->path, sizeof f->path, "%s", path);
@@ -202,7 +208,8 @@ static void open_child_file(hcg_sinkfile *f)
     char path[HCG_PATH_MAX], why[600];
     f->open_pending = 0;
     if (hcg_expand_path(f->pattern, path, sizeof path, secure_env, why, sizeof why) != 0) {
-        hcg_msg("%s of process %d: %s; none will be written", f->what, (int)getpid(), why);
+        if (!hcg_self.dying)
+            hcg_msg("%s of process %d: %s; none will be written", f->what, (int)getpid(), why);
         return;
     }
     open_file(f, path, 0);
