@@ -54,6 +54,8 @@ typedef struct hcg_call {
     struct hcg_call *root;    /* the call the node was created with (NULL: this) */
     _Atomic(void *) chain;    /* root only: its hcg_link list (graph.c) */
     void *uobj;               /* root only: the CUuserObject that owns it */
+    atomic_uchar home_gone;   /* root only: graph, node no longer name where it was
+                               * made (destroyed: their handles may be reused) */
     CUhostFn inner;           /* wrapped: the function the wrapper calls with rec */
     uint64_t gen;             /* copies: hcg_oracle_gen() when the check began */
     /* The enqueue site (check/callsite.c), set by the wrapper after

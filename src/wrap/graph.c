@@ -175,11 +175,8 @@ static hcg_call *exec_root(CUgraphExec e);
  * e is NULL): freed with a root that whatever runs it holds, the exec's
  * own or else the node's; with no root to hang it on (a node hcguard never
  * saw), kept for ever. */
-static void attach_to_node(hcg_driver *d, hcg_call *c, CUgraphExec e, CUgraphNode n)
+static void attach_to_root(hcg_call *c, hcg_call *root, CUgraphNode n)
 {
-    hcg_call *root = e ? exec_root(e) : NULL;
-    if (!root)
-        root = node_root(d, n);
     c->node = (uintptr_t)n;
     if (!root) {
         hcg_debug("host node %p was not made through hcguard: its new call is never freed",
@@ -190,6 +187,14 @@ static void attach_to_node(hcg_driver *d, hcg_call *c, CUgraphExec e, CUgraphNod
     c->graph = root->graph;
     chain_onto(root, c);
     call_unref(c); /* the chain's reference is the only one */
+}
+
+/* The same with the root looked up now: the exec's, or else the node's
+ * (before the driver sets c on a graph's node: after, the node runs c). */
+static void attach_to_node(hcg_driver *d, hcg_call *c, CUgraphExec e, CUgraphNode n)
+{
+    hcg_call *root = e ? exec_root(e) : NULL;
+    attach_to_root(c, root ? root : node_root(d, n), n);
 }
 
 /* ---- checking and making calls ------------------------------------------- */
@@ -225,15 +230,29 @@ static CUresult prepare(hcg_api api, CUhostFn fn, void *user, hcg_call **out, ui
     c->root = NULL;
     c->uobj = NULL;
     c->graph = c->node = 0;
+    atomic_store_explicit(&c->home_gone, 0, memory_order_relaxed);
     /* A node's run-time findings name where it was made or set. */
     atomic_store_explicit(&c->caller, hcg_callsite_made(ra), memory_order_relaxed);
     c->replays = calloc(1, sizeof *c->replays); /* without memory: replays unattributed */
-    hcg_count_node((hcg_fnkind)c->kind);
-    *out = c;
+    *out = c; /* counted once the driver took it (hcg_count_node) */
     return CUDA_SUCCESS;
 }
 
 /* ---- adding host nodes ------------------------------------------------- */
+/* After the driver's answer r to adding a node running root c to g: counted
+ * if taken, else let go by g at once (not kept until g goes). */
+static CUresult added(hcg_driver *d, CUgraph g, hcg_call *c, CUgraphNode *ph, CUresult r)
+{
+    if (r != CUDA_SUCCESS) {
+        graph_drop(d, g, c);
+        return r;
+    }
+    hcg_count_node((hcg_fnkind)c->kind);
+    if (ph)
+        c->node = (uintptr_t)*ph;
+    return r;
+}
+
 CUresult hcg_w_cuGraphAddHostNode(CUgraphNode *ph, CUgraph g, const CUgraphNode *deps, size_t n,
                                   const CUDA_HOST_NODE_PARAMS *p)
 {
@@ -247,9 +266,7 @@ CUresult hcg_w_cuGraphAddHostNode(CUgraphNode *ph, CUgraph g, const CUgraphNode 
         return r != CUDA_SUCCESS ? r : real(ph, g, deps, n, p);
     CUDA_HOST_NODE_PARAMS q = {hcg_trampoline, c};
     r = real(ph, g, deps, n, &q);
-    if (r == CUDA_SUCCESS && ph)
-        c->node = (uintptr_t)*ph;
-    return r; /* on failure c goes with the graph's reference */
+    return added(d, g, c, ph, r);
 }
 
 /* cuGraphAddNode(_v2) with a host node: the same, on a copy of params. */
@@ -283,9 +300,7 @@ CUresult hcg_w_cuGraphAddNode(CUgraphNode *ph, CUgraph g, const CUgraphNode *dep
     if (r != CUDA_SUCCESS)
         return r;
     r = real(ph, g, deps, n, c ? &q : p);
-    if (c && r == CUDA_SUCCESS && ph)
-        c->node = (uintptr_t)*ph;
-    return r;
+    return c ? added(d, g, c, ph, r) : r;
 }
 
 CUresult hcg_w_cuGraphAddNode_v2(CUgraphNode *ph, CUgraph g, const CUgraphNode *deps,
@@ -299,9 +314,7 @@ CUresult hcg_w_cuGraphAddNode_v2(CUgraphNode *ph, CUgraph g, const CUgraphNode *
     if (r != CUDA_SUCCESS)
         return r;
     r = real(ph, g, deps, edges, n, c ? &q : p);
-    if (c && r == CUDA_SUCCESS && ph)
-        c->node = (uintptr_t)*ph;
-    return r;
+    return c ? added(d, g, c, ph, r) : r;
 }
 
 /* ---- setting parameters ------------------------------------------------- */
@@ -321,6 +334,8 @@ static hcg_call *node_call(hcg_driver *d, CUgraphNode n)
 /* A set on a graph's node: c, made for it, replaces prev there. */
 typedef struct graph_set {
     hcg_call *c, *prev;
+    hcg_call *root; /* the node's root before the set (NULL: none of hcguard's) */
+    CUgraphNode n;
     CUgraph g; /* the graph c's user object is retained on, or NULL: chained */
 } graph_set;
 
@@ -334,7 +349,14 @@ static CUresult prepare_graph_set(hcg_driver *d, CUgraphNode n, CUhostFn fn, voi
         return r;
     hcg_call *root = node_root(d, n);
     gs->prev = node_call(d, n);
-    if (root && root->node == (uintptr_t)n && root->graph) {
+    gs->root = root;
+    gs->n = n;
+    /* The node the root was made for, in the graph it was made in: that
+     * graph holds the new call. Not once either was destroyed: a node or
+     * graph made since may have the same handle, and would hold the call
+     * for a graph it is not in. */
+    if (root && root->node == (uintptr_t)n && root->graph &&
+        !atomic_load_explicit(&root->home_gone, memory_order_acquire)) {
         gs->c->root = root;
         gs->c->graph = root->graph;
         gs->c->node = (uintptr_t)n;
@@ -343,18 +365,23 @@ static CUresult prepare_graph_set(hcg_driver *d, CUgraphNode n, CUhostFn fn, voi
             return CUDA_SUCCESS;
         }
     }
-    attach_to_node(d, gs->c, NULL, n);
-    return CUDA_SUCCESS;
+    return CUDA_SUCCESS; /* chained once the driver took it */
 }
 
 /* After the driver's answer: the replaced call, or the refused new one,
  * is let go by the graph. */
 static CUresult finish_graph_set(hcg_driver *d, graph_set *gs, CUresult r)
 {
-    if (!gs->g)
+    if (r != CUDA_SUCCESS) { /* nothing was set: nothing counted or kept */
+        if (gs->g)
+            graph_drop(d, gs->g, gs->c);
+        else
+            call_unref(gs->c);
         return r;
-    if (r != CUDA_SUCCESS)
-        graph_drop(d, gs->g, gs->c);
+    }
+    hcg_count_node((hcg_fnkind)gs->c->kind);
+    if (!gs->g)
+        attach_to_root(gs->c, gs->root, gs->n);
     else if (gs->prev && gs->prev != gs->c && gs->prev->root && gs->prev->uobj)
         graph_drop(d, gs->g, gs->prev);
     return r;
@@ -400,6 +427,9 @@ static hcg_call *call_for_exec_set(hcg_driver *d, hcg_api api, CUgraphExec e, CU
         hcg_call *root = node_root(d, n); /* its runs name the graph it was made in */
         c->graph = root ? root->graph : 0;
         c->node = (uintptr_t)n;
+        /* A graph that copies it (the exec launched into a capture) must
+         * find the node's root through it, not take it for one. */
+        c->root = root;
         *before = exec_launches(e);
     }
     return c;
@@ -408,9 +438,12 @@ static hcg_call *call_for_exec_set(hcg_driver *d, hcg_api api, CUgraphExec e, CU
 static CUresult finish_exec_set(hcg_driver *d, CUgraphExec e, CUgraphNode n, hcg_call *c,
                                 uint64_t before, CUresult r)
 {
-    if (r != CUDA_SUCCESS)
+    if (r != CUDA_SUCCESS) {
         call_unref(c); /* the driver never had it */
-    else if (exec_note_set(e, n, c, before) != 0)
+        return r;
+    }
+    hcg_count_node((hcg_fnkind)c->kind);
+    if (exec_note_set(e, n, c, before) != 0)
         attach_to_node(d, c, e, n); /* no memory for the entry: kept the old way */
     return r;
 }
@@ -761,17 +794,57 @@ static void note_replays(exec_ent *x, CUstream s)
         hcg_replay_note(x->calls[i], (uintptr_t)s, now, tid);
 }
 
+/* Graph g runs c too (an executable graph launched into g's capture
+ * copied the node running c): g holds a reference of its own on c, so that
+ * the exec freeing it (a later set, its destruction) does not free it
+ * under g, its clones and executable graphs. Without a user object, c is
+ * kept for ever rather than freed too early. */
+static void hold_on_graph(hcg_driver *d, CUgraph g, hcg_call *c)
+{
+    hcg_pfn_cuUserObjectCreate create = atomic_load(&d->cuUserObjectCreate);
+    hcg_pfn_cuGraphRetainUserObject retain = atomic_load(&d->cuGraphRetainUserObject);
+    hcg_pfn_cuUserObjectRelease release = atomic_load(&d->cuUserObjectRelease);
+    CUuserObject o = NULL;
+    atomic_fetch_add_explicit(&c->refs, 1, memory_order_relaxed);
+    if (!g || !create || !retain || !release ||
+        create(&o, c, set_call_gone, 1, CU_USER_OBJECT_NO_DESTRUCTOR_SYNC) != CUDA_SUCCESS)
+        return;
+    if (retain(g, o, 1, CU_GRAPH_USER_OBJECT_MOVE) != CUDA_SUCCESS) {
+        atomic_fetch_add_explicit(&c->refs, 1, memory_order_relaxed); /* kept */
+        release(o, 1);
+    }
+}
+
 /* Launches of e are counted and made under exec_lock, so that their order
  * is the count's; the calls retired before this launch ride on a host
  * function behind it, which runs once every launch of e so far is done. */
-static CUresult graph_launch(hcg_pfn_cuGraphLaunch real, CUgraphExec e, CUstream s,
-                             hcg_pfn_cuLaunchHostFunc after,
-                             hcg_pfn_cuStreamIsCapturing capturing)
+static CUresult graph_launch(hcg_driver *d, hcg_pfn_cuGraphLaunch real, CUgraphExec e,
+                             CUstream s, hcg_pfn_cuLaunchHostFunc after,
+                             hcg_pfn_cuStreamIsCapturing capturing,
+                             hcg_pfn_cuStreamGetCaptureInfo_v2 info)
 {
     if (!atomic_load(&host_nodes_seen) || passive())
         return real(e, s);
     pthread_mutex_lock(&exec_lock);
     exec_ent *x = exec_get(e, 0);
+    /* A launch into a capture runs nothing now: the capture graph copies
+     * e's nodes, so it holds the calls e owns, and the launch is neither
+     * counted (e may free what it replaces) nor recorded for replays (no
+     * run of e's belongs to it). */
+    CUstreamCaptureStatus cst = CU_STREAM_CAPTURE_STATUS_NONE;
+    if (x && (atomic_load_explicit(&hcg_g_launch_rare, memory_order_relaxed) & HCG_LAUNCH_CAPTURE) &&
+        capturing && capturing(s, &cst) == CUDA_SUCCESS &&
+        cst == CU_STREAM_CAPTURE_STATUS_ACTIVE) {
+        CUresult r = real(e, s);
+        CUgraph g = NULL;
+        if (r == CUDA_SUCCESS && x->n_sets &&
+            (!info || info(s, &cst, NULL, &g, NULL, NULL) != CUDA_SUCCESS))
+            g = NULL; /* then held for ever */
+        for (size_t i = 0; r == CUDA_SUCCESS && i < x->n_sets; i++)
+            hold_on_graph(d, g, x->sets[i].c);
+        pthread_mutex_unlock(&exec_lock);
+        return r;
+    }
     if (x) {
         x->launches++;
         note_replays(x, s);
@@ -800,8 +873,9 @@ CUresult hcg_w_cuGraphLaunch(CUgraphExec e, CUstream s)
         return CUDA_ERROR_NOT_PERMITTED;
     HCG_DRV_OR_FAIL(d);
     REAL_OR_FAIL(d, cuGraphLaunch, real);
-    return graph_launch(real, e, s, atomic_load(&d->cuLaunchHostFunc),
-                        atomic_load(&d->cuStreamIsCapturing));
+    return graph_launch(d, real, e, s, atomic_load(&d->cuLaunchHostFunc),
+                        atomic_load(&d->cuStreamIsCapturing),
+                        atomic_load(&d->cuStreamGetCaptureInfo_v2));
 }
 
 CUresult hcg_w_cuGraphLaunch_ptsz(CUgraphExec e, CUstream s)
@@ -810,8 +884,9 @@ CUresult hcg_w_cuGraphLaunch_ptsz(CUgraphExec e, CUstream s)
         return CUDA_ERROR_NOT_PERMITTED;
     HCG_DRV_OR_FAIL(d);
     REAL_OR_FAIL(d, cuGraphLaunch_ptsz, real);
-    return graph_launch(real, e, s, atomic_load(&d->cuLaunchHostFunc_ptsz),
-                        atomic_load(&d->cuStreamIsCapturing_ptsz));
+    return graph_launch(d, real, e, s, atomic_load(&d->cuLaunchHostFunc_ptsz),
+                        atomic_load(&d->cuStreamIsCapturing_ptsz),
+                        atomic_load(&d->cuStreamGetCaptureInfo_v2_ptsz));
 }
 
 /* Visit hcguard's calls among g's host nodes (child graphs too); stop when
@@ -888,21 +963,48 @@ INSTANTIATE_WRAPPER(cuGraphInstantiateWithParams,
 INSTANTIATE_WRAPPER(cuGraphInstantiateWithParams_ptsz,
                     (CUgraphExec *pe, CUgraph g, CUDA_GRAPH_INSTANTIATE_PARAMS *ip), (pe, g, ip))
 
+/* Whether root's chain holds c already (links are only added while the
+ * root lives, and freed with it). */
+static int chained(hcg_call *root, const hcg_call *c)
+{
+    for (const hcg_link *l = atomic_load_explicit(&root->chain, memory_order_acquire); l;
+         l = l->next)
+        if (l->c == c)
+            return 1;
+    return 0;
+}
+
+/* Once per call and root: an executable graph updated back and forth
+ * between the same graphs must not grow the chain with each update. */
 static int chain_to_exec(hcg_call *c, void *arg)
 {
     hcg_call *root = arg;
-    if (c != root)
+    if (c != root && !chained(root, c))
         chain_onto(root, c);
     return 0;
 }
 
+/* Before the driver's update, while e still holds the root it was made
+ * with (the update lets go of it, and its destructor may run at once): g's
+ * calls are chained onto it, in case the driver keeps it and not g's user
+ * objects. Returns that root. */
+static hcg_call *before_update(hcg_driver *d, CUgraphExec e, CUgraph g)
+{
+    if (passive() || !atomic_load(&host_nodes_seen))
+        return NULL;
+    hcg_call *root = exec_root(e);
+    if (root)
+        each_call(d, g, 0, chain_to_exec, root);
+    return root;
+}
+
 /* The executable graph now runs g's calls: keep them while it lives. The
  * driver documents that an update gives the exec g's user objects in place
- * of its own, so a root of g is what the exec holds from now on; the calls
- * are also chained onto the root it held, in case it keeps that too. */
-static void adopt_update(hcg_driver *d, CUgraphExec e, CUgraph g)
+ * of its own, so a root of g is what the exec holds from now on (none: the
+ * root it held may be gone, and is not used again). */
+static void adopt_update(hcg_driver *d, CUgraphExec e, CUgraph g, hcg_call *root)
 {
-    hcg_call *root = exec_root(e), *now = NULL;
+    hcg_call *now = NULL;
     pthread_mutex_lock(&exec_lock);
     exec_ent *x = exec_get(e, 0);
     if (x) {
@@ -910,12 +1012,10 @@ static void adopt_update(hcg_driver *d, CUgraphExec e, CUgraph g)
         x->n_calls = 0; /* they may be freed: the exec runs g's now */
     }
     pthread_mutex_unlock(&exec_lock);
-    if (root)
-        each_call(d, g, 0, chain_to_exec, root);
     each_call(d, g, 0, take_root, &now);
     call_list calls = {0};
     each_call(d, g, 0, list_call, &calls);
-    if (now)
+    if (now || x)
         exec_put(e, now, &calls);
     else
         free(calls.v);
@@ -929,9 +1029,10 @@ CUresult hcg_w_cuGraphExecUpdate(CUgraphExec e, CUgraph g, CUgraphNode *err,
 {
     HCG_DRV_OR_FAIL(d);
     REAL_OR_FAIL(d, cuGraphExecUpdate, real);
+    hcg_call *root = before_update(d, e, g);
     CUresult r = real(e, g, err, res);
     if (r == CUDA_SUCCESS && !passive())
-        adopt_update(d, e, g);
+        adopt_update(d, e, g, root);
     return r;
 }
 
@@ -939,10 +1040,65 @@ CUresult hcg_w_cuGraphExecUpdate_v2(CUgraphExec e, CUgraph g, CUgraphExecUpdateR
 {
     HCG_DRV_OR_FAIL(d);
     REAL_OR_FAIL(d, cuGraphExecUpdate_v2, real);
+    hcg_call *root = before_update(d, e, g);
     CUresult r = real(e, g, res);
     if (r == CUDA_SUCCESS && !passive())
-        adopt_update(d, e, g);
+        adopt_update(d, e, g, root);
     return r;
+}
+
+/* g is destroyed (its child graphs with it): the roots made in it no
+ * longer name their graph and node, whose handles may be reused. */
+static void homes_gone(hcg_driver *d, CUgraph g, int depth)
+{
+    hcg_pfn_cuGraphGetNodes get_nodes = atomic_load(&d->cuGraphGetNodes);
+    hcg_pfn_cuGraphNodeGetType node_type = atomic_load(&d->cuGraphNodeGetType);
+    hcg_pfn_cuGraphHostNodeGetParams get = atomic_load(&d->cuGraphHostNodeGetParams);
+    hcg_pfn_cuGraphChildGraphNodeGetGraph child = atomic_load(&d->cuGraphChildGraphNodeGetGraph);
+    size_t n = 0;
+    if (depth > 8 || !get_nodes || !node_type || !get || get_nodes(g, NULL, &n) != CUDA_SUCCESS ||
+        n == 0)
+        return;
+    CUgraphNode *all = malloc(n * sizeof *all);
+    if (!all || get_nodes(g, all, &n) != CUDA_SUCCESS)
+        n = 0;
+    for (size_t i = 0; i < n; i++) {
+        CUgraphNodeType t;
+        CUDA_HOST_NODE_PARAMS p;
+        CUgraph sub;
+        if (node_type(all[i], &t) != CUDA_SUCCESS)
+            continue;
+        if (t == CU_GRAPH_NODE_TYPE_HOST && get(all[i], &p) == CUDA_SUCCESS &&
+            p.fn == hcg_trampoline && p.userData) {
+            hcg_call *c = p.userData, *r = c->root ? c->root : c;
+            if (r->graph == (uintptr_t)g)
+                atomic_store_explicit(&r->home_gone, 1, memory_order_release);
+        } else if (t == CU_GRAPH_NODE_TYPE_GRAPH && child && child(all[i], &sub) == CUDA_SUCCESS) {
+            homes_gone(d, sub, depth + 1);
+        }
+    }
+    free(all);
+}
+
+CUresult hcg_w_cuGraphDestroy(CUgraph g)
+{
+    HCG_DRV_OR_FAIL(d);
+    REAL_OR_FAIL(d, cuGraphDestroy, real);
+    if (atomic_load(&host_nodes_seen) && !passive())
+        homes_gone(d, g, 0);
+    return real(g);
+}
+
+/* The same for one node (clones of its graph may still run its root). */
+CUresult hcg_w_cuGraphDestroyNode(CUgraphNode n)
+{
+    HCG_DRV_OR_FAIL(d);
+    REAL_OR_FAIL(d, cuGraphDestroyNode, real);
+    hcg_call *c = atomic_load(&host_nodes_seen) && !passive() ? node_call(d, n) : NULL;
+    hcg_call *r = c ? (c->root ? c->root : c) : NULL;
+    if (r && r->node == (uintptr_t)n)
+        atomic_store_explicit(&r->home_gone, 1, memory_order_release);
+    return real(n);
 }
 
 CUresult hcg_w_cuGraphExecDestroy(CUgraphExec e)
@@ -973,6 +1129,7 @@ int hcg_graph_adopt_capture(hcg_call *c, CUstream s, int ptsz)
     atomic_store_explicit(&c->refs, 1, memory_order_relaxed);
     atomic_store_explicit(&c->chain, NULL, memory_order_relaxed);
     c->graph = c->node = 0;
+    atomic_store_explicit(&c->home_gone, 0, memory_order_relaxed);
     c->replays = calloc(1, sizeof *c->replays);
     return attach_root(d, c, g);
 }

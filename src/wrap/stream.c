@@ -94,19 +94,16 @@ static void no_driver(void)
         hcg_msg("%s: host functions cannot be launched", hcg_driver_error());
 }
 
-/* A captured launch: the call becomes the capture graph's. */
-__attribute__((noinline, cold)) static void adopt_captured(hcg_call *c, hcg_api api,
-                                                           CUstream s)
+/* A captured launch: the call becomes the capture graph's. Nonzero if
+ * the capture graph was not found (then nothing holds it). */
+__attribute__((noinline, cold)) static int adopt_captured(hcg_call *c, hcg_api api,
+                                                          CUstream s)
 {
-    if (hcg_graph_adopt_capture(c, s, is_ptsz(api)) != 0)
-        hcg_debug("capture graph of stream %p not found: its host call is kept for ever",
-                  (void *)s);
-    /* The wrapper frees its data when it returns: a second replay would
-     * read freed memory. The trampoline calls what it wraps instead. */
-    if (c->wrapped) {
-        hcg_event_link_seq(c->seq);
-        hcg_audit_report_fn(HCG_FIND_ONESHOT_IN_GRAPH, api, s, (void *)c->inner, c->rec);
-    }
+    if (hcg_graph_adopt_capture(c, s, is_ptsz(api)) == 0)
+        return 0;
+    hcg_debug("capture graph of stream %p not found: its host call is kept for ever",
+              (void *)s);
+    return -1;
 }
 
 /* The driver refused c's launch with r: its count undone, and c, the
@@ -139,14 +136,27 @@ static inline __attribute__((always_inline)) CUresult launch_hand(launch_args a,
  * graph's (kept if the driver refuses it), counted as captured. */
 __attribute__((noinline, cold)) static CUresult launch_captured(launch_args a, hcg_call *c)
 {
-    adopt_captured(c, a.api, a.stream);
+    int loose = adopt_captured(c, a.api, a.stream);
     hcg_fnkind kind = (hcg_fnkind)c->kind;
     hcg_pool *pool = c->owner;
     CUresult r = call_real(a, hcg_trampoline, c);
-    if (r == CUDA_SUCCESS) {
-        hcg_count_launch(pool, kind);
-        hcg_count_captured_in(pool);
-        hcg_graph_note_captured(c, a.stream, is_ptsz(a.api));
+    if (r != CUDA_SUCCESS) {
+        /* Nothing was captured: no finding, and the wrapper's data is its
+         * caller's again (cuda.bindings frees it when the driver refuses). */
+        c->wrapped = 0;
+        if (loose)
+            hcg_call_free_local(c); /* the driver never had it, no graph holds it */
+        return r;                   /* else it goes with the capture graph */
+    }
+    hcg_count_launch(pool, kind);
+    hcg_count_captured_in(pool);
+    hcg_graph_note_captured(c, a.stream, is_ptsz(a.api));
+    /* The wrapper frees its data when it returns: a second replay would
+     * read freed memory. The trampoline calls what it wraps instead. */
+    if (c->wrapped) {
+        hcg_event_link_seq(c->seq);
+        hcg_audit_report_fn(HCG_FIND_ONESHOT_IN_GRAPH, a.api, a.stream, (void *)c->inner,
+                            c->rec);
     }
     return r;
 }

@@ -1,0 +1,321 @@
+/*
+ * Graph host nodes: lifetimes and counts under less common use, on the test
+ * driver.
+ *
+ *   hc_graph_life capture-exec-set
+ *       a call set on an executable graph's node, copied into a capture by
+ *       a launch of that graph, then replaced and the graph launched again:
+ *       the captured graph still runs it (hcguard must not free it)
+ *   hc_graph_life capture-attr LOG
+ *       a graph launched into a capture, then three times on a stream: the
+ *       three runs in the event log LOG are all on that stream
+ *   hc_graph_life refused
+ *       host parameters the driver refuses (added with a bad dependency,
+ *       set on an empty node of a graph and of an executable graph, each
+ *       10000 times): none is counted as launched, none is kept
+ *   hc_graph_life update-flat
+ *       an executable graph updated 400000 times back and forth between
+ *       two graphs that stay: memory stays flat
+ *   hc_graph_life handle-reuse
+ *       a node's graph destroyed (a clone still runs its host function),
+ *       its handles reused by an unrelated graph and by a node of a clone
+ *       of the clone: a call set on that node lives as long as the clone,
+ *       not as the unrelated graph (run with
+ *       GLIBC_TUNABLES=glibc.malloc.tcache_count=0 for the reuse; 77 when
+ *       the allocator did not reuse them)
+ *   hc_graph_life bindings-refused
+ *       cuda.bindings' cuLaunchHostFunc (the stand-in HC_E2E_BINDINGS_MODULE)
+ *       into a capture invalidated before: the driver refuses each launch,
+ *       nothing is captured, so no finding (checked by the caller)
+ *   hc_graph_life update-dead-root
+ *       2000 times: an executable graph whose graph is destroyed, updated
+ *       from another graph (the update lets go of the old root, which may
+ *       be freed at once), launched, destroyed: nothing is kept after
+ *
+ * Exit 0 passed, 1 failed, 77 not applicable (no device).
+ */
+#include <cuda.h>
+#include <dlfcn.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "hcguard.h"
+#include "testutil.h"
+
+static atomic_int hits[4];
+static void fn0(void *p) { (void)p; atomic_fetch_add(&hits[0], 1); }
+static void fn1(void *p) { (void)p; atomic_fetch_add(&hits[1], 1); }
+static void fn2(void *p) { (void)p; atomic_fetch_add(&hits[2], 1); }
+
+/* graph_calls_live back to want within 10 s (destructors are asynchronous). */
+static unsigned long long calls_live_settled(test_stats_fn get, unsigned long long want)
+{
+    unsigned long long n = 0;
+    for (int i = 0; i < 1000; i++) {
+        n = test_stats(get).graph_calls_live;
+        if (n == want)
+            break;
+        usleep(10000);
+    }
+    return n;
+}
+
+static int capture_exec_set(CUstream s)
+{
+    CUstream cap;
+    CUgraph g, gc;
+    CUgraphNode n;
+    CUgraphExec e, ec;
+    REQUIRE_OK(cuStreamCreate(&cap, CU_STREAM_NON_BLOCKING));
+    REQUIRE_OK(cuGraphCreate(&g, 0));
+    CUDA_HOST_NODE_PARAMS p0 = {fn0, NULL}, p1 = {fn1, NULL}, p2 = {fn2, NULL};
+    REQUIRE_OK(cuGraphAddHostNode(&n, g, NULL, 0, &p0));
+    REQUIRE_OK(cuGraphInstantiateWithFlags(&e, g, 0));
+    REQUIRE_OK(cuGraphExecHostNodeSetParams(e, n, &p1));
+    REQUIRE_OK(cuStreamBeginCapture(cap, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    REQUIRE_OK(cuGraphLaunch(e, cap));
+    REQUIRE_OK(cuStreamEndCapture(cap, &gc));
+    REQUIRE_OK(cuGraphInstantiateWithFlags(&ec, gc, 0));
+    REQUIRE_OK(cuGraphExecHostNodeSetParams(e, n, &p2)); /* replaces p1's call */
+    REQUIRE_OK(cuGraphLaunch(e, s));
+    REQUIRE_OK(cuStreamSynchronize(s));
+    REQUIRE_OK(cuGraphLaunch(ec, s)); /* the captured copy: p1 */
+    REQUIRE_OK(cuStreamSynchronize(s));
+    CHECK_EQ(atomic_load(&hits[0]), 0);
+    CHECK_EQ(atomic_load(&hits[1]), 1);
+    CHECK_EQ(atomic_load(&hits[2]), 1);
+    REQUIRE_OK(cuGraphExecDestroy(e));
+    REQUIRE_OK(cuGraphExecDestroy(ec));
+    REQUIRE_OK(cuGraphDestroy(gc));
+    REQUIRE_OK(cuGraphDestroy(g));
+    return 0;
+}
+
+static int capture_attr(CUstream s)
+{
+    CUstream cap;
+    CUgraph g, gc;
+    CUgraphNode n;
+    CUgraphExec e;
+    REQUIRE_OK(cuStreamCreate(&cap, CU_STREAM_NON_BLOCKING));
+    REQUIRE_OK(cuGraphCreate(&g, 0));
+    CUDA_HOST_NODE_PARAMS p0 = {fn0, NULL};
+    REQUIRE_OK(cuGraphAddHostNode(&n, g, NULL, 0, &p0));
+    REQUIRE_OK(cuGraphInstantiateWithFlags(&e, g, 0));
+    REQUIRE_OK(cuStreamBeginCapture(cap, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    REQUIRE_OK(cuGraphLaunch(e, cap));
+    REQUIRE_OK(cuStreamEndCapture(cap, &gc));
+    REQUIRE_OK(cuGraphDestroy(gc)); /* never run */
+    for (int i = 0; i < 3; i++)
+        REQUIRE_OK(cuGraphLaunch(e, s));
+    REQUIRE_OK(cuStreamSynchronize(s));
+    CHECK_EQ(atomic_load(&hits[0]), 3);
+    REQUIRE_OK(cuGraphExecDestroy(e));
+    REQUIRE_OK(cuGraphDestroy(g));
+    CHECK_EQ(calls_live_settled(test_require_hcguard(NULL), 0), 0ull);
+    /* For the log check: the streams as the log writes them. */
+    printf("launch stream \"0x%llx\" capture stream \"0x%llx\"\n",
+           (unsigned long long)(uintptr_t)s, (unsigned long long)(uintptr_t)cap);
+    return 0;
+}
+
+static int refused(CUstream s)
+{
+    test_stats_fn get = test_require_hcguard(NULL);
+    hcguard_stats before = test_stats(get);
+    CUgraph g, other;
+    CUgraphNode empty, foreign, h;
+    CUgraphExec e;
+    REQUIRE_OK(cuGraphCreate(&g, 0));
+    REQUIRE_OK(cuGraphCreate(&other, 0));
+    REQUIRE_OK(cuGraphAddEmptyNode(&empty, g, NULL, 0));
+    REQUIRE_OK(cuGraphAddEmptyNode(&foreign, other, NULL, 0));
+    REQUIRE_OK(cuGraphInstantiateWithFlags(&e, g, 0));
+    CUDA_HOST_NODE_PARAMS p = {fn0, NULL};
+    CUgraphNodeParams np;
+    memset(&np, 0, sizeof np);
+    np.type = CU_GRAPH_NODE_TYPE_HOST;
+    np.host.fn = fn0;
+    int ok = 0;
+    for (int i = 0; i < 10000; i++) {
+        ok += cuGraphAddHostNode(&h, g, &foreign, 1, &p) == CUDA_SUCCESS;
+        ok += cuGraphAddNode(&h, g, &foreign, NULL, 1, &np) == CUDA_SUCCESS;
+        ok += cuGraphHostNodeSetParams(empty, &p) == CUDA_SUCCESS;
+        ok += cuGraphNodeSetParams(empty, &np) == CUDA_SUCCESS;
+        ok += cuGraphExecHostNodeSetParams(e, empty, &p) == CUDA_SUCCESS;
+        ok += cuGraphExecNodeSetParams(e, empty, &np) == CUDA_SUCCESS;
+    }
+    CHECK_EQ(ok, 0);
+    REQUIRE_OK(cuGraphLaunch(e, s));
+    REQUIRE_OK(cuStreamSynchronize(s));
+    hcguard_stats after = test_stats(get);
+    CHECK_EQ(after.host_fns_launched - before.host_fns_launched, 0ull);
+    /* While the graphs live: nothing kept for what was refused. */
+    CHECK_EQ(calls_live_settled(get, 0), 0ull);
+    REQUIRE_OK(cuGraphExecDestroy(e));
+    REQUIRE_OK(cuGraphDestroy(g));
+    REQUIRE_OK(cuGraphDestroy(other));
+    CHECK_EQ(calls_live_settled(get, 0), 0ull);
+    return 0;
+}
+
+static long max_rss_kib(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss;
+}
+
+static int update_flat(CUstream s)
+{
+    CUgraph ga, gb;
+    CUgraphNode na, nb;
+    CUgraphExec e;
+    CUDA_HOST_NODE_PARAMS pa = {fn0, NULL}, pb = {fn1, NULL};
+    REQUIRE_OK(cuGraphCreate(&ga, 0));
+    REQUIRE_OK(cuGraphAddHostNode(&na, ga, NULL, 0, &pa));
+    REQUIRE_OK(cuGraphCreate(&gb, 0));
+    REQUIRE_OK(cuGraphAddHostNode(&nb, gb, NULL, 0, &pb));
+    REQUIRE_OK(cuGraphInstantiateWithFlags(&e, ga, 0));
+    CUgraphExecUpdateResultInfo info;
+    for (int i = 0; i < 1000; i++) { /* warm up */
+        REQUIRE_OK(cuGraphExecUpdate(e, gb, &info));
+        REQUIRE_OK(cuGraphExecUpdate(e, ga, &info));
+    }
+    long before = max_rss_kib();
+    for (int i = 0; i < 200000; i++) {
+        REQUIRE_OK(cuGraphExecUpdate(e, gb, &info));
+        REQUIRE_OK(cuGraphExecUpdate(e, ga, &info));
+    }
+    long grown = max_rss_kib() - before;
+    printf("max RSS grew %ld KiB over 400000 updates\n", grown);
+    CHECK_MSG(grown < 4096, "memory grows with updates");
+    REQUIRE_OK(cuGraphLaunch(e, s));
+    REQUIRE_OK(cuStreamSynchronize(s));
+    CHECK_EQ(atomic_load(&hits[0]), 1);
+    REQUIRE_OK(cuGraphExecDestroy(e));
+    REQUIRE_OK(cuGraphDestroy(ga));
+    REQUIRE_OK(cuGraphDestroy(gb));
+    return 0;
+}
+
+static int handle_reuse(CUstream s)
+{
+    CUgraph g, g1, x, g2, d1, d2;
+    CUgraphNode n, n2;
+    CUgraphExec e;
+    CUDA_HOST_NODE_PARAMS p0 = {fn0, NULL}, p1 = {fn1, NULL};
+    REQUIRE_OK(cuGraphCreate(&g, 0));
+    REQUIRE_OK(cuGraphAddHostNode(&n, g, NULL, 0, &p0));
+    REQUIRE_OK(cuGraphClone(&g1, g));
+    REQUIRE_OK(cuGraphDestroy(g)); /* the node's root lives on in g1 */
+    /* The test driver's graphs and nodes are blocks of one size, handed
+     * back last freed first: x takes g's; d1 takes n's and gives it back
+     * on top of d2's, so that the clone takes d2's and its node n's. */
+    REQUIRE_OK(cuGraphCreate(&x, 0));
+    REQUIRE_OK(cuGraphCreate(&d1, 0));
+    REQUIRE_OK(cuGraphCreate(&d2, 0));
+    REQUIRE_OK(cuGraphDestroy(d1));
+    REQUIRE_OK(cuGraphDestroy(d2));
+    REQUIRE_OK(cuGraphClone(&g2, g1));
+    size_t k = 1;
+    REQUIRE_OK(cuGraphGetNodes(g2, &n2, &k));
+    if (x != g || n2 != n) {
+        printf("SKIP: the handles were not reused\n");
+        exit(77);
+    }
+    REQUIRE_OK(cuGraphHostNodeSetParams(n2, &p1));
+    REQUIRE_OK(cuGraphDestroy(x));
+    usleep(100000); /* a user object's destructor would have run */
+    REQUIRE_OK(cuGraphInstantiateWithFlags(&e, g2, 0));
+    REQUIRE_OK(cuGraphLaunch(e, s));
+    REQUIRE_OK(cuStreamSynchronize(s));
+    CHECK_EQ(atomic_load(&hits[0]), 0);
+    CHECK_EQ(atomic_load(&hits[1]), 1);
+    REQUIRE_OK(cuGraphExecDestroy(e));
+    REQUIRE_OK(cuGraphDestroy(g2));
+    REQUIRE_OK(cuGraphDestroy(g1));
+    return 0;
+}
+
+typedef CUresult (*launch_fn)(CUstream, CUhostFn, void *);
+
+static int bindings_refused(CUstream s)
+{
+    const char *path = getenv("HC_E2E_BINDINGS_MODULE");
+    void *mod = path ? dlopen(path, RTLD_NOW) : NULL;
+    launch_fn launch = mod ? (launch_fn)dlsym(mod, "fake_bindings_launch") : NULL;
+    REQUIRE(launch != NULL);
+    for (int i = 0; i < 100; i++) {
+        CUgraph g = NULL;
+        REQUIRE_OK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+        CHECK(cuStreamSynchronize(s) != CUDA_SUCCESS); /* invalidates the capture */
+        CHECK(launch(s, fn0, NULL) != CUDA_SUCCESS);
+        CHECK(cuStreamEndCapture(s, &g) != CUDA_SUCCESS);
+    }
+    CHECK_EQ(atomic_load(&hits[0]), 0);
+    return 0;
+}
+
+static int update_dead_root(CUstream s)
+{
+    test_stats_fn get = test_require_hcguard(NULL);
+    for (int i = 0; i < 2000; i++) {
+        CUgraph g1, g2;
+        CUgraphNode n1, n2;
+        CUgraphExec e;
+        CUDA_HOST_NODE_PARAMS p0 = {fn0, NULL}, p1 = {fn1, NULL};
+        CUgraphExecUpdateResultInfo info;
+        REQUIRE_OK(cuGraphCreate(&g1, 0));
+        REQUIRE_OK(cuGraphAddHostNode(&n1, g1, NULL, 0, &p0));
+        REQUIRE_OK(cuGraphInstantiateWithFlags(&e, g1, 0));
+        REQUIRE_OK(cuGraphDestroy(g1));
+        REQUIRE_OK(cuGraphCreate(&g2, 0));
+        REQUIRE_OK(cuGraphAddHostNode(&n2, g2, NULL, 0, &p1));
+        REQUIRE_OK(cuGraphExecUpdate(e, g2, &info));
+        REQUIRE_OK(cuGraphLaunch(e, s));
+        REQUIRE_OK(cuStreamSynchronize(s));
+        REQUIRE_OK(cuGraphExecDestroy(e));
+        REQUIRE_OK(cuGraphDestroy(g2));
+    }
+    CHECK_EQ(atomic_load(&hits[1]), 2000);
+    CHECK_EQ(calls_live_settled(get, 0), 0ull);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s capture-exec-set|capture-attr\n", argv[0]);
+        return 2;
+    }
+    CUstream s = test_context();
+    const char *mode = argv[1];
+    if (!strcmp(mode, "capture-exec-set"))
+        capture_exec_set(s);
+    else if (!strcmp(mode, "capture-attr"))
+        capture_attr(s);
+    else if (!strcmp(mode, "refused"))
+        refused(s);
+    else if (!strcmp(mode, "update-flat"))
+        update_flat(s);
+    else if (!strcmp(mode, "handle-reuse"))
+        handle_reuse(s);
+    else if (!strcmp(mode, "bindings-refused"))
+        bindings_refused(s);
+    else if (!strcmp(mode, "update-dead-root"))
+        update_dead_root(s);
+    else {
+        fprintf(stderr, "unknown mode %s\n", mode);
+        return 2;
+    }
+    if (check_failures)
+        return 1;
+    printf("graph life %s: passed\n", mode);
+    return 0;
+}
