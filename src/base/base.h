@@ -269,6 +269,8 @@ int hcg_elf_symbol_image(const void *img, size_t size, uintptr_t off,
 
 /* ---- clock ------------------------------------------------------------- */
 uint64_t hcg_now_ns(void); /* CLOCK_MONOTONIC */
+/* CLOCK_MONOTONIC by system call, never faked: the bounds of waits. */
+uint64_t hcg_wait_clock_ns(void);
 /* Event time stamps: a raw counter, cheap on any thread. */
 void hcg_clock_init(void);
 /* 1 once the raw counter is known to be invariant and in use; inline, as

@@ -6,7 +6,9 @@
  * with clock_gettime, so no calibration delay is ever paid. Without an
  * invariant counter, ticks are clock_gettime nanoseconds. */
 #include <pthread.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #if defined(__x86_64__)
 #include <cpuid.h>
@@ -18,6 +20,18 @@ uint64_t hcg_now_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* CLOCK_MONOTONIC from the kernel itself, for the bounds of hcguard's own
+ * waits (flow control's 100 ms and 2 s): a clock_gettime that a preloaded
+ * library fakes (libfaketime's frozen time) would keep them from ever
+ * ending. Rare paths only: a system call. */
+uint64_t hcg_wait_clock_ns(void)
+{
+    struct timespec ts;
+    if (syscall(SYS_clock_gettime, CLOCK_MONOTONIC, &ts) != 0)
+        return hcg_now_ns();
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 

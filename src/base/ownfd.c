@@ -86,11 +86,20 @@ int hcg_write_all(int fd, const void *buf, size_t n)
     if (fd < 0)
         return EBADF;
     int saved_errno = errno, err = 0, cancel = hcg_nocancel_begin();
-    sigset_t pipe_set, old_mask, pending;
+    sigset_t pipe_set, xfsz_set, both, old_mask, pending;
     sigemptyset(&pipe_set);
     sigaddset(&pipe_set, SIGPIPE);
-    pthread_sigmask(SIG_BLOCK, &pipe_set, &old_mask);
-    int was_pending = sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1;
+    /* SIGXFSZ likewise: a write past RLIMIT_FSIZE (the log, the trace, the
+     * --log-file report) fails with EFBIG, and its signal, whose default
+     * action kills the process, is hcguard's, not the program's. */
+    sigemptyset(&xfsz_set);
+    sigaddset(&xfsz_set, SIGXFSZ);
+    both = pipe_set;
+    sigaddset(&both, SIGXFSZ);
+    pthread_sigmask(SIG_BLOCK, &both, &old_mask);
+    int got = sigpending(&pending) == 0;
+    int was_pending = got && sigismember(&pending, SIGPIPE) == 1;
+    int xfsz_was_pending = got && sigismember(&pending, SIGXFSZ) == 1;
     const char *p = buf;
     while (n > 0) {
         ssize_t w = write(fd, p, n);
@@ -106,6 +115,11 @@ int hcg_write_all(int fd, const void *buf, size_t n)
     if (err == EPIPE && !was_pending) {
         struct timespec zero = {0, 0};
         while (sigtimedwait(&pipe_set, NULL, &zero) < 0 && errno == EINTR)
+            ;
+    }
+    if (err == EFBIG && !xfsz_was_pending) {
+        struct timespec zero = {0, 0};
+        while (sigtimedwait(&xfsz_set, NULL, &zero) < 0 && errno == EINTR)
             ;
     }
     pthread_sigmask(SIG_SETMASK, &old_mask, NULL);

@@ -27,6 +27,7 @@ static int report_fd = -1;
 static hcg_fileid report_id;
 static char report_path[HCG_PATH_MAX];
 static int report_elsewhere; /* its path names another file now: never written */
+static int report_broken;    /* writing it failed (a full disk): messages to stderr */
 static pthread_once_t report_once = PTHREAD_ONCE_INIT;
 
 /* ---- the prefix: with the pid when more than one process shares stderr --- */
@@ -99,18 +100,40 @@ static int stderr_now(void)
 /* The report file's descriptor was closed by the program: the file is
  * opened again (appended to) if its path still names it, as an image after
  * exec continues it; else messages go to stderr from now on, and say so. */
-static void report_lost_locked(void)
+/* Out of line, its buffers static (under msg_lock, or once): messages are
+ * printed on the program's threads, whose stacks may be small. */
+__attribute__((noinline, cold)) static void report_lost_locked(void)
 {
     int fd = hcg_reopen_same(report_path, &report_id);
     report_fd = fd;
     if (fd >= 0)
         return;
     report_elsewhere = 1;
-    char line[HCG_PATH_MAX + 300], out[sizeof line + 80];
+    static char line[HCG_PATH_MAX + 300], out[sizeof line + 80];
     snprintf(line, sizeof line,
              "ERROR: the report file (HCGUARD_LOG_FILE) %s: the program closed hcguard's "
              "descriptor of it and the path no longer names that file; messages go to stderr",
              report_path);
+    add_problem_locked(line + 7);
+    size_t pre = make_prefix(out, 64);
+    int n = snprintf(out + pre, sizeof out - pre, "%s\n", line);
+    if (n > 0)
+        hcg_write_all(stderr_now(), out, pre + ((size_t)n < sizeof out - pre ? (size_t)n : 0));
+}
+
+/* Writing to the report file failed (err: a full disk, the file size
+ * limit): the file ends there; said on stderr, where this message and the
+ * rest go from now on, and in the summary's configuration problems. */
+/* Out of line, its buffers static (under msg_lock, or once): messages are
+ * printed on the program's threads, whose stacks may be small. */
+__attribute__((noinline, cold)) static void report_failed_locked(int err)
+{
+    report_broken = 1;
+    static char line[HCG_PATH_MAX + 300], out[sizeof line + 80];
+    snprintf(line, sizeof line,
+             "ERROR: writing the report file (HCGUARD_LOG_FILE) %s failed: %s; it is "
+             "incomplete, messages go to stderr",
+             report_path, strerror(err));
     add_problem_locked(line + 7);
     size_t pre = make_prefix(out, 64);
     int n = snprintf(out + pre, sizeof out - pre, "%s\n", line);
@@ -123,7 +146,7 @@ static int message_fd_locked(void)
 {
     if (report_fd >= 0 && !hcg_fileid_is(report_fd, &report_id))
         report_lost_locked();
-    return report_fd >= 0 ? report_fd : stderr_now();
+    return report_fd >= 0 && !report_broken ? report_fd : stderr_now();
 }
 
 /* text to stderr (never the report file), serialised with messages. */
@@ -138,14 +161,17 @@ static void say_stderr(const char *text, size_t len)
 
 /* The report file at path not written: why, said on stderr and kept for
  * the summary. */
-static void report_refused(const char *path, const char *why)
+/* Out of line, its buffers static (under msg_lock, or once): messages are
+ * printed on the program's threads, whose stacks may be small. */
+__attribute__((noinline, cold)) static void report_refused(const char *path, const char *why)
 {
-    char line[2 * HCG_PATH_MAX + 300];
+    static char line[2 * HCG_PATH_MAX + 300];
     int n = snprintf(line, sizeof line,
                      "ERROR: cannot write the report file (HCGUARD_LOG_FILE) %s: %s; "
                      "messages go to stderr", path, why);
     add_problem(line);
-    char out[sizeof line + 80], pre[64];
+    static char out[sizeof line + 80];
+    char pre[64];
     make_prefix(pre, sizeof pre);
     n = snprintf(out, sizeof out, "%s%s\n", pre, line);
     say_stderr(out, (size_t)n < sizeof out ? (size_t)n : sizeof out - 1);
@@ -157,12 +183,15 @@ static void report_is(const char *path, int fd)
     hcg_fileid_of(fd, &report_id);
     hcg_output_id_note(HCG_SINK_REPORT, &report_id);
     report_fd = fd;
+    report_broken = 0;
 }
 
 /* path opened as the report file; flags: HCG_OPEN_APPEND to continue it. */
-static void open_report_file(const char *path, int flags)
+/* Out of line, its buffers static (under msg_lock, or once): messages are
+ * printed on the program's threads, whose stacks may be small. */
+__attribute__((noinline, cold)) static void open_report_file(const char *path, int flags)
 {
-    char why[HCG_PATH_MAX + 200];
+    static char why[HCG_PATH_MAX + 200];
     int fd = hcg_open_output_why(path, flags, why, sizeof why);
     if (fd >= 0)
         report_is(path, fd);
@@ -178,7 +207,9 @@ static const char elsewhere[] = "it is not the file the program wrote (it was mo
  * is read (a message about the configuration itself goes to stderr). An
  * image started by exec continues the file the image before it wrote, as
  * does a process started by one with the same file (src/base/outfile.c). */
-static void open_report(void)
+/* Out of line, its buffers static (under msg_lock, or once): messages are
+ * printed on the program's threads, whose stacks may be small. */
+__attribute__((noinline, cold)) static void open_report(void)
 {
     const hcg_config *c = &hcg_g_config;
     if (!c->report_path[0])
@@ -299,7 +330,12 @@ static void vmsg(const char *fmt, va_list ap)
      * write would leave it held, and every later message hang. */
     int cancel = hcg_nocancel_begin();
     pthread_mutex_lock(&msg_lock);
-    hcg_write_all(message_fd_locked(), buf, len);
+    int fd = message_fd_locked();
+    int err = hcg_write_all(fd, buf, len);
+    if (err && fd >= 0 && fd == report_fd && !report_broken) {
+        report_failed_locked(err);
+        hcg_write_all(stderr_now(), buf, len);
+    }
     pthread_mutex_unlock(&msg_lock);
     hcg_nocancel_end(cancel);
 }

@@ -462,7 +462,20 @@ static ssize_t read_retry(int fd, char *buf, size_t len)
     return n;
 }
 
-/* What cannot be read or parsed is not proven mapped: UNMAPPED. */
+/* The map could not be opened (err): said once, kept for the summary. */
+static atomic_int maps_unreadable_said;
+
+__attribute__((noinline, cold)) static void maps_unreadable(int err)
+{
+    if (atomic_exchange(&maps_unreadable_said, 1))
+        return;
+    hcg_problem("cannot read /proc/self/maps (%s): host-copy records are not checked "
+                "against the memory map at enqueue; their copies, fault-contained, skip "
+                "what faults when they run", strerror(err));
+}
+
+/* What cannot be read or parsed is not proven mapped: UNMAPPED; but a map
+ * that cannot be opened at all proves nothing either way (below). */
 static void maps_classify(vma_walk *w)
 {
     char buf[4096];
@@ -472,8 +485,14 @@ static void maps_classify(vma_walk *w)
     memset(&p, 0, sizeof p);
     w->verdict = HCG_MEM_UNMAPPED;
     w->any_file = 1; /* not parsed: assume a file may be mapped */
-    if (fd < 0)
+    if (fd < 0) {
+        /* Nothing is known (no /proc, every descriptor taken): not a
+         * reason to refuse a record. The copy hcguard makes is
+         * fault-contained, and unprotected reads refuse (any_file). */
+        maps_unreadable(errno);
+        w->verdict = HCG_MEM_OK;
         return;
+    }
     while (!w->done && (n = read_retry(fd, buf, sizeof buf)) > 0)
         for (ssize_t i = 0; i < n && !w->done; i++)
             maps_char(&p, w, buf[i]);

@@ -5,8 +5,10 @@
  * single-consumer ring. The collector thread is the only consumer; a ring
  * that is full drops the event and counts it: the driver's thread never
  * waits for hcguard. */
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <string.h>
 #include <linux/futex.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -60,6 +62,9 @@ _Static_assert(offsetof(ring, run_stream) + sizeof(uintptr_t) - offsetof(ring, r
 
 /* Counts the collector makes itself (slow and hung host functions). */
 static _Atomic uint64_t coll_cnt_own[HCG_CNT_N];
+/* The counts of events of threads that have no ring (push_ringless). */
+static _Atomic uint64_t ringless_cnt[HCG_CNT_N];
+static _Atomic uint64_t ringless_dropped;
 
 /* In the flight recorder when recording (they outlive the process). */
 static _Atomic uint64_t *coll_cnt_of(void)
@@ -84,6 +89,7 @@ static pthread_mutex_t coll_lock = PTHREAD_MUTEX_INITIALIZER;
 static int coll_running;
 static atomic_int coll_stop;
 static pthread_t coll_thread;
+static atomic_int coll_failed; /* errno of a start that failed (said once), 0 */
 
 static atomic_uint_fast64_t seq;
 
@@ -311,7 +317,8 @@ void hcg_count_collector(hcg_finding f)
 void hcg_counts_get(hcg_counts *out)
 {
     for (unsigned i = 0; i < HCG_CNT_N; i++)
-        out->v[i] = atomic_load_explicit(&coll_cnt_of()[i], memory_order_relaxed);
+        out->v[i] = atomic_load_explicit(&coll_cnt_of()[i], memory_order_relaxed) +
+                    atomic_load_explicit(&ringless_cnt[i], memory_order_relaxed);
     for (ring *r = atomic_load(&rings); r; r = r->next)
         for (unsigned i = 0; i < HCG_CNT_N; i++)
             out->v[i] += atomic_load_explicit(&r->cnt[i], memory_order_relaxed);
@@ -379,13 +386,52 @@ static inline int flow_counted(const hcg_event *e)
     return !e->graph && (e->kind == HCG_EV_RUN || e->kind == HCG_EV_SKIP);
 }
 
+/* The events of threads that have no ring (none could be mapped: out of
+ * memory, RLIMIT_AS, the map count): dropped, and counted here, by any
+ * thread (atomic adds), so that the counts stay exact, the loss is said,
+ * and flow control does not wait for events that will never be drained. */
+/* Events this thread drops before it tries to map a ring again. */
+static _Thread_local unsigned ring_retry_in;
+
+__attribute__((noinline, cold)) static void push_ringless(const hcg_event *e)
+{
+    cnt_step s[3];
+    for (unsigned i = 0, n = event_steps(e, s); i < n; i++)
+        atomic_fetch_add_explicit(&ringless_cnt[s[i].idx], s[i].add, memory_order_relaxed);
+    atomic_fetch_add_explicit(&ringless_dropped, 1, memory_order_relaxed);
+    if (flow_counted(e)) {
+        void (*lost)(uint64_t) = atomic_load_explicit(&lost_hook, memory_order_acquire);
+        if (lost)
+            lost(e->seq);
+    }
+}
+
+__attribute__((noinline, cold)) static ring *try_acquire_ring(void)
+{
+    if (ring_retry_in) {
+        ring_retry_in--;
+        return NULL;
+    }
+    ring *r = acquire_ring();
+    if (!r)
+        ring_retry_in = 4096;
+    return r;
+}
+
+uint64_t hcg_events_ringless(void)
+{
+    return atomic_load_explicit(&ringless_dropped, memory_order_relaxed);
+}
+
 void hcg_event_push(const hcg_event *e)
 {
     ring *r = hcg_self.ring;
     if (HCG_UNLIKELY(!r)) {
-        r = hcg_self.ring = acquire_ring();
-        if (!r)
+        r = hcg_self.ring = try_acquire_ring();
+        if (!r) {
+            push_ringless(e);
             return;
+        }
     }
     uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
     if (HCG_UNLIKELY(h - r->tail_seen >= r->cap)) {
@@ -420,10 +466,10 @@ static void wait_for_room(ring *r, uint64_t head, uint64_t tail)
 {
     /* Inside a launch, which has no cancellation point of its own. */
     int cancel = hcg_nocancel_begin();
-    uint64_t since = hcg_now_ns();
+    uint64_t since = hcg_wait_clock_ns();
     while (head - tail >= r->cap / 2 && atomic_load(&coll_live)) {
         hcg_events_wait_drain(hcg_events_drain_gen(), 1);
-        uint64_t t = atomic_load_explicit(&r->tail, memory_order_acquire), now = hcg_now_ns();
+        uint64_t t = atomic_load_explicit(&r->tail, memory_order_acquire), now = hcg_wait_clock_ns();
         if (t != tail) {
             tail = t, since = now;
         } else if (now - since >= 2000000000ull) {
@@ -787,7 +833,7 @@ void hcg_events_on_running(uintptr_t (*site_of)(const void *tag))
 void hcg_event_running(const hcg_event *run, const void *tag, uint64_t since)
 {
     ring *r = hcg_self.ring;
-    if (HCG_UNLIKELY(!r) && !(r = hcg_self.ring = acquire_ring()))
+    if (HCG_UNLIKELY(!r) && !(r = hcg_self.ring = try_acquire_ring()))
         return;
     if (!run) {
         atomic_store_explicit(&r->run_since, 0, memory_order_release);
@@ -859,6 +905,10 @@ static void watch_hangs(uint64_t hang_ns)
 uint64_t hcg_events_runs(void)
 {
     uint64_t n = 0;
+    for (unsigned i = 0; i < HCG_FN_KIND_COUNT; i++)
+        n += atomic_load_explicit(&ringless_cnt[HCG_CNT_RAN + i], memory_order_relaxed);
+    for (unsigned i = 0; i < HCGUARD_STATUS_COUNT; i++)
+        n += atomic_load_explicit(&ringless_cnt[HCG_CNT_SKIPPED + i], memory_order_relaxed);
     for (ring *r = atomic_load(&rings); r; r = r->next) {
         for (unsigned i = 0; i < HCG_FN_KIND_COUNT; i++)
             n += atomic_load_explicit(&r->cnt[HCG_CNT_RAN + i], memory_order_relaxed);
@@ -870,7 +920,7 @@ uint64_t hcg_events_runs(void)
 
 uint64_t hcg_events_dropped(void)
 {
-    uint64_t n = 0;
+    uint64_t n = atomic_load_explicit(&ringless_dropped, memory_order_relaxed);
     for (ring *r = atomic_load(&rings); r; r = r->next)
         n += atomic_load_explicit(&r->dropped, memory_order_relaxed);
     return n;
@@ -922,14 +972,37 @@ void hcg_collector_start(void)
          * sets none while it works): given before the thread exists, as
          * it could begin its pass before this returned. */
         hcg_clock_epoch_next();
-        if (pthread_create(&coll_thread, NULL, collector, NULL) == 0)
+        int err = pthread_create(&coll_thread, NULL, collector, NULL);
+        if (err == 0)
             coll_running = 1;
         else
             hcg_clock_epoch_stop();
         atomic_store(&coll_live, coll_running);
         pthread_sigmask(SIG_SETMASK, &old, NULL);
+        if (err && !atomic_exchange(&coll_failed, err)) {
+            pthread_mutex_unlock(&coll_lock);
+            hcg_msg("ERROR: cannot start the collector thread (%s): events are written at "
+                    "exit only, a full buffer drops them, and hung host functions are not "
+                    "watched; tried again as the program launches",
+                    strerror(err));
+            return;
+        }
+        if (!err && atomic_exchange(&coll_failed, 0))
+            hcg_msg("the collector thread started at last");
     }
     pthread_mutex_unlock(&coll_lock);
+}
+
+int hcg_collector_failed(void)
+{
+    return atomic_load(&coll_failed);
+}
+
+void hcg_collector_retry(void)
+{
+    if (HCG_UNLIKELY(atomic_load_explicit(&coll_failed, memory_order_relaxed)) &&
+        !atomic_load(&coll_stop))
+        hcg_collector_start();
 }
 
 void hcg_collector_stop(void)
@@ -958,6 +1031,7 @@ void hcg_events_after_fork(void)
     atomic_store(&coll_live, 0);
     hcg_clock_epoch_stop();
     atomic_store(&coll_stop, 0);
+    atomic_store(&coll_failed, 0);
     atomic_store(&coll_asleep, 0);
     atomic_store(&drain_waiters, 0);
     for (unsigned i = 0; i < HCG_CNT_N; i++)

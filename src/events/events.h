@@ -119,6 +119,13 @@ void hcg_events_flush(void);
 void hcg_collector_start(void);
 /* Stop the collector and drain what is left (exit). */
 void hcg_collector_stop(void);
+/* The errno of a collector start that failed (not yet started since), 0. */
+int hcg_collector_failed(void);
+/* After a failed start: try again (a launch with no collector). */
+void hcg_collector_retry(void);
+/* Events dropped because their thread could not map a ring (in
+ * hcg_events_dropped too). */
+uint64_t hcg_events_ringless(void);
 void hcg_events_after_fork(void);
 /* Flow control: how many undrained events the launches may leave
  * (half a ring; 0 when no collector runs); the count of drain passes, and

@@ -17,7 +17,9 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -80,6 +82,28 @@ static int others(int fd)
     return magic == HCG_FLIGHT_MAGIC && pid != 0 && pid != (int32_t)getpid();
 }
 
+/* The file made bytes long, and [0, reserve) of it given blocks now: a
+ * shared mapping of a hole that the file system cannot fill (a full
+ * $TMPDIR, a small tmpfs) raises SIGBUS at the store that touches it, in
+ * the program. Never past RLIMIT_FSIZE (its SIGXFSZ would kill the
+ * program): 0, or -1 with nothing to use. */
+static int make_room(int fd, size_t bytes, size_t reserve)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_FSIZE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+        (uint64_t)bytes > (uint64_t)rl.rlim_cur)
+        return -1;
+    sigset_t xfsz, old;
+    sigemptyset(&xfsz);
+    sigaddset(&xfsz, SIGXFSZ);
+    pthread_sigmask(SIG_BLOCK, &xfsz, &old);
+    int rc = ftruncate(fd, (off_t)bytes) == 0 && posix_fallocate(fd, 0, (off_t)reserve) == 0
+                 ? 0
+                 : -1;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return rc;
+}
+
 void *hcg_flight_attach(size_t pools_size)
 {
     const char *path = secure_getenv("HCGUARD_FLIGHT");
@@ -95,7 +119,7 @@ void *hcg_flight_attach(size_t pools_size)
     size_t ring_bytes = hcg_events_ring_bytes();
     size_t bytes = rings_off() + HCG_FLIGHT_MAX_RINGS * ring_bytes;
     hcg_flight *f = MAP_FAILED;
-    if (ftruncate(fd, (off_t)bytes) == 0)
+    if (make_room(fd, bytes, rings_off()) == 0)
         f = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (f == MAP_FAILED) {
         close(fd);
@@ -122,9 +146,20 @@ void *hcg_flight_ring(void)
     hcg_flight *f = hcg_g_flight;
     if (!f)
         return NULL;
-    uint32_t i = atomic_fetch_add(&f->n_rings, 1);
-    if (i >= HCG_FLIGHT_MAX_RINGS)
-        return NULL; /* further rings are the process's own memory */
+    /* Its blocks given first (two threads may both give those of one
+     * slot: harmless), and counted only then: a ring the file system has
+     * no room for, or one whose file hcguard no longer holds a descriptor
+     * of (the program closed it: the number may be the program's), is the
+     * process's own memory, as one past the last. */
+    uint32_t i = atomic_load(&f->n_rings);
+    do {
+        if (i >= HCG_FLIGHT_MAX_RINGS)
+            return NULL; /* further rings are the process's own memory */
+        off_t at = (off_t)(f->rings_off + (size_t)i * f->ring_bytes);
+        if (flight_fd < 0 || !hcg_fileid_is(flight_fd, &flight_id) ||
+            posix_fallocate(flight_fd, at, (off_t)f->ring_bytes) != 0)
+            return NULL;
+    } while (!atomic_compare_exchange_weak(&f->n_rings, &i, i + 1));
     return (char *)f + f->rings_off + (size_t)i * f->ring_bytes;
 }
 

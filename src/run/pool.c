@@ -303,11 +303,11 @@ static uint64_t flow_give_up(hcg_pool *p)
 static uint64_t flow_wait_for_room(hcg_pool *p, uint64_t room, uint64_t all)
 {
     uint64_t debt, runs = hcg_events_runs(), done = flow_done(p), lowest;
-    uint64_t since = hcg_now_ns(), made_at = since;
+    uint64_t since = hcg_wait_clock_ns(), made_at = since;
     flow_sums(&lowest);
     while (all > room / 2) {
         hcg_events_wait_drain(hcg_events_drain_gen(), 1);
-        uint64_t done_was = done, now = hcg_now_ns(), runs_now = hcg_events_runs();
+        uint64_t done_was = done, now = hcg_wait_clock_ns(), runs_now = hcg_events_runs();
         all = flow_sums(&debt);
         done = flow_done(p);
         if (done != done_was || debt < lowest)
@@ -355,6 +355,10 @@ static void flow_wait(hcg_pool *p)
         room = flow_wait_exec();
     /* No collector (none yet, an exec's, exit's), or a launch inside a
      * host function: looked at again after a while, never given up on. */
+    if (!room && !hcg_self.in_host_fn) {
+        hcg_collector_retry(); /* one that could not be started */
+        room = hcg_events_flow_room();
+    }
     if (!room || hcg_self.in_host_fn) {
         p->credit = 1024;
         return;

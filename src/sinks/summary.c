@@ -511,10 +511,19 @@ static void print_findings(const hcg_counts *c, int sev, int live)
 
 static void print_dropped(const totals *t, size_t buffer_bytes)
 {
-    if (t->dropped)
+    /* Live only: threads that could not map a buffer at all. */
+    uint64_t ringless = t->own_fns ? hcg_events_ringless() : 0;
+    uint64_t full = t->dropped > ringless ? t->dropped - ringless : 0;
+    if (full)
         hcg_msg("events dropped (full per-thread buffer): %" PRIu64 "; the counts above are "
                 "exact, the times, histograms and files miss them; HCGUARD_BUFFER (--buffer) "
-                "is %zu bytes per thread", t->dropped, buffer_bytes);
+                "is %zu bytes per thread", full, buffer_bytes);
+    if (ringless)
+        hcg_msg("events dropped (no memory for a thread's buffer): %" PRIu64 "; the counts "
+                "above are exact, the times, histograms and files miss them", ringless);
+    if (t->own_fns && hcg_collector_failed())
+        hcg_msg("no collector thread ran (%s): events were written at exit only, and hung "
+                "host functions were not watched", strerror(hcg_collector_failed()));
 }
 
 /* The warnings, and what the print limit left out. */
