@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -110,6 +111,15 @@ void *hcg_flight_attach(size_t pools_size)
     if (!path || !path[0] || hcg_g_flight)
         return NULL;
     int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    /* Every process the program starts inherits HCGUARD_FLIGHT (the ranks
+     * of `hcguard run mpirun ...`, a shell's background jobs): several may
+     * attach at once. Looking for an owner, sizing, mapping and claiming
+     * the file is one step under an exclusive lock, else two processes can
+     * both find it new and both record into it (each other's call pools
+     * and rings: pointers of one address space followed in another), or
+     * one cut it to its size under the other's mapping. */
+    while (fd >= 0 && flock(fd, LOCK_EX) != 0 && errno == EINTR)
+        ;
     if (fd < 0 || !ours(fd) || others(fd)) {
         if (fd >= 0)
             close(fd);
@@ -135,6 +145,7 @@ void *hcg_flight_attach(size_t pools_size)
     set_up(f, bytes, ring_bytes, hcg_config_get());
     hcg_output_ids_keep_in(f->out_id);
     hcg_fileid_of(fd, &flight_id);
+    flock(fd, LOCK_UN);
     flight_fd = fd;
     flight_bytes = bytes;
     hcg_g_flight = f;
