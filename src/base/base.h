@@ -335,6 +335,12 @@ enum { HCG_SINK_LOG = 0, HCG_SINK_TRACE = 1, HCG_SINK_REPORT = 2, HCG_SINK_SLOTS
  * 'c' continue it, 'n' write none, '-' start it anew. pattern: the file's
  * name before expansion (one with %p is a process's own). */
 char hcg_exec_inherited(int slot, const char *pattern, int shared_ok);
+/* 1 if a file of this name (its pattern) is appended to, never started
+ * anew: under hcguard run (HCGUARD_FLIGHT set), whose program's processes
+ * all share a log or report file without %p (a shell's or mpirun's
+ * children, one after another or at once), and which starts it anew
+ * itself, once, before the program. */
+int hcg_run_appends(const char *pattern);
 /* Open an output file safely (see outfile.c): created new with
  * HCGUARD_FILE_MODE, or an existing regular file of the effective user
  * truncated (kept and appended to with HCG_OPEN_APPEND); a symlink, FIFO,

@@ -169,6 +169,12 @@ void hcg_output_ids_keep_in(hcg_fileid ids[HCG_SINK_SLOTS])
  * system()): it shares the files of the process before it like a fork
  * child does, and never truncates them. Without the variable a file is
  * started anew. */
+int hcg_run_appends(const char *pattern)
+{
+    const char *flight = secure_getenv("HCGUARD_FLIGHT");
+    return flight && flight[0] && !strstr(pattern, "%p");
+}
+
 char hcg_exec_inherited(int slot, const char *pattern, int shared_ok)
 {
     const char *v = secure_getenv("HCGUARD_EXEC");

@@ -220,7 +220,8 @@ __attribute__((noinline, cold)) static void open_report(void)
         report_refused(c->report_path, elsewhere);
     }
     else
-        open_report_file(c->report_path, st == 'c' ? HCG_OPEN_APPEND : 0);
+        open_report_file(c->report_path,
+                         st == 'c' || hcg_run_appends(c->report_pattern) ? HCG_OPEN_APPEND : 0);
 }
 
 /* What the next image does with the report file: continue it only if its

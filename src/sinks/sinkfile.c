@@ -118,7 +118,7 @@ int hcg_sinkfile_open(hcg_sinkfile *f, const char *what, const char *path, const
         snprintf(f->path, sizeof f->path, "%s", path);
         return 0;
     }
-    return open_file(f, path, st == 'c');
+    return open_file(f, path, st == 'c' || (shared_ok && hcg_run_appends(f->pattern)));
 }
 
 /* The launcher, after the program at pid died: its file continued. */

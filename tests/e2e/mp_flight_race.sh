@@ -7,7 +7,7 @@ L=$1 LOST=$2 GATE=$3 DIR=$4
 N=8
 rm -rf "$DIR" && mkdir -p "$DIR" || exit 1
 export FLIGHT_GATE_DIR="$DIR" FLIGHT_GATE_N=$N HCGUARD_SLOW_MS=100000
-pre=${LD_PRELOAD%:} # a sanitizer's runtime first
+pre=${HCG_CHILD_PRELOAD%:} # a sanitizer's runtime first, for the launcher only
 LD_PRELOAD="${pre:+$pre:}$GATE" "$L" run --log "$DIR/log.%p.jsonl" -- sh -c '
   i=0; pids=""
   while [ $i -lt '$N' ]; do "$0" copies 2000 > "$1/out.$i" 2>&1 & pids="$pids $!"; i=$((i+1)); done
