@@ -638,8 +638,9 @@ typedef struct call_list {
     size_t n, cap;
 } call_list;
 
-static int list_call(hcg_call *c, void *arg)
+static int list_call(hcg_call *c, CUgraph in, void *arg)
 {
+    (void)in;
     call_list *l = arg;
     if (l->n == l->cap) {
         size_t cap = l->cap ? l->cap * 2 : 8;
@@ -889,10 +890,10 @@ CUresult hcg_w_cuGraphLaunch_ptsz(CUgraphExec e, CUstream s)
                         atomic_load(&d->cuStreamGetCaptureInfo_v2_ptsz));
 }
 
-/* Visit hcguard's calls among g's host nodes (child graphs too); stop when
- * visit returns nonzero. */
-static int each_call(hcg_driver *d, CUgraph g, int depth, int (*visit)(hcg_call *, void *),
-                     void *arg)
+/* Visit hcguard's calls among g's host nodes (child graphs too), each with
+ * the graph its node is in; stop when visit returns nonzero. */
+typedef int (*call_visit)(hcg_call *c, CUgraph in, void *arg);
+static int each_call(hcg_driver *d, CUgraph g, int depth, call_visit visit, void *arg)
 {
     hcg_pfn_cuGraphGetNodes get_nodes = atomic_load(&d->cuGraphGetNodes);
     hcg_pfn_cuGraphNodeGetType node_type = atomic_load(&d->cuGraphNodeGetType);
@@ -914,7 +915,7 @@ static int each_call(hcg_driver *d, CUgraph g, int depth, int (*visit)(hcg_call 
             continue;
         if (t == CU_GRAPH_NODE_TYPE_HOST && get(all[i], &p) == CUDA_SUCCESS &&
             p.fn == hcg_trampoline && p.userData)
-            stop = visit(p.userData, arg);
+            stop = visit(p.userData, g, arg);
         else if (t == CU_GRAPH_NODE_TYPE_GRAPH && child && child(all[i], &sub) == CUDA_SUCCESS)
             stop = each_call(d, sub, depth + 1, visit, arg);
     }
@@ -922,8 +923,9 @@ static int each_call(hcg_driver *d, CUgraph g, int depth, int (*visit)(hcg_call 
     return stop;
 }
 
-static int take_root(hcg_call *c, void *arg)
+static int take_root(hcg_call *c, CUgraph in, void *arg)
 {
+    (void)in;
     *(hcg_call **)arg = c->root ? c->root : c;
     return 1;
 }
@@ -976,8 +978,9 @@ static int chained(hcg_call *root, const hcg_call *c)
 
 /* Once per call and root: an executable graph updated back and forth
  * between the same graphs must not grow the chain with each update. */
-static int chain_to_exec(hcg_call *c, void *arg)
+static int chain_to_exec(hcg_call *c, CUgraph in, void *arg)
 {
+    (void)in;
     hcg_call *root = arg;
     if (c != root && !chained(root, c))
         chain_onto(root, c);
@@ -1049,35 +1052,13 @@ CUresult hcg_w_cuGraphExecUpdate_v2(CUgraphExec e, CUgraph g, CUgraphExecUpdateR
 
 /* g is destroyed (its child graphs with it): the roots made in it no
  * longer name their graph and node, whose handles may be reused. */
-static void homes_gone(hcg_driver *d, CUgraph g, int depth)
+static int home_gone(hcg_call *c, CUgraph in, void *arg)
 {
-    hcg_pfn_cuGraphGetNodes get_nodes = atomic_load(&d->cuGraphGetNodes);
-    hcg_pfn_cuGraphNodeGetType node_type = atomic_load(&d->cuGraphNodeGetType);
-    hcg_pfn_cuGraphHostNodeGetParams get = atomic_load(&d->cuGraphHostNodeGetParams);
-    hcg_pfn_cuGraphChildGraphNodeGetGraph child = atomic_load(&d->cuGraphChildGraphNodeGetGraph);
-    size_t n = 0;
-    if (depth > 8 || !get_nodes || !node_type || !get || get_nodes(g, NULL, &n) != CUDA_SUCCESS ||
-        n == 0)
-        return;
-    CUgraphNode *all = malloc(n * sizeof *all);
-    if (!all || get_nodes(g, all, &n) != CUDA_SUCCESS)
-        n = 0;
-    for (size_t i = 0; i < n; i++) {
-        CUgraphNodeType t;
-        CUDA_HOST_NODE_PARAMS p;
-        CUgraph sub;
-        if (node_type(all[i], &t) != CUDA_SUCCESS)
-            continue;
-        if (t == CU_GRAPH_NODE_TYPE_HOST && get(all[i], &p) == CUDA_SUCCESS &&
-            p.fn == hcg_trampoline && p.userData) {
-            hcg_call *c = p.userData, *r = c->root ? c->root : c;
-            if (r->graph == (uintptr_t)g)
-                atomic_store_explicit(&r->home_gone, 1, memory_order_release);
-        } else if (t == CU_GRAPH_NODE_TYPE_GRAPH && child && child(all[i], &sub) == CUDA_SUCCESS) {
-            homes_gone(d, sub, depth + 1);
-        }
-    }
-    free(all);
+    (void)arg;
+    hcg_call *r = c->root ? c->root : c;
+    if (r->graph == (uintptr_t)in)
+        atomic_store_explicit(&r->home_gone, 1, memory_order_release);
+    return 0;
 }
 
 CUresult hcg_w_cuGraphDestroy(CUgraph g)
@@ -1085,7 +1066,7 @@ CUresult hcg_w_cuGraphDestroy(CUgraph g)
     HCG_DRV_OR_FAIL(d);
     REAL_OR_FAIL(d, cuGraphDestroy, real);
     if (atomic_load(&host_nodes_seen) && !passive())
-        homes_gone(d, g, 0);
+        each_call(d, g, 0, home_gone, NULL);
     return real(g);
 }
 
