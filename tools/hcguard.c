@@ -797,14 +797,15 @@ static int lost_child(const char *prog, pid_t pid, int err, const char *flight)
     return EXIT_SETUP;
 }
 
-/* A log or report file the program's processes share (no %p): each of
- * them appends to it (hcg_run_appends), so an earlier run's is started
- * anew here, once, before the program. Only one that exists: a program
- * that launches nothing makes none. */
+/* A log or report file the program's processes share (a fixed name):
+ * each of them appends to it (hcg_run_appends), so an earlier run's is
+ * started anew here, once, before the program. Only one that exists: a
+ * program that launches nothing makes none. */
 static void start_shared_file(const char *path, const char *pattern)
 {
     struct stat st;
-    if (!path[0] || strstr(pattern, "%p") || lstat(path, &st) != 0 || !S_ISREG(st.st_mode))
+    if (!path[0] || hcg_pattern_per_process(pattern) || lstat(path, &st) != 0 ||
+        !S_ISREG(st.st_mode))
         return;
     char why[PATH_MAX + 200];
     int fd = hcg_open_output_why(path, 0, why, sizeof why);
@@ -816,10 +817,12 @@ static int run_child(char **argv)
 {
     char flight[PATH_MAX];
     load_config_quietly();
-    start_shared_file(hcg_g_config.log_path, hcg_g_config.log_pattern);
-    start_shared_file(hcg_g_config.report_path, hcg_g_config.report_pattern);
     hcg_clock_init(); /* the tick rate, for the events left in the record */
     make_flight_file(flight, sizeof flight);
+    if (flight[0]) { /* its processes then append (hcg_run_appends) */
+        start_shared_file(hcg_g_config.log_path, hcg_g_config.log_pattern);
+        start_shared_file(hcg_g_config.report_path, hcg_g_config.report_pattern);
+    }
     sigset_t set, old;
     sigemptyset(&set);
     for (size_t i = 0; i < N_FORWARDED; i++)

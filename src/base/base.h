@@ -336,11 +336,14 @@ enum { HCG_SINK_LOG = 0, HCG_SINK_TRACE = 1, HCG_SINK_REPORT = 2, HCG_SINK_SLOTS
  * name before expansion (one with %p is a process's own). */
 char hcg_exec_inherited(int slot, const char *pattern, int shared_ok);
 /* 1 if a file of this name (its pattern) is appended to, never started
- * anew: under hcguard run (HCGUARD_FLIGHT set), whose program's processes
- * all share a log or report file without %p (a shell's or mpirun's
- * children, one after another or at once), and which starts it anew
- * itself, once, before the program. */
+ * anew: under hcguard run with a flight record (HCGUARD_FLIGHT set), whose
+ * program's processes all share a log or report file of a fixed name (a
+ * shell's or mpirun's children, one after another or at once), and which
+ * starts it anew itself, once, before the program. */
 int hcg_run_appends(const char *pattern);
+/* 1 if a file name's pattern may expand differently in each process (%p,
+ * %q{VAR}, %h): not one file hcguard run can empty for all of them. */
+int hcg_pattern_per_process(const char *pattern);
 /* Open an output file safely (see outfile.c): created new with
  * HCGUARD_FILE_MODE, or an existing regular file of the effective user
  * truncated (kept and appended to with HCG_OPEN_APPEND); a symlink, FIFO,
@@ -353,6 +356,9 @@ int hcg_open_output_why(const char *path, int flags, char *why, size_t len);
  * continues a dead program's file only if its path still names it (the
  * program may have moved it away and put a file of its own there). */
 void hcg_output_id_note(int slot, const hcg_fileid *id);
+/* An output this process does not write because its path names another
+ * file (an exec'd image's 'x'): hcguard run must not write there either. */
+void hcg_output_id_elsewhere(int slot);
 /* From now on noted into ids (the flight record's), with what was noted
  * before copied there. */
 void hcg_output_ids_keep_in(hcg_fileid ids[HCG_SINK_SLOTS]);

@@ -148,6 +148,12 @@ void hcg_output_id_note(int slot, const hcg_fileid *id)
         at[slot] = *id;
 }
 
+void hcg_output_id_elsewhere(int slot)
+{
+    hcg_fileid none = {0, (ino_t)-1}; /* no file's: a reopen by path is refused */
+    hcg_output_id_note(slot, &none);
+}
+
 void hcg_output_ids_keep_in(hcg_fileid ids[HCG_SINK_SLOTS])
 {
     atomic_store_explicit(&ids_at, ids, memory_order_relaxed);
@@ -172,7 +178,12 @@ void hcg_output_ids_keep_in(hcg_fileid ids[HCG_SINK_SLOTS])
 int hcg_run_appends(const char *pattern)
 {
     const char *flight = secure_getenv("HCGUARD_FLIGHT");
-    return flight && flight[0] && !strstr(pattern, "%p");
+    return flight && flight[0] && !hcg_pattern_per_process(pattern);
+}
+
+int hcg_pattern_per_process(const char *pattern)
+{
+    return strstr(pattern, "%p") || strstr(pattern, "%q") || strstr(pattern, "%h");
 }
 
 char hcg_exec_inherited(int slot, const char *pattern, int shared_ok)

@@ -217,6 +217,7 @@ __attribute__((noinline, cold)) static void open_report(void)
     char st = hcg_exec_inherited(HCG_SINK_REPORT, c->report_pattern, 1);
     if (st == 'x') {
         report_elsewhere = 1;
+        hcg_output_id_elsewhere(HCG_SINK_REPORT);
         report_refused(c->report_path, elsewhere);
     }
     else
@@ -275,7 +276,7 @@ static void open_report_once(void)
 void hcg_write_raw(const char *text, size_t len)
 {
     int fd = report_fd;
-    if (fd < 0 || !hcg_fileid_is(fd, &report_id))
+    if (fd < 0 || report_broken || !hcg_fileid_is(fd, &report_id))
         fd = stderr_now();
     if (fd >= 0)
         hcg_write_all(fd, text, len);

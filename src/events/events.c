@@ -1032,6 +1032,9 @@ void hcg_events_after_fork(void)
     hcg_clock_epoch_stop();
     atomic_store(&coll_stop, 0);
     atomic_store(&coll_failed, 0);
+    for (unsigned i = 0; i < HCG_CNT_N; i++) /* the parent's own */
+        atomic_store_explicit(&ringless_cnt[i], 0, memory_order_relaxed);
+    atomic_store_explicit(&ringless_dropped, 0, memory_order_relaxed);
     atomic_store(&coll_asleep, 0);
     atomic_store(&drain_waiters, 0);
     for (unsigned i = 0; i < HCG_CNT_N; i++)

@@ -105,6 +105,20 @@ static int make_room(int fd, size_t bytes, size_t reserve)
     return rc;
 }
 
+/* Not recording: the lock given back before the descriptor (a fork by
+ * another thread meanwhile holds the open file too, and the lock with it:
+ * every later process would wait on it). */
+static void *give_up(int fd, hcg_flight *f, size_t bytes)
+{
+    if (f)
+        munmap(f, bytes);
+    if (fd >= 0) {
+        flock(fd, LOCK_UN);
+        close(fd);
+    }
+    return NULL;
+}
+
 void *hcg_flight_attach(size_t pools_size)
 {
     const char *path = secure_getenv("HCGUARD_FLIGHT");
@@ -120,28 +134,20 @@ void *hcg_flight_attach(size_t pools_size)
      * one cut it to its size under the other's mapping. */
     while (fd >= 0 && flock(fd, LOCK_EX) != 0 && errno == EINTR)
         ;
-    if (fd < 0 || !ours(fd) || others(fd)) {
-        if (fd >= 0)
-            close(fd);
-        return NULL;
-    }
+    if (fd < 0 || !ours(fd) || others(fd))
+        return give_up(fd, NULL, 0);
     pools_bytes = pools_size;
     size_t ring_bytes = hcg_events_ring_bytes();
     size_t bytes = rings_off() + HCG_FLIGHT_MAX_RINGS * ring_bytes;
     hcg_flight *f = MAP_FAILED;
     if (make_room(fd, bytes, rings_off()) == 0)
         f = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (f == MAP_FAILED) {
-        close(fd);
-        return NULL;
-    }
+    if (f == MAP_FAILED)
+        return give_up(fd, NULL, 0);
     /* A file another process records into is not this one's. */
     int32_t owner = atomic_load(&f->pid);
-    if (f->magic == HCG_FLIGHT_MAGIC && owner != 0 && owner != (int32_t)getpid()) {
-        munmap(f, bytes);
-        close(fd);
-        return NULL;
-    }
+    if (f->magic == HCG_FLIGHT_MAGIC && owner != 0 && owner != (int32_t)getpid())
+        return give_up(fd, f, bytes);
     set_up(f, bytes, ring_bytes, hcg_config_get());
     hcg_output_ids_keep_in(f->out_id);
     hcg_fileid_of(fd, &flight_id);

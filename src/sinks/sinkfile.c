@@ -115,6 +115,8 @@ int hcg_sinkfile_open(hcg_sinkfile *f, const char *what, const char *path, const
         f->unshared = st == 'n';
         f->replaced = f->elsewhere = st == 'x'; /* the program's file is there: none written */
         f->err = st == 'x' ? EBADF : 0;
+        if (st == 'x')
+            hcg_output_id_elsewhere(slot);
         snprintf(f->path, sizeof f->path, "%s", path);
         return 0;
     }

@@ -841,8 +841,11 @@ static CUresult graph_launch(hcg_driver *d, hcg_pfn_cuGraphLaunch real, CUgraphE
         if (r == CUDA_SUCCESS && x->n_sets &&
             (!info || info(s, &cst, NULL, &g, NULL, NULL) != CUDA_SUCCESS))
             g = NULL; /* then held for ever */
-        for (size_t i = 0; r == CUDA_SUCCESS && i < x->n_sets; i++)
+        for (size_t i = 0; r == CUDA_SUCCESS && i < x->n_sets; i++) {
             hold_on_graph(d, g, x->sets[i].c);
+            if (x->sets[i].c->root) /* which the copied node names */
+                hold_on_graph(d, g, x->sets[i].c->root);
+        }
         pthread_mutex_unlock(&exec_lock);
         return r;
     }
@@ -1107,12 +1110,17 @@ int hcg_graph_adopt_capture(hcg_call *c, CUstream s, int ptsz)
     }
     c->oneshot = 0;
     atomic_fetch_add_explicit(&calls_live, 1, memory_order_relaxed);
-    atomic_store_explicit(&c->refs, 1, memory_order_relaxed);
     atomic_store_explicit(&c->chain, NULL, memory_order_relaxed);
     c->graph = c->node = 0;
     atomic_store_explicit(&c->home_gone, 0, memory_order_relaxed);
     c->replays = calloc(1, sizeof *c->replays);
-    return attach_root(d, c, g);
+    /* A reference of its own while it attaches: if that fails (the user
+     * object's destructor may already have run), c is kept for ever
+     * rather than freed under the launch that follows. */
+    atomic_store_explicit(&c->refs, 2, memory_order_relaxed);
+    if (attach_root(d, c, g) == 0)
+        call_unref(c); /* the graph's reference alone */
+    return 0;
 }
 
 /* The node a capture just added: the stream's only dependency now. */

@@ -101,8 +101,8 @@ __attribute__((noinline, cold)) static int adopt_captured(hcg_call *c, hcg_api a
 {
     if (hcg_graph_adopt_capture(c, s, is_ptsz(api)) == 0)
         return 0;
-    hcg_debug("capture graph of stream %p not found: its host call is kept for ever",
-              (void *)s);
+    hcg_debug("capture graph of stream %p not found: its host call is kept for ever if the "
+              "driver takes it", (void *)s);
     return -1;
 }
 

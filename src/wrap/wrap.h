@@ -10,8 +10,9 @@
 /* ---- graph.c: host nodes ---------------------------------------------------
  * A host function enqueued while its stream captures: attach c to the
  * capture graph (it runs on every replay, and lives as long as the graph).
- * Returns 0, or -1 if the capture graph cannot be found (c then lives for
- * ever: leaking is the safe side). */
+ * Returns 0 (c is the graph's, or, if attaching it failed, kept for ever:
+ * leaking is the safe side), or -1 if the capture graph cannot be found
+ * (c untouched: the launch that follows is the judge). */
 int hcg_graph_adopt_capture(hcg_call *c, CUstream s, int ptsz);
 /* After the launch: note which node the capture made of it. */
 void hcg_graph_note_captured(hcg_call *c, CUstream s, int ptsz);

@@ -5,7 +5,9 @@ after the other (a launcher that itself never opens the files, as a job
 script, mpirun or torchrun). The log must hold both processes, the report
 file both summaries, and nothing of an earlier run (before, the second
 program started both files anew: the first one's events and summary were
-gone, while its own summary had said they were written).
+gone, while its own summary had said they were written). A log named with
+%q{VAR}, which the launcher cannot expand as its processes do, is each
+process's own, started anew.
 """
 import json
 import os
@@ -57,6 +59,20 @@ def main():
         bad.append("the report file holds %d summaries, not 2:\n%s" % (len(sums), "\n".join(text)))
     if any("STALE" in l for l in lines(log) + text):
         bad.append("an earlier run's file was appended to, not started anew")
+    # A name that may expand otherwise in each process (%q{VAR}, %h) is
+    # each process's own, started anew by it: hcguard run cannot empty it.
+    tagged = os.path.join(d, "b.y.jsonl")
+    with open(tagged, "w") as f:
+        f.write("STALE an earlier run\n")
+    p = subprocess.run([launcher, "run", "--log", os.path.join(d, "b.%q{TAG}.jsonl"), "--",
+                        "sh", "-c", 'TAG=y "$0" copies 10', lost],
+                       env=dict(env, TAG="x"), capture_output=True, text=True)
+    if p.returncode != 0:
+        bad.append("%%q: exit %d: %s" % (p.returncode, p.stderr[-2000:]))
+    elif any("STALE" in l for l in lines(tagged)):
+        bad.append("%%q: %s holds an earlier run's line" % tagged)
+    elif log_counts(tagged)[0] != 1 or list(log_counts(tagged)[1].values()) != [10]:
+        bad.append("%%q: %s holds %s, not one process's 10 runs" % (tagged, log_counts(tagged)))
     for b in bad:
         print("FAIL:", b)
     print("mp files sequential: %s" % ("FAILED" if bad else "passed"))

@@ -6,6 +6,9 @@
  *   hc_replace exec LOG [REPORT]  (HCGUARD_LOG=LOG, HCGUARD_LOG_FILE=REPORT)
  *                          five copies and a bad record, then the above
  *                          for each file; the next image does the same
+ *                          (and dies of SIGKILL with HC_REPLACE_IMAGE=
+ *                          image-dies: hcguard run, left its events, must
+ *                          not write them into the program's files)
  *   hc_replace check LOG   LOG holds exactly what the program wrote:
  *                          prints "replace: kept"
  *
@@ -30,6 +33,7 @@
 #include <spawn.h>
 #include <sys/wait.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -76,7 +80,8 @@ static int replace_then_exec(const char *self, char **paths, int n)
     closefrom(3);
     for (int i = 0; i < n; i++)
         replace(paths[i]);
-    execl(self, self, "image", paths[0], (char *)0);
+    execl(self, self, getenv("HC_REPLACE_IMAGE") ? getenv("HC_REPLACE_IMAGE") : "image",
+          paths[0], (char *)0);
     perror("execl");
     return 1;
 }
@@ -131,9 +136,11 @@ int main(int argc, char **argv)
 {
     if (argc >= 3 && strcmp(argv[1], "exec") == 0)
         return replace_then_exec(argv[0], argv + 2, argc - 2);
-    if (argc == 3 && strcmp(argv[1], "image") == 0) {
+    if (argc == 3 && strncmp(argv[1], "image", 5) == 0) {
         copies(); /* the next image's own events */
         bad_launch(); /* and a message */
+        if (strcmp(argv[1], "image-dies") == 0)
+            raise(SIGKILL); /* its events are left to hcguard run */
         return 0;
     }
     if (argc >= 3 && strcmp(argv[1], "spawn") == 0)
