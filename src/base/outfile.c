@@ -161,6 +161,18 @@ void hcg_output_ids_keep_in(hcg_fileid ids[HCG_SINK_SLOTS])
     memcpy(ids, ids_here, sizeof ids_here);
 }
 
+/* ---- files shared under hcguard run ------------------------------------- */
+int hcg_run_appends(const char *pattern)
+{
+    const char *flight = secure_getenv("HCGUARD_FLIGHT");
+    return flight && flight[0] && !hcg_pattern_per_process(pattern);
+}
+
+int hcg_pattern_per_process(const char *pattern)
+{
+    return strstr(pattern, "%p") || strstr(pattern, "%q") || strstr(pattern, "%h");
+}
+
 /* ---- exec ------------------------------------------------------------------
  * An image started by exec finds HCGUARD_EXEC=PID:STATES, set by the exec
  * wrappers of the image before it (src/lifecycle/lifecycle.c): one state per sink
@@ -175,17 +187,6 @@ void hcg_output_ids_keep_in(hcg_fileid ids[HCG_SINK_SLOTS])
  * system()): it shares the files of the process before it like a fork
  * child does, and never truncates them. Without the variable a file is
  * started anew. */
-int hcg_run_appends(const char *pattern)
-{
-    const char *flight = secure_getenv("HCGUARD_FLIGHT");
-    return flight && flight[0] && !hcg_pattern_per_process(pattern);
-}
-
-int hcg_pattern_per_process(const char *pattern)
-{
-    return strstr(pattern, "%p") || strstr(pattern, "%q") || strstr(pattern, "%h");
-}
-
 char hcg_exec_inherited(int slot, const char *pattern, int shared_ok)
 {
     const char *v = secure_getenv("HCGUARD_EXEC");

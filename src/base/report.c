@@ -26,8 +26,8 @@ static hcg_fileid stderr_id;
 static int report_fd = -1;
 static hcg_fileid report_id;
 static char report_path[HCG_PATH_MAX];
-static int report_elsewhere; /* its path names another file now: never written */
-static int report_broken;    /* writing it failed (a full disk): messages to stderr */
+static atomic_int report_elsewhere; /* its path names another file now: never written */
+static atomic_int report_broken; /* writing it failed (a full disk): messages to stderr */
 static pthread_once_t report_once = PTHREAD_ONCE_INIT;
 
 /* ---- the prefix: with the pid when more than one process shares stderr --- */
