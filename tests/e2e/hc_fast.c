@@ -353,6 +353,11 @@ static void capture(void)
               atomic_load(&others), 3 * 64);
     REQUIRE_OK(cuGraphExecDestroy(e));
     REQUIRE_OK(cuStreamDestroy(capture_stream));
+    /* The driver frees the captured call later, on its own thread: before
+     * the exit's leak check. */
+    for (int i = 0; i < 2000 && stats().graph_calls_live != live; i++)
+        usleep(1000);
+    CHECK_MSG(stats().graph_calls_live == live, "the captured call outlived its graph");
 }
 
 /* ---- threads first launching at once ---------------------------------------- */
