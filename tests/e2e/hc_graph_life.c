@@ -48,6 +48,7 @@
 #include "testutil.h"
 
 static atomic_int hits[4];
+static CUstream life_stream; /* test_context()'s, made by setup */
 static void fn0(void *p) { (void)p; atomic_fetch_add(&hits[0], 1); }
 static void fn1(void *p) { (void)p; atomic_fetch_add(&hits[1], 1); }
 static void fn2(void *p) { (void)p; atomic_fetch_add(&hits[2], 1); }
@@ -65,8 +66,9 @@ static unsigned long long calls_live_settled(test_stats_fn get, unsigned long lo
     return n;
 }
 
-static int capture_exec_set(CUstream s)
+static void capture_exec_set(void)
 {
+    CUstream s = life_stream;
     CUstream cap;
     CUgraph g, gc;
     CUgraphNode n;
@@ -93,11 +95,11 @@ static int capture_exec_set(CUstream s)
     REQUIRE_OK(cuGraphExecDestroy(ec));
     REQUIRE_OK(cuGraphDestroy(gc));
     REQUIRE_OK(cuGraphDestroy(g));
-    return 0;
 }
 
-static int capture_attr(CUstream s)
+static void capture_attr(void)
 {
+    CUstream s = life_stream;
     CUstream cap;
     CUgraph g, gc;
     CUgraphNode n;
@@ -121,11 +123,11 @@ static int capture_attr(CUstream s)
     /* For the log check: the streams as the log writes them. */
     printf("launch stream \"0x%llx\" capture stream \"0x%llx\"\n",
            (unsigned long long)(uintptr_t)s, (unsigned long long)(uintptr_t)cap);
-    return 0;
 }
 
-static int refused(CUstream s)
+static void refused(void)
 {
+    CUstream s = life_stream;
     test_stats_fn get = test_require_hcguard(NULL);
     hcguard_stats before = test_stats(get);
     CUgraph g, other;
@@ -161,7 +163,6 @@ static int refused(CUstream s)
     REQUIRE_OK(cuGraphDestroy(g));
     REQUIRE_OK(cuGraphDestroy(other));
     CHECK_EQ(calls_live_settled(get, 0), 0ull);
-    return 0;
 }
 
 static long max_rss_kib(void)
@@ -171,8 +172,9 @@ static long max_rss_kib(void)
     return ru.ru_maxrss;
 }
 
-static int update_flat(CUstream s)
+static void update_flat(void)
 {
+    CUstream s = life_stream;
     CUgraph ga, gb;
     CUgraphNode na, nb;
     CUgraphExec e;
@@ -201,11 +203,11 @@ static int update_flat(CUstream s)
     REQUIRE_OK(cuGraphExecDestroy(e));
     REQUIRE_OK(cuGraphDestroy(ga));
     REQUIRE_OK(cuGraphDestroy(gb));
-    return 0;
 }
 
-static int handle_reuse(CUstream s)
+static void handle_reuse(void)
 {
+    CUstream s = life_stream;
     CUgraph g, g1, x, g2, d1, d2;
     CUgraphNode n, n2;
     CUgraphExec e;
@@ -240,13 +242,13 @@ static int handle_reuse(CUstream s)
     REQUIRE_OK(cuGraphExecDestroy(e));
     REQUIRE_OK(cuGraphDestroy(g2));
     REQUIRE_OK(cuGraphDestroy(g1));
-    return 0;
 }
 
 typedef CUresult (*launch_fn)(CUstream, CUhostFn, void *);
 
-static int bindings_refused(CUstream s)
+static void bindings_refused(void)
 {
+    CUstream s = life_stream;
     const char *path = getenv("HC_E2E_BINDINGS_MODULE");
     void *mod = path ? dlopen(path, RTLD_NOW) : NULL;
     launch_fn launch = mod ? (launch_fn)dlsym(mod, "fake_bindings_launch") : NULL;
@@ -259,11 +261,11 @@ static int bindings_refused(CUstream s)
         CHECK(cuStreamEndCapture(s, &g) != CUDA_SUCCESS);
     }
     CHECK_EQ(atomic_load(&hits[0]), 0);
-    return 0;
 }
 
-static int update_dead_root(CUstream s)
+static void update_dead_root(void)
 {
+    CUstream s = life_stream;
     test_stats_fn get = test_require_hcguard(NULL);
     for (int i = 0; i < 2000; i++) {
         CUgraph g1, g2;
@@ -285,41 +287,32 @@ static int update_dead_root(CUstream s)
     }
     CHECK_EQ(atomic_load(&hits[1]), 2000);
     CHECK_EQ(calls_live_settled(get, 0), 0ull);
-    return 0;
 }
+
+/* The driver frees the graphs' calls later, on its own thread: let it
+ * before the exit's leak check. */
+static void settle(void)
+{
+    (void)calls_live_settled(test_require_hcguard(NULL), 0);
+}
+
+static void setup(void)
+{
+    life_stream = test_context();
+}
+
+static const check_scenario scenarios[] = {
+    CHECK_SCENARIO("capture-exec-set", capture_exec_set),
+    CHECK_SCENARIO("capture-attr", capture_attr),
+    CHECK_SCENARIO("refused", refused),
+    CHECK_SCENARIO("update-flat", update_flat),
+    CHECK_SCENARIO("handle-reuse", handle_reuse),
+    CHECK_SCENARIO("bindings-refused", bindings_refused),
+    CHECK_SCENARIO("update-dead-root", update_dead_root),
+};
 
 int main(int argc, char **argv)
 {
-    if (argc < 2) {
-        fprintf(stderr, "usage: %s capture-exec-set|capture-attr|refused|update-flat|"
-                        "handle-reuse|bindings-refused|update-dead-root\n", argv[0]);
-        return 2;
-    }
-    CUstream s = test_context();
-    const char *mode = argv[1];
-    if (!strcmp(mode, "capture-exec-set"))
-        capture_exec_set(s);
-    else if (!strcmp(mode, "capture-attr"))
-        capture_attr(s);
-    else if (!strcmp(mode, "refused"))
-        refused(s);
-    else if (!strcmp(mode, "update-flat"))
-        update_flat(s);
-    else if (!strcmp(mode, "handle-reuse"))
-        handle_reuse(s);
-    else if (!strcmp(mode, "bindings-refused"))
-        bindings_refused(s);
-    else if (!strcmp(mode, "update-dead-root"))
-        update_dead_root(s);
-    else {
-        fprintf(stderr, "unknown mode %s\n", mode);
-        return 2;
-    }
-    /* The driver frees the graphs' calls later, on its own thread: let it
-     * before the exit's leak check. */
-    (void)calls_live_settled(test_require_hcguard(NULL), 0);
-    if (check_failures)
-        return 1;
-    printf("graph life %s: passed\n", mode);
-    return 0;
+    return check_scenario_main("hc_graph_life", "graph life %s", CHECK_CASES(scenarios), argc,
+                               argv, setup, settle);
 }
