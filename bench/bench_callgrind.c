@@ -37,9 +37,11 @@
  * - hcguard's verdict on a copy record holds while no mapping changed
  *   through libc, and for 100 ms of the launches' own time stamps
  *   (src/check/oracle.c): no batch lasts that long, so no wall clock
- *   decides how many full validations a batch makes. The script takes
- *   each way's cheapest batch (a batch that refills the call pool costs
- *   a few instructions a call more).
+ *   decides how many full validations a batch makes;
+ * - a batch on the callback thread is waited for in read(2), never on
+ *   the driver's condition variable (counted_cb_batch).
+ * The script takes each way's median batch (a batch that refills the
+ * call pool costs a few instructions a call more).
  *
  *   bench_callgrind [BATCHES]
  * Prints "label" lines for the script, then "done".
@@ -64,7 +66,7 @@ enum { CALLS = 64 }; /* a multiple of the 1-in-16 stamp and the 32-call give-bac
 
 typedef CUresult (*ctx_get_fn)(CUcontext *);
 
-static int gate_pipe[2], held_pipe[2];
+static int gate_pipe[2], held_pipe[2], ran_pipe[2];
 
 static void pipe_put(int fd)
 {
@@ -139,9 +141,20 @@ static void one_call(const figure *f, const way *w)
         DRV(w->ctx_get(&c));
 }
 
+/* Run on the callback thread after a counted batch: says it ran. */
+static void batch_ran(void *p)
+{
+    (void)p;
+    pipe_put(ran_pipe[1]);
+}
+
 /* A batch counted on the callback thread: held while it is enqueued, so
  * that the CALLS host functions then run back to back between the two
- * toggles, with no wait for work between them. */
+ * toggles, with no wait for work between them. This thread waits for the
+ * batch in read(2), not in cuStreamSynchronize: a waiter on the driver's
+ * condition variable, there or not depending on when this thread got to
+ * it, made the driver's thread wake it (a system call more) in some
+ * batches and not others, whichever way they were launched. */
 static void counted_cb_batch(const figure *f, const way *w)
 {
     hold_stream(real_launch, stream);
@@ -149,7 +162,9 @@ static void counted_cb_batch(const figure *f, const way *w)
     for (int i = 0; i < CALLS; i++)
         DRV(w->launch(stream, f->fn, f->user));
     DRV(real_launch(stream, toggle_collect, NULL));
+    DRV(real_launch(stream, batch_ran, NULL));
     pipe_put(gate_pipe[1]);
+    pipe_take(ran_pipe[0]);
     DRV(cuStreamSynchronize(stream));
 }
 
@@ -189,7 +204,7 @@ int main(int argc, char **argv)
                         "(bench/callgrind.sh does)\n");
         return 2;
     }
-    if (pipe(gate_pipe) != 0 || pipe(held_pipe) != 0) {
+    if (pipe(gate_pipe) != 0 || pipe(held_pipe) != 0 || pipe(ran_pipe) != 0) {
         perror("bench_callgrind: pipe");
         return 1;
     }

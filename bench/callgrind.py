@@ -12,13 +12,12 @@ libhcguard preloaded and the test driver (BUILD_DIR/fakecuda) as
 libcuda.so.1, reads one callgrind dump per batch ("<figure> <way>
 <batch>"), and prints per figure the instructions per call through the
 driver's own entry point, through hcguard, and the difference: hcguard's
-cost. The figure is taken from each way's median batch: on the callback
-thread the test driver's own worker sometimes sleeps between two host
-functions and sometimes not (a system call more or less in a batch), so
-its cheapest batch is a rare one and moves from run to run, where the
-median does not; the spread over hcguard's batches is printed beside it.
-The count does not depend on the machine's speed or load: the same
-figures on every run.
+cost. The figure is taken from each way's median batch (a batch that
+refills hcguard's call pool costs a few instructions a call more); the
+spread over hcguard's batches is printed beside it, and is 0 on the
+callback thread. The count does not depend on the machine's speed or
+load: the same figures on every run (bench_callgrind.c says what makes
+them so).
 
 With --check, each figure's added instructions must not exceed the limit
 of that figure in LIMITS (lines "figure limit", # comments): a regression
