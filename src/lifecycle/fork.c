@@ -15,10 +15,11 @@
 
 #include "lifecycle/lifecycle.h"
 
-/* graph.c and init.c are in the preloaded library only: the core archive
+/* graph.c, stream.c and init.c are in the preloaded library only: the core archive
  * (unit tests, the launcher) has no graph table and no lifecycle, and
  * takes these defaults; the library's own definitions replace them. */
 __attribute__((weak)) void hcg_graph_after_fork(void) {}
+__attribute__((weak)) void hcg_capture_after_fork(void) {}
 __attribute__((weak)) void hcg_init_after_fork(void) {}
 
 /* In order: prepare and child hooks first to last, parent hooks last to
@@ -28,6 +29,7 @@ const hcg_fork_hook hcg_fork_hooks[] = {
     {hcg_thunk_fork_lock, hcg_thunk_fork_unlock, hcg_thunk_after_fork},
     {hcg_oracle_fork_lock, hcg_oracle_fork_unlock, hcg_oracle_after_fork},
     {NULL, NULL, hcg_graph_after_fork},       /* exec_lock: not taken (see graph.c) */
+    {NULL, NULL, hcg_capture_after_fork},     /* capture_lock: held across driver calls */
     {hcg_nvtx_fork_lock, hcg_nvtx_fork_unlock, hcg_nvtx_after_fork},
     {NULL, NULL, hcg_report_after_fork},      /* msg_lock */
     {NULL, NULL, hcg_callsite_after_fork},    /* site_lock */

@@ -819,13 +819,11 @@ static void hold_on_graph(hcg_driver *d, CUgraph g, hcg_call *c)
 /* Launches of e are counted and made under exec_lock, so that their order
  * is the count's; the calls retired before this launch ride on a host
  * function behind it, which runs once every launch of e so far is done. */
-static CUresult graph_launch(hcg_driver *d, hcg_pfn_cuGraphLaunch real, CUgraphExec e,
-                             CUstream s, hcg_pfn_cuLaunchHostFunc after,
-                             hcg_pfn_cuStreamIsCapturing capturing,
-                             hcg_pfn_cuStreamGetCaptureInfo_v2 info)
+static CUresult graph_launch_locked(hcg_driver *d, hcg_pfn_cuGraphLaunch real, CUgraphExec e,
+                                    CUstream s, hcg_pfn_cuLaunchHostFunc after,
+                                    hcg_pfn_cuStreamIsCapturing capturing,
+                                    hcg_pfn_cuStreamGetCaptureInfo_v2 info)
 {
-    if (!atomic_load(&host_nodes_seen) || passive())
-        return real(e, s);
     pthread_mutex_lock(&exec_lock);
     exec_ent *x = exec_get(e, 0);
     /* A launch into a capture runs nothing now: the capture graph copies
@@ -866,6 +864,26 @@ static CUresult graph_launch(hcg_driver *d, hcg_pfn_cuGraphLaunch real, CUgraphE
             x->retired = carried; /* the next launch tries again */
     }
     pthread_mutex_unlock(&exec_lock);
+    return r;
+}
+
+/* Once a capture has begun, the launch holds capture_lock (stream.c)
+ * across its questions "does s capture?" and what they decide: the
+ * launch's holds on the capture graph, or its count, replays and the host
+ * function that frees retired calls (which a capture begun in between
+ * would make a node, freeing them on every replay). Before exec_lock. */
+static CUresult graph_launch(hcg_driver *d, hcg_pfn_cuGraphLaunch real, CUgraphExec e,
+                             CUstream s, hcg_pfn_cuLaunchHostFunc after,
+                             hcg_pfn_cuStreamIsCapturing capturing,
+                             hcg_pfn_cuStreamGetCaptureInfo_v2 info)
+{
+    if (!atomic_load(&host_nodes_seen) || passive())
+        return real(e, s);
+    if (!(atomic_load_explicit(&hcg_g_launch_rare, memory_order_relaxed) & HCG_LAUNCH_CAPTURE))
+        return graph_launch_locked(d, real, e, s, after, capturing, info);
+    int old = hcg_capture_hold();
+    CUresult r = graph_launch_locked(d, real, e, s, after, capturing, info);
+    hcg_capture_release(old);
     return r;
 }
 

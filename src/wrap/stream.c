@@ -1,12 +1,47 @@
 /* Stream wrappers: cuLaunchHostFunc and its variants, and the capture
  * entry points (a host function enqueued while its stream captures becomes
  * a graph node and runs once per replay). */
+#include <pthread.h>
 #include <stdio.h>
 
 #include "wrap/wrap.h"
 
 /* Until a capture has begun (HCG_LAUNCH_CAPTURE in hcg_g_launch_rare), no
- * launch needs the (driver) question "is this stream capturing?". */
+ * launch needs the (driver) question "is this stream capturing?". From
+ * then on, a launch asks and launches holding capture_lock to read, and
+ * the entry points that begin and end captures hold it to write: the
+ * answer still holds when the driver takes the launch. Without it, a
+ * capture begun (ended) by another thread between the two made a launch
+ * found not capturing (capturing) a graph node freed after its first run
+ * (a queued call freed with the capture graph). Readers first (glibc's
+ * default): a launch never waits for a begin while another launch holds
+ * the lock, so a host function that launches (which the driver refuses)
+ * cannot wait for a begin that waits for a launch blocked in the driver
+ * behind that host function. A stream that joins a capture through an
+ * event (cuStreamWaitEvent) does so without these entry points: that race
+ * is left (README, "Limits"). */
+static pthread_rwlock_t capture_lock = PTHREAD_RWLOCK_INITIALIZER;
+
+/* Cancellation held back while the lock is: a launch cancelled in the
+ * driver would leave it read-held, and every later begin waiting. */
+int hcg_capture_hold(void)
+{
+    int old = hcg_nocancel_begin();
+    pthread_rwlock_rdlock(&capture_lock);
+    return old;
+}
+
+void hcg_capture_release(int old)
+{
+    pthread_rwlock_unlock(&capture_lock);
+    hcg_nocancel_end(old);
+}
+
+/* The child has the forking thread alone: no launch or begin under way. */
+void hcg_capture_after_fork(void)
+{
+    pthread_rwlock_init(&capture_lock, NULL);
+}
 
 /* Which entry point, and cuLaunchHostFunc_v2's sync mode. */
 typedef struct launch_args {
@@ -161,6 +196,19 @@ __attribute__((noinline, cold)) static CUresult launch_captured(launch_args a, h
     return r;
 }
 
+/* c launched in a process that has begun a capture: asked and launched
+ * with no capture begun or ended in between (capture_lock). */
+__attribute__((noinline)) static CUresult launch_capture_era(hcg_driver *d, launch_args a,
+                                                            hcg_call *c)
+{
+    int old = hcg_capture_hold();
+    CUresult r = stream_is_capturing(d, a.api, a.stream)
+                     ? launch_captured(a, c)
+                     : launch_hand(a, c->owner, c, (hcg_fnkind)c->kind);
+    hcg_capture_release(old);
+    return r;
+}
+
 /* c launched, once what is rare is done: its NVTX name, its call site
  * (the return address alone, stored by the caller, or the stack when
  * --backtrace asks for frames, or, in a process with the CUDA runtime,
@@ -173,8 +221,8 @@ static inline __attribute__((always_inline)) CUresult launch_call(hcg_driver *d,
         hcg_call_nvtx(c);
         if (rare & (HCG_LAUNCH_BACKTRACE | HCG_LAUNCH_RUNTIME))
             atomic_store_explicit(&c->caller, hcg_callsite_rare(a.ra), memory_order_relaxed);
-        if ((rare & HCG_LAUNCH_CAPTURE) && stream_is_capturing(d, a.api, a.stream))
-            return launch_captured(a, c);
+        if (rare & HCG_LAUNCH_CAPTURE)
+            return launch_capture_era(d, a, c);
     }
     return launch_hand(a, c->owner, c, (hcg_fnkind)c->kind);
 }
@@ -498,12 +546,26 @@ CUresult hcg_w_cuStreamAddCallback_ptsz(CUstream s, CUstreamCallback cb, void *u
 }
 
 /* ---- capture ---------------------------------------------------------- */
+/* A capture's begin or end, alone (capture_lock held to write): no launch
+ * is between its question and the driver's taking it. Cancellation held
+ * back as the readers do. */
+#define CAPTURE_CALL(f, args)                                                  \
+    do {                                                                       \
+        int old_ = hcg_nocancel_begin();                                       \
+        pthread_rwlock_wrlock(&capture_lock);                                  \
+        CUresult r_ = f args;                                                  \
+        pthread_rwlock_unlock(&capture_lock);                                  \
+        hcg_nocancel_end(old_);                                                \
+        return r_;                                                             \
+    } while (0)
+
 /* Every begin-capture variant: launches told that a capture may have
  * begun, then the real one. Told before, not after it succeeds: a launch
- * another thread makes into the capture once the driver has begun it, but
- * before this returns, must ask whether its stream captures (else its
- * call would be given back after its first run while the graph holds it).
- * A begin that fails leaves launches asking the driver, which answers. */
+ * reading the flag after this must ask, and takes the lock to. One that
+ * read it before, under way on another thread while the process's first
+ * capture begins, neither asks nor holds the lock: that window is left
+ * (README, "Limits"). A begin that fails leaves launches asking the
+ * driver, which answers. */
 #define CAPTURE_WRAPPER(name, params, args)                                    \
     CUresult hcg_w_##name params                                               \
     {                                                                          \
@@ -512,7 +574,20 @@ CUresult hcg_w_cuStreamAddCallback_ptsz(CUstream s, CUstreamCallback cb, void *u
         if (!f)                                                                \
             return CUDA_ERROR_NOT_SUPPORTED;                                   \
         atomic_fetch_or(&hcg_g_launch_rare, HCG_LAUNCH_CAPTURE);               \
-        return f args;                                                         \
+        CAPTURE_CALL(f, args);                                                 \
+    }
+
+/* The end of a capture: as a begin (no capture ended, none asked about). */
+#define END_CAPTURE_WRAPPER(name)                                              \
+    CUresult hcg_w_##name(CUstream s, CUgraph *g)                              \
+    {                                                                          \
+        HCG_DRV_OR_FAIL(d);                                                    \
+        hcg_pfn_##name f = atomic_load(&d->name);                              \
+        if (!f)                                                                \
+            return CUDA_ERROR_NOT_SUPPORTED;                                   \
+        if (!(atomic_load(&hcg_g_launch_rare) & HCG_LAUNCH_CAPTURE))           \
+            return f(s, g); /* nothing began through hcguard: no launch asks */ \
+        CAPTURE_CALL(f, (s, g));                                               \
     }
 
 CAPTURE_WRAPPER(cuStreamBeginCapture, (CUstream s), (s))
@@ -527,6 +602,8 @@ CAPTURE_WRAPPER(cuStreamBeginCaptureToGraph_ptsz,
                 (CUstream s, CUgraph g, const CUgraphNode *deps, const CUgraphEdgeData *edges,
                  size_t n, CUstreamCaptureMode m),
                 (s, g, deps, edges, n, m))
+END_CAPTURE_WRAPPER(cuStreamEndCapture)
+END_CAPTURE_WRAPPER(cuStreamEndCapture_ptsz)
 
 /* Exported under the driver's names: the entries of driver/entries.def
  * wrapped here. */

@@ -20,6 +20,14 @@ uint64_t hcg_graph_calls_live(void);
 
 void hcg_graph_after_fork(void); /* fork child hook (src/lifecycle/fork.c) */
 
+/* ---- stream.c: captures -------------------------------------------------
+ * Held (to read) by a launch that asks whether its stream captures, from
+ * the question until the driver has the launch; no capture begins or ends
+ * meanwhile. Returns the cancellation state to give back. */
+int hcg_capture_hold(void);
+void hcg_capture_release(int old);
+void hcg_capture_after_fork(void); /* fork child hook */
+
 /* ---- src/lifecycle/init.c: the lazy start ---------------------------------
  * Start-up (pthread_once); safe from any intercepted call. Inline: once
  * started, one load. */

@@ -31,11 +31,24 @@
  *       2000 times: an executable graph whose graph is destroyed, updated
  *       from another graph (the update lets go of the old root, which may
  *       be freed at once), launched, destroyed: nothing is kept after
+ *   hc_graph_life capture-race
+ *       one thread launches a host function on a stream 10000 times while
+ *       another begins and ends relaxed captures of that stream, and runs
+ *       each capture's graph 3 times on a stream of its own: every launch
+ *       ran once or was captured and ran 3 times, and hcguard freed none
+ *       while a graph still held it (before, the launch's question "does
+ *       the stream capture?" and the driver's taking it were not one step)
+ *   hc_graph_life capture-race-graph
+ *       the same with graph launches: an executable graph of one host
+ *       node, its host function set anew before each of 5000 launches
+ *       (the call it replaces freed once the launches before are done,
+ *       unless a capture graph copied it)
  *
  * Exit 0 passed, 1 failed, 77 not applicable (no device).
  */
 #include <cuda.h>
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -289,6 +302,108 @@ static void update_dead_root(void)
     CHECK_EQ(calls_live_settled(get, 0), 0ull);
 }
 
+enum { RACE_LAUNCHES = 10000, RACE_GRAPH_LAUNCHES = 5000, RACE_REPLAYS = 3 };
+static CUcontext race_ctx;
+static atomic_int race_done;
+
+static void fn3(void *p) { (void)p; atomic_fetch_add(&hits[3], 1); }
+static void fn3b(void *p) { (void)p; atomic_fetch_add(&hits[3], 1); }
+
+/* What the launching thread launches: host functions on s, or (e set)
+ * e, its host node n set anew before each launch. */
+typedef struct race_arg {
+    CUstream s;
+    CUgraphExec e;
+    CUgraphNode n;
+    int launches;
+} race_arg;
+
+static void *race_launcher(void *p)
+{
+    const race_arg *a = p;
+    REQUIRE_OK(cuCtxSetCurrent(race_ctx));
+    for (int i = 0; i < a->launches; i++) {
+        if (!a->e) {
+            REQUIRE_OK(cuLaunchHostFunc(a->s, fn3, NULL));
+            continue;
+        }
+        CUDA_HOST_NODE_PARAMS hp = {i & 1 ? fn3 : fn3b, NULL};
+        REQUIRE_OK(cuGraphExecHostNodeSetParams(a->e, a->n, &hp));
+        REQUIRE_OK(cuGraphLaunch(a->e, a->s));
+    }
+    atomic_store(&race_done, 1);
+    return NULL;
+}
+
+/* One capture of s (whatever the other thread launched into it meanwhile)
+ * run RACE_REPLAYS times on own: the number of host nodes it had. */
+static long race_capture(CUstream s, CUstream own)
+{
+    CUgraph g;
+    CUgraphExec e;
+    size_t n = 0;
+    REQUIRE_OK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_RELAXED));
+    REQUIRE_OK(cuStreamEndCapture(s, &g));
+    REQUIRE_OK(cuGraphGetNodes(g, NULL, &n));
+    if (n) {
+        REQUIRE_OK(cuGraphInstantiateWithFlags(&e, g, 0));
+        for (int r = 0; r < RACE_REPLAYS; r++)
+            REQUIRE_OK(cuGraphLaunch(e, own));
+        REQUIRE_OK(cuStreamSynchronize(own));
+        REQUIRE_OK(cuGraphExecDestroy(e));
+    }
+    REQUIRE_OK(cuGraphDestroy(g));
+    return (long)n;
+}
+
+/* Launches by another thread (a) into captures of a.s made meanwhile:
+ * each ran once, or was captured (one node: a host node, or the child
+ * graph node of a graph launch) and ran once a replay. */
+static void capture_race_with(race_arg a)
+{
+    CUstream own;
+    pthread_t t;
+    long captured = 0, captures = 0;
+    REQUIRE_OK(cuCtxGetCurrent(&race_ctx));
+    REQUIRE_OK(cuStreamCreate(&own, CU_STREAM_NON_BLOCKING));
+    /* A capture begun first: from here on every launch asks. */
+    captured += race_capture(a.s, own);
+    if (pthread_create(&t, NULL, race_launcher, &a) != 0)
+        abort();
+    while (!atomic_load(&race_done)) {
+        captured += race_capture(a.s, own);
+        captures++;
+    }
+    pthread_join(t, NULL);
+    REQUIRE_OK(cuStreamSynchronize(a.s));
+    printf("capture race: %ld captures took %ld of %d launches\n", captures, captured,
+           a.launches);
+    CHECK_EQ(atomic_load(&hits[3]), (int)(a.launches - captured + captured * RACE_REPLAYS));
+}
+
+static void capture_race(void)
+{
+    race_arg a = {.launches = RACE_LAUNCHES};
+    REQUIRE_OK(cuStreamCreate(&a.s, CU_STREAM_NON_BLOCKING));
+    capture_race_with(a);
+    CHECK_EQ(calls_live_settled(test_require_hcguard(NULL), 0), 0ull);
+}
+
+static void capture_race_graph(void)
+{
+    CUgraph g;
+    race_arg a = {.launches = RACE_GRAPH_LAUNCHES};
+    CUDA_HOST_NODE_PARAMS hp = {fn3, NULL};
+    REQUIRE_OK(cuStreamCreate(&a.s, CU_STREAM_NON_BLOCKING));
+    REQUIRE_OK(cuGraphCreate(&g, 0));
+    REQUIRE_OK(cuGraphAddHostNode(&a.n, g, NULL, 0, &hp));
+    REQUIRE_OK(cuGraphInstantiateWithFlags(&a.e, g, 0));
+    capture_race_with(a);
+    REQUIRE_OK(cuGraphExecDestroy(a.e));
+    REQUIRE_OK(cuGraphDestroy(g));
+    CHECK_EQ(calls_live_settled(test_require_hcguard(NULL), 0), 0ull);
+}
+
 /* The driver frees the graphs' calls later, on its own thread: let it
  * before the exit's leak check. */
 static void settle(void)
@@ -309,6 +424,8 @@ static const check_scenario scenarios[] = {
     CHECK_SCENARIO("handle-reuse", handle_reuse),
     CHECK_SCENARIO("bindings-refused", bindings_refused),
     CHECK_SCENARIO("update-dead-root", update_dead_root),
+    CHECK_SCENARIO("capture-race", capture_race),
+    CHECK_SCENARIO("capture-race-graph", capture_race_graph),
 };
 
 int main(int argc, char **argv)

@@ -1,5 +1,7 @@
 /* Stream capture of host functions and graph launches, and the capture
  * queries (cuStreamIsCapturing, cuStreamGetCaptureInfo*). */
+#include <sched.h>
+
 #include "fakecuda.h"
 
 /* ======================================================================
@@ -159,6 +161,22 @@ FC_API CUresult CUDAAPI cuStreamEndCapture_ptsz(CUstream hStream,
     return end_capture(hStream, 1, phGraph);
 }
 
+/* FAKECUDA_CAPTURE_QUERY_YIELD=1: the thread that asked yields once it
+ * has the answer, so that another thread's begin or end of that capture
+ * falls between the answer and what the caller does with it (race tests;
+ * on a GPU the window is the scheduler's). */
+static int query_yields(void)
+{
+    static atomic_int v = -1;
+    int y = atomic_load_explicit(&v, memory_order_relaxed);
+    if (y < 0) {
+        const char *e = getenv("FAKECUDA_CAPTURE_QUERY_YIELD");
+        y = e && e[0] == '1';
+        atomic_store_explicit(&v, y, memory_order_relaxed);
+    }
+    return y;
+}
+
 static CUresult is_capturing(CUstream h, int ptsz, CUstreamCaptureStatus *st)
 {
     FC_ENTER();
@@ -170,6 +188,8 @@ static CUresult is_capturing(CUstream h, int ptsz, CUstreamCaptureStatus *st)
     if (r == CUDA_SUCCESS)
         *st = s->cap_status;
     fc_unlock();
+    if (query_yields())
+        sched_yield();
     return r;
 }
 
