@@ -172,6 +172,18 @@ int hcg_reopen_same(const char *path, const hcg_fileid *id);
  * SIGPIPE in the program (a pipe whose reader has gone) and is no
  * cancellation point. Async-signal-safe. */
 int hcg_write_all(int fd, const void *buf, size_t n);
+/* The death signals: every signal whose default action ends the process
+ * and that arrives on its own (sent, or raised by a system call: SIGPIPE,
+ * SIGXFSZ, SIGXCPU), so that holding it back delays it. hcguard stands in
+ * for their default action (src/check/fault.c) and a drain on a program
+ * thread holds them back (src/events/events.c). Not the faults of an
+ * instruction (SIGILL, SIGFPE, SIGTRAP, SIGSYS: held back, the kernel
+ * kills at once; and debuggers and sandboxes own SIGTRAP and SIGSYS), nor
+ * the real-time signals (glibc's own among them). Expanded where
+ * <signal.h> is included. */
+#define HCG_DEATH_SIGNALS                                                        \
+    SIGABRT, SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGPIPE, SIGALRM, SIGUSR1, SIGUSR2, \
+        SIGXCPU, SIGXFSZ, SIGVTALRM, SIGPROF, SIGIO, SIGPWR
 /* Cancellation requests wait (returns the state to give back): around
  * hcguard's sections that hold a lock across a cancellation point, and its
  * waits inside driver calls that have none. */

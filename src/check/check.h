@@ -219,10 +219,10 @@ void hcg_copy_pool_after_fork(void);  /* fork hook (src/lifecycle/fork.c) */
 /* Install hcguard's SIGSEGV and SIGBUS handlers, chained to those already
  * there (idempotent); 0, or -1. hcg_fault_ready: installed. */
 int hcg_fault_install(void);
-/* While the program leaves SIGABRT, SIGTERM, SIGINT, SIGHUP or SIGQUIT at
+/* While the program leaves a death signal (HCG_DEATH_SIGNALS, base.h) at
  * the default action, hook runs before the process dies of it (and before
  * a default-action death by SIGSEGV or SIGBUS); it runs in a signal
- * handler, so it must wait for nothing. See src/fault.c. */
+ * handler, so it must wait for nothing. See src/check/fault.c. */
 void hcg_fault_watch_deaths(void (*hook)(void));
 int hcg_fault_ready(void);
 /* "SEGV_MAPERR", "BUS_ADRERR", ...; "other" when unknown. */

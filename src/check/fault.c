@@ -46,9 +46,10 @@
  *
  * Deaths by signal (hcg_fault_watch_deaths): a process that dies of a
  * signal's default action runs no exit code, so the events hcguard holds
- * in memory would die with it. While the program leaves SIGABRT, SIGTERM,
- * SIGINT, SIGHUP or SIGQUIT at the default, hcguard's handler stands in
- * for it: it calls the death hook (the events to the log and the trace),
+ * in memory would die with it. While the program leaves a death signal
+ * (HCG_DEATH_SIGNALS: SIGABRT, SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGPIPE,
+ * SIGALRM, SIGUSR1, SIGXCPU, ...) at the default, hcguard's handler stands
+ * in for it: it calls the death hook (the events to the log and the trace),
  * puts the default back and raises the signal again, so the process dies
  * of it as it would have (core, exit status). Any other action the program
  * sets goes to the kernel as it is: its handlers are its own business, and
@@ -424,10 +425,14 @@ const char *hcg_fault_code_name(int sig, int code)
  * then publishes it, so that the handler, which cannot take a lock, reads a
  * whole one. Writers are serialised by a spin lock taken with every signal
  * blocked (sigaction may be called from a signal handler). */
-enum { SLOT_SEGV, SLOT_BUS, N_FAULT_SLOTS, N_SLOTS = N_FAULT_SLOTS + 5 };
-/* The death signals, slots N_FAULT_SLOTS on. */
-static const int death_sigs[N_SLOTS - N_FAULT_SLOTS] = {SIGABRT, SIGTERM, SIGINT, SIGHUP,
-                                                        SIGQUIT};
+/* The death signals (HCG_DEATH_SIGNALS, base.h), slots N_FAULT_SLOTS on. */
+static const int death_sigs[] = {HCG_DEATH_SIGNALS};
+enum {
+    SLOT_SEGV,
+    SLOT_BUS,
+    N_FAULT_SLOTS,
+    N_SLOTS = N_FAULT_SLOTS + sizeof death_sigs / sizeof death_sigs[0]
+};
 
 typedef struct chained {
     struct sigaction act[2];

@@ -688,15 +688,13 @@ void hcg_events_recover(const hcg_flight *f, hcg_counts *counts, uint64_t *dropp
  * from the rings and not yet written out; once the drain is done it can. */
 static void hold_deaths(sigset_t *old)
 {
+    static const int deaths[] = {HCG_DEATH_SIGNALS};
     sigset_t s;
     if (hcg_self.collector)
         return;
     sigemptyset(&s);
-    sigaddset(&s, SIGABRT);
-    sigaddset(&s, SIGTERM);
-    sigaddset(&s, SIGINT);
-    sigaddset(&s, SIGHUP);
-    sigaddset(&s, SIGQUIT);
+    for (size_t i = 0; i < sizeof deaths / sizeof deaths[0]; i++)
+        sigaddset(&s, deaths[i]);
     pthread_sigmask(SIG_BLOCK, &s, old);
 }
 

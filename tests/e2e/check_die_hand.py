@@ -5,7 +5,9 @@ the program's own handlers, ignored signals and its view of its actions are
 as without hcguard.
 
   check_die_hand.py LIBHCGUARD HC_LOST DIR CASE
-CASE is a way of dying (segv, fault, bus, abort, term, int, hup, quit),
+CASE is a way of dying (segv, fault, bus, abort, term, int, hup, quit;
+usr1, usr2, prof, vtalrm, io, pwr, xcpu raised; pipe, xfsz, alrm sent by
+the kernel),
 `outside` (SIGTERM sent by another process, as `timeout` does), `handler`,
 `ignored` or `view`. HCG_CHILD_PRELOAD, if set, goes ahead of LIBHCGUARD
 in LD_PRELOAD (a sanitizer's runtime).
@@ -21,7 +23,11 @@ from checklib import child_env, fresh, skip_no_gpu, verdict
 
 DEATHS = {"segv": signal.SIGSEGV, "fault": signal.SIGSEGV, "bus": signal.SIGBUS,
           "abort": signal.SIGABRT, "term": signal.SIGTERM, "int": signal.SIGINT,
-          "hup": signal.SIGHUP, "quit": signal.SIGQUIT, "outside": signal.SIGTERM}
+          "hup": signal.SIGHUP, "quit": signal.SIGQUIT, "outside": signal.SIGTERM,
+          "usr1": signal.SIGUSR1, "usr2": signal.SIGUSR2, "prof": signal.SIGPROF,
+          "vtalrm": signal.SIGVTALRM, "io": signal.SIGIO, "pwr": signal.SIGPWR,
+          "pipe": signal.SIGPIPE, "xfsz": signal.SIGXFSZ, "xcpu": signal.SIGXCPU,
+          "alrm": signal.SIGALRM}
 
 
 def trace_slices(path):
@@ -82,7 +88,8 @@ def main():
         if rc != 0 or "SIGTERM ignored" not in err or "sigview: passed" not in out:
             bad.append("exit status %d: SIGTERM not ignored, before and after exec" % rc)
     elif case == "view":
-        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGABRT, signal.SIGSEGV):
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGABRT, signal.SIGSEGV,
+                    signal.SIGPIPE, signal.SIGUSR1, signal.SIGXCPU):
             rc, out, err = run(env, [prog, "sigview", str(int(sig)), "dfl"])
             if rc != 0:
                 bad.append("signal %d: the program does not see its default action" % sig)

@@ -33,7 +33,9 @@
  *   hc_lost die HOW [bad]    100 host functions (after a rejected record:
  *                            bad), then die HOW (segv, bus, abort, term,
  *                            int, exit, _exit, _Exit, kill; fault: a real
- *                            SIGSEGV; hup, quit; wait: pause until killed;
+ *                            SIGSEGV; hup, quit, usr1, usr2, prof, vtalrm,
+ *                            io, pwr, xcpu raised; pipe, xfsz, alrm from
+ *                            the kernel; wait: pause until killed;
  *                            handler: its own SIGTERM handler _exits 7;
  *                            ignored: SIGTERM is ignored, also after exec)
  *   hc_lost sigview SIG dfl|ign   after a host function, the program's view
@@ -53,6 +55,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/time.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -597,6 +601,45 @@ static void ignored(void)
     exit(1);
 }
 
+/* The ways of dying by a signal raised as it is. */
+static const struct {
+    const char *how;
+    int sig;
+} raised[] = {
+    {"segv", SIGSEGV}, {"bus", SIGBUS},   {"term", SIGTERM},     {"int", SIGINT},
+    {"kill", SIGKILL}, {"hup", SIGHUP},   {"quit", SIGQUIT},     {"usr1", SIGUSR1},
+    {"usr2", SIGUSR2}, {"prof", SIGPROF}, {"vtalrm", SIGVTALRM}, {"io", SIGIO},
+    {"pwr", SIGPWR},   {"xcpu", SIGXCPU},
+};
+
+/* The kernel's SIGPIPE: a write to a pipe nobody reads. */
+static void die_by_pipe(void)
+{
+    int p[2];
+    REQUIRE(pipe(p) == 0);
+    close(p[0]);
+    (void)!write(p[1], "x", 1);
+    fprintf(stderr, "FAIL: no SIGPIPE\n");
+    exit(1);
+}
+
+/* The kernel's SIGXFSZ: a write past RLIMIT_FSIZE (1 MiB: room for the
+ * log and the trace of 100 host functions, which the limit binds too). */
+static void die_by_fsize(void)
+{
+    char path[] = "/tmp/hc_lost_fsize_XXXXXX";
+    int fd = mkstemp(path);
+    REQUIRE(fd >= 0);
+    unlink(path);
+    struct rlimit r = {1 << 20, 1 << 20};
+    REQUIRE(setrlimit(RLIMIT_FSIZE, &r) == 0);
+    static char block[1 << 20];
+    (void)!write(fd, block, sizeof block);
+    (void)!write(fd, block, sizeof block);
+    fprintf(stderr, "FAIL: no SIGXFSZ\n");
+    exit(1);
+}
+
 static void die(const char *how, int bad)
 {
     static char a[64];
@@ -608,25 +651,23 @@ static void die(const char *how, int bad)
         REQUIRE_OK(cuLaunchHostFunc(stream, noop, NULL));
     REQUIRE_OK(cuStreamSynchronize(stream));
     fprintf(stderr, "die: 100 host functions ran, now %s\n", how);
-    if (!strcmp(how, "segv"))
-        raise(SIGSEGV);
-    else if (!strcmp(how, "bus"))
-        raise(SIGBUS);
-    else if (!strcmp(how, "abort"))
+    for (size_t i = 0; i < sizeof raised / sizeof raised[0]; i++)
+        if (!strcmp(how, raised[i].how))
+            raise(raised[i].sig);
+    if (!strcmp(how, "abort"))
         abort();
-    else if (!strcmp(how, "term"))
-        raise(SIGTERM);
-    else if (!strcmp(how, "int"))
-        raise(SIGINT);
-    else if (!strcmp(how, "kill"))
-        raise(SIGKILL);
     else if (!strcmp(how, "fault"))
         *fault_at = 1;
-    else if (!strcmp(how, "hup"))
-        raise(SIGHUP);
-    else if (!strcmp(how, "quit"))
-        raise(SIGQUIT);
-    else if (!strcmp(how, "wait"))
+    else if (!strcmp(how, "pipe"))
+        die_by_pipe();
+    else if (!strcmp(how, "xfsz"))
+        die_by_fsize();
+    else if (!strcmp(how, "alrm")) {
+        struct itimerval once = {{0, 0}, {0, 1000}}; /* 1 ms */
+        REQUIRE(setitimer(ITIMER_REAL, &once, NULL) == 0);
+        for (;;)
+            pause();
+    } else if (!strcmp(how, "wait"))
         for (;;)
             pause();
     else if (!strcmp(how, "handler")) {
