@@ -881,9 +881,9 @@ static CUresult graph_launch(hcg_driver *d, hcg_pfn_cuGraphLaunch real, CUgraphE
         return real(e, s);
     if (!(atomic_load_explicit(&hcg_g_launch_rare, memory_order_relaxed) & HCG_LAUNCH_CAPTURE))
         return graph_launch_locked(d, real, e, s, after, capturing, info);
-    int old = hcg_capture_hold();
+    hcg_capture_token t = hcg_capture_hold();
     CUresult r = graph_launch_locked(d, real, e, s, after, capturing, info);
-    hcg_capture_release(old);
+    hcg_capture_release(t);
     return r;
 }
 

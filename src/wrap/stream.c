@@ -13,34 +13,51 @@
  * answer still holds when the driver takes the launch. Without it, a
  * capture begun (ended) by another thread between the two made a launch
  * found not capturing (capturing) a graph node freed after its first run
- * (a queued call freed with the capture graph). Readers first (glibc's
- * default): a launch never waits for a begin while another launch holds
- * the lock, so a host function that launches (which the driver refuses)
- * cannot wait for a begin that waits for a launch blocked in the driver
- * behind that host function. A stream that joins a capture through an
- * event (cuStreamWaitEvent) does so without these entry points: that race
- * is left (README, "Limits"). */
-static pthread_rwlock_t capture_lock = PTHREAD_RWLOCK_INITIALIZER;
+ * (a queued call freed with the capture graph).
+ * - Held only across the question and the driver call, never across a
+ *   wait of hcguard's own (flow control waits after it is let go).
+ * - Writers first: with readers first, launches on other streams, always
+ *   one in flight, kept a begin waiting for seconds. So no thread may
+ *   take it twice to read: none does (a launch makes no launch inside).
+ * - Never taken inside a host function (hcg_self.in_host_fn): the driver
+ *   refuses the call there anyway, and a begin or end waiting for the
+ *   lock would wait for a launch blocked in the driver behind the very
+ *   host function that waits.
+ * A stream that joins a capture through an event (cuStreamWaitEvent)
+ * does so without these entry points: that race is left (README,
+ * "Limits"). */
+static pthread_rwlock_t capture_lock = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
 
 /* Cancellation held back while the lock is: a launch cancelled in the
- * driver would leave it read-held, and every later begin waiting. */
-int hcg_capture_hold(void)
+ * driver would leave it held, and every later begin waiting. A lock that
+ * fails (EDEADLK: a signal handler's call on a thread that holds it) is
+ * not taken, and not let go. */
+static hcg_capture_token capture_take(int write)
 {
-    int old = hcg_nocancel_begin();
-    pthread_rwlock_rdlock(&capture_lock);
-    return old;
+    hcg_capture_token t = {hcg_nocancel_begin(), 0};
+    if (!hcg_self.in_host_fn)
+        t.held = (write ? pthread_rwlock_wrlock(&capture_lock)
+                        : pthread_rwlock_rdlock(&capture_lock)) == 0;
+    return t;
 }
 
-void hcg_capture_release(int old)
+hcg_capture_token hcg_capture_hold(void)
 {
-    pthread_rwlock_unlock(&capture_lock);
-    hcg_nocancel_end(old);
+    return capture_take(0);
+}
+
+void hcg_capture_release(hcg_capture_token t)
+{
+    if (t.held)
+        pthread_rwlock_unlock(&capture_lock);
+    hcg_nocancel_end(t.cancel);
 }
 
 /* The child has the forking thread alone: no launch or begin under way. */
 void hcg_capture_after_fork(void)
 {
-    pthread_rwlock_init(&capture_lock, NULL);
+    static const pthread_rwlock_t fresh = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
+    capture_lock = fresh;
 }
 
 /* Which entry point, and cuLaunchHostFunc_v2's sync mode. */
@@ -155,7 +172,21 @@ __attribute__((noinline, cold)) static CUresult launch_refused(hcg_call *c, CUre
  * call is never read after the driver took it: the callback thread may
  * have run it and given it back already (its line is that thread's by
  * now), and c is the only value kept across the driver call (read only
- * if it is refused). The pool is this thread's, found again after. */
+ * if it is refused). No flow control (launch_hand adds it). */
+static inline __attribute__((always_inline)) CUresult launch_given(launch_args a, hcg_pool *p,
+                                                                   hcg_call *c, hcg_fnkind kind)
+{
+    hcg_count_launch(p, kind);
+    CUresult r = call_real(a, hcg_trampoline, c);
+    if (HCG_UNLIKELY(r != CUDA_SUCCESS))
+        return launch_refused(c, r);
+    return CUDA_SUCCESS;
+}
+
+/* launch_given, then flow control: the pool, this thread's, found again.
+ * Written out, not through launch_given: the launch path's instructions
+ * are counted (bench/callgrind.py), and the compiler does not know that
+ * launch_refused never returns CUDA_SUCCESS. */
 static inline __attribute__((always_inline)) CUresult launch_hand(launch_args a, hcg_pool *p,
                                                                   hcg_call *c, hcg_fnkind kind)
 {
@@ -201,11 +232,13 @@ __attribute__((noinline, cold)) static CUresult launch_captured(launch_args a, h
 __attribute__((noinline)) static CUresult launch_capture_era(hcg_driver *d, launch_args a,
                                                             hcg_call *c)
 {
-    int old = hcg_capture_hold();
-    CUresult r = stream_is_capturing(d, a.api, a.stream)
-                     ? launch_captured(a, c)
-                     : launch_hand(a, c->owner, c, (hcg_fnkind)c->kind);
-    hcg_capture_release(old);
+    hcg_capture_token t = hcg_capture_hold();
+    int captured = stream_is_capturing(d, a.api, a.stream);
+    CUresult r = captured ? launch_captured(a, c)
+                          : launch_given(a, c->owner, c, (hcg_fnkind)c->kind);
+    hcg_capture_release(t);
+    if (!captured && r == CUDA_SUCCESS)
+        hcg_pool_flow(hcg_self.pool);
     return r;
 }
 
@@ -547,15 +580,12 @@ CUresult hcg_w_cuStreamAddCallback_ptsz(CUstream s, CUstreamCallback cb, void *u
 
 /* ---- capture ---------------------------------------------------------- */
 /* A capture's begin or end, alone (capture_lock held to write): no launch
- * is between its question and the driver's taking it. Cancellation held
- * back as the readers do. */
+ * is between its question and the driver's taking it. */
 #define CAPTURE_CALL(f, args)                                                  \
     do {                                                                       \
-        int old_ = hcg_nocancel_begin();                                       \
-        pthread_rwlock_wrlock(&capture_lock);                                  \
+        hcg_capture_token t_ = capture_take(1);                                \
         CUresult r_ = f args;                                                  \
-        pthread_rwlock_unlock(&capture_lock);                                  \
-        hcg_nocancel_end(old_);                                                \
+        hcg_capture_release(t_);                                               \
         return r_;                                                             \
     } while (0)
 
@@ -569,6 +599,8 @@ CUresult hcg_w_cuStreamAddCallback_ptsz(CUstream s, CUstreamCallback cb, void *u
 #define CAPTURE_WRAPPER(name, params, args)                                    \
     CUresult hcg_w_##name params                                               \
     {                                                                          \
+        if (HCG_UNLIKELY(hcg_audit_wrapper_call(HCG_API_BEGIN_CAPTURE)))        \
+            return CUDA_ERROR_NOT_PERMITTED;                                   \
         HCG_DRV_OR_FAIL(d);                                                    \
         hcg_pfn_##name f = atomic_load(&d->name);                              \
         if (!f)                                                                \
@@ -581,6 +613,8 @@ CUresult hcg_w_cuStreamAddCallback_ptsz(CUstream s, CUstreamCallback cb, void *u
 #define END_CAPTURE_WRAPPER(name)                                              \
     CUresult hcg_w_##name(CUstream s, CUgraph *g)                              \
     {                                                                          \
+        if (HCG_UNLIKELY(hcg_audit_wrapper_call(HCG_API_END_CAPTURE)))          \
+            return CUDA_ERROR_NOT_PERMITTED;                                   \
         HCG_DRV_OR_FAIL(d);                                                    \
         hcg_pfn_##name f = atomic_load(&d->name);                              \
         if (!f)                                                                \

@@ -23,9 +23,13 @@ void hcg_graph_after_fork(void); /* fork child hook (src/lifecycle/fork.c) */
 /* ---- stream.c: captures -------------------------------------------------
  * Held (to read) by a launch that asks whether its stream captures, from
  * the question until the driver has the launch; no capture begins or ends
- * meanwhile. Returns the cancellation state to give back. */
-int hcg_capture_hold(void);
-void hcg_capture_release(int old);
+ * meanwhile. Not inside a host function (then held is 0). */
+typedef struct hcg_capture_token {
+    int cancel; /* the cancellation state to give back */
+    int held;
+} hcg_capture_token;
+hcg_capture_token hcg_capture_hold(void);
+void hcg_capture_release(hcg_capture_token t);
 void hcg_capture_after_fork(void); /* fork child hook */
 
 /* ---- src/lifecycle/init.c: the lazy start ---------------------------------

@@ -404,14 +404,17 @@ def closure_print_limit(args, tmp):
 
 @case
 def graph_launch_in_hostfn(args, tmp):
-    """cuGraphLaunch is wrapped (to count launches): inside a host function
-    it is still refused in guard mode and reported, as through a thunk."""
+    """cuGraphLaunch is wrapped (to count launches), cuStreamBeginCapture
+    and cuStreamEndCapture too (to order captures and launches): inside a
+    host function each is still refused in guard mode and reported, as
+    through a thunk."""
     rc, out, err = run(args, ["launch-in-hostfn"])
     expect(rc == 0, f"exit status {rc}", out + err)
-    expect("cuGraphLaunch inside a host function returned 800" in out,
-           "not refused with CUDA_ERROR_NOT_PERMITTED", out + err)
-    expect("ERROR: cuda-call-in-host-fn: cuGraphLaunch called inside host function" in err,
-           "not reported", err)
+    for api in ("cuGraphLaunch", "cuStreamBeginCapture", "cuStreamEndCapture"):
+        expect(f"{api} inside a host function returned 800" in out,
+               f"{api} not refused with CUDA_ERROR_NOT_PERMITTED", out + err)
+        expect(f"ERROR: cuda-call-in-host-fn: {api} called inside host function" in err,
+               f"{api} not reported", err)
     if args.gpu:
         return  # the real driver may deadlock on a launch from its own thread
     rc, out, err = run(args, ["launch-in-hostfn"], {"HCGUARD_MODE": "audit"})

@@ -11,7 +11,8 @@
  *   hc_hostile good                one good host copy (for output files)
  *   hc_hostile many-execs N        N executable graphs alive at once, each
  *                                  set and launched, then all destroyed
- *   hc_hostile launch-in-hostfn    a host function that launches a graph
+ *   hc_hostile launch-in-hostfn    a host function that launches a graph,
+ *                                  begins and ends a capture
  *   hc_hostile closures N          N distinct host functions in anonymous
  *                                  memory (closure findings)
  *   hc_hostile closefrom DIR [MOVE] after some launches, closes every fd
@@ -225,27 +226,38 @@ static void many_execs(long n)
 }
 
 static CUgraphExec inner_exec;
-static CUresult inner_result = CUDA_SUCCESS;
+static CUstream side;
+static CUresult inner_result = CUDA_SUCCESS, begin_result, end_result;
 
 static void CUDA_CB launches_graph(void *arg)
 {
     (void)arg;
+    CUgraph g;
     inner_result = cuGraphLaunch(inner_exec, stream);
+    begin_result = cuStreamBeginCapture(side, CU_STREAM_CAPTURE_MODE_RELAXED);
+    end_result = cuStreamEndCapture(side, &g);
 }
 
-/* cuGraphLaunch, wrapped by hcguard, is still a call hcguard sees inside a
- * host function. */
+/* cuGraphLaunch, cuStreamBeginCapture and cuStreamEndCapture, wrapped by
+ * hcguard, are still calls hcguard sees inside a host function; in a
+ * process that has captured before (its captures' lock in use). */
 static void launch_in_hostfn(void)
 {
     CUgraph g;
     CUgraphNode node;
     CUDA_HOST_NODE_PARAMS p = {copy_fn(), &rec};
+    REQUIRE_OK(cuStreamCreate(&side, CU_STREAM_NON_BLOCKING));
+    REQUIRE_OK(cuStreamBeginCapture(side, CU_STREAM_CAPTURE_MODE_RELAXED));
+    REQUIRE_OK(cuStreamEndCapture(side, &g));
+    REQUIRE_OK(cuGraphDestroy(g));
     REQUIRE_OK(cuGraphCreate(&g, 0));
     REQUIRE_OK(cuGraphAddHostNode(&node, g, NULL, 0, &p));
     REQUIRE_OK(cuGraphInstantiate(&inner_exec, g, 0));
     REQUIRE_OK(cuLaunchHostFunc(stream, launches_graph, NULL));
     REQUIRE_OK(cuStreamSynchronize(stream));
     printf("cuGraphLaunch inside a host function returned %d\n", (int)inner_result);
+    printf("cuStreamBeginCapture inside a host function returned %d\n", (int)begin_result);
+    printf("cuStreamEndCapture inside a host function returned %d\n", (int)end_result);
     REQUIRE_OK(cuGraphExecDestroy(inner_exec));
     REQUIRE_OK(cuGraphDestroy(g));
     /* The driver frees the node's call later, on its own thread: before
