@@ -5,10 +5,10 @@
  * pair a clock with a count from long before it, and every time converted
  * from that pair would move by as much.
  *
- *   early       (first: the clock started by it) a reference taken 50 us
- *               after start-up converts ticks 50 us apart to 50 us apart
- *               (the rate is not known yet: it waits for one, rather than
- *               take 1 tick for 1 ns)
+ *   early       (in a child, where the clock starts) a reference taken
+ *               50 us after start-up converts ticks 50 us apart to 50 us
+ *               apart (the rate is not known yet: it waits for one, rather
+ *               than take 1 tick for 1 ns); one try in three will do
  *   preempted   a timer whose handler sleeps 2 ms interrupts 400 times
  *               while ticks are taken and converted through a fresh
  *               reference each time: every converted time lies within 50 us
@@ -22,10 +22,13 @@
  *               functions run one after the other never overlap)
  */
 #include <signal.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/time.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "hcg.h"
 #include "../common/check.h"
@@ -54,7 +57,7 @@ static void interrupt_every_50us(int on)
     setitimer(ITIMER_PROF, &it, NULL);
 }
 
-static void test_early(void)
+static int early_once(void)
 {
     hcg_clock_init(); /* start-up: the base pair */
     /* The clock's own cost (large under emulation), allowed for below. */
@@ -67,8 +70,36 @@ static void test_early(void)
     hcg_clock_ref(&ref);
     uint64_t d = hcg_ticks_to_ns(&ref, t1) - hcg_ticks_to_ns(&ref, t0), w = w1 - w0;
     uint64_t slack = w / 8 + 2 * cost; /* the rate from 100 us; the reads around */
-    CHECK_MSG(d + slack > w && d < w + slack, "%llu ns converted to %llu ns (clock read: %llu ns)",
-              (unsigned long long)w, (unsigned long long)d, (unsigned long long)cost);
+    if (d + slack > w && d < w + slack)
+        return 1;
+    fprintf(stderr, "test_clock: early: %llu ns converted to %llu ns (clock read: %llu ns)\n",
+            (unsigned long long)w, (unsigned long long)d, (unsigned long long)cost);
+    return 0;
+}
+
+/* One try of early, in a child of its own (where the clock starts): 1 if
+ * within the slack. */
+static int early_try(void)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0)
+        return 0;
+    if (pid == 0)
+        _exit(early_once() ? 0 : 1);
+    int st = 0;
+    return waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
+/* Up to three tries: a start-up pair whose reads were all preempted (an
+ * emulated aarch64 on a loaded machine: 55.9 us read as 38.9 us once)
+ * puts one try's rate off; a rate that is wrong puts every try off. */
+static void test_early(void)
+{
+    int ok = 0;
+    for (int i = 0; i < 3 && !ok; i++)
+        ok = early_try();
+    CHECK_MSG(ok, "3 tries, each out of the slack");
 }
 
 static void test_preempted(void)
