@@ -184,6 +184,10 @@ int hcg_write_all(int fd, const void *buf, size_t n);
 #define HCG_DEATH_SIGNALS                                                        \
     SIGABRT, SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGPIPE, SIGALRM, SIGUSR1, SIGUSR2, \
         SIGXCPU, SIGXFSZ, SIGVTALRM, SIGPROF, SIGIO, SIGPWR
+/* The death signals whose default hcguard stands in for now (bit 1 << sig,
+ * set by src/check/fault.c): a drain on a program thread holds back these
+ * alone (a program's own handler, a GC's suspend signal, must not wait). */
+extern _Atomic uint64_t hcg_g_standin_sigs;
 /* Cancellation requests wait (returns the state to give back): around
  * hcguard's sections that hold a lock across a cancellation point, and its
  * waits inside driver calls that have none. */

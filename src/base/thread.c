@@ -22,3 +22,4 @@ _Static_assert(offsetof(hcg_thread, in_host_fn) == 0,
                "the thunks' stubs (src/intercept/thunk_*.S) read the block's first byte");
 
 _Thread_local hcg_thread hcg_self __attribute__((tls_model("initial-exec")));
+_Atomic uint64_t hcg_g_standin_sigs;

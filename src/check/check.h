@@ -225,6 +225,7 @@ int hcg_fault_install(void);
  * handler, so it must wait for nothing. See src/check/fault.c. */
 void hcg_fault_watch_deaths(void (*hook)(void));
 int hcg_fault_ready(void);
+void hcg_fault_after_fork(void); /* fork child hook (src/lifecycle/fork.c) */
 /* "SEGV_MAPERR", "BUS_ADRERR", ...; "other" when unknown. */
 const char *hcg_fault_code_name(int sig, int code);
 /* The sizes [*lo, *hi) that contained copies make by rep movsb (x86-64

@@ -442,7 +442,6 @@ typedef struct chained {
 static chained g_chain[N_SLOTS];
 static atomic_int g_installed;
 static atomic_int g_deaths;               /* hcg_fault_watch_deaths was called */
-static atomic_int g_ours[N_SLOTS];        /* a death slot: hcguard's handler is in */
 static _Atomic(void (*)(void)) g_death_hook;
 static atomic_flag g_lock = ATOMIC_FLAG_INIT;
 
@@ -454,6 +453,18 @@ HCG_UNINSTRUMENTED static int slot_of(int sig)
         if (death_sigs[i] == sig)
             return N_FAULT_SLOTS + i;
     return -1;
+}
+
+/* Death slot `slot` has hcguard's handler in the kernel, or not: what a
+ * drain holds back (hcg_g_standin_sigs). A hint: where the program's view
+ * depends on it, the kernel is asked (still_ours). */
+static void set_ours(int slot, int on)
+{
+    uint64_t bit = 1ull << (death_sigs[slot - N_FAULT_SLOTS] & 63);
+    if (on)
+        atomic_fetch_or(&hcg_g_standin_sigs, bit);
+    else
+        atomic_fetch_and(&hcg_g_standin_sigs, ~bit);
 }
 
 /* The program's sigaction: the next definition in the search order (a
@@ -479,6 +490,13 @@ HCG_UNINSTRUMENTED static int kernel_sigaction(int sig, const struct sigaction *
     if (!f)
         return real_sigaction(sig, act, old);
     return f(sig, act, old);
+}
+
+/* The child of fork has only the forking thread: a sigaction of another
+ * thread at the fork must not leave the lock taken for ever. */
+void hcg_fault_after_fork(void)
+{
+    atomic_flag_clear(&g_lock);
 }
 
 static void lock_all(sigset_t *saved)
@@ -661,19 +679,22 @@ static void on_death(int sig, siginfo_t *si, void *uc)
     memset(&dfl, 0, sizeof dfl);
     dfl.sa_handler = SIG_DFL;
     kernel_sigaction(sig, &dfl, NULL);
-    int slot = slot_of(sig);
-    if (slot >= 0)
-        atomic_store(&g_ours[slot], 0);
+    /* hcg_g_standin_sigs stays: the process dies, and a vfork child (which
+     * shares it) must not change what its parent believes. */
     raise(sig); /* blocked in this handler: delivered, by default, on return */
     errno = err;
 }
 
+/* Every death signal held back while the hook writes: a second one would
+ * end the process half-way, of the wrong signal. */
 static void death_action(struct sigaction *a)
 {
     memset(a, 0, sizeof *a);
     a->sa_sigaction = on_death;
     a->sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
     sigemptyset(&a->sa_mask);
+    for (int i = 0; i < N_SLOTS - N_FAULT_SLOTS; i++)
+        sigaddset(&a->sa_mask, death_sigs[i]);
 }
 
 /* The program's SA_RESETHAND handler for a death signal: the kernel would
@@ -720,7 +741,7 @@ HCG_UNINSTRUMENTED static int set_death_action(int sig, int slot, const struct s
         chain_write(slot, a);
         rc = kernel_sigaction(sig, &ours, NULL);
         if (rc == 0)
-            atomic_store(&g_ours[slot], 1);
+            set_ours(slot, 1);
         return rc;
     }
     if (atomic_load(&g_deaths) && a->sa_handler == SIG_DFL) {
@@ -729,12 +750,12 @@ HCG_UNINSTRUMENTED static int set_death_action(int sig, int slot, const struct s
         chain_write(slot, a);
         rc = kernel_sigaction(sig, &ours, NULL);
         if (rc == 0)
-            atomic_store(&g_ours[slot], 1);
+            set_ours(slot, 1);
         return rc;
     }
     rc = real_sigaction(sig, a, NULL);
     if (rc == 0)
-        atomic_store(&g_ours[slot], 0);
+        set_ours(slot, 0);
     return rc;
 }
 
@@ -771,7 +792,7 @@ HCG_UNINSTRUMENTED static int still_ours(int sig)
     if ((now.sa_flags & SA_SIGINFO) &&
         (now.sa_sigaction == on_death || now.sa_sigaction == on_reset_death))
         return 1;
-    atomic_store(&g_ours[slot_of(sig)], 0);
+    set_ours(slot_of(sig), 0);
     return 0;
 }
 
@@ -809,7 +830,7 @@ HCG_UNINSTRUMENTED static int program_sigaction(int sig, int slot, const struct 
     sigset_t saved;
     lock_all(&saved);
     int rc = 0, death = slot >= N_FAULT_SLOTS;
-    if (!death || (atomic_load(&g_ours[slot]) && still_ours(sig)))
+    if (!death || still_ours(sig)) /* the kernel's word, never the hint */
         chain_read(slot, &view);
     else
         rc = real_sigaction(sig, NULL, &view);
@@ -827,12 +848,39 @@ HCG_UNINSTRUMENTED static int program_sigaction(int sig, int slot, const struct 
     return rc;
 }
 
+/* In a child made without fork's handlers (vfork's shares this memory
+ * with its parent, which hcguard's state is): the kernel's action is set
+ * and read as it is, hcguard's state read and never written. The view is
+ * still the program's: hcguard's handler, inherited, shows as the chained
+ * action. */
+HCG_UNINSTRUMENTED static int foreign_sigaction(int sig, int slot, const struct sigaction *act,
+                                                struct sigaction *oldact)
+{
+    struct sigaction now;
+    int rc = real_sigaction(sig, act, &now);
+    if (rc != 0 || !oldact)
+        return rc;
+    if ((now.sa_flags & SA_SIGINFO) && (now.sa_sigaction == on_death ||
+                                        now.sa_sigaction == on_reset_death ||
+                                        now.sa_sigaction == on_fault))
+        chain_read(slot, &now);
+    if (hcg_fault_copy(oldact, &now, sizeof now, NULL) != 0) {
+        errno = EFAULT;
+        return -1;
+    }
+    return 0;
+}
+
 HCG_UNINSTRUMENTED HCG_EXPORT int sigaction(int sig, const struct sigaction *act,
                                             struct sigaction *oldact)
 {
     int slot = slot_of(sig);
     if (slot < 0 || hcg_libc_looking_up())
         return real_sigaction(sig, act, oldact);
+    /* Not before hcguard keeps any state: a sanitizer's runtime calls
+     * this before it can run the (instrumented) code of hcg_fork_foreign. */
+    if ((atomic_load(&g_installed) || atomic_load(&g_deaths)) && hcg_fork_foreign())
+        return foreign_sigaction(sig, slot, act, oldact);
     if (slot >= N_FAULT_SLOTS) {
         if (atomic_load(&g_deaths))
             return program_sigaction(sig, slot, act, oldact);

@@ -692,9 +692,11 @@ static void hold_deaths(sigset_t *old)
     sigset_t s;
     if (hcg_self.collector)
         return;
+    uint64_t standin = atomic_load_explicit(&hcg_g_standin_sigs, memory_order_relaxed);
     sigemptyset(&s);
     for (size_t i = 0; i < sizeof deaths / sizeof deaths[0]; i++)
-        sigaddset(&s, deaths[i]);
+        if (standin & (1ull << (deaths[i] & 63)))
+            sigaddset(&s, deaths[i]);
     pthread_sigmask(SIG_BLOCK, &s, old);
 }
 

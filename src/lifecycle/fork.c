@@ -28,6 +28,7 @@ const hcg_fork_hook hcg_fork_hooks[] = {
     {NULL, NULL, hcg_flight_after_fork},      /* first: the parent's record left alone */
     {hcg_thunk_fork_lock, hcg_thunk_fork_unlock, hcg_thunk_after_fork},
     {hcg_oracle_fork_lock, hcg_oracle_fork_unlock, hcg_oracle_after_fork},
+    {NULL, NULL, hcg_fault_after_fork},       /* the signal actions' spin lock */
     {NULL, NULL, hcg_graph_after_fork},       /* exec_lock: not taken (see graph.c) */
     {NULL, NULL, hcg_capture_after_fork},     /* capture_lock: held across driver calls */
     {hcg_nvtx_fork_lock, hcg_nvtx_fork_unlock, hcg_nvtx_after_fork},

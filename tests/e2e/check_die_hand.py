@@ -8,7 +8,9 @@ as without hcguard.
 CASE is a way of dying (segv, fault, bus, abort, term, int, hup, quit;
 usr1, usr2, prof, vtalrm, io, pwr, xcpu raised; pipe, xfsz, alrm sent by
 the kernel),
-`outside` (SIGTERM sent by another process, as `timeout` does), `handler`,
+`outside` (SIGTERM sent by another process, as `timeout` does), `vfork`
+(a vfork child's death or sigaction leaves the parent's view and its
+stand-in alone), `handler`,
 `ignored` or `view`. HCG_CHILD_PRELOAD, if set, goes ahead of LIBHCGUARD
 in LD_PRELOAD (a sanitizer's runtime).
 """
@@ -87,6 +89,16 @@ def main():
         rc, out, err = run(env, [prog, "die", "ignored"], ignore_term=True)
         if rc != 0 or "SIGTERM ignored" not in err or "sigview: passed" not in out:
             bad.append("exit status %d: SIGTERM not ignored, before and after exec" % rc)
+    elif case == "vfork":
+        err = out = ""
+        for sig in (signal.SIGPIPE, signal.SIGTERM, signal.SIGUSR1):
+            for how in ("die", "ign", "reset"):
+                fresh(log, trace)
+                rc, o, e = run(env, [prog, "vforkview", str(int(sig)), how])
+                out, err = out + o, err + e
+                if rc != -sig or "CHECK failed" in e or log_runs(log) != 100:
+                    bad.append("signal %d after a vfork child's %s: status %d, %d runs logged"
+                               % (sig, how, rc, log_runs(log)))
     elif case == "view":
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGABRT, signal.SIGSEGV,
                     signal.SIGPIPE, signal.SIGUSR1, signal.SIGXCPU):

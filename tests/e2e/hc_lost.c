@@ -38,6 +38,10 @@
  *                            the kernel; wait: pause until killed;
  *                            handler: its own SIGTERM handler _exits 7;
  *                            ignored: SIGTERM is ignored, also after exec)
+ *   hc_lost vforkview SIG die|ign|reset  a vfork child dies of SIG, ignores
+ *                            it or sets an SA_RESETHAND handler; the parent
+ *                            sees SIG's default, runs 100 host functions in
+ *                            all and raises SIG
  *   hc_lost sigview SIG dfl|ign   after a host function, the program's view
  *                            of SIG's action is the default, or ignored
  * Each prints "<mode>: passed" when every check held. */
@@ -584,6 +588,47 @@ static void sigview(int sig, const char *want)
     REQUIRE_OK(cuLaunchHostFunc(stream, noop, NULL));
     REQUIRE_OK(cuStreamSynchronize(stream));
     CHECK_MSG(sig_is(sig, want), "signal %d: the program's view is not %s", sig, want);
+}
+
+static void own_reset(int sig) { (void)sig; }
+
+/* A vfork child (which shares this memory) dies of SIG (die), ignores it
+ * (ign) or sets a handler with SA_RESETHAND (reset), then the parent's view
+ * of SIG is still the default, and SIG still kills it (checked by the
+ * caller: the events written, the status): before, the child's sigaction
+ * or death changed hcguard's notes of the parent's actions, and the parent
+ * was shown hcguard's handler as its own. */
+static void vforkview(int sig, const char *how)
+{
+    REQUIRE_OK(cuLaunchHostFunc(stream, noop, NULL));
+    REQUIRE_OK(cuStreamSynchronize(stream));
+    pid_t pid = vfork();
+    if (pid == 0) {
+        if (!strcmp(how, "die"))
+            raise(sig);
+        if (!strcmp(how, "ign"))
+            signal(sig, SIG_IGN);
+        if (!strcmp(how, "reset")) {
+            struct sigaction a;
+            memset(&a, 0, sizeof a);
+            a.sa_handler = own_reset;
+            a.sa_flags = SA_RESETHAND;
+            sigaction(sig, &a, NULL);
+        }
+        _exit(0);
+    }
+    REQUIRE(pid > 0);
+    int st = 0;
+    REQUIRE(waitpid(pid, &st, 0) == pid);
+    CHECK_MSG(sig_is(sig, "dfl"), "signal %d: after a vfork child's %s, the view is not the "
+              "default", sig, how);
+    for (int i = 1; i < 100; i++)
+        REQUIRE_OK(cuLaunchHostFunc(stream, noop, NULL));
+    REQUIRE_OK(cuStreamSynchronize(stream));
+    fprintf(stderr, "vforkview: 100 host functions ran, now raising %d\n", sig);
+    raise(sig);
+    fprintf(stderr, "FAIL: signal %d did not kill\n", sig);
+    exit(1);
 }
 
 /* SIGTERM ignored (inherited): still ignored, and across exec too. */
@@ -1182,6 +1227,12 @@ static void s_sigview(int argc, char **argv)
     sigview((int)num(argc, argv, 0), argv[1]);
 }
 
+static void s_vforkview(int argc, char **argv)
+{
+    (void)argc;
+    vforkview((int)num(argc, argv, 0), argv[1]);
+}
+
 static const check_scenario scenarios[] = {
     CHECK_SCENARIO_ARGS("flood", s_flood, 1, 1, "N"),
     CHECK_SCENARIO_ARGS("execfail", s_execfail, 2, 2, "N EXECS"),
@@ -1202,6 +1253,7 @@ static const check_scenario scenarios[] = {
     CHECK_SCENARIO_ARGS("forkexec", s_forkexec, 2, 2, "N M"),
     CHECK_SCENARIO_ARGS("die", s_die, 1, 2, "HOW [bad]"),
     CHECK_SCENARIO_ARGS("sigview", s_sigview, 2, 2, "SIGNAL dfl|ign"),
+    CHECK_SCENARIO_ARGS("vforkview", s_vforkview, 2, 2, "SIGNAL die|ign|reset"),
     CHECK_SCENARIO_ARGS("ringcut", s_ringcut, 1, 1, "N"),
     CHECK_SCENARIO("hangcut", s_hangcut),
     CHECK_SCENARIO_ARGS("forkexecbuf", s_forkexecbuf, 2, 3, "N M [kill]"),
