@@ -23,7 +23,10 @@
  * node of a clone, whose graph hcguard cannot name) is chained onto the
  * root and freed with it. An executable graph updated from another graph
  * (cuGraphExecUpdate) takes that graph's calls; they are chained onto a
- * root the executable graph holds, found when it was instantiated.
+ * root the executable graph holds, found when it was instantiated; a
+ * child graph node of it set to another graph
+ * (cuGraphExecChildGraphNodeSetParams) the same, and if that root was the
+ * child's, what it holds passes to a root the executable graph keeps.
  * Destructors run on a driver thread: they touch only atomics. */
 #include <pthread.h>
 #include <stdlib.h>
@@ -524,11 +527,19 @@ typedef struct exec_set {
     uint64_t before; /* launches when c was made: none since, none ran it */
 } exec_set;
 
+/* A call an executable graph runs, and the child graph node of its source
+ * graph that it runs in (0: a node of the graph itself). */
+typedef struct exec_call {
+    hcg_call *c;
+    uintptr_t top;
+} exec_call;
+
 typedef struct exec_ent {
     CUgraphExec exec;
     hcg_call *root;
+    uintptr_t root_top; /* where root's node is, as exec_call's top */
     uint64_t launches;
-    hcg_call **calls; /* the calls its nodes run now: each launch is recorded in them */
+    exec_call *calls; /* the calls its nodes run now: each launch is recorded in them */
     size_t n_calls;
     exec_set *sets;
     size_t n_sets, cap_sets;
@@ -634,33 +645,42 @@ static void retire_sets(exec_ent *x)
 
 /* The calls a graph runs (each_call's visitor): they record its launches. */
 typedef struct call_list {
-    hcg_call **v;
+    exec_call *v;
     size_t n, cap;
+    uintptr_t top; /* when not 0, the top every call is given */
 } call_list;
 
-static int list_call(hcg_call *c, CUgraph in, void *arg)
+static int list_call(hcg_call *c, CUgraph in, uintptr_t top, void *arg)
 {
     (void)in;
     call_list *l = arg;
     if (l->n == l->cap) {
         size_t cap = l->cap ? l->cap * 2 : 8;
-        hcg_call **v = realloc(l->v, cap * sizeof *v);
+        exec_call *v = realloc(l->v, cap * sizeof *v);
         if (!v)
             return 1; /* the rest go unattributed */
         l->v = v;
         l->cap = cap;
     }
-    l->v[l->n++] = c;
+    l->v[l->n++] = (exec_call){c, l->top ? l->top : top};
     return 0;
 }
 
+/* A root a graph holds (each_call's visitor take_root finds the first). */
+typedef struct root_at {
+    hcg_call *root;
+    uintptr_t top;
+} root_at;
+
 /* e holds root; when calls is set, its nodes run those (taken). */
-static void exec_put(CUgraphExec e, hcg_call *root, call_list *calls)
+static void exec_put(CUgraphExec e, root_at root, call_list *calls)
 {
     pthread_mutex_lock(&exec_lock);
     exec_ent *x = exec_get(e, 1);
-    if (x)
-        x->root = root;
+    if (x) {
+        x->root = root.root;
+        x->root_top = root.top;
+    }
     if (x && calls) {
         free(x->calls);
         x->calls = calls->v;
@@ -676,14 +696,14 @@ static void exec_put(CUgraphExec e, hcg_call *root, call_list *calls)
 static void exec_swap_call(exec_ent *x, CUgraphNode n, hcg_call *c)
 {
     for (size_t i = 0; i < x->n_calls; i++)
-        if (x->calls[i]->node == (uintptr_t)n) {
-            x->calls[i] = c;
+        if (x->calls[i].c->node == (uintptr_t)n) {
+            x->calls[i].c = c;
             return;
         }
-    hcg_call **v = realloc(x->calls, (x->n_calls + 1) * sizeof *v);
+    exec_call *v = realloc(x->calls, (x->n_calls + 1) * sizeof *v);
     if (v) {
         x->calls = v;
-        x->calls[x->n_calls++] = c;
+        x->calls[x->n_calls++] = (exec_call){c, 0};
     }
 }
 
@@ -792,7 +812,7 @@ static void note_replays(exec_ent *x, CUstream s)
     uint64_t now = hcg_ticks();
     uint32_t tid = hcg_gettid();
     for (size_t i = 0; i < x->n_calls; i++)
-        hcg_replay_note(x->calls[i], (uintptr_t)s, now, tid);
+        hcg_replay_note(x->calls[i].c, (uintptr_t)s, now, tid);
 }
 
 /* Graph g runs c too (an executable graph launched into g's capture
@@ -854,7 +874,7 @@ static CUresult graph_launch_locked(hcg_driver *d, hcg_pfn_cuGraphLaunch real, C
     CUresult r = real(e, s);
     if (r != CUDA_SUCCESS && x)
         for (size_t i = 0; i < x->n_calls; i++)
-            hcg_replay_unnote(x->calls[i]);
+            hcg_replay_unnote(x->calls[i].c);
     CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_ACTIVE;
     if (r == CUDA_SUCCESS && x && x->retired && after && capturing &&
         capturing(s, &st) == CUDA_SUCCESS && st == CU_STREAM_CAPTURE_STATUS_NONE) {
@@ -912,9 +932,11 @@ CUresult hcg_w_cuGraphLaunch_ptsz(CUgraphExec e, CUstream s)
 }
 
 /* Visit hcguard's calls among g's host nodes (child graphs too), each with
- * the graph its node is in; stop when visit returns nonzero. */
-typedef int (*call_visit)(hcg_call *c, CUgraph in, void *arg);
-static int each_call(hcg_driver *d, CUgraph g, int depth, call_visit visit, void *arg)
+ * the graph its node is in and the child graph node of g that holds it (0:
+ * a node of g); stop when visit returns nonzero. */
+typedef int (*call_visit)(hcg_call *c, CUgraph in, uintptr_t top, void *arg);
+static int each_call_at(hcg_driver *d, CUgraph g, int depth, uintptr_t top, call_visit visit,
+                        void *arg)
 {
     hcg_pfn_cuGraphGetNodes get_nodes = atomic_load(&d->cuGraphGetNodes);
     hcg_pfn_cuGraphNodeGetType node_type = atomic_load(&d->cuGraphNodeGetType);
@@ -936,18 +958,23 @@ static int each_call(hcg_driver *d, CUgraph g, int depth, call_visit visit, void
             continue;
         if (t == CU_GRAPH_NODE_TYPE_HOST && get(all[i], &p) == CUDA_SUCCESS &&
             p.fn == hcg_trampoline && p.userData)
-            stop = visit(p.userData, g, arg);
+            stop = visit(p.userData, g, top, arg);
         else if (t == CU_GRAPH_NODE_TYPE_GRAPH && child && child(all[i], &sub) == CUDA_SUCCESS)
-            stop = each_call(d, sub, depth + 1, visit, arg);
+            stop = each_call_at(d, sub, depth + 1, depth ? top : (uintptr_t)all[i], visit, arg);
     }
     free(all);
     return stop;
 }
 
-static int take_root(hcg_call *c, CUgraph in, void *arg)
+static int each_call(hcg_driver *d, CUgraph g, call_visit visit, void *arg)
+{
+    return each_call_at(d, g, 0, 0, visit, arg);
+}
+
+static int take_root(hcg_call *c, CUgraph in, uintptr_t top, void *arg)
 {
     (void)in;
-    *(hcg_call **)arg = c->root ? c->root : c;
+    *(root_at *)arg = (root_at){c->root ? c->root : c, top};
     return 1;
 }
 
@@ -955,10 +982,10 @@ static void note_exec(hcg_driver *d, CUresult r, CUgraphExec *pe, CUgraph g)
 {
     if (r != CUDA_SUCCESS || !pe || !atomic_load(&host_nodes_seen) || passive())
         return;
-    hcg_call *root = NULL;
+    root_at root = {0};
     call_list calls = {0};
-    each_call(d, g, 0, take_root, &root);
-    each_call(d, g, 0, list_call, &calls);
+    each_call(d, g, take_root, &root);
+    each_call(d, g, list_call, &calls);
     exec_put(*pe, root, &calls);
 }
 
@@ -999,9 +1026,10 @@ static int chained(hcg_call *root, const hcg_call *c)
 
 /* Once per call and root: an executable graph updated back and forth
  * between the same graphs must not grow the chain with each update. */
-static int chain_to_exec(hcg_call *c, CUgraph in, void *arg)
+static int chain_to_exec(hcg_call *c, CUgraph in, uintptr_t top, void *arg)
 {
     (void)in;
+    (void)top;
     hcg_call *root = arg;
     if (c != root && !chained(root, c))
         chain_onto(root, c);
@@ -1018,7 +1046,7 @@ static hcg_call *before_update(hcg_driver *d, CUgraphExec e, CUgraph g)
         return NULL;
     hcg_call *root = exec_root(e);
     if (root)
-        each_call(d, g, 0, chain_to_exec, root);
+        each_call(d, g, chain_to_exec, root);
     return root;
 }
 
@@ -1028,7 +1056,7 @@ static hcg_call *before_update(hcg_driver *d, CUgraphExec e, CUgraph g)
  * root it held may be gone, and is not used again). */
 static void adopt_update(hcg_driver *d, CUgraphExec e, CUgraph g, hcg_call *root)
 {
-    hcg_call *now = NULL;
+    root_at now = {0};
     pthread_mutex_lock(&exec_lock);
     exec_ent *x = exec_get(e, 0);
     if (x) {
@@ -1036,14 +1064,14 @@ static void adopt_update(hcg_driver *d, CUgraphExec e, CUgraph g, hcg_call *root
         x->n_calls = 0; /* they may be freed: the exec runs g's now */
     }
     pthread_mutex_unlock(&exec_lock);
-    each_call(d, g, 0, take_root, &now);
+    each_call(d, g, take_root, &now);
     call_list calls = {0};
-    each_call(d, g, 0, list_call, &calls);
-    if (now || x)
+    each_call(d, g, list_call, &calls);
+    if (now.root || x)
         exec_put(e, now, &calls);
     else
         free(calls.v);
-    if (!now && !root && atomic_load(&host_nodes_seen))
+    if (!now.root && !root && atomic_load(&host_nodes_seen))
         hcg_debug("executable graph %p updated from %p: its host calls are kept for ever",
                   (void *)e, (void *)g);
 }
@@ -1071,11 +1099,102 @@ CUresult hcg_w_cuGraphExecUpdate_v2(CUgraphExec e, CUgraph g, CUgraphExecUpdateR
     return r;
 }
 
+/* ---- an executable graph's child graph node set to another graph ------- */
+/* What root holds, and root itself, held by to from now on (to NULL: kept
+ * for ever rather than freed too early). Before the driver lets go of
+ * root: its chain is freed only by its destructor. */
+static void hand_over(hcg_call *root, hcg_call *to)
+{
+    hcg_link *l = atomic_load_explicit(&root->chain, memory_order_acquire);
+    for (; l; l = l->next)
+        if (!to)
+            atomic_fetch_add_explicit(&l->c->refs, 1, memory_order_relaxed);
+        else if (l->c != to && !chained(to, l->c))
+            chain_onto(to, l->c);
+    if (!to)
+        atomic_fetch_add_explicit(&root->refs, 1, memory_order_relaxed);
+    else if (!chained(to, root))
+        chain_onto(to, root);
+}
+
+/* Before the driver sets child graph node n of e to k's nodes, while e
+ * still holds what n ran: k's calls are chained onto e's root (as for an
+ * update), and if that root is one of n's, which e lets go of, what it
+ * holds passes to a root e keeps (k's first, or another of e's own).
+ * Returns the root e holds after the set ({0}: e's stays). */
+static root_at before_child_set(hcg_driver *d, CUgraphExec e, CUgraphNode n, CUgraph k)
+{
+    hcg_call *root = before_update(d, e, k);
+    root_at next = {0};
+    each_call(d, k, take_root, &next);
+    next.top = (uintptr_t)n;
+    pthread_mutex_lock(&exec_lock);
+    exec_ent *x = exec_get(e, 0);
+    int moves = root && x && x->root == root && x->root_top == (uintptr_t)n;
+    for (size_t i = 0; moves && !next.root && i < x->n_calls; i++) {
+        const hcg_call *c = x->calls[i].c;
+        hcg_call *r = c->root ? c->root : (hcg_call *)c;
+        if (x->calls[i].top != (uintptr_t)n && r != root)
+            next = (root_at){r, x->calls[i].top};
+    }
+    pthread_mutex_unlock(&exec_lock);
+    if (!moves)
+        return next.root && !root ? next : (root_at){0};
+    if (!next.root)
+        hcg_debug("executable graph %p: a child graph set let go of its host calls' "
+                  "holder: they are kept for ever", (void *)e);
+    hand_over(root, next.root);
+    return next;
+}
+
+/* After the set: n runs k's calls, not those it ran, and e holds root. */
+static void adopt_child(hcg_driver *d, CUgraphExec e, CUgraphNode n, CUgraph k, root_at root)
+{
+    call_list calls = {.top = (uintptr_t)n};
+    each_call(d, k, list_call, &calls);
+    pthread_mutex_lock(&exec_lock);
+    exec_ent *x = exec_get(e, root.root != NULL);
+    size_t kept = 0;
+    for (size_t i = 0; x && i < x->n_calls; i++)
+        if (x->calls[i].top != (uintptr_t)n)
+            x->calls[kept++] = x->calls[i];
+    exec_call *v = x ? realloc(x->calls, (kept + calls.n) * sizeof *v) : NULL;
+    if (v && calls.n) { /* without memory: k's runs go unattributed */
+        memcpy(v + kept, calls.v, calls.n * sizeof *v);
+        kept += calls.n;
+    }
+    if (v)
+        x->calls = v;
+    if (x) {
+        x->n_calls = kept;
+    }
+    if (x && root.root) {
+        x->root = root.root;
+        x->root_top = root.top;
+    }
+    pthread_mutex_unlock(&exec_lock);
+    free(calls.v);
+}
+
+CUresult hcg_w_cuGraphExecChildGraphNodeSetParams(CUgraphExec e, CUgraphNode n, CUgraph k)
+{
+    HCG_DRV_OR_FAIL(d);
+    REAL_OR_FAIL(d, cuGraphExecChildGraphNodeSetParams, real);
+    if (passive() || !atomic_load(&host_nodes_seen))
+        return real(e, n, k);
+    root_at root = before_child_set(d, e, n, k);
+    CUresult r = real(e, n, k);
+    if (r == CUDA_SUCCESS)
+        adopt_child(d, e, n, k, root);
+    return r;
+}
+
 /* g is destroyed (its child graphs with it): the roots made in it no
  * longer name their graph and node, whose handles may be reused. */
-static int home_gone(hcg_call *c, CUgraph in, void *arg)
+static int home_gone(hcg_call *c, CUgraph in, uintptr_t top, void *arg)
 {
     (void)arg;
+    (void)top;
     hcg_call *r = c->root ? c->root : c;
     if (r->graph == (uintptr_t)in)
         atomic_store_explicit(&r->home_gone, 1, memory_order_release);
@@ -1087,7 +1206,7 @@ CUresult hcg_w_cuGraphDestroy(CUgraph g)
     HCG_DRV_OR_FAIL(d);
     REAL_OR_FAIL(d, cuGraphDestroy, real);
     if (atomic_load(&host_nodes_seen) && !passive())
-        each_call(d, g, 0, home_gone, NULL);
+        each_call(d, g, home_gone, NULL);
     return real(g);
 }
 

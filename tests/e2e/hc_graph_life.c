@@ -38,6 +38,13 @@
  *       ran once or was captured and ran 3 times, and hcguard freed none
  *       while a graph still held it (before, the launch's question "does
  *       the stream capture?" and the driver's taking it were not one step)
+ *   hc_graph_life exec-child-set
+ *       300 times: an executable graph's child graph node set to another
+ *       child graph (cuGraphExecChildGraphNodeSetParams) after a set on its
+ *       other host node, every graph destroyed, the executable graph
+ *       launched twice: the new child's host function and the set one run,
+ *       nothing is freed under them, nothing is kept after, and every run
+ *       is on the launch stream (checked by check_run_streams.sh)
  *   hc_graph_life capture-race-graph
  *       the same with graph launches: an executable graph of one host
  *       node, its host function set anew before each of 5000 launches
@@ -110,6 +117,13 @@ static void capture_exec_set(void)
     REQUIRE_OK(cuGraphDestroy(g));
 }
 
+/* For check_run_streams.sh: how many runs the log must hold, all on s,
+ * as the log writes the stream. */
+static void print_runs(int n, CUstream s)
+{
+    printf("runs %d launch stream \"0x%llx\"\n", n, (unsigned long long)(uintptr_t)s);
+}
+
 static void capture_attr(void)
 {
     CUstream s = life_stream;
@@ -133,9 +147,7 @@ static void capture_attr(void)
     REQUIRE_OK(cuGraphExecDestroy(e));
     REQUIRE_OK(cuGraphDestroy(g));
     CHECK_EQ(calls_live_settled(test_require_hcguard(NULL), 0), 0ull);
-    /* For the log check: the streams as the log writes them. */
-    printf("launch stream \"0x%llx\" capture stream \"0x%llx\"\n",
-           (unsigned long long)(uintptr_t)s, (unsigned long long)(uintptr_t)cap);
+    print_runs(3, s); /* none on the capture stream */
 }
 
 static void refused(void)
@@ -302,6 +314,56 @@ static void update_dead_root(void)
     CHECK_EQ(calls_live_settled(get, 0), 0ull);
 }
 
+/* A graph of one host node running fn. */
+static CUgraph one_host_graph(CUhostFn fn)
+{
+    CUgraph g;
+    CUgraphNode n;
+    CUDA_HOST_NODE_PARAMS p = {fn, NULL};
+    REQUIRE_OK(cuGraphCreate(&g, 0));
+    REQUIRE_OK(cuGraphAddHostNode(&n, g, NULL, 0, &p));
+    return g;
+}
+
+enum { CHILD_SET_ROUNDS = 300, CHILD_SET_LAUNCHES = 2 };
+
+/* An executable graph whose only host node at first is in a child graph
+ * (so hcguard's hold on the executable graph is that node's), its other
+ * host node set on the executable graph, then the child graph node set to
+ * another child graph and every graph destroyed: what the child ran before
+ * may be freed, and what the executable graph runs now must not be. */
+static void exec_child_set(void)
+{
+    CUstream s = life_stream;
+    for (int i = 0; i < CHILD_SET_ROUNDS; i++) {
+        CUgraph p, k1 = one_host_graph(fn0), k2 = one_host_graph(fn1);
+        CUgraphNode c, h;
+        CUgraphExec e;
+        CUDA_HOST_NODE_PARAMS ph = {fn0, NULL}, ps = {fn2, NULL};
+        REQUIRE_OK(cuGraphCreate(&p, 0));
+        REQUIRE_OK(cuGraphAddChildGraphNode(&c, p, NULL, 0, k1));
+        REQUIRE_OK(cuGraphAddHostNode(&h, p, &c, 1, &ph));
+        REQUIRE_OK(cuGraphInstantiateWithFlags(&e, p, 0));
+        REQUIRE_OK(cuGraphExecHostNodeSetParams(e, h, &ps));
+        REQUIRE_OK(cuGraphExecChildGraphNodeSetParams(e, c, k2));
+        REQUIRE_OK(cuGraphDestroy(p));
+        REQUIRE_OK(cuGraphDestroy(k1));
+        REQUIRE_OK(cuCtxSynchronize()); /* the test driver's destructors */
+        if (i < 10)
+            usleep(2000); /* a real driver's */
+        for (int k = 0; k < CHILD_SET_LAUNCHES; k++)
+            REQUIRE_OK(cuGraphLaunch(e, s));
+        REQUIRE_OK(cuStreamSynchronize(s));
+        REQUIRE_OK(cuGraphExecDestroy(e));
+        REQUIRE_OK(cuGraphDestroy(k2));
+    }
+    CHECK_EQ(atomic_load(&hits[0]), 0);
+    CHECK_EQ(atomic_load(&hits[1]), CHILD_SET_ROUNDS * CHILD_SET_LAUNCHES);
+    CHECK_EQ(atomic_load(&hits[2]), CHILD_SET_ROUNDS * CHILD_SET_LAUNCHES);
+    CHECK_EQ(calls_live_settled(test_require_hcguard(NULL), 0), 0ull);
+    print_runs(2 * CHILD_SET_ROUNDS * CHILD_SET_LAUNCHES, s);
+}
+
 enum { RACE_LAUNCHES = 10000, RACE_GRAPH_LAUNCHES = 5000, RACE_REPLAYS = 3 };
 static CUcontext race_ctx;
 static atomic_int race_done;
@@ -426,6 +488,7 @@ static const check_scenario scenarios[] = {
     CHECK_SCENARIO("update-dead-root", update_dead_root),
     CHECK_SCENARIO("capture-race", capture_race),
     CHECK_SCENARIO("capture-race-graph", capture_race_graph),
+    CHECK_SCENARIO("exec-child-set", exec_child_set),
 };
 
 int main(int argc, char **argv)

@@ -311,6 +311,30 @@ static CUresult exec_update(CUgraphExec hExec, CUgraph hGraph,
     return r;
 }
 
+/* A child graph node of the exec takes hGraph's parameters, as an update
+ * of that child alone: the same topology, and its user object references
+ * replace the child's (the Programming Guide says so for this call too). */
+FC_API CUresult CUDAAPI cuGraphExecChildGraphNodeSetParams(CUgraphExec hGraphExec,
+                                                           CUgraphNode hNode,
+                                                           CUgraph childGraph)
+{
+    FC_ENTER();
+    fc_lock();
+    fc_exec *e = fc_obj_get(hGraphExec, FC_EXEC);
+    fc_node *x = e ? exec_node(e, hNode) : NULL;
+    fc_graph *gr = fc_obj_get(childGraph, FC_GRAPH);
+    CUgraphNode err;
+    CUresult r = CUDA_ERROR_INVALID_VALUE;
+    if (x && x->child && gr && !gr->capturer &&
+        update_check(x->child, gr, &err) == CU_GRAPH_EXEC_UPDATE_SUCCESS) {
+        r = update_reserve(x->child, gr) == 0 ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+        if (r == CUDA_SUCCESS)
+            update_apply(x->child, gr);
+    }
+    fc_unlock();
+    return r;
+}
+
 FC_API CUresult CUDAAPI cuGraphExecUpdate(CUgraphExec hGraphExec, CUgraph hGraph,
                                           CUgraphNode *hErrorNode_out,
                                           CUgraphExecUpdateResult *updateResult_out)

@@ -118,6 +118,7 @@ static const fc_proc fc_procs[] = {
     PT("cuGraphLaunch", 10000, cuGraphLaunch_ptsz),
     P("cuGraphExecHostNodeSetParams", 10020, cuGraphExecHostNodeSetParams),
     P("cuGraphExecNodeSetParams", 12020, cuGraphExecNodeSetParams),
+    P("cuGraphExecChildGraphNodeSetParams", 11010, cuGraphExecChildGraphNodeSetParams),
     P("cuGraphExecUpdate", 10020, cuGraphExecUpdate),
     P("cuGraphExecUpdate", 12000, cuGraphExecUpdate_v2),
     P("cuGraphDebugDotPrint", 11030, cuGraphDebugDotPrint),
