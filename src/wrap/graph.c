@@ -846,10 +846,11 @@ static CUresult graph_launch_locked(hcg_driver *d, hcg_pfn_cuGraphLaunch real, C
 {
     pthread_mutex_lock(&exec_lock);
     exec_ent *x = exec_get(e, 0);
-    /* A launch into a capture runs nothing now: the capture graph copies
-     * e's nodes, so it holds the calls e owns, and the launch is neither
-     * counted (e may free what it replaces) nor recorded for replays (no
-     * run of e's belongs to it). */
+    /* A launch into a capture runs nothing now. Driver 580 refuses it (and
+     * invalidates the capture); a driver that captures it as a child graph
+     * node copies e's nodes, so the capture graph holds the calls e owns,
+     * and the launch is neither counted (e may free what it replaces) nor
+     * recorded for replays (no run of e's belongs to it). */
     CUstreamCaptureStatus cst = CU_STREAM_CAPTURE_STATUS_NONE;
     if (x && (atomic_load_explicit(&hcg_g_launch_rare, memory_order_relaxed) & HCG_LAUNCH_CAPTURE) &&
         capturing && capturing(s, &cst) == CUDA_SUCCESS &&

@@ -46,11 +46,23 @@ CUresult fc_capture_task(fc_stream *s, const fc_task *t)
     return r;
 }
 
-/* A graph launched into a capturing stream becomes a child graph node. */
+/* Knob name set to 1 in the environment. */
+static int knob(const char *name)
+{
+    const char *e = getenv(name);
+    return e && e[0] == '1';
+}
+
+/* A graph launched into a capturing stream: refused, and the capture
+ * invalidated, as driver 580 (CUDA 13.0) does in every capture mode; with
+ * FAKECUDA_GRAPH_LAUNCH_CAPTURED=1 it becomes a child graph node (a driver
+ * that captures graph launches, which hcguard is ready for). */
 CUresult fc_capture_graph(fc_stream *s, const fc_graph *src)
 {
     if (s->cap_status == CU_STREAM_CAPTURE_STATUS_INVALIDATED)
         return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    if (!knob("FAKECUDA_GRAPH_LAUNCH_CAPTURED"))
+        return fc_capture_forbid(s);
     fc_graph *child = fc_graph_clone(src, 1);
     if (!child)
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -167,11 +179,10 @@ FC_API CUresult CUDAAPI cuStreamEndCapture_ptsz(CUstream hStream,
  * on a GPU the window is the scheduler's). */
 static int query_yields(void)
 {
-    static atomic_int v = -1;
+    static atomic_int v = -1; /* read once: it is asked on every launch */
     int y = atomic_load_explicit(&v, memory_order_relaxed);
     if (y < 0) {
-        const char *e = getenv("FAKECUDA_CAPTURE_QUERY_YIELD");
-        y = e && e[0] == '1';
+        y = knob("FAKECUDA_CAPTURE_QUERY_YIELD");
         atomic_store_explicit(&v, y, memory_order_relaxed);
     }
     return y;

@@ -45,7 +45,9 @@ static void test_capture_basic(CUstream s)
         CHECK(hp.userData == (void *)32);
         CHECK(edges[0].from_port == 0 && edges[0].type == 0);
     }
+    setenv("FAKECUDA_GRAPH_LAUNCH_CAPTURED", "1", 1);
     CHECK_OK(cuGraphLaunch(inner, s));
+    unsetenv("FAKECUDA_GRAPH_LAUNCH_CAPTURED");
     CHECK_OK(cuStreamEndCapture(s, &got));
     CHECK(got == cg);
     CHECK_CU(cuStreamEndCapture(s, &got), CUDA_ERROR_ILLEGAL_STATE);
@@ -64,6 +66,27 @@ static void test_capture_basic(CUstream s)
     CHECK_OK(cuGraphExecDestroy(e));
     CHECK_OK(cuGraphExecDestroy(inner));
     CHECK_OK(cuGraphDestroy(got));
+}
+
+/* A graph launch into a capture is refused and invalidates it (driver
+ * 580 in every mode), unless FAKECUDA_GRAPH_LAUNCH_CAPTURED=1. */
+static void test_capture_graph_launch(CUstream s)
+{
+    CUstreamCaptureStatus st;
+    CUgraph got = (CUgraph)1;
+    CUgraphExec inner = one_node_exec(34);
+    runs_reset();
+    for (int m = 0; m < 3; m++) {
+        CHECK_OK(cuStreamBeginCapture_v2(s, (CUstreamCaptureMode)m));
+        CHECK_CU(cuGraphLaunch(inner, s), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+        CHECK_OK(cuStreamIsCapturing(s, &st));
+        CHECK(st == CU_STREAM_CAPTURE_STATUS_INVALIDATED);
+        CHECK_CU(cuStreamEndCapture(s, &got), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+        CHECK(got == NULL);
+    }
+    CHECK_OK(cuCtxSynchronize());
+    CHECK(runs.n == 0);
+    CHECK_OK(cuGraphExecDestroy(inner));
 }
 
 static void test_capture_invalidated(CUstream s)
@@ -163,6 +186,7 @@ void test_capture(void)
     CHECK_OK(cuStreamCreate(&s, 0));
     test_capture_basic(s);
     test_capture_invalidated(s);
+    test_capture_graph_launch(s);
     test_capture_ctx_sync(s);
     test_capture_threads(s);
     /* Destroying a stream mid-capture drops the capture. */

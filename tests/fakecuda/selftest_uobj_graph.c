@@ -133,7 +133,9 @@ void test_uobj_capture(void)
     CHECK(uo_runs_are(&w, 1));
 
     /* An exec launched into a capture becomes a child graph node holding
-     * copies of the exec's references. */
+     * copies of the exec's references (a driver that captures graph
+     * launches: see fc_capture_graph). */
+    setenv("FAKECUDA_GRAPH_LAUNCH_CAPTURED", "1", 1);
     CUgraph src = one_node_graph(record, (void *)12);
     o = uo_create(&x, NULL, 1);
     CHECK_OK(cuGraphRetainUserObject(src, o, 1, CU_GRAPH_USER_OBJECT_MOVE));
@@ -141,6 +143,7 @@ void test_uobj_capture(void)
     CHECK_OK(cuGraphDestroy(src));
     CHECK_OK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_RELAXED));
     CHECK_OK(cuGraphLaunch(e, s));
+    unsetenv("FAKECUDA_GRAPH_LAUNCH_CAPTURED");
     CHECK_OK(cuStreamEndCapture(s, &got));
     CHECK_OK(cuGraphExecDestroy(e));
     CHECK(uo_runs_are(&x, 0));
