@@ -42,6 +42,9 @@
  * the medians over batches). Without hcguard preloaded both columns time
  * the same function, which shows the noise of the method itself.
  *   bench_hostfn [SCALE]
+ * With BENCH_CAPTURE_FIRST=1 the process first captures one host function
+ * on a stream of its own: under hcguard every launch after a process's
+ * first capture asks whether its stream captures, under a read lock.
  */
 #include <cuda.h>
 #include <dlfcn.h>
@@ -364,6 +367,20 @@ static void scaling_figures(CUcontext ctx, const variant *w, int rounds)
         cuStreamDestroy(streams[i]);
 }
 
+/* One capture of a host function on a stream of its own, its graph
+ * destroyed unlaunched. */
+static void capture_once(void)
+{
+    CUstream c;
+    CUgraph g = NULL;
+    DRV(cuStreamCreate(&c, CU_STREAM_NON_BLOCKING));
+    DRV(cuStreamBeginCapture(c, CU_STREAM_CAPTURE_MODE_RELAXED));
+    DRV(cuLaunchHostFunc(c, noop, NULL));
+    DRV(cuStreamEndCapture(c, &g));
+    DRV(cuGraphDestroy(g));
+    DRV(cuStreamDestroy(c));
+}
+
 int main(int argc, char **argv)
 {
     int scale = argc > 1 ? atoi(argv[1]) : 1;
@@ -378,6 +395,8 @@ int main(int argc, char **argv)
                     {cuLaunchHostFunc, hcg_copy ? hcg_copy : local_copy}};
     printf("hcguard %s\n", hcg_copy ? "yes" : "no");
 
+    if (getenv("BENCH_CAPTURE_FIRST") && atoi(getenv("BENCH_CAPTURE_FIRST")) == 1)
+        capture_once();
     /* Warm up both ways: module load, thread start, first-call paths. */
     for (int v = 0; v < 2; v++)
         for (int i = 0; i < 5; i++)

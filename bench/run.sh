@@ -8,7 +8,10 @@
 #   off     hcguard preloaded, HCGUARD_MODE=off (its exported wrapper only)
 #   guard   hcguard preloaded, default mode (what a user runs)
 #   audit   hcguard preloaded, HCGUARD_MODE=audit
+#   captured  (only when named in BENCH_SETUPS) guard, after the process
+#           made one stream capture (launches then take the capture lock)
 #   bench/run.sh BUILD_DIR [ROUNDS] [SCALE]
+# BENCH_SETUPS: the set-ups to run, by default "none off guard audit".
 set -euo pipefail
 build=${1:?usage: bench/run.sh BUILD_DIR [ROUNDS] [SCALE]}
 rounds=${2:-3}
@@ -17,27 +20,39 @@ bin="$build/bench/bench_hostfn"
 lib="$build/lib/libhcguard.so"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+setups=${BENCH_SETUPS:-none off guard audit}
+one() { # setup: one run of it, to stdout
+    case $1 in
+    none) "$bin" "$scale" ;;
+    off) HCGUARD_MODE=off HCGUARD_SUMMARY=0 LD_PRELOAD="$lib" "$bin" "$scale" ;;
+    guard) HCGUARD_SLOW_MS=100000 HCGUARD_SUMMARY=0 LD_PRELOAD="$lib" "$bin" "$scale" ;;
+    audit) HCGUARD_MODE=audit HCGUARD_SLOW_MS=100000 HCGUARD_SUMMARY=0 LD_PRELOAD="$lib" \
+        "$bin" "$scale" ;;
+    captured) BENCH_CAPTURE_FIRST=1 HCGUARD_SLOW_MS=100000 HCGUARD_SUMMARY=0 LD_PRELOAD="$lib" \
+        "$bin" "$scale" ;;
+    *) echo "bench: unknown set-up $1" >&2; exit 2 ;;
+    esac
+}
 for r in $(seq "$rounds"); do
-    "$bin" "$scale" >"$tmp/none.$r"
-    HCGUARD_MODE=off HCGUARD_SUMMARY=0 LD_PRELOAD="$lib" "$bin" "$scale" >"$tmp/off.$r"
-    HCGUARD_SLOW_MS=100000 HCGUARD_SUMMARY=0 LD_PRELOAD="$lib" "$bin" "$scale" >"$tmp/guard.$r"
-    HCGUARD_MODE=audit HCGUARD_SLOW_MS=100000 HCGUARD_SUMMARY=0 LD_PRELOAD="$lib" "$bin" "$scale" \
-        >"$tmp/audit.$r"
+    for s in $setups; do one "$s" >"$tmp/$s.$r"; done
 done
-grep -q '^hcguard yes' "$tmp/guard.1" || { echo "bench: hcguard did not load" >&2; exit 1; }
-grep -q '^hcguard no' "$tmp/none.1" || { echo "bench: hcguard loaded where it must not be" >&2; exit 1; }
+for s in $setups; do
+    want=yes
+    [ "$s" = none ] && want=no
+    grep -q "^hcguard $want" "$tmp/$s.1" || { echo "bench: hcguard loaded in $s: not $want" >&2; exit 1; }
+done
 med() { # metric column files...
     local m=$1 c=$2; shift 2
     awk -v m="$m" -v c="$c" '$1 == m { print $c }' "$@" | sort -g |
         awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'
 }
 printf '%-14s' metric
-for s in none off guard audit; do printf ' %9s %9s %7s' "$s:drv" "$s:hcg" ratio; done
+for s in $setups; do printf ' %9s %9s %7s' "$s:drv" "$s:hcg" ratio; done
 echo
 for m in enqueue_plain enqueue_copy gated_plain gated_copy dispatch_min dispatch_med copy_mbps \
          ctx_get_ns10 cb_gap_plain cb_gap_copy mt1_plain mt8_plain; do
     printf '%-14s' "$m"
-    for s in none off guard audit; do
+    for s in $setups; do
         printf ' %9s %9s %7s' "$(med "$m" 2 "$tmp/$s".*)" "$(med "$m" 3 "$tmp/$s".*)" \
             "$(med "$m" 4 "$tmp/$s".*)"
     done
@@ -50,11 +65,11 @@ echo " ratio hcg/drv; medians of $rounds rounds)"
 # (none) is the method's own scatter, to read the other set-ups against.
 if [ "$rounds" -gt 1 ]; then
     printf '%-14s' "ratio range"
-    for s in none off guard audit; do printf ' %13s' "$s"; done
+    for s in $setups; do printf ' %13s' "$s"; done
     echo "   (lowest..highest over the rounds)"
     for m in enqueue_plain enqueue_copy gated_plain gated_copy dispatch_min; do
         printf '%-14s' "$m"
-        for s in none off guard audit; do
+        for s in $setups; do
             printf ' %13s' "$(awk -v m="$m" '$1 == m { print $4 }' "$tmp/$s".* | sort -g |
                 awk 'NR == 1 { lo = $1 } { hi = $1 } END { print lo ".." hi }')"
         done
@@ -65,7 +80,8 @@ fi
 # the callback thread's cost per host function (hcg - drv of cb_gap, in
 # ns; budget 50) and the enqueue's scaling with 8 threads (mt8 / mt1 of
 # each column: hcguard's against the driver's).
-for s in guard audit; do
+for s in $setups; do
+    case $s in none | off) continue ;; esac
     awk -v s="$s" '
         function med(m, c,   n, i, j, t, v) { n = 0
             for (i = 1; i <= NR0; i++) if (M[i] == m) v[++n] = V[i, c]
