@@ -158,6 +158,7 @@ extern size_t hcg_fault_movsb_lo HCG_HIDDEN, hcg_fault_movsb_span HCG_HIDDEN;
 HCG_HIDDEN hcg_fault_ret hcg_fault_memcpy(void *dst, const void *src, size_t n);
 HCG_HIDDEN hcg_fault_ret hcg_fault_words(void *dst, const void *src, size_t n);
 HCG_HIDDEN hcg_fault_ret hcg_fault_movsb(void *dst, const void *src, size_t n);
+HCG_HIDDEN hcg_fault_ret hcg_fault_record(void *dst, const void *src);
 HCG_HIDDEN int hcg_fault_failed(hcg_fault_ret r, hcg_fault_info *out);
 HCG_HIDDEN int hcg_fault_too_long(hcg_fault_info *out);
 
@@ -184,9 +185,27 @@ static inline int hcg_fault_copy(void *dst, const void *src, size_t n, hcg_fault
         return 0;
     return hcg_fault_failed(r, out);
 }
+
+/* A copy record read as hcg_fault_copy reads it (0, or nonzero if it
+ * faulted), by the shortest path when it is aligned (the launch path and
+ * the trampoline read one per copy). */
+static inline int hcg_fault_read_record(hcguard_copy_record *dst, const void *src)
+{
+    if (HCG_LIKELY(hcg_self.faults_open && ((uintptr_t)src & 7) == 0)) {
+        hcg_fault_ret r = hcg_fault_record(dst, src);
+        if (HCG_LIKELY((r.done & HCG_FAULT_MARK) != HCG_FAULT_MARK))
+            return 0;
+        return hcg_fault_failed(r, NULL);
+    }
+    return hcg_fault_copy(dst, src, sizeof *dst, NULL);
+}
 #else
 #define HCG_FAULT_FIXUP 0
 int hcg_fault_copy(void *dst, const void *src, size_t n, hcg_fault_info *out);
+static inline int hcg_fault_read_record(hcguard_copy_record *dst, const void *src)
+{
+    return hcg_fault_copy(dst, src, sizeof *dst, NULL);
+}
 #endif
 /* ---- parcopy.c: large copies split across worker threads --------------- */
 /* The least a thread is given of a split copy. */

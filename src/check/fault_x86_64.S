@@ -8,6 +8,9 @@
  * loop of aligned 8-byte loads and stores (n a multiple of 8, at least 8):
  * each field of a record another thread may be rewriting is one value the
  * program wrote.
+ * hcg_fault_ret hcg_fault_record(void *dst, const void *src): the same for
+ * a copy record's three words, straight through (the launch path reads one
+ * per copy launched), all read before any is written.
  * hcg_fault_ret hcg_fault_movsb(void *dst, const void *src, size_t n): one
  * rep movsb (mid-sized copies on processors with fast string moves, where
  * it is as fast as glibc's memcpy: see check.h).
@@ -69,6 +72,23 @@ hcg_fault_words:
 2:  ret
     .cfi_endproc
     .size hcg_fault_words, .-hcg_fault_words
+
+    .globl hcg_fault_record
+    .hidden hcg_fault_record
+    .type hcg_fault_record, @function
+    .p2align 4
+hcg_fault_record:               /* 24 bytes: every word read, then written */
+    .cfi_startproc
+    movq (%rsi), %r8
+    movq 8(%rsi), %r9
+    movq 16(%rsi), %r10
+    movq %rdi, %rax
+    movq %r8, (%rdi)
+    movq %r9, 8(%rdi)
+    movq %r10, 16(%rdi)
+    ret
+    .cfi_endproc
+    .size hcg_fault_record, .-hcg_fault_record
 
     .globl hcg_fault_movsb
     .hidden hcg_fault_movsb

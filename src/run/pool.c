@@ -3,10 +3,13 @@
  * control that keeps one-shot launches from outrunning the collector.
  * Common path: no lock, no allocation, no system call. */
 #include <inttypes.h>
+#include <linux/membarrier.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -42,6 +45,7 @@ static void pool_exit(void *p)
 {
     if (hcg_self.pool == p)
         hcg_self.pool = NULL;
+    atomic_store_explicit(&((hcg_pool *)p)->in_launch, 0, memory_order_relaxed); /* cancelled in one */
     atomic_store_explicit(&((hcg_pool *)p)->owned, 0, memory_order_release);
 }
 
@@ -118,6 +122,54 @@ static hcg_pool *acquire_pool(void)
     atomic_store_explicit(&p->tid, hcg_gettid(), memory_order_relaxed);
     pthread_setspecific(pool_key, p);
     return p;
+}
+
+hcg_pool *hcg_pool_mine(void)
+{
+    pthread_once(&pool_key_once, make_pool_key);
+    if (!hcg_self.pool)
+        hcg_self.pool = acquire_pool();
+    return hcg_self.pool;
+}
+
+/* The membarrier(2) command that makes every thread's earlier stores
+ * visible to the caller: private expedited (registered once), else the
+ * global one (slower: an RCU grace period), else 0 (none: a kernel before
+ * 4.3, or a sandbox that refuses it). -1: not asked yet. */
+static atomic_int barrier_cmd = -1;
+
+static int barrier(void)
+{
+    int cmd = atomic_load(&barrier_cmd);
+    if (cmd < 0) {
+        long have = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+        cmd = 0;
+        if (have > 0 && (have & MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&
+            syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0)
+            cmd = MEMBARRIER_CMD_PRIVATE_EXPEDITED;
+        else if (have > 0 && (have & MEMBARRIER_CMD_GLOBAL))
+            cmd = MEMBARRIER_CMD_GLOBAL;
+        atomic_store(&barrier_cmd, cmd);
+    }
+    return cmd && syscall(SYS_membarrier, cmd, 0, 0) == 0 ? 0 : -1;
+}
+
+int hcg_launches_settle(void)
+{
+    if (barrier() != 0)
+        return -1;
+    /* Each launch marked now read the flag before it was set, or will go
+     * to the lock once it reads it set: either way its mark goes soon. */
+    for (hcg_pool *p = atomic_load(&pools); p; p = p->next)
+        for (unsigned spins = 0; p != hcg_self.pool &&
+                                 atomic_load_explicit(&p->in_launch, memory_order_acquire) &&
+                                 atomic_load_explicit(&p->owned, memory_order_relaxed);
+             spins++)
+            if (spins < 64)
+                sched_yield();
+            else
+                nanosleep(&(struct timespec){0, 50000}, NULL);
+    return 0;
 }
 
 uint32_t hcg_seq_launcher_tid(uint64_t seq)
@@ -565,6 +617,7 @@ void hcg_pool_after_fork(void)
     for (hcg_pool *p = atomic_load(&pools); p; p = p->next) {
         if (p != hcg_self.pool)
             atomic_store(&p->owned, 0);
+        atomic_store(&p->in_launch, 0);
         /* The free calls are left behind: under hcguard run a pool is in
          * the flight record, whose page the parent may have written since
          * the fork (a chunk mapped after it, calls given back that are not
@@ -584,6 +637,7 @@ void hcg_pool_after_fork(void)
     }
     atomic_store(&unmeasured, 0);
     atomic_store(&exec_window, 0);
+    atomic_store(&barrier_cmd, -1); /* a new process: registered anew */
     for (int k = 0; k < HCG_FN_KIND_COUNT; k++)
         atomic_store(&nodes_launched_own[k], 0);
     atomic_store(&nodes_made_own, 0);

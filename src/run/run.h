@@ -105,6 +105,9 @@ typedef struct hcg_pool {
      * took with the clock's epoch then (hcg_copy_stamp). */
     int32_t stamp_left, copy_left;
     uint32_t copy_epoch;
+    /* Owner writes, a capture's begin reads: a launch is between its
+     * reading of HCG_LAUNCH_CAPTURE and the driver's answer (run.h). */
+    _Atomic unsigned char in_launch;
     uint64_t copy_last;
     _Alignas(64) _Atomic(hcg_call *) returned;
     atomic_int owned;
@@ -283,6 +286,28 @@ static inline void hcg_pool_flow(hcg_pool *p)
     if (HCG_UNLIKELY(--p->credit <= 0))
         hcg_pool_flow_wait(p);
 }
+/* A launch that reads HCG_LAUNCH_CAPTURE clear takes the stream as not
+ * capturing, without asking the driver or taking a lock: the begin that
+ * opens a capture then sets it and waits (hcg_launches_settle) until no
+ * such launch is left between that reading and the driver's answer. Two
+ * stores on the launch path; the begin's membarrier(2) stands in for the
+ * fence the launch would otherwise need between its mark and its read. */
+static inline void hcg_launch_mark(hcg_pool *p)
+{
+    atomic_store_explicit(&p->in_launch, 1, memory_order_relaxed);
+    atomic_signal_fence(memory_order_seq_cst); /* the read comes after */
+}
+static inline void hcg_launch_unmark(hcg_pool *p)
+{
+    atomic_store_explicit(&p->in_launch, 0, memory_order_release);
+}
+/* After HCG_LAUNCH_CAPTURE was set: every launch that may have read it
+ * clear has had the driver's answer. Returns 0, or -1 if that cannot be
+ * known here (no membarrier(2)): then the flag must stay set for good.
+ * Never inside a host function (a launch may wait in the driver behind it). */
+int hcg_launches_settle(void);
+/* This thread's pool, taken now if it has none (NULL: none is free). */
+hcg_pool *hcg_pool_mine(void);
 static inline void hcg_count_captured_in(hcg_pool *p)
 {
     hcg_owner_inc(&p->captured);

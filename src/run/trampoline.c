@@ -79,7 +79,7 @@ static hcguard_status recheck(const hcg_call *c, hcguard_copy_record *now)
      * adds only its fallback). */
     const hcg_oracle *o;
     int unread = HCG_LIKELY(fault_ready())
-                     ? hcg_fault_copy(now, c->rec, sizeof *now, NULL)
+                     ? hcg_fault_read_record(now, c->rec)
                      : (o = hcg_oracle_process(),
                         o->read(o->ctx, (uintptr_t)c->rec, now, sizeof *now));
     if (HCG_UNLIKELY(unread != 0))

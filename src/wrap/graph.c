@@ -321,6 +321,8 @@ CUresult hcg_w_cuGraphAddNode_v2(CUgraphNode *ph, CUgraph g, const CUgraphNode *
 }
 
 /* ---- setting parameters ------------------------------------------------- */
+static CUresult child_set_call(hcg_driver *d, CUgraphExec e, CUgraphNode n, CUgraph k,
+                               CUgraphNodeParams *p);
 static int exec_note_set(CUgraphExec e, CUgraphNode n, hcg_call *c, uint64_t before);
 static uint64_t exec_launches(CUgraphExec e);
 
@@ -471,6 +473,8 @@ CUresult hcg_w_cuGraphExecNodeSetParams(CUgraphExec e, CUgraphNode n, CUgraphNod
 {
     HCG_DRV_OR_FAIL(d);
     REAL_OR_FAIL(d, cuGraphExecNodeSetParams, real);
+    if (p && p->type == CU_GRAPH_NODE_TYPE_GRAPH) /* a child graph node set anew */
+        return child_set_call(d, e, n, p->graph.graph, p);
     if (!p || p->type != CU_GRAPH_NODE_TYPE_HOST)
         return real(e, n, p);
     CUresult r;
@@ -527,12 +531,21 @@ typedef struct exec_set {
     uint64_t before; /* launches when c was made: none since, none ran it */
 } exec_set;
 
-/* A call an executable graph runs, and the child graph node of its source
- * graph that it runs in (0: a node of the graph itself). */
+/* A call an executable graph runs, and where in the graph it was made or
+ * updated from: the position + 1 of the top-level child graph node that
+ * holds it (0: a node of the graph itself). Positions, not handles: an
+ * update's graph pairs its nodes with the instantiation graph's by order. */
 typedef struct exec_call {
     hcg_call *c;
     uintptr_t top;
 } exec_call;
+
+/* A child graph node of the instantiation graph (whose handle a child set
+ * names), and its top. */
+typedef struct exec_child {
+    CUgraphNode node;
+    uintptr_t top;
+} exec_child;
 
 typedef struct exec_ent {
     CUgraphExec exec;
@@ -541,6 +554,8 @@ typedef struct exec_ent {
     uint64_t launches;
     exec_call *calls; /* the calls its nodes run now: each launch is recorded in them */
     size_t n_calls;
+    exec_child *children; /* its instantiation graph's child graph nodes */
+    size_t n_children;
     exec_set *sets;
     size_t n_sets, cap_sets;
     hcg_link *retired;
@@ -734,6 +749,7 @@ static void exec_forget(CUgraphExec e)
     }
     free(x->sets);
     free(x->calls);
+    free(x->children);
     free(x);
 }
 
@@ -888,11 +904,14 @@ static CUresult graph_launch_locked(hcg_driver *d, hcg_pfn_cuGraphLaunch real, C
     return r;
 }
 
-/* Once a capture has begun, the launch holds capture_lock (stream.c)
+/* While a capture is open, the launch holds capture_lock (stream.c)
  * across its questions "does s capture?" and what they decide: the
  * launch's holds on the capture graph, or its count, replays and the host
  * function that frees retired calls (which a capture begun in between
- * would make a node, freeing them on every replay). Before exec_lock. */
+ * would make a node, freeing them on every replay). Before exec_lock.
+ * While none is, it is marked as a host function's launch is (run.h), so
+ * that a begin waits for it; from a thread with no pool (more threads than
+ * pools), it holds the lock instead. */
 static CUresult graph_launch(hcg_driver *d, hcg_pfn_cuGraphLaunch real, CUgraphExec e,
                              CUstream s, hcg_pfn_cuLaunchHostFunc after,
                              hcg_pfn_cuStreamIsCapturing capturing,
@@ -900,8 +919,16 @@ static CUresult graph_launch(hcg_driver *d, hcg_pfn_cuGraphLaunch real, CUgraphE
 {
     if (!atomic_load(&host_nodes_seen) || passive())
         return real(e, s);
-    if (!(atomic_load_explicit(&hcg_g_launch_rare, memory_order_relaxed) & HCG_LAUNCH_CAPTURE))
-        return graph_launch_locked(d, real, e, s, after, capturing, info);
+    hcg_pool *p = hcg_self.in_host_fn ? NULL : hcg_pool_mine();
+    if (p) {
+        hcg_launch_mark(p);
+        if (!(atomic_load_explicit(&hcg_g_launch_rare, memory_order_relaxed) & HCG_LAUNCH_CAPTURE)) {
+            CUresult r = graph_launch_locked(d, real, e, s, after, capturing, info);
+            hcg_launch_unmark(p);
+            return r;
+        }
+        hcg_launch_unmark(p);
+    }
     hcg_capture_token t = hcg_capture_hold();
     CUresult r = graph_launch_locked(d, real, e, s, after, capturing, info);
     hcg_capture_release(t);
@@ -933,8 +960,8 @@ CUresult hcg_w_cuGraphLaunch_ptsz(CUgraphExec e, CUstream s)
 }
 
 /* Visit hcguard's calls among g's host nodes (child graphs too), each with
- * the graph its node is in and the child graph node of g that holds it (0:
- * a node of g); stop when visit returns nonzero. */
+ * the graph its node is in and its top (see exec_call); stop when visit
+ * returns nonzero. */
 typedef int (*call_visit)(hcg_call *c, CUgraph in, uintptr_t top, void *arg);
 static int each_call_at(hcg_driver *d, CUgraph g, int depth, uintptr_t top, call_visit visit,
                         void *arg)
@@ -961,7 +988,7 @@ static int each_call_at(hcg_driver *d, CUgraph g, int depth, uintptr_t top, call
             p.fn == hcg_trampoline && p.userData)
             stop = visit(p.userData, g, top, arg);
         else if (t == CU_GRAPH_NODE_TYPE_GRAPH && child && child(all[i], &sub) == CUDA_SUCCESS)
-            stop = each_call_at(d, sub, depth + 1, depth ? top : (uintptr_t)all[i], visit, arg);
+            stop = each_call_at(d, sub, depth + 1, depth ? top : (uintptr_t)i + 1, visit, arg);
     }
     free(all);
     return stop;
@@ -979,6 +1006,32 @@ static int take_root(hcg_call *c, CUgraph in, uintptr_t top, void *arg)
     return 1;
 }
 
+/* g's top-level child graph nodes, with their tops (see exec_call): how
+ * many, in *out (malloc'd; none without memory). */
+static size_t children_of(hcg_driver *d, CUgraph g, exec_child **out)
+{
+    hcg_pfn_cuGraphGetNodes get_nodes = atomic_load(&d->cuGraphGetNodes);
+    hcg_pfn_cuGraphNodeGetType node_type = atomic_load(&d->cuGraphNodeGetType);
+    size_t n = 0, k = 0;
+    *out = NULL;
+    if (!get_nodes || !node_type || get_nodes(g, NULL, &n) != CUDA_SUCCESS || n == 0)
+        return 0;
+    CUgraphNode *all = malloc(n * sizeof *all);
+    exec_child *v = malloc(n * sizeof *v);
+    if (all && v && get_nodes(g, all, &n) == CUDA_SUCCESS)
+        for (size_t i = 0; i < n; i++) {
+            CUgraphNodeType t;
+            if (node_type(all[i], &t) == CUDA_SUCCESS && t == CU_GRAPH_NODE_TYPE_GRAPH)
+                v[k++] = (exec_child){all[i], (uintptr_t)i + 1};
+        }
+    free(all);
+    if (k)
+        *out = v;
+    else
+        free(v);
+    return k;
+}
+
 static void note_exec(hcg_driver *d, CUresult r, CUgraphExec *pe, CUgraph g)
 {
     if (r != CUDA_SUCCESS || !pe || !atomic_load(&host_nodes_seen) || passive())
@@ -987,7 +1040,19 @@ static void note_exec(hcg_driver *d, CUresult r, CUgraphExec *pe, CUgraph g)
     call_list calls = {0};
     each_call(d, g, take_root, &root);
     each_call(d, g, list_call, &calls);
+    exec_child *children;
+    size_t n = children_of(d, g, &children);
     exec_put(*pe, root, &calls);
+    pthread_mutex_lock(&exec_lock);
+    exec_ent *x = exec_get(*pe, 0);
+    if (x) {
+        free(x->children);
+        x->children = children;
+        x->n_children = n;
+        children = NULL;
+    }
+    pthread_mutex_unlock(&exec_lock);
+    free(children);
 }
 
 /* Every instantiate variant: the real one, then the exec holds g's calls. */
@@ -1102,8 +1167,8 @@ CUresult hcg_w_cuGraphExecUpdate_v2(CUgraphExec e, CUgraph g, CUgraphExecUpdateR
 
 /* ---- an executable graph's child graph node set to another graph ------- */
 /* What root holds, and root itself, held by to from now on (to NULL: kept
- * for ever rather than freed too early). Before the driver lets go of
- * root: its chain is freed only by its destructor. */
+ * for ever rather than freed too early). While root's destructor cannot
+ * run: its chain is freed only there. */
 static void hand_over(hcg_call *root, hcg_call *to)
 {
     hcg_link *l = atomic_load_explicit(&root->chain, memory_order_acquire);
@@ -1118,76 +1183,137 @@ static void hand_over(hcg_call *root, hcg_call *to)
         chain_onto(to, root);
 }
 
-/* Before the driver sets child graph node n of e to k's nodes, while e
- * still holds what n ran: k's calls are chained onto e's root (as for an
- * update), and if that root is one of n's, which e lets go of, what it
- * holds passes to a root e keeps (k's first, or another of e's own).
- * Returns the root e holds after the set ({0}: e's stays). */
-static root_at before_child_set(hcg_driver *d, CUgraphExec e, CUgraphNode n, CUgraph k)
+/* The exec_call top of child graph node n of e's instantiation graph
+ * (TOP_UNKNOWN: not one hcguard noted). Under exec_lock. */
+#define TOP_UNKNOWN UINTPTR_MAX
+static uintptr_t top_of(const exec_ent *x, CUgraphNode n)
 {
-    hcg_call *root = before_update(d, e, k);
-    root_at next = {0};
-    each_call(d, k, take_root, &next);
-    next.top = (uintptr_t)n;
-    pthread_mutex_lock(&exec_lock);
-    exec_ent *x = exec_get(e, 0);
-    int moves = root && x && x->root == root && x->root_top == (uintptr_t)n;
-    for (size_t i = 0; moves && !next.root && i < x->n_calls; i++) {
-        const hcg_call *c = x->calls[i].c;
-        hcg_call *r = c->root ? c->root : (hcg_call *)c;
-        if (x->calls[i].top != (uintptr_t)n && r != root)
-            next = (root_at){r, x->calls[i].top};
-    }
-    pthread_mutex_unlock(&exec_lock);
-    if (!moves)
-        return next.root && !root ? next : (root_at){0};
-    if (!next.root)
-        hcg_debug("executable graph %p: a child graph set let go of its host calls' "
-                  "holder: they are kept for ever", (void *)e);
-    hand_over(root, next.root);
-    return next;
+    for (size_t i = 0; x && i < x->n_children; i++)
+        if (x->children[i].node == n)
+            return x->children[i].top;
+    return TOP_UNKNOWN;
 }
 
-/* After the set: n runs k's calls, not those it ran, and e holds root. */
-static void adopt_child(hcg_driver *d, CUgraphExec e, CUgraphNode n, CUgraph k, root_at root)
+/* Whether a call whose node is at top `at` may be in child top (unknown
+ * tops may be anywhere but in the graph's own nodes). */
+static int in_child(uintptr_t at, uintptr_t top)
 {
-    call_list calls = {.top = (uintptr_t)n};
-    each_call(d, k, list_call, &calls);
+    return at == top || (at != 0 && (at == TOP_UNKNOWN || top == TOP_UNKNOWN));
+}
+
+/* A set of child graph node n of e to k's nodes, across the driver's call. */
+typedef struct child_set {
+    CUgraphExec e;
+    CUgraphNode n;
+    CUgraph k;
+    uintptr_t top; /* n's */
+    hcg_call *old; /* e's root, if it is one of n's: it passes to next */
+    root_at next;  /* the root e holds after the set ({0}: e's stays) */
+    int pinned;    /* old's user object retained across the driver's call */
+} child_set;
+
+/* Before the driver's set, while e still holds what n ran: k's calls are
+ * chained onto e's root (as for an update), and if that root is one of
+ * n's (which e lets go of), a root e keeps is found to take over what it
+ * holds (k's first, or another of e's own), and the root is held until
+ * then (its user object retained: a set the driver refuses changes
+ * nothing). */
+static child_set child_set_before(hcg_driver *d, CUgraphExec e, CUgraphNode n, CUgraph k)
+{
+    child_set cs = {e, n, k, TOP_UNKNOWN, NULL, {0}, 0};
+    if (passive() || !atomic_load(&host_nodes_seen))
+        return cs;
+    hcg_call *root = before_update(d, e, k);
+    each_call(d, k, take_root, &cs.next);
     pthread_mutex_lock(&exec_lock);
-    exec_ent *x = exec_get(e, root.root != NULL);
-    size_t kept = 0;
-    for (size_t i = 0; x && i < x->n_calls; i++)
-        if (x->calls[i].top != (uintptr_t)n)
-            x->calls[kept++] = x->calls[i];
-    exec_call *v = x ? realloc(x->calls, (kept + calls.n) * sizeof *v) : NULL;
-    if (v && calls.n) { /* without memory: k's runs go unattributed */
-        memcpy(v + kept, calls.v, calls.n * sizeof *v);
-        kept += calls.n;
-    }
-    if (v)
-        x->calls = v;
-    if (x) {
-        x->n_calls = kept;
-    }
-    if (x && root.root) {
-        x->root = root.root;
-        x->root_top = root.top;
+    exec_ent *x = exec_get(e, 0);
+    cs.top = top_of(x, n);
+    cs.next.top = cs.top;
+    if (root && x && x->root == root && in_child(x->root_top, cs.top))
+        cs.old = root;
+    for (size_t i = 0; cs.old && !cs.next.root && i < x->n_calls; i++) {
+        const hcg_call *c = x->calls[i].c;
+        hcg_call *r = c->root ? c->root : (hcg_call *)c;
+        if (!in_child(x->calls[i].top, cs.top) && r != root)
+            cs.next = (root_at){r, x->calls[i].top};
     }
     pthread_mutex_unlock(&exec_lock);
-    free(calls.v);
+    if (!cs.old) {
+        if (root || !cs.next.root)
+            cs.next = (root_at){0};
+        return cs;
+    }
+    hcg_pfn_cuUserObjectRetain keep = atomic_load(&d->cuUserObjectRetain);
+    cs.pinned = cs.old->uobj && keep && keep(cs.old->uobj, 1) == CUDA_SUCCESS;
+    if (!cs.pinned)
+        hand_over(cs.old, cs.next.root); /* now, while e still holds it */
+    return cs;
+}
+
+/* e's calls in place of the one at cs->top (all of them kept if it is
+ * unknown), and k's: the launches of e are recorded in them. */
+static void adopt_child(exec_ent *x, const child_set *cs, call_list *calls)
+{
+    size_t kept = 0;
+    for (size_t i = 0; i < x->n_calls; i++)
+        if (cs->top == TOP_UNKNOWN || x->calls[i].top != cs->top)
+            x->calls[kept++] = x->calls[i];
+    x->n_calls = kept;
+    exec_call *v = calls->n ? realloc(x->calls, (kept + calls->n) * sizeof *v) : NULL;
+    if (v) { /* without memory: k's runs go unattributed */
+        memcpy(v + kept, calls->v, calls->n * sizeof *v);
+        x->calls = v;
+        x->n_calls = kept + calls->n;
+    }
+    if (cs->next.root) {
+        x->root = cs->next.root;
+        x->root_top = cs->next.top;
+    }
+}
+
+/* After the driver's answer r. */
+static void child_set_after(hcg_driver *d, const child_set *cs, CUresult r)
+{
+    if (r == CUDA_SUCCESS && !passive() && atomic_load(&host_nodes_seen)) {
+        if (cs->old && cs->pinned)
+            hand_over(cs->old, cs->next.root);
+        if (cs->old && !cs->next.root)
+            hcg_debug("executable graph %p: a child graph set let go of its host calls' "
+                      "holder: they are kept for ever", (void *)cs->e);
+        call_list calls = {.top = cs->top};
+        each_call(d, cs->k, list_call, &calls);
+        pthread_mutex_lock(&exec_lock);
+        exec_ent *x = exec_get(cs->e, cs->next.root != NULL);
+        if (x)
+            adopt_child(x, cs, &calls);
+        pthread_mutex_unlock(&exec_lock);
+        free(calls.v);
+    }
+    hcg_pfn_cuUserObjectRelease release = atomic_load(&d->cuUserObjectRelease);
+    if (cs->pinned && release)
+        release(cs->old->uobj, 1);
+}
+
+/* The set through either entry point: cuGraphExecNodeSetParams with p,
+ * else cuGraphExecChildGraphNodeSetParams. */
+static CUresult child_set_call(hcg_driver *d, CUgraphExec e, CUgraphNode n, CUgraph k,
+                               CUgraphNodeParams *p)
+{
+    hcg_pfn_cuGraphExecNodeSetParams by_params = atomic_load(&d->cuGraphExecNodeSetParams);
+    hcg_pfn_cuGraphExecChildGraphNodeSetParams by_graph =
+        atomic_load(&d->cuGraphExecChildGraphNodeSetParams);
+    if (p ? !by_params : !by_graph)
+        return CUDA_ERROR_NOT_FOUND;
+    child_set cs = child_set_before(d, e, n, k);
+    CUresult r = p ? by_params(e, n, p) : by_graph(e, n, k);
+    child_set_after(d, &cs, r);
+    return r;
 }
 
 CUresult hcg_w_cuGraphExecChildGraphNodeSetParams(CUgraphExec e, CUgraphNode n, CUgraph k)
 {
     HCG_DRV_OR_FAIL(d);
-    REAL_OR_FAIL(d, cuGraphExecChildGraphNodeSetParams, real);
-    if (passive() || !atomic_load(&host_nodes_seen))
-        return real(e, n, k);
-    root_at root = before_child_set(d, e, n, k);
-    CUresult r = real(e, n, k);
-    if (r == CUDA_SUCCESS)
-        adopt_child(d, e, n, k, root);
-    return r;
+    return child_set_call(d, e, n, k, NULL);
 }
 
 /* g is destroyed (its child graphs with it): the roots made in it no

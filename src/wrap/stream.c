@@ -6,14 +6,20 @@
 
 #include "wrap/wrap.h"
 
-/* Until a capture has begun (HCG_LAUNCH_CAPTURE in hcg_g_launch_rare), no
- * launch needs the (driver) question "is this stream capturing?". From
- * then on, a launch asks and launches holding capture_lock to read, and
- * the entry points that begin and end captures hold it to write: the
- * answer still holds when the driver takes the launch. Without it, a
- * capture begun (ended) by another thread between the two made a launch
- * found not capturing (capturing) a graph node freed after its first run
- * (a queued call freed with the capture graph).
+/* While no capture is open in the process (HCG_LAUNCH_CAPTURE clear in
+ * hcg_g_launch_rare), no launch needs the (driver) question "is this
+ * stream capturing?". While one is, a launch asks and launches holding
+ * capture_lock to read, and the entry points that begin and end captures
+ * hold it to write: the answer still holds when the driver takes the
+ * launch. Without it, a capture begun (ended) by another thread between
+ * the two made a launch found not capturing (capturing) a graph node freed
+ * after its first run (a queued call freed with the capture graph). The
+ * begin that opens a capture when none is open sets the flag, then waits
+ * for the launches that read it clear (hcg_launch_mark, run.h); the end of
+ * the last open capture clears it, and launches no longer ask. Where that
+ * wait cannot be made (no membarrier(2)), the flag stays set for good
+ * once set, and a launch under way while the first capture begins is not
+ * waited for (README, "Limits").
  * - Held only across the question and the driver call, never across a
  *   wait of hcguard's own (flow control waits after it is let go).
  * - Writers first: with readers first, launches on other streams, always
@@ -128,15 +134,23 @@ static int is_ptsz(hcg_api api)
 
 /* Whether the call may be replayed (stream capture), so must not be freed
  * after its first run. Asked of the driver only once any capture began. */
+/* Whether s (of the per-thread default stream's entry points: ptsz)
+ * captures: 1, 0, or -1 if the driver cannot say. */
+static int capture_status(hcg_driver *d, int ptsz, CUstream s)
+{
+    hcg_pfn_cuStreamIsCapturing q = ptsz ? atomic_load(&d->cuStreamIsCapturing_ptsz)
+                                         : atomic_load(&d->cuStreamIsCapturing);
+    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+    if (!q || q(s, &st) != CUDA_SUCCESS)
+        return -1;
+    return st != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
 __attribute__((noinline)) static int stream_is_capturing(hcg_driver *d, hcg_api api,
                                                           CUstream s)
 {
-    hcg_pfn_cuStreamIsCapturing q = is_ptsz(api) ? atomic_load(&d->cuStreamIsCapturing_ptsz)
-                                                 : atomic_load(&d->cuStreamIsCapturing);
-    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
-    if (!q || q(s, &st) != CUDA_SUCCESS)
-        return 1; /* unknown: keeping the call alive is the safe side */
-    return st != CU_STREAM_CAPTURE_STATUS_NONE;
+    /* Unknown: keeping the call alive is the safe side. */
+    return capture_status(d, is_ptsz(api), s) != 0;
 }
 
 static void no_driver(void)
@@ -183,7 +197,9 @@ static inline __attribute__((always_inline)) CUresult launch_given(launch_args a
     return CUDA_SUCCESS;
 }
 
-/* launch_given, then flow control: the pool, this thread's, found again.
+/* launch_given, then flow control: the pool, this thread's, found again,
+ * and the launch's mark taken off (hcg_launch_mark) before flow control
+ * may wait.
  * Written out, not through launch_given: the launch path's instructions
  * are counted (bench/callgrind.py), and the compiler does not know that
  * launch_refused never returns CUDA_SUCCESS. */
@@ -192,9 +208,11 @@ static inline __attribute__((always_inline)) CUresult launch_hand(launch_args a,
 {
     hcg_count_launch(p, kind);
     CUresult r = call_real(a, hcg_trampoline, c);
+    hcg_pool *q = hcg_self.pool; /* p, found again */
+    hcg_launch_unmark(q);        /* marked by the caller */
     if (HCG_UNLIKELY(r != CUDA_SUCCESS))
         return launch_refused(c, r);
-    hcg_pool_flow(hcg_self.pool);
+    hcg_pool_flow(q);
     return CUDA_SUCCESS;
 }
 
@@ -242,6 +260,23 @@ __attribute__((noinline)) static CUresult launch_capture_era(hcg_driver *d, laun
     return r;
 }
 
+/* The launch path marks the thread's pool (hcg_launch_mark) before it
+ * reads the flags that decide whether it asks about capture, and keeps
+ * the mark until the driver answered (launch_hand) or it hands over to
+ * the capture lock: every return before that takes it off here. */
+__attribute__((noinline, cold)) static CUresult unmark_mine(CUresult r)
+{
+    if (hcg_self.pool)
+        hcg_launch_unmark(hcg_self.pool);
+    return r;
+}
+
+/* The thread's pool marked, by a path that came in unmarked. */
+static void mark_mine(hcg_call *c)
+{
+    hcg_launch_mark(c->owner);
+}
+
 /* c launched, once what is rare is done: its NVTX name, its call site
  * (the return address alone, stored by the caller, or the stack when
  * --backtrace asks for frames, or, in a process with the CUDA runtime,
@@ -249,15 +284,18 @@ __attribute__((noinline)) static CUresult launch_capture_era(hcg_driver *d, laun
 static inline __attribute__((always_inline)) CUresult launch_call(hcg_driver *d, launch_args a,
                                                                   hcg_call *c)
 {
+    hcg_pool *p = c->owner; /* this thread's, marked by the caller (unmark_mine) */
     int rare = atomic_load_explicit(&hcg_g_launch_rare, memory_order_relaxed);
     if (HCG_UNLIKELY(rare)) {
         hcg_call_nvtx(c);
         if (rare & (HCG_LAUNCH_BACKTRACE | HCG_LAUNCH_RUNTIME))
             atomic_store_explicit(&c->caller, hcg_callsite_rare(a.ra), memory_order_relaxed);
-        if (rare & HCG_LAUNCH_CAPTURE)
+        if (rare & HCG_LAUNCH_CAPTURE) {
+            hcg_launch_unmark(p); /* the lock instead */
             return launch_capture_era(d, a, c);
+        }
     }
-    return launch_hand(a, c->owner, c, (hcg_fnkind)c->kind);
+    return launch_hand(a, p, c, (hcg_fnkind)c->kind);
 }
 
 /* Everything but an ordinary function or a copy launched as it is:
@@ -266,9 +304,10 @@ __attribute__((noinline)) static CUresult launch_general(hcg_driver *d, launch_a
 {
     hcg_call *c;
     if (hcg_prepare_call(a.api, a.stream, a.fn, a.user, &c) != CUDA_SUCCESS)
-        return CUDA_ERROR_INVALID_VALUE;
+        return unmark_mine(CUDA_ERROR_INVALID_VALUE);
     if (HCG_UNLIKELY(!c))
-        return call_unmeasured(a);
+        return unmark_mine(call_unmeasured(a));
+    mark_mine(c); /* (launch_full's way in is unmarked) */
     atomic_store_explicit(&c->caller, a.ra, memory_order_relaxed);
     return launch_call(d, a, c);
 }
@@ -326,10 +365,10 @@ static inline __attribute__((always_inline)) CUresult launch_copy(hcg_driver *d,
     c->gen = hcg_oracle_gen(); /* before the record is read */
     atomic_store_explicit(&c->caller, a.ra, memory_order_relaxed);
     if (HCG_UNLIKELY(!hcg_oracle_hot(a.user) ||
-                     hcg_fault_copy(&c->snap, a.user, sizeof c->snap, NULL) != 0 ||
+                     hcg_fault_read_record(&c->snap, a.user) != 0 ||
                      !hcg_oracle_holds_hot(&c->snap, now, c->gen)) &&
         launch_copy_check(c, now))
-        return CUDA_ERROR_INVALID_VALUE;
+        return unmark_mine(CUDA_ERROR_INVALID_VALUE);
     /* The launch's arguments again from c (and the entry point from the
      * table), not kept across the read. */
     launch_args b = {a.api, (CUstream)c->stream, c->fn, c->user, a.sync_mode,
@@ -370,6 +409,7 @@ __attribute__((noinline)) static CUresult launch_full(hcg_api api, CUstream s, C
             hcg_call *c = hcg_call_alloc();
             if (HCG_UNLIKELY(!c))
                 return launch_copy_unmeasured(a, kind);
+            mark_mine(c);
             return launch_copy(d, a, kind, c);
         }
         return launch_general(d, a);
@@ -380,6 +420,7 @@ __attribute__((noinline)) static CUresult launch_full(hcg_api api, CUstream s, C
     hcg_call_init(c, a.api, a.stream, a.fn, a.user, kind, HCGUARD_OK, 0,
                   hcg_launch_stamp(c->owner));
     atomic_store_explicit(&c->caller, a.ra, memory_order_relaxed);
+    mark_mine(c);
     return launch_call(d, a, c);
 }
 
@@ -438,7 +479,7 @@ static inline __attribute__((always_inline)) int launch_fast_ok(launch_args *a, 
            fn != NULL && !hcg_self.in_host_fn && hcg_t_recognized.fn == (uintptr_t)fn &&
            hcg_t_recognized.gen ==
                atomic_load_explicit(&hcg_g_recognize_gen, memory_order_acquire) &&
-           p && p->free && (p->stamp_left > 1 || hcg_ticks_counter_on());
+           p->free && (p->stamp_left > 1 || hcg_ticks_counter_on());
 }
 
 /* The launch path, inline in each wrapper. An ordinary host function
@@ -453,10 +494,15 @@ static inline __attribute__((always_inline)) int launch_fast_ok(launch_args *a, 
 static inline __attribute__((always_inline)) CUresult launch(launch_args a)
 {
     hcg_pool *p = hcg_self.pool;
-    if (HCG_UNLIKELY(!launch_fast_ok(&a, p)))
+    if (HCG_UNLIKELY(!p))
         return launch_full(a.api, a.stream, a.fn, a.user, a.sync_mode, a.ra);
+    hcg_launch_mark(p); /* before launch_fast_ok reads the flags */
+    if (HCG_UNLIKELY(!launch_fast_ok(&a, p))) {
+        hcg_launch_unmark(p);
+        return launch_full(a.api, a.stream, a.fn, a.user, a.sync_mode, a.ra);
+    }
     if (HCG_UNLIKELY(hcg_t_recognized.kind != HCG_FN_ORDINARY))
-        return launch_known_jump(a);
+        return launch_known_jump(a); /* marked still */
     hcg_call *c = hcg_call_pop(p);
     uint64_t t = hcg_launch_stamp_due(p) ? hcg_ticks_counter() : 0; /* launch_fast_ok: usable */
     hcg_call_init(c, a.api, a.stream, a.fn, a.user, HCG_FN_ORDINARY, HCGUARD_OK, 0, t);
@@ -579,23 +625,42 @@ CUresult hcg_w_cuStreamAddCallback_ptsz(CUstream s, CUstreamCallback cb, void *u
 }
 
 /* ---- capture ---------------------------------------------------------- */
-/* A capture's begin or end, alone (capture_lock held to write): no launch
- * is between its question and the driver's taking it. */
-#define CAPTURE_CALL(f, args)                                                  \
-    do {                                                                       \
-        hcg_capture_token t_ = capture_take(1);                                \
-        CUresult r_ = f args;                                                  \
-        hcg_capture_release(t_);                                               \
-        return r_;                                                             \
-    } while (0)
+/* Captures begun through the entry points below and not yet ended (a
+ * stream destroyed while it captures is never seen to end: the flag then
+ * stays set). Changed only with capture_lock held to write. */
+static int captures_open;
+/* HCG_LAUNCH_CAPTURE stays set for good: set where launches could not be
+ * waited for (no membarrier(2), or a begin inside a host function). */
+static atomic_int capture_sticky;
 
-/* Every begin-capture variant: launches told that a capture may have
- * begun, then the real one. Told before, not after it succeeds: a launch
- * reading the flag after this must ask, and takes the lock to. One that
- * read it before, under way on another thread while the process's first
- * capture begins, neither asks nor holds the lock: that window is left
- * (README, "Limits"). A begin that fails leaves launches asking the
- * driver, which answers. */
+/* Before the driver's begin, t the lock: launches ask from now on; those
+ * that read the flag clear have had their answer. */
+static void capture_opening(hcg_capture_token t)
+{
+    if (!t.held) { /* inside a host function: nothing can be waited for */
+        atomic_store(&capture_sticky, 1);
+        atomic_fetch_or(&hcg_g_launch_rare, HCG_LAUNCH_CAPTURE);
+        return;
+    }
+    if (captures_open++ ||
+        (atomic_fetch_or(&hcg_g_launch_rare, HCG_LAUNCH_CAPTURE) & HCG_LAUNCH_CAPTURE))
+        return;
+    if (hcg_launches_settle() != 0)
+        atomic_store(&capture_sticky, 1);
+}
+
+/* A capture ended, or a begin failed (the lock held): the last one open
+ * lets launches stop asking. */
+static void capture_closing(void)
+{
+    if (captures_open > 0 && --captures_open == 0 && !atomic_load(&capture_sticky))
+        atomic_fetch_and(&hcg_g_launch_rare, ~HCG_LAUNCH_CAPTURE);
+}
+
+/* Every begin-capture variant, alone (capture_lock held to write): no
+ * launch is between its question and the driver's taking it. Launches
+ * are told before the begin, not after it succeeds: one reading the flag
+ * after this must ask, and takes the lock to. */
 #define CAPTURE_WRAPPER(name, params, args)                                    \
     CUresult hcg_w_##name params                                               \
     {                                                                          \
@@ -605,12 +670,18 @@ CUresult hcg_w_cuStreamAddCallback_ptsz(CUstream s, CUstreamCallback cb, void *u
         hcg_pfn_##name f = atomic_load(&d->name);                              \
         if (!f)                                                                \
             return CUDA_ERROR_NOT_SUPPORTED;                                   \
-        atomic_fetch_or(&hcg_g_launch_rare, HCG_LAUNCH_CAPTURE);               \
-        CAPTURE_CALL(f, args);                                                 \
+        hcg_capture_token t = capture_take(1);                                 \
+        capture_opening(t);                                                    \
+        CUresult r = f args;                                                   \
+        if (r != CUDA_SUCCESS && t.held)                                       \
+            capture_closing();                                                 \
+        hcg_capture_release(t);                                                \
+        return r;                                                              \
     }
 
-/* The end of a capture: as a begin (no capture ended, none asked about). */
-#define END_CAPTURE_WRAPPER(name)                                              \
+/* The end of a capture: as a begin (no capture ended, none asked about);
+ * counted as ended if s captured before and does not now. */
+#define END_CAPTURE_WRAPPER(name, ptsz)                                        \
     CUresult hcg_w_##name(CUstream s, CUgraph *g)                              \
     {                                                                          \
         if (HCG_UNLIKELY(hcg_audit_wrapper_call(HCG_API_END_CAPTURE)))          \
@@ -620,8 +691,14 @@ CUresult hcg_w_cuStreamAddCallback_ptsz(CUstream s, CUstreamCallback cb, void *u
         if (!f)                                                                \
             return CUDA_ERROR_NOT_SUPPORTED;                                   \
         if (!(atomic_load(&hcg_g_launch_rare) & HCG_LAUNCH_CAPTURE))           \
-            return f(s, g); /* nothing began through hcguard: no launch asks */ \
-        CAPTURE_CALL(f, (s, g));                                               \
+            return f(s, g); /* none open: no launch asks */                    \
+        hcg_capture_token t = capture_take(1);                                 \
+        int was = t.held ? capture_status(d, ptsz, s) : 0;                     \
+        CUresult r = f(s, g);                                                  \
+        if (was == 1 && capture_status(d, ptsz, s) == 0)                       \
+            capture_closing();                                                 \
+        hcg_capture_release(t);                                                \
+        return r;                                                              \
     }
 
 CAPTURE_WRAPPER(cuStreamBeginCapture, (CUstream s), (s))
@@ -636,8 +713,8 @@ CAPTURE_WRAPPER(cuStreamBeginCaptureToGraph_ptsz,
                 (CUstream s, CUgraph g, const CUgraphNode *deps, const CUgraphEdgeData *edges,
                  size_t n, CUstreamCaptureMode m),
                 (s, g, deps, edges, n, m))
-END_CAPTURE_WRAPPER(cuStreamEndCapture)
-END_CAPTURE_WRAPPER(cuStreamEndCapture_ptsz)
+END_CAPTURE_WRAPPER(cuStreamEndCapture, 0)
+END_CAPTURE_WRAPPER(cuStreamEndCapture_ptsz, 1)
 
 /* Exported under the driver's names: the entries of driver/entries.def
  * wrapped here. */

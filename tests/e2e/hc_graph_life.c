@@ -44,10 +44,20 @@
  *   hc_graph_life exec-child-set
  *       300 times: an executable graph's child graph node set to another
  *       child graph (cuGraphExecChildGraphNodeSetParams) after a set on its
- *       other host node, every graph destroyed, the executable graph
+ *       other host node (every other round by cuGraphExecNodeSetParams),
+ *       every graph destroyed, the executable graph
  *       launched twice: the new child's host function and the set one run,
  *       nothing is freed under them, nothing is kept after, and every run
  *       is on the launch stream (checked by check_run_streams.sh)
+ *   hc_graph_life child-set-update
+ *       a child set after cuGraphExecUpdate (the node named by the
+ *       instantiation graph's handle), with an exec set, the graphs
+ *       destroyed: what runs lives, the old child's calls are dropped, not
+ *       credited with the exec's launches, nothing is kept (runs' streams
+ *       checked by check_run_streams.sh)
+ *   hc_graph_life child-set-plain
+ *       child sets with no host nodes either side, launched; sets the
+ *       driver refuses: nothing freed twice, nothing kept
  *   hc_graph_life capture-race-graph
  *       the same with graph launches: an executable graph of one host
  *       node, its host function set anew before each of 5000 launches
@@ -76,6 +86,7 @@ static CUstream life_stream; /* test_context()'s, made by setup */
 static void fn0(void *p) { (void)p; atomic_fetch_add(&hits[0], 1); }
 static void fn1(void *p) { (void)p; atomic_fetch_add(&hits[1], 1); }
 static void fn2(void *p) { (void)p; atomic_fetch_add(&hits[2], 1); }
+static void fn3(void *p) { (void)p; atomic_fetch_add(&hits[3], 1); }
 
 /* graph_calls_live back to want within 10 s (destructors are asynchronous). */
 static unsigned long long calls_live_settled(test_stats_fn get, unsigned long long want)
@@ -355,6 +366,19 @@ static CUgraph one_host_graph(CUhostFn fn)
 
 enum { CHILD_SET_ROUNDS = 300, CHILD_SET_LAUNCHES = 2 };
 
+/* Child graph node c of e set to k's nodes: by cuGraphExecNodeSetParams
+ * (generic), else by cuGraphExecChildGraphNodeSetParams. */
+static CUresult set_child(CUgraphExec e, CUgraphNode c, CUgraph k, int generic)
+{
+    if (!generic)
+        return cuGraphExecChildGraphNodeSetParams(e, c, k);
+    CUgraphNodeParams np;
+    memset(&np, 0, sizeof np);
+    np.type = CU_GRAPH_NODE_TYPE_GRAPH;
+    np.graph.graph = k;
+    return cuGraphExecNodeSetParams(e, c, &np);
+}
+
 /* An executable graph whose only host node at first is in a child graph
  * (so hcguard's hold on the executable graph is that node's), its other
  * host node set on the executable graph, then the child graph node set to
@@ -373,7 +397,7 @@ static void exec_child_set(void)
         REQUIRE_OK(cuGraphAddHostNode(&h, p, &c, 1, &ph));
         REQUIRE_OK(cuGraphInstantiateWithFlags(&e, p, 0));
         REQUIRE_OK(cuGraphExecHostNodeSetParams(e, h, &ps));
-        REQUIRE_OK(cuGraphExecChildGraphNodeSetParams(e, c, k2));
+        REQUIRE_OK(set_child(e, c, k2, i & 1));
         REQUIRE_OK(cuGraphDestroy(p));
         REQUIRE_OK(cuGraphDestroy(k1));
         REQUIRE_OK(cuCtxSynchronize()); /* the test driver's destructors */
@@ -392,12 +416,110 @@ static void exec_child_set(void)
     print_runs(2 * CHILD_SET_ROUNDS * CHILD_SET_LAUNCHES, s);
 }
 
+/* A child set after an update from another graph, naming the child node
+ * by the instantiation graph's handle (as documented; hcguard pairs the
+ * update's nodes with it by position), an exec set, every graph but one
+ * destroyed: what the exec runs lives, the old child's calls are neither
+ * kept nor credited with its launches (another exec runs one of them on a
+ * stream of its own), nothing is kept after. */
+static void child_set_update(void)
+{
+    CUstream s = life_stream, s2;
+    REQUIRE_OK(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
+    CUgraph k1 = one_host_graph(fn0), k1b = one_host_graph(fn3), k2 = one_host_graph(fn1);
+    CUgraph p1, p2;
+    CUgraphNode c1, h1, c2, h2;
+    CUgraphExec e, ek;
+    CUDA_HOST_NODE_PARAMS ph = {fn0, NULL}, ps = {fn2, NULL};
+    CUgraphExecUpdateResultInfo info;
+    REQUIRE_OK(cuGraphCreate(&p1, 0));
+    REQUIRE_OK(cuGraphAddChildGraphNode(&c1, p1, NULL, 0, k1));
+    REQUIRE_OK(cuGraphAddHostNode(&h1, p1, &c1, 1, &ph));
+    REQUIRE_OK(cuGraphCreate(&p2, 0));
+    REQUIRE_OK(cuGraphAddChildGraphNode(&c2, p2, NULL, 0, k1b));
+    REQUIRE_OK(cuGraphAddHostNode(&h2, p2, &c2, 1, &ph));
+    REQUIRE_OK(cuGraphInstantiateWithFlags(&e, p1, 0));
+    REQUIRE_OK(cuGraphInstantiateWithFlags(&ek, k1b, 0));
+    REQUIRE_OK(cuGraphExecUpdate(e, p2, &info));
+    REQUIRE_OK(cuGraphExecChildGraphNodeSetParams(e, c1, k2));
+    REQUIRE_OK(cuGraphExecHostNodeSetParams(e, h1, &ps));
+    REQUIRE_OK(cuGraphDestroy(p2));
+    REQUIRE_OK(cuGraphDestroy(k1));
+    REQUIRE_OK(cuGraphDestroy(p1));
+    REQUIRE_OK(cuCtxSynchronize());
+    usleep(2000);
+    for (int k = 0; k < 2; k++) {
+        REQUIRE_OK(cuGraphLaunch(e, s));
+        REQUIRE_OK(cuGraphLaunch(ek, s2));
+    }
+    REQUIRE_OK(cuStreamSynchronize(s));
+    REQUIRE_OK(cuStreamSynchronize(s2));
+    CHECK_EQ(atomic_load(&hits[0]), 0);
+    CHECK_EQ(atomic_load(&hits[1]), 2);
+    CHECK_EQ(atomic_load(&hits[2]), 2);
+    CHECK_EQ(atomic_load(&hits[3]), 2);
+    REQUIRE_OK(cuGraphExecDestroy(e));
+    REQUIRE_OK(cuGraphExecDestroy(ek));
+    REQUIRE_OK(cuGraphDestroy(k1b));
+    REQUIRE_OK(cuGraphDestroy(k2));
+    CHECK_EQ(calls_live_settled(test_require_hcguard(NULL), 0), 0ull);
+    print_runs(4, s);
+    print_runs(2, s2);
+}
+
+/* A graph of one empty node (a kernel, on a GPU). */
+static CUgraph one_empty_graph(void)
+{
+    CUgraph g;
+    CUgraphNode n;
+    REQUIRE_OK(cuGraphCreate(&g, 0));
+    REQUIRE_OK(cuGraphAddEmptyNode(&n, g, NULL, 0));
+    return g;
+}
+
+/* Child sets with no host node on either side (in a process that made
+ * one): set back and forth, launched each time; and sets the driver
+ * refuses (another node type) of a child that holds the executable
+ * graph's only host call: it still runs, nothing is kept after. */
+static void child_set_plain(void)
+{
+    CUstream s = life_stream;
+    CUgraph other = one_host_graph(fn1), p, k1 = one_empty_graph(), k2 = one_empty_graph();
+    CUgraphNode c;
+    CUgraphExec e;
+    REQUIRE_OK(cuGraphCreate(&p, 0));
+    REQUIRE_OK(cuGraphAddChildGraphNode(&c, p, NULL, 0, k1));
+    REQUIRE_OK(cuGraphInstantiateWithFlags(&e, p, 0));
+    for (int i = 0; i < 6; i++) {
+        REQUIRE_OK(set_child(e, c, i & 1 ? k1 : k2, i & 2));
+        REQUIRE_OK(cuGraphLaunch(e, s));
+    }
+    REQUIRE_OK(cuStreamSynchronize(s));
+    REQUIRE_OK(cuGraphExecDestroy(e));
+    REQUIRE_OK(cuGraphDestroy(p));
+    CUgraph k = one_host_graph(fn0);
+    REQUIRE_OK(cuGraphCreate(&p, 0));
+    REQUIRE_OK(cuGraphAddChildGraphNode(&c, p, NULL, 0, k));
+    REQUIRE_OK(cuGraphInstantiateWithFlags(&e, p, 0));
+    CHECK(set_child(e, c, k2, 0) != CUDA_SUCCESS); /* an empty node for a host node */
+    CHECK(set_child(e, c, k2, 1) != CUDA_SUCCESS);
+    REQUIRE_OK(cuGraphLaunch(e, s));
+    REQUIRE_OK(cuStreamSynchronize(s));
+    CHECK_EQ(atomic_load(&hits[0]), 1);
+    REQUIRE_OK(cuGraphExecDestroy(e));
+    REQUIRE_OK(cuGraphDestroy(p));
+    REQUIRE_OK(cuGraphDestroy(k));
+    REQUIRE_OK(cuGraphDestroy(k1));
+    REQUIRE_OK(cuGraphDestroy(k2));
+    REQUIRE_OK(cuGraphDestroy(other));
+    CHECK_EQ(calls_live_settled(test_require_hcguard(NULL), 0), 0ull);
+}
+
 enum { RACE_LAUNCHES = 10000, RACE_GRAPH_LAUNCHES = 5000, RACE_REPLAYS = 3 };
 static CUcontext race_ctx;
 static atomic_int race_done;
 static atomic_int race_refused; /* graph launches the driver refused */
 
-static void fn3(void *p) { (void)p; atomic_fetch_add(&hits[3], 1); }
 static void fn3b(void *p) { (void)p; atomic_fetch_add(&hits[3], 1); }
 
 /* What the launching thread launches: host functions on s, or (e set)
@@ -529,6 +651,8 @@ static const check_scenario scenarios[] = {
     CHECK_SCENARIO("capture-race", capture_race),
     CHECK_SCENARIO("capture-race-graph", capture_race_graph),
     CHECK_SCENARIO("exec-child-set", exec_child_set),
+    CHECK_SCENARIO("child-set-update", child_set_update),
+    CHECK_SCENARIO("child-set-plain", child_set_plain),
 };
 
 int main(int argc, char **argv)

@@ -260,6 +260,10 @@ void fc_lock(void);
 void fc_unlock(void);
 int fc_inited(void);
 CUresult fc_enter(void);
+/* A knob (README): name set to 1 in the environment, read now, or read
+ * once into *v (-1 until then) for one asked on every launch. */
+int fc_knob(const char *name);
+int fc_knob_once(atomic_int *v, const char *name);
 /* The start of every entry point but cuInit: what fc_enter says, returned
  * unless it is CUDA_SUCCESS. */
 #define FC_ENTER()                                                             \

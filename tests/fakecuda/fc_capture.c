@@ -46,12 +46,6 @@ CUresult fc_capture_task(fc_stream *s, const fc_task *t)
     return r;
 }
 
-/* Knob name set to 1 in the environment. */
-static int knob(const char *name)
-{
-    const char *e = getenv(name);
-    return e && e[0] == '1';
-}
 
 /* A graph launched into a capturing stream: refused, and the capture
  * invalidated, as driver 580 (CUDA 13.0) does in every capture mode; with
@@ -61,7 +55,7 @@ CUresult fc_capture_graph(fc_stream *s, const fc_graph *src)
 {
     if (s->cap_status == CU_STREAM_CAPTURE_STATUS_INVALIDATED)
         return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
-    if (!knob("FAKECUDA_GRAPH_LAUNCH_CAPTURED"))
+    if (!fc_knob("FAKECUDA_GRAPH_LAUNCH_CAPTURED"))
         return fc_capture_forbid(s);
     fc_graph *child = fc_graph_clone(src, 1);
     if (!child)
@@ -180,12 +174,7 @@ FC_API CUresult CUDAAPI cuStreamEndCapture_ptsz(CUstream hStream,
 static int query_yields(void)
 {
     static atomic_int v = -1; /* read once: it is asked on every launch */
-    int y = atomic_load_explicit(&v, memory_order_relaxed);
-    if (y < 0) {
-        y = knob("FAKECUDA_CAPTURE_QUERY_YIELD");
-        atomic_store_explicit(&v, y, memory_order_relaxed);
-    }
-    return y;
+    return fc_knob_once(&v, "FAKECUDA_CAPTURE_QUERY_YIELD");
 }
 
 static CUresult is_capturing(CUstream h, int ptsz, CUstreamCaptureStatus *st)

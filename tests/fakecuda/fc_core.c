@@ -72,3 +72,19 @@ void *fc_obj_get(const void *h, int kind)
 
 fc_ctx *fc_cur_ctx(void) { return fc_obj_get(fc_t_ctx, FC_CTX); }
 
+
+int fc_knob(const char *name)
+{
+    const char *e = getenv(name);
+    return e && e[0] == '1';
+}
+
+int fc_knob_once(atomic_int *v, const char *name)
+{
+    int y = atomic_load_explicit(v, memory_order_relaxed);
+    if (y < 0) {
+        y = fc_knob(name);
+        atomic_store_explicit(v, y, memory_order_relaxed);
+    }
+    return y;
+}

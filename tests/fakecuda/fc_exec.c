@@ -204,6 +204,8 @@ FC_API CUresult CUDAAPI cuGraphExecHostNodeSetParams(
     return r;
 }
 
+static CUresult child_set(fc_node *x, fc_graph *gr);
+
 FC_API CUresult CUDAAPI cuGraphExecNodeSetParams(CUgraphExec hGraphExec,
                                                  CUgraphNode hNode,
                                                  CUgraphNodeParams *nodeParams)
@@ -212,7 +214,10 @@ FC_API CUresult CUDAAPI cuGraphExecNodeSetParams(CUgraphExec hGraphExec,
     fc_lock();
     fc_exec *e = fc_obj_get(hGraphExec, FC_EXEC);
     fc_node *x = e ? exec_node(e, hNode) : NULL;
-    CUresult r = x ? fc_node_params_set(x, nodeParams) : CUDA_ERROR_INVALID_VALUE;
+    CUresult r = !x ? CUDA_ERROR_INVALID_VALUE
+                 : nodeParams && nodeParams->type == CU_GRAPH_NODE_TYPE_GRAPH
+                     ? child_set(x, fc_obj_get(nodeParams->graph.graph, FC_GRAPH))
+                     : fc_node_params_set(x, nodeParams);
     fc_unlock();
     return r;
 }
@@ -311,9 +316,22 @@ static CUresult exec_update(CUgraphExec hExec, CUgraph hGraph,
     return r;
 }
 
-/* A child graph node of the exec takes hGraph's parameters, as an update
- * of that child alone: the same topology, and its user object references
- * replace the child's (the Programming Guide says so for this call too). */
+/* Child graph node x of an exec takes gr's parameters, as an update of
+ * that child alone: the same topology, and its user object references
+ * replace the child's (the Programming Guide says so for this call too).
+ * Under the lock. */
+static CUresult child_set(fc_node *x, fc_graph *gr)
+{
+    CUgraphNode err;
+    if (!x || !x->child || !gr || gr->capturer ||
+        update_check(x->child, gr, &err) != CU_GRAPH_EXEC_UPDATE_SUCCESS)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (update_reserve(x->child, gr) != 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    update_apply(x->child, gr);
+    return CUDA_SUCCESS;
+}
+
 FC_API CUresult CUDAAPI cuGraphExecChildGraphNodeSetParams(CUgraphExec hGraphExec,
                                                            CUgraphNode hNode,
                                                            CUgraph childGraph)
@@ -321,16 +339,7 @@ FC_API CUresult CUDAAPI cuGraphExecChildGraphNodeSetParams(CUgraphExec hGraphExe
     FC_ENTER();
     fc_lock();
     fc_exec *e = fc_obj_get(hGraphExec, FC_EXEC);
-    fc_node *x = e ? exec_node(e, hNode) : NULL;
-    fc_graph *gr = fc_obj_get(childGraph, FC_GRAPH);
-    CUgraphNode err;
-    CUresult r = CUDA_ERROR_INVALID_VALUE;
-    if (x && x->child && gr && !gr->capturer &&
-        update_check(x->child, gr, &err) == CU_GRAPH_EXEC_UPDATE_SUCCESS) {
-        r = update_reserve(x->child, gr) == 0 ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
-        if (r == CUDA_SUCCESS)
-            update_apply(x->child, gr);
-    }
+    CUresult r = child_set(e ? exec_node(e, hNode) : NULL, fc_obj_get(childGraph, FC_GRAPH));
     fc_unlock();
     return r;
 }

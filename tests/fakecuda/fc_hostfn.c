@@ -1,6 +1,8 @@
 /* Host-function dispatch: the one callback thread and its FIFO queue,
  * cuLaunchHostFunc (every version) and cuStreamAddCallback, fork, and the
  * stop at unload. */
+#include <sched.h>
+
 #include "fakecuda.h"
 
 /* ======================================================================
@@ -153,9 +155,20 @@ CUresult fc_wait_done(uint64_t seq)
 /* ======================================================================
  * Host functions and stream callbacks.
  * ====================================================================== */
+/* FAKECUDA_LAUNCH_YIELD=1: a launch yields before it looks at its
+ * stream, so that another thread's begin of a capture lands between the
+ * caller's last look and the launch's (race tests). */
+static int launch_yields(void)
+{
+    static atomic_int v = -1;
+    return fc_knob_once(&v, "FAKECUDA_LAUNCH_YIELD");
+}
+
 static CUresult launch_task(CUstream h, int ptsz, const fc_task *t)
 {
     FC_ENTER();
+    if (launch_yields())
+        sched_yield();
     fc_lock();
     fc_stream *s;
     CUresult r = fc_stream_get(h, ptsz, &s);

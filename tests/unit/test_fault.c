@@ -246,6 +246,41 @@ static void test_boundary(void)
            N_THREADS, r[0].copies, 2 * r[0].program_ok);
 }
 
+/* ---- record ------------------------------------------------------------------ */
+/* A copy record read by the launch path's own read, next to the hole at
+ * every offset that reaches it (aligned: the three-word read; not: the
+ * general copy): contained, the destination untouched by a read that
+ * faulted; one that ends before the hole read whole. */
+static void test_record(void)
+{
+    CHECK_EQ(hcg_fault_install(), 0);
+    char *bad, *good = map_with_hole(pg, &bad);
+    int contained = 0, untouched = 0, tried = 0;
+    for (long at = -23; at < 8; at++) {
+        hcguard_copy_record got;
+        memset(&got, 0x5a, sizeof got);
+        int rc = hcg_fault_read_record(&got, bad + at);
+        tried++;
+        contained += rc != 0;
+        const unsigned char *b = (const unsigned char *)&got;
+        int same = 1;
+        for (size_t i = 0; i < sizeof got; i++)
+            same &= b[i] == 0x5a;
+        untouched += same || (at & 7) != 0; /* the general copy may have begun */
+    }
+    CHECK_EQ(contained, tried);
+    CHECK_EQ(untouched, tried);
+    hcguard_copy_record whole;
+    CHECK_EQ(hcg_fault_read_record(&whole, bad - 24), 0);
+    CHECK(memcmp(&whole, bad - 24, sizeof whole) == 0);
+    CHECK_EQ(hcg_fault_read_record(&whole, bad - 27), 0); /* not aligned */
+    CHECK(memcmp(&whole, bad - 27, sizeof whole) == 0);
+    CHECK_EQ(atomic_load(&stray_hits), 0);
+    munmap(good, pg + pg);
+    printf("record: %d reads reaching the hole contained, the aligned ones wrote nothing\n",
+           tried);
+}
+
 static void test_boundary_movsb(void)
 {
     movsb_for(1, "boundary_movsb");
@@ -1103,6 +1138,7 @@ static const check_case cases[] = {
     CHECK_CASE(boundary),
     CHECK_CASE(boundary_movsb),
     CHECK_CASE(boundary_memcpy),
+    CHECK_CASE(record),
     CHECK_CASE(nested),
     CHECK_CASE(nested_movsb),
     CHECK_CASE(edges),
