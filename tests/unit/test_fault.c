@@ -266,7 +266,9 @@ static void test_record(void)
         int same = 1;
         for (size_t i = 0; i < sizeof got; i++)
             same &= b[i] == 0x5a;
-        untouched += same || (at & 7) != 0; /* the general copy may have begun */
+        /* The three-word read (x86-64 release builds) writes nothing
+         * unless it read all; the general copy may have begun. */
+        untouched += same || (at & 7) != 0 || !HCG_FAULT_FIXUP;
     }
     CHECK_EQ(contained, tried);
     CHECK_EQ(untouched, tried);
@@ -277,8 +279,8 @@ static void test_record(void)
     CHECK(memcmp(&whole, bad - 27, sizeof whole) == 0);
     CHECK_EQ(atomic_load(&stray_hits), 0);
     munmap(good, pg + pg);
-    printf("record: %d reads reaching the hole contained, the aligned ones wrote nothing\n",
-           tried);
+    printf("record: %d reads reaching the hole contained%s\n", tried,
+           HCG_FAULT_FIXUP ? ", the aligned ones wrote nothing" : "");
 }
 
 static void test_boundary_movsb(void)
