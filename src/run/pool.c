@@ -154,22 +154,54 @@ static int barrier(void)
     return cmd && syscall(SYS_membarrier, cmd, 0, 0) == 0 ? 0 : -1;
 }
 
+/* How long a begin waits for one launch before it gives up on it. */
+#define SETTLE_NS 2000000000ull
+
+static int still_in_launch(const hcg_pool *p)
+{
+    return atomic_load_explicit(&p->in_launch, memory_order_acquire) &&
+           atomic_load_explicit(&p->owned, memory_order_relaxed);
+}
+
+/* Wait for p's launch to have its answer; -1 past SETTLE_NS (said). */
+static int settle_one(hcg_pool *p)
+{
+    uint64_t start = 0;
+    for (unsigned spins = 0; still_in_launch(p); spins++) {
+        if (spins < 64) {
+            sched_yield();
+            continue;
+        }
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        uint64_t t = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
+        if (!start)
+            start = t;
+        else if (t - start > SETTLE_NS) {
+            hcg_problem("a capture began while a host function launch of thread %" PRIu32
+                        " had been under way for over 2 s (left by a jump out of it, or "
+                        "blocked in the driver): it is not waited for, and from now on every "
+                        "launch asks whether its stream captures",
+                        atomic_load_explicit(&p->tid, memory_order_relaxed));
+            return -1;
+        }
+        nanosleep(&(struct timespec){0, 50000}, NULL);
+    }
+    return 0;
+}
+
 int hcg_launches_settle(void)
 {
-    if (barrier() != 0)
+    hcg_pool *mine = hcg_self.pool;
+    if ((mine && atomic_load_explicit(&mine->in_launch, memory_order_relaxed)) || barrier() != 0)
         return -1;
     /* Each launch marked now read the flag before it was set, or will go
      * to the lock once it reads it set: either way its mark goes soon. */
+    int rc = 0;
     for (hcg_pool *p = atomic_load(&pools); p; p = p->next)
-        for (unsigned spins = 0; p != hcg_self.pool &&
-                                 atomic_load_explicit(&p->in_launch, memory_order_acquire) &&
-                                 atomic_load_explicit(&p->owned, memory_order_relaxed);
-             spins++)
-            if (spins < 64)
-                sched_yield();
-            else
-                nanosleep(&(struct timespec){0, 50000}, NULL);
-    return 0;
+        if (p != mine && settle_one(p) != 0)
+            rc = -1;
+    return rc;
 }
 
 uint32_t hcg_seq_launcher_tid(uint64_t seq)

@@ -105,9 +105,10 @@ typedef struct hcg_pool {
      * took with the clock's epoch then (hcg_copy_stamp). */
     int32_t stamp_left, copy_left;
     uint32_t copy_epoch;
-    /* Owner writes, a capture's begin reads: a launch is between its
+    /* Owner writes, a capture's begin reads: how many launches of the
+     * owner (one, or more with a signal handler's) are between their
      * reading of HCG_LAUNCH_CAPTURE and the driver's answer (run.h). */
-    _Atomic unsigned char in_launch;
+    _Atomic uint32_t in_launch;
     uint64_t copy_last;
     _Alignas(64) _Atomic(hcg_call *) returned;
     atomic_int owned;
@@ -292,19 +293,37 @@ static inline void hcg_pool_flow(hcg_pool *p)
  * such launch is left between that reading and the driver's answer. Two
  * stores on the launch path; the begin's membarrier(2) stands in for the
  * fence the launch would otherwise need between its mark and its read. */
+/* A count, so that a signal handler's launch nested in this one does not
+ * take this one's mark with its own. Owner only, and a handler ends
+ * before what it interrupted goes on, so no locked add: on x86-64 one
+ * add to memory, which no signal splits (a plain store as others see it). */
+static inline void hcg_launch_count(hcg_pool *p, int by)
+{
+#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
+    __asm__ volatile("addl %1, %0" : "+m"(p->in_launch) : "ir"(by));
+#else
+    atomic_store_explicit(&p->in_launch,
+                          atomic_load_explicit(&p->in_launch, memory_order_relaxed) + (uint32_t)by,
+                          memory_order_release);
+#endif
+}
 static inline void hcg_launch_mark(hcg_pool *p)
 {
-    atomic_store_explicit(&p->in_launch, 1, memory_order_relaxed);
+    hcg_launch_count(p, 1);
     atomic_signal_fence(memory_order_seq_cst); /* the read comes after */
 }
 static inline void hcg_launch_unmark(hcg_pool *p)
 {
-    atomic_store_explicit(&p->in_launch, 0, memory_order_release);
+    atomic_signal_fence(memory_order_seq_cst); /* the driver's answer came before */
+    hcg_launch_count(p, -1);
 }
 /* After HCG_LAUNCH_CAPTURE was set: every launch that may have read it
  * clear has had the driver's answer. Returns 0, or -1 if that cannot be
- * known here (no membarrier(2)): then the flag must stay set for good.
- * Never inside a host function (a launch may wait in the driver behind it). */
+ * known (no membarrier(2); a launch of this very thread under way, which
+ * a signal handler's begin interrupted; one under way for over 2 s, left
+ * by a jump or blocked in the driver): then the flag must stay set for
+ * good. Never inside a host function (a launch may wait in the driver
+ * behind it). */
 int hcg_launches_settle(void);
 /* This thread's pool, taken now if it has none (NULL: none is free). */
 hcg_pool *hcg_pool_mine(void);

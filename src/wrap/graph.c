@@ -922,7 +922,7 @@ static CUresult graph_launch(hcg_driver *d, hcg_pfn_cuGraphLaunch real, CUgraphE
     hcg_pool *p = hcg_self.in_host_fn ? NULL : hcg_pool_mine();
     if (p) {
         hcg_launch_mark(p);
-        if (!(atomic_load_explicit(&hcg_g_launch_rare, memory_order_relaxed) & HCG_LAUNCH_CAPTURE)) {
+        if (!(atomic_load_explicit(&hcg_g_launch_rare, memory_order_acquire) & HCG_LAUNCH_CAPTURE)) {
             CUresult r = graph_launch_locked(d, real, e, s, after, capturing, info);
             hcg_launch_unmark(p);
             return r;

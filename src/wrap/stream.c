@@ -263,7 +263,8 @@ __attribute__((noinline)) static CUresult launch_capture_era(hcg_driver *d, laun
 /* The launch path marks the thread's pool (hcg_launch_mark) before it
  * reads the flags that decide whether it asks about capture, and keeps
  * the mark until the driver answered (launch_hand) or it hands over to
- * the capture lock: every return before that takes it off here. */
+ * the capture lock: every return before that takes it off here. Marks
+ * count (a signal handler's launch may nest), so each is taken off once. */
 __attribute__((noinline, cold)) static CUresult unmark_mine(CUresult r)
 {
     if (hcg_self.pool)
@@ -285,7 +286,7 @@ static inline __attribute__((always_inline)) CUresult launch_call(hcg_driver *d,
                                                                   hcg_call *c)
 {
     hcg_pool *p = c->owner; /* this thread's, marked by the caller (unmark_mine) */
-    int rare = atomic_load_explicit(&hcg_g_launch_rare, memory_order_relaxed);
+    int rare = atomic_load_explicit(&hcg_g_launch_rare, memory_order_acquire);
     if (HCG_UNLIKELY(rare)) {
         hcg_call_nvtx(c);
         if (rare & (HCG_LAUNCH_BACKTRACE | HCG_LAUNCH_RUNTIME))
@@ -300,14 +301,21 @@ static inline __attribute__((always_inline)) CUresult launch_call(hcg_driver *d,
 
 /* Everything but an ordinary function or a copy launched as it is:
  * cuda.bindings' wrapper, libc functions, closures, HCGUARD_DEBUG. */
-__attribute__((noinline)) static CUresult launch_general(hcg_driver *d, launch_args a)
+__attribute__((noinline)) static CUresult launch_general(hcg_driver *d, launch_args a,
+                                                        int marked)
 {
-    hcg_call *c;
+    hcg_call *c = NULL;
+    CUresult r;
     if (hcg_prepare_call(a.api, a.stream, a.fn, a.user, &c) != CUDA_SUCCESS)
-        return unmark_mine(CUDA_ERROR_INVALID_VALUE);
-    if (HCG_UNLIKELY(!c))
-        return unmark_mine(call_unmeasured(a));
-    mark_mine(c); /* (launch_full's way in is unmarked) */
+        r = CUDA_ERROR_INVALID_VALUE;
+    else if (HCG_UNLIKELY(!c))
+        r = call_unmeasured(a);
+    else
+        r = CUDA_SUCCESS;
+    if (r != CUDA_SUCCESS || !c)
+        return marked ? unmark_mine(r) : r;
+    if (!marked) /* launch_full's way in */
+        mark_mine(c);
     atomic_store_explicit(&c->caller, a.ra, memory_order_relaxed);
     return launch_call(d, a, c);
 }
@@ -412,7 +420,7 @@ __attribute__((noinline)) static CUresult launch_full(hcg_api api, CUstream s, C
             mark_mine(c);
             return launch_copy(d, a, kind, c);
         }
-        return launch_general(d, a);
+        return launch_general(d, a, 0);
     }
     hcg_call *c = hcg_call_alloc();
     if (HCG_UNLIKELY(!c))
@@ -437,7 +445,7 @@ static inline __attribute__((always_inline)) CUresult launch_known(hcg_api api, 
     hcg_fnkind kind = (hcg_fnkind)hcg_t_recognized.kind;
     if (HCG_LIKELY(hcg_fnkind_is_copy(kind))) /* a call is there: launch_fast_ok */
         return launch_copy(&hcg_g_drv, a, kind, hcg_call_pop(hcg_self.pool));
-    return launch_general(&hcg_g_drv, a);
+    return launch_general(&hcg_g_drv, a, 1);
 }
 #define LAUNCH_APIS(X)                                                         \
     X(HCG_API_LAUNCH_HOST_FUNC)                                                \
@@ -459,7 +467,7 @@ static inline __attribute__((always_inline)) CUresult launch_known_jump(launch_a
     case api: return launch_known_##api(a.stream, a.fn, a.user, a.sync_mode, a.ra);
         LAUNCH_APIS(LAUNCH_KNOWN)
 #undef LAUNCH_KNOWN
-    default: return CUDA_ERROR_INVALID_VALUE;
+    default: return unmark_mine(CUDA_ERROR_INVALID_VALUE);
     }
 }
 

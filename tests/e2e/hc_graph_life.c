@@ -49,6 +49,10 @@
  *       launched twice: the new child's host function and the set one run,
  *       nothing is freed under them, nothing is kept after, and every run
  *       is on the launch stream (checked by check_run_streams.sh)
+ *   hc_graph_life capture-race-signal
+ *       a launch interrupted by a signal whose handler launches too, while
+ *       another thread begins a capture of its stream: the interrupted
+ *       launch is waited for (test driver only)
  *   hc_graph_life child-set-update
  *       a child set after cuGraphExecUpdate (the node named by the
  *       instantiation graph's handle), with an exec set, the graphs
@@ -70,12 +74,15 @@
 #include <cuda.h>
 #include <dlfcn.h>
 #include <pthread.h>
+#include <sched.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "hcguard.h"
@@ -552,16 +559,16 @@ static void *race_launcher(void *p)
     return NULL;
 }
 
-/* One capture of s (whatever the other thread launched into it meanwhile)
- * run RACE_REPLAYS times on own: the number of host nodes it had. graphs:
+/* The end of a capture of s (whatever the other thread launched into it
+ * meanwhile), run RACE_REPLAYS times on own: the number of host nodes it
+ * had (race_capture: begun and ended). graphs:
  * the other thread launches graphs, and a refused one may have invalidated
  * the capture (see launch_into_capture). */
-static long race_capture(CUstream s, CUstream own, int graphs)
+static long race_capture_end(CUstream s, CUstream own, int graphs)
 {
     CUgraph g;
     CUgraphExec e;
     size_t n = 0;
-    REQUIRE_OK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_RELAXED));
     CUresult ended = cuStreamEndCapture(s, &g);
     if (ended == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED && graphs)
         return 0; /* a graph launch the driver refused invalidated it */
@@ -576,6 +583,12 @@ static long race_capture(CUstream s, CUstream own, int graphs)
     }
     REQUIRE_OK(cuGraphDestroy(g));
     return (long)n;
+}
+
+static long race_capture(CUstream s, CUstream own, int graphs)
+{
+    REQUIRE_OK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_RELAXED));
+    return race_capture_end(s, own, graphs);
 }
 
 /* Launches by another thread (a) into captures of a.s made meanwhile:
@@ -628,6 +641,81 @@ static void capture_race_graph(void)
     CHECK_EQ(calls_live_settled(test_require_hcguard(NULL), 0), 0ull);
 }
 
+/* ---- capture-race-signal ------------------------------------------------ */
+enum { SIGNAL_ROUNDS = 400 };
+static CUstream sig_s, sig_s2;
+static atomic_int sig_launched, sig_stop, sig_go, sig_done, sig_round;
+
+/* A launch from a signal handler, on the launching thread, inside its
+ * launch of fn3 (the driver refuses a NULL function before it takes any
+ * lock of its own); then it holds the thread there until the capture
+ * began (5 ms at most). */
+static void sig_launch(int sig)
+{
+    (void)sig;
+    (void)cuLaunchHostFunc(sig_s2, NULL, NULL);
+    int round = atomic_load(&sig_round);
+    atomic_store(&sig_go, round);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    do
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+    while (atomic_load(&sig_done) != round &&
+           (t1.tv_sec - t0.tv_sec) * 1000000000L + (t1.tv_nsec - t0.tv_nsec) < 5000000L);
+}
+
+static void *sig_launcher(void *p)
+{
+    (void)p;
+    REQUIRE_OK(cuCtxSetCurrent(race_ctx));
+    while (!atomic_load(&sig_stop)) {
+        REQUIRE_OK(cuLaunchHostFunc(sig_s, fn3, NULL));
+        atomic_fetch_add(&sig_launched, 1);
+    }
+    return NULL;
+}
+
+/* A launch interrupted by a signal whose handler launches too, a capture
+ * of its stream begun meanwhile by another thread: the handler's launch
+ * must not take the interrupted one's mark with its own, or the begin
+ * does not wait for it (it read "no capture open"), and the driver
+ * captures what hcguard took for a one-shot launch. Test driver only: no
+ * real driver may be called from a signal handler. */
+static void capture_race_signal(void)
+{
+    CUstream own;
+    pthread_t t;
+    long captured = 0;
+    REQUIRE_OK(cuCtxGetCurrent(&race_ctx));
+    REQUIRE_OK(cuStreamCreate(&sig_s, CU_STREAM_NON_BLOCKING));
+    REQUIRE_OK(cuStreamCreate(&sig_s2, CU_STREAM_NON_BLOCKING));
+    REQUIRE_OK(cuStreamCreate(&own, CU_STREAM_NON_BLOCKING));
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = sig_launch;
+    REQUIRE(sigaction(SIGUSR1, &sa, NULL) == 0);
+    REQUIRE(pthread_create(&t, NULL, sig_launcher, NULL) == 0);
+    for (int i = 1; i <= SIGNAL_ROUNDS; i++) {
+        atomic_store(&sig_round, i);
+        REQUIRE(pthread_kill(t, SIGUSR1) == 0);
+        while (atomic_load(&sig_go) != i)
+            sched_yield();
+        REQUIRE_OK(cuStreamBeginCapture(sig_s, CU_STREAM_CAPTURE_MODE_RELAXED));
+        int before = atomic_load(&sig_launched);
+        atomic_store(&sig_done, i);
+        while (atomic_load(&sig_launched) < before + 2)
+            sched_yield();
+        captured += race_capture_end(sig_s, own, 0);
+    }
+    atomic_store(&sig_stop, 1);
+    pthread_join(t, NULL);
+    REQUIRE_OK(cuCtxSynchronize());
+    int launched = atomic_load(&sig_launched);
+    printf("capture race, signal: %d rounds, %ld of %d launches captured\n", SIGNAL_ROUNDS,
+           captured, launched);
+    CHECK_EQ(atomic_load(&hits[3]), (int)(launched - captured + captured * RACE_REPLAYS));
+}
+
 /* The driver frees the graphs' calls later, on its own thread: let it
  * before the exit's leak check. */
 static void settle(void)
@@ -651,6 +739,7 @@ static const check_scenario scenarios[] = {
     CHECK_SCENARIO("capture-race", capture_race),
     CHECK_SCENARIO("capture-race-graph", capture_race_graph),
     CHECK_SCENARIO("exec-child-set", exec_child_set),
+    CHECK_SCENARIO("capture-race-signal", capture_race_signal),
     CHECK_SCENARIO("child-set-update", child_set_update),
     CHECK_SCENARIO("child-set-plain", child_set_plain),
 };

@@ -4,10 +4,14 @@
  * and at that thread's exit, so that a launching thread never needs a new
  * chunk while its calls sit unused elsewhere; and the launch path's
  * last-answer cache of hcg_recognize (src/check/recognize.c) follows a
- * registration made after it.
+ * registration made after it; a capture's begin waits for the launches
+ * marked (hcg_launches_settle), and not for ever.
  */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "hcg.h"
 #include "../common/check.h"
@@ -149,7 +153,82 @@ static void test_recognize_fast_follows_registration(void)
     CHECK_EQ(hcg_recognize((void *)ordinary_fn), HCG_FN_COPY_REGISTERED);
 }
 
+/* ---- the capture begin's wait (hcg_launches_settle) ---------------------- */
+typedef struct marker {
+    atomic_int state; /* 1: marked (twice: a nested launch, once taken off), 2: told to go */
+    int depth;
+} marker;
+
+static void *hold_marked(void *v)
+{
+    marker *m = v;
+    hcg_pool *p = hcg_pool_mine();
+    REQUIRE(p != NULL);
+    for (int i = 0; i < m->depth; i++)
+        hcg_launch_mark(p);
+    hcg_launch_unmark(p); /* the nested one's: the outer mark stays */
+    atomic_store(&m->state, 1);
+    while (atomic_load(&m->state) != 2)
+        usleep(1000);
+    for (int i = 1; i < m->depth; i++)
+        hcg_launch_unmark(p);
+    return NULL;
+}
+
+static double seconds_since(const struct timespec *t0)
+{
+    struct timespec t1;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    return (double)(t1.tv_sec - t0->tv_sec) + (double)(t1.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
+/* A launch that stays marked (nested in one that was, then taken off;
+ * left by a jump): the begin waits for it while it is marked, 2 s at most,
+ * then gives up (-1: the flag stays set); one taken off in time is waited
+ * for exactly; a begin whose own thread is marked (a signal handler's,
+ * inside a launch) cannot wait. */
+static void test_settle(void)
+{
+    if (hcg_launches_settle() != 0) {
+        printf("settle: no membarrier here: nothing to wait with\n");
+        return;
+    }
+    marker m = {0, 2};
+    pthread_t t;
+    REQUIRE(pthread_create(&t, NULL, hold_marked, &m) == 0);
+    while (atomic_load(&m.state) != 1)
+        usleep(1000);
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    CHECK_EQ(hcg_launches_settle(), -1);
+    double waited = seconds_since(&t0);
+    CHECK_MSG(waited > 1.9 && waited < 10, "gave up after %.2f s", waited);
+    atomic_store(&m.state, 2);
+    REQUIRE(pthread_join(t, NULL) == 0);
+    CHECK_EQ(hcg_launches_settle(), 0); /* taken off */
+
+    marker q = {0, 1};
+    REQUIRE(pthread_create(&t, NULL, hold_marked, &q) == 0);
+    while (atomic_load(&q.state) != 1)
+        usleep(1000);
+    CHECK_EQ(hcg_launches_settle(), 0); /* depth 1: marked, then taken off */
+    atomic_store(&q.state, 2);
+    REQUIRE(pthread_join(t, NULL) == 0);
+
+    hcg_pool *mine = hcg_pool_mine();
+    REQUIRE(mine != NULL);
+    hcg_launch_mark(mine);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    CHECK_EQ(hcg_launches_settle(), -1);
+    CHECK(seconds_since(&t0) < 1);
+    hcg_launch_unmark(mine);
+    CHECK_EQ(hcg_launches_settle(), 0);
+    printf("settle: a marked launch waited for 2 s then given up (%.2f s), a nested mark "
+           "kept, the begin's own thread not waited for\n", waited);
+}
+
 static const check_case cases[] = {
+    CHECK_CASE(settle),
     CHECK_CASE(batched_back_at_exit),
     CHECK_CASE(pool_switch_flushes),
     CHECK_CASE(recognize_fast_follows_registration),
