@@ -647,9 +647,11 @@ void hcg_count_node(hcg_fnkind kind)
 void hcg_pool_after_fork(void)
 {
     for (hcg_pool *p = atomic_load(&pools); p; p = p->next) {
-        if (p != hcg_self.pool)
+        if (p != hcg_self.pool) {
             atomic_store(&p->owned, 0);
-        atomic_store(&p->in_launch, 0);
+            atomic_store(&p->in_launch, 0);
+        } /* this thread's launches may be under way (a fork from a signal
+           * handler inside one): they take their marks off as they end */
         /* The free calls are left behind: under hcguard run a pool is in
          * the flight record, whose page the parent may have written since
          * the fork (a chunk mapped after it, calls given back that are not

@@ -53,6 +53,10 @@
  *       a launch interrupted by a signal whose handler launches too, while
  *       another thread begins a capture of its stream: the interrupted
  *       launch is waited for (test driver only)
+ *   hc_graph_life capture-fork-in-launch
+ *       a fork from a signal handler inside a launch: the child's begin of
+ *       a capture does not wait for the launch it resumed (test driver
+ *       only: it yields inside the launch, where the signal is raised)
  *   hc_graph_life child-set-update
  *       a child set after cuGraphExecUpdate (the node named by the
  *       instantiation graph's handle), with an exec set, the graphs
@@ -82,6 +86,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -716,6 +722,79 @@ static void capture_race_signal(void)
     CHECK_EQ(atomic_load(&hits[3]), (int)(launched - captured + captured * RACE_REPLAYS));
 }
 
+/* ---- capture-fork-in-launch ---------------------------------------------- */
+/* The test driver yields inside a launch (FAKECUDA_LAUNCH_YIELD=1): this
+ * program's sched_yield, armed, raises SIGUSR1 there, whose handler forks. */
+static __thread int fork_armed;
+static volatile sig_atomic_t fork_child;
+static volatile int fork_status = -1;
+
+int sched_yield(void)
+{
+    if (fork_armed) {
+        fork_armed = 0;
+        raise(SIGUSR1);
+    }
+    return (int)syscall(SYS_sched_yield);
+}
+
+static void fork_in_handler(int sig)
+{
+    (void)sig;
+    int st = 0;
+    pid_t p = fork();
+    if (p == 0)
+        fork_child = 1;
+    else if (p > 0 && waitpid(p, &st, 0) == p)
+        fork_status = st;
+}
+
+static void *timed_capture(void *v)
+{
+    CUstream c;
+    CUgraph g;
+    struct timespec t0, t1;
+    REQUIRE_OK(cuCtxSetCurrent(race_ctx));
+    REQUIRE_OK(cuStreamCreate(&c, CU_STREAM_NON_BLOCKING));
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    REQUIRE_OK(cuStreamBeginCapture(c, CU_STREAM_CAPTURE_MODE_RELAXED));
+    REQUIRE_OK(cuStreamEndCapture(c, &g));
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    REQUIRE_OK(cuGraphDestroy(g));
+    *(double *)v = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    return NULL;
+}
+
+/* A fork from a signal handler inside a launch: in the child, the launch
+ * resumes and takes off its mark (hcg_launch_mark), which the child kept
+ * (it was reset, and the count wrapped: every begin then waited 2 s). */
+static void capture_fork_in_launch(void)
+{
+    CUstream s = life_stream;
+    REQUIRE_OK(cuCtxGetCurrent(&race_ctx));
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = fork_in_handler;
+    REQUIRE(sigaction(SIGUSR1, &sa, NULL) == 0);
+    REQUIRE_OK(cuLaunchHostFunc(s, fn0, NULL)); /* the thread's pool */
+    fork_armed = 1;
+    CUresult r = cuLaunchHostFunc(s, fn0, NULL); /* forks inside */
+    fork_armed = 0;
+    if (fork_child) {
+        double took = 10;
+        pthread_t t;
+        if (r != CUDA_SUCCESS || cuLaunchHostFunc(s, fn0, NULL) != CUDA_SUCCESS ||
+            pthread_create(&t, NULL, timed_capture, &took) != 0 || pthread_join(t, NULL) != 0)
+            _exit(2);
+        printf("child: a capture begun and ended in %.3f s\n", took);
+        fflush(stdout);
+        _exit(took < 1 ? 0 : 1);
+    }
+    REQUIRE_OK(r);
+    REQUIRE_OK(cuStreamSynchronize(s));
+    CHECK_MSG(fork_status == 0, "the child's begin waited (status %d)", fork_status);
+}
+
 /* The driver frees the graphs' calls later, on its own thread: let it
  * before the exit's leak check. */
 static void settle(void)
@@ -740,6 +819,7 @@ static const check_scenario scenarios[] = {
     CHECK_SCENARIO("capture-race-graph", capture_race_graph),
     CHECK_SCENARIO("exec-child-set", exec_child_set),
     CHECK_SCENARIO("capture-race-signal", capture_race_signal),
+    CHECK_SCENARIO("capture-fork-in-launch", capture_fork_in_launch),
     CHECK_SCENARIO("child-set-update", child_set_update),
     CHECK_SCENARIO("child-set-plain", child_set_plain),
 };
