@@ -824,7 +824,7 @@ static void make_unrunnable(char *buf, size_t len)
  * every exec's error its own. (A launch that found the collector stopped
  * gave up flow control for good; events were dropped by the hundred
  * thousand.) */
-static atomic_int execfail_done;
+static atomic_int execfail_done, execfail_started;
 static unsigned long execfail_n;
 
 static void *execfail_launcher(void *ctx)
@@ -832,8 +832,10 @@ static void *execfail_launcher(void *ctx)
     REQUIRE_OK(cuCtxSetCurrent((CUcontext)ctx));
     CUstream s;
     REQUIRE_OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
-    for (unsigned long i = 0; i < execfail_n; i++)
+    for (unsigned long i = 0; i < execfail_n; i++) {
         REQUIRE_OK(cuLaunchHostFunc(s, noop, NULL));
+        atomic_store(&execfail_started, 1);
+    }
     REQUIRE_OK(cuStreamSynchronize(s));
     atomic_store(&execfail_done, 1);
     return NULL;
@@ -848,6 +850,11 @@ static void execfail(unsigned long n, unsigned long execs)
     execfail_n = n;
     pthread_t t;
     REQUIRE(pthread_create(&t, NULL, execfail_launcher, ctx) == 0);
+    /* After the first launch: a driver that starts a thread of its own
+     * then (the test driver does) cannot while another thread is inside
+     * execve (the kernel refuses CLONE_FS then: EAGAIN). */
+    while (!atomic_load(&execfail_started))
+        usleep(100);
     unsigned long k = 0;
     for (; k < execs && !atomic_load(&execfail_done); k++) {
         char *av[] = {"hc_lost-none", NULL};
