@@ -342,6 +342,14 @@ typedef struct hcg_clock_ref_t {
     double ns_per_tick;
 } hcg_clock_ref_t;
 void hcg_clock_ref(hcg_clock_ref_t *r);
+/* A count and a clock read together, and how many ticks wide the reads
+ * around the clock were: how far the count may be off. */
+typedef struct hcg_clock_pair {
+    uint64_t tick, ns, width;
+} hcg_clock_pair;
+/* How many ns to wait before a rate may be taken between the start-up
+ * pair and a later one: 0 when now (clock.c says why). */
+uint64_t hcg_clock_rate_wait(const hcg_clock_pair *base, const hcg_clock_pair *now);
 uint64_t hcg_ticks_to_ns(const hcg_clock_ref_t *r, uint64_t t);
 
 /* ---- outfile.c: output files ------------------------------------------- */

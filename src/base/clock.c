@@ -37,7 +37,7 @@ uint64_t hcg_wait_clock_ns(void)
 
 static int use_counter;
 static atomic_int ready;
-static uint64_t base_tick, base_ns;
+static hcg_clock_pair base;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 static int counter_is_invariant(void)
@@ -82,32 +82,36 @@ void hcg_clock_epoch_stop(void)
  * a clock with a count from long before it, and every time converted from
  * that pair (a drain's worth of events, or the rate itself when it is the
  * start-up pair) would move by as much: two host functions run one after
- * the other could then overlap in the trace. */
-static void read_pair(uint64_t *tick, uint64_t *ns)
+ * the other could then overlap in the trace. Three tries at least: a
+ * counter may run slowly enough (62.5 MHz on many Arm systems) that a
+ * read preempted for 60 us still looks tight. The width kept says how far
+ * the count may be off (hcg_clock_rate_wait allows for it). */
+static void read_pair(hcg_clock_pair *p)
 {
     uint64_t widest_ok = 4096; /* ticks: a clock read that was not preempted */
     uint64_t best = UINT64_MAX;
-    for (int i = 0; i < 8 && best > widest_ok; i++) {
+    for (int i = 0; i < 8 && (i < 3 || best > widest_ok); i++) {
         uint64_t t0 = hcg_ticks_counter(), n = hcg_now_ns(), t1 = hcg_ticks_counter();
         if (t1 >= t0 && t1 - t0 < best) {
             best = t1 - t0;
-            *tick = t0 + best / 2;
-            *ns = n;
+            p->tick = t0 + best / 2;
+            p->ns = n;
         }
     }
     if (best == UINT64_MAX) { /* the counter went backwards each time: not used */
-        *tick = hcg_ticks_counter();
-        *ns = hcg_now_ns();
+        p->tick = hcg_ticks_counter();
+        p->ns = hcg_now_ns();
     }
+    p->width = best < ((uint64_t)1 << 32) ? best : (uint64_t)1 << 32; /* no overflow */
 }
 
 static void setup(void)
 {
     use_counter = counter_is_invariant();
     if (use_counter)
-        read_pair(&base_tick, &base_ns);
+        read_pair(&base);
     else
-        base_ns = hcg_now_ns();
+        base.ns = hcg_now_ns();
     atomic_store_explicit(&ready, 1, memory_order_release);
     atomic_store_explicit(&hcg_g_clock_counter, use_counter, memory_order_release);
 }
@@ -125,29 +129,55 @@ uint64_t hcg_ticks_slow(void)
 }
 
 /* The rate is measured over everything since start-up, so it only gets
- * better. It needs RATE_MIN_NS of it: a reference asked for sooner (a
- * program that drains, or ends, within its first 100 us) waits for them
- * rather than take 1 tick for 1 ns (the durations it converted were off
- * by the counter's frequency). Once per process at most; nanosleep is
- * safe in the signal handler that may drain at a death. */
+ * better. It needs RATE_MIN_NS of it, and ticks enough that the two
+ * pairs' widths are a small part of them (RATE_WIDTHS times both: the
+ * rate then errs by 1/128 at most): a reference asked for sooner (a
+ * program that drains, or ends, within its first 100 us; a start-up pair
+ * read while the machine was busy) waits for them, up to RATE_MAX_NS,
+ * rather than take 1 tick for 1 ns or a rate off by half. Once per process
+ * at most; nanosleep is safe in the signal handler that may drain at a
+ * death. */
 #define RATE_MIN_NS 100000u
+#define RATE_MAX_NS 20000000u
+#define RATE_WIDTHS 64u
+
+uint64_t hcg_clock_rate_wait(const hcg_clock_pair *b, const hcg_clock_pair *p)
+{
+    uint64_t ns = p->ns > b->ns ? p->ns - b->ns : 0;
+    if (ns >= RATE_MAX_NS)
+        return 0;
+    uint64_t need = ns < RATE_MIN_NS ? RATE_MIN_NS - ns : 0;
+    uint64_t want = RATE_WIDTHS * (b->width + p->width); /* ticks */
+    if (ns == 0 || p->tick <= b->tick) { /* no rate yet, however rough */
+        need = need > RATE_MIN_NS ? need : RATE_MIN_NS;
+    } else if (p->tick - b->tick < want) { /* at the rate seen so far */
+        uint64_t ticks = p->tick - b->tick;
+        uint64_t more = (uint64_t)((double)(want - ticks) * ((double)ns / (double)ticks)) + 1;
+        need = more > need ? more : need;
+    }
+    return need < RATE_MAX_NS - ns ? need : RATE_MAX_NS - ns;
+}
+
 void hcg_clock_ref(hcg_clock_ref_t *r)
 {
     hcg_clock_init();
-    r->tick = 0;
+    hcg_clock_pair p = {0, 0, 0};
     if (use_counter) {
-        read_pair(&r->tick, &r->ns);
-        if (r->ns - base_ns < RATE_MIN_NS) {
-            struct timespec ts = {0, (long)(RATE_MIN_NS - (r->ns - base_ns))};
+        read_pair(&p);
+        uint64_t wait;
+        for (int i = 0; i < 4 && (wait = hcg_clock_rate_wait(&base, &p)) != 0; i++) {
+            struct timespec ts = {(time_t)(wait / 1000000000u), (long)(wait % 1000000000u)};
             nanosleep(&ts, NULL);
-            read_pair(&r->tick, &r->ns);
+            read_pair(&p);
         }
     } else {
-        r->ns = hcg_now_ns();
+        p.ns = hcg_now_ns();
     }
+    r->tick = p.tick;
+    r->ns = p.ns;
     r->ns_per_tick = 1.0;
-    if (use_counter && r->tick > base_tick && r->ns > base_ns)
-        r->ns_per_tick = (double)(r->ns - base_ns) / (double)(r->tick - base_tick);
+    if (use_counter && p.tick > base.tick && p.ns > base.ns)
+        r->ns_per_tick = (double)(p.ns - base.ns) / (double)(p.tick - base.tick);
 }
 
 uint64_t hcg_ticks_to_ns(const hcg_clock_ref_t *r, uint64_t t)

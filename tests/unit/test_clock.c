@@ -5,10 +5,17 @@
  * pair a clock with a count from long before it, and every time converted
  * from that pair would move by as much.
  *
- *   early       (in a child, where the clock starts) a reference taken
- *               50 us after start-up converts ticks 50 us apart to 50 us
- *               apart (the rate is not known yet: it waits for one, rather
- *               than take 1 tick for 1 ns); one try in three will do
+ *   early       (in a child, where the clock starts) ticks 200 ms apart,
+ *               converted through a reference taken at once after
+ *               start-up (a program that drains, or dies, in its first
+ *               microseconds), come out within 5% of 200 ms (the truth
+ *               read in the tightest of 64 pairs at each end, so that slow
+ *               clock reads, 25 us each under emulation, do not put the
+ *               check itself off); one try in three will do
+ *   rate_wait   that wait, from given pairs: none once the pairs' widths
+ *               are a small part of the ticks between them, else as long
+ *               as makes them so, at least 100 us after start-up, at most
+ *               20 ms
  *   preempted   a timer whose handler sleeps 2 ms interrupts 400 times
  *               while ticks are taken and converted through a fresh
  *               reference each time: every converted time lies within 50 us
@@ -57,49 +64,91 @@ static void interrupt_every_50us(int on)
     setitimer(ITIMER_PROF, &it, NULL);
 }
 
+/* A count and a clock read together, the tightest of 64 tries. */
+static double tight_pair(uint64_t *tick)
+{
+    uint64_t best = UINT64_MAX, ns = 0;
+    for (int i = 0; i < 64; i++) {
+        uint64_t t0 = hcg_ticks(), n = hcg_now_ns(), t1 = hcg_ticks();
+        if (t1 >= t0 && t1 - t0 < best) {
+            best = t1 - t0;
+            *tick = t0 + best / 2;
+            ns = n;
+        }
+    }
+    return (double)ns;
+}
+
 static int early_once(void)
 {
     hcg_clock_init(); /* start-up: the base pair */
-    /* The clock's own cost (large under emulation), allowed for below. */
-    uint64_t c0 = hcg_now_ns(), c1 = hcg_now_ns(), cost = c1 - c0;
-    uint64_t w0 = hcg_now_ns(), t0 = hcg_ticks();
-    while (hcg_now_ns() - w0 < 50000)
-        ;
-    uint64_t t1 = hcg_ticks(), w1 = hcg_now_ns();
     hcg_clock_ref_t ref;
     hcg_clock_ref(&ref);
-    uint64_t d = hcg_ticks_to_ns(&ref, t1) - hcg_ticks_to_ns(&ref, t0), w = w1 - w0;
-    uint64_t slack = w / 8 + 2 * cost; /* the rate from 100 us; the reads around */
-    if (d + slack > w && d < w + slack)
+    uint64_t t0, t1;
+    double n0 = tight_pair(&t0);
+    struct timespec ts = {0, 200 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    double n1 = tight_pair(&t1);
+    double d = (double)(hcg_ticks_to_ns(&ref, t1) - hcg_ticks_to_ns(&ref, t0));
+    double off = d / (n1 - n0) - 1;
+    if (off < 0.05 && off > -0.05)
         return 1;
-    fprintf(stderr, "test_clock: early: %llu ns converted to %llu ns (clock read: %llu ns)\n",
-            (unsigned long long)w, (unsigned long long)d, (unsigned long long)cost);
+    fprintf(stderr, "test_clock: early: %.0f ns converted to %.0f ns (%+.1f%%)\n", n1 - n0, d,
+            off * 100);
     return 0;
 }
 
-/* One try of early, in a child of its own (where the clock starts): 1 if
- * within the slack. */
-static int early_try(void)
+/* One try of a case in a child of its own (where the clock starts): 1 if
+ * it passed. */
+static int child_try(int (*once)(void))
 {
     fflush(NULL);
     pid_t pid = fork();
     if (pid < 0)
         return 0;
     if (pid == 0)
-        _exit(early_once() ? 0 : 1);
+        _exit(once() ? 0 : 1);
     int st = 0;
     return waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0;
 }
 
-/* Up to three tries: a start-up pair whose reads were all preempted (an
- * emulated aarch64 on a loaded machine: 55.9 us read as 38.9 us once)
- * puts one try's rate off; a rate that is wrong puts every try off. */
+/* Up to three tries: a start-up pair whose reads were all preempted puts
+ * one try's rate off; a rate that is wrong puts every try off. */
 static void test_early(void)
 {
     int ok = 0;
     for (int i = 0; i < 3 && !ok; i++)
-        ok = early_try();
-    CHECK_MSG(ok, "3 tries, each out of the slack");
+        ok = child_try(early_once);
+    CHECK_MSG(ok, "3 tries, each out of 5%%");
+}
+
+/* A 62.5 MHz counter: 16 ns a tick, pairs 1 ms after start-up. */
+static uint64_t wait_at(uint64_t ns, uint64_t ticks, uint64_t base_width, uint64_t width)
+{
+    hcg_clock_pair b = {1000, 1000000, base_width}, p = {1000 + ticks, 1000000 + ns, width};
+    return hcg_clock_rate_wait(&b, &p);
+}
+
+static void test_rate_wait(void)
+{
+    /* 200 us, 12500 ticks, against widths of 1 us: none. */
+    CHECK_EQ(wait_at(200000, 12500, 63, 63), 0);
+    /* 50 us against the same: 64 times both widths is 8064 ticks, 4939
+     * more at 16 ns. */
+    uint64_t w = wait_at(50000, 3125, 63, 63);
+    CHECK_MSG(w >= 79000 && w <= 79100, "50 us after: %llu ns", (unsigned long long)w);
+    /* Narrow pairs 10 us after start-up: the 100 us of any rate. */
+    CHECK_EQ(wait_at(10000, 625, 1, 1), 90000);
+    /* A start-up pair 4000 ticks (64 us) wide: 64 times the widths. */
+    w = wait_at(200000, 12500, 4000, 63);
+    CHECK_MSG(w >= 3960000 && w <= 3961000, "wide start-up pair: %llu ns", (unsigned long long)w);
+    /* Widths no wait would make small: up to 20 ms after start-up. */
+    CHECK_EQ(wait_at(1000000, 62500, (uint64_t)1 << 32, (uint64_t)1 << 32), 19000000);
+    CHECK_EQ(wait_at(20000000, 1250000, (uint64_t)1 << 32, 63), 0);
+    /* A counter that has not moved, a clock that went back: no rate. */
+    CHECK_EQ(wait_at(10000, 0, 1, 1), 100000);
+    hcg_clock_pair b = {1000, 1000000, 1}, p = {2000, 900000, 1};
+    CHECK_EQ(hcg_clock_rate_wait(&b, &p), 100000);
 }
 
 static void test_preempted(void)
@@ -174,7 +223,8 @@ static void test_ordered(void)
 int main(int argc, char **argv)
 {
     static const check_case cases[] = {
-        CHECK_CASE(early), /* first: the clock is started by it */
+        CHECK_CASE(early), /* first, in children: the clock starts in each */
+        CHECK_CASE(rate_wait),
         CHECK_CASE(preempted),
         CHECK_CASE(ordered),
     };
