@@ -38,6 +38,7 @@ uint64_t hcg_wait_clock_ns(void)
 static int use_counter;
 static atomic_int ready;
 static hcg_clock_pair base;
+static uint64_t started_ns; /* hcg_wait_clock_ns at start-up */
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 static int counter_is_invariant(void)
@@ -108,6 +109,7 @@ static void read_pair(hcg_clock_pair *p)
 static void setup(void)
 {
     use_counter = counter_is_invariant();
+    started_ns = hcg_wait_clock_ns();
     if (use_counter)
         read_pair(&base);
     else
@@ -134,9 +136,10 @@ uint64_t hcg_ticks_slow(void)
  * rate then errs by 1/128 at most): a reference asked for sooner (a
  * program that drains, or ends, within its first 100 us; a start-up pair
  * read while the machine was busy) waits for them, up to RATE_MAX_NS,
- * rather than take 1 tick for 1 ns or a rate off by half. Once per process
- * at most; nanosleep is safe in the signal handler that may drain at a
- * death. */
+ * rather than take 1 tick for 1 ns or a rate off by half. Only in the
+ * first RATE_MAX_NS, by a clock no preloaded library fakes (a frozen
+ * clock_gettime never shows them pass); nanosleep is safe in the signal
+ * handler that may drain at a death. */
 #define RATE_MIN_NS 100000u
 #define RATE_MAX_NS 20000000u
 #define RATE_WIDTHS 64u
@@ -165,7 +168,9 @@ void hcg_clock_ref(hcg_clock_ref_t *r)
     if (use_counter) {
         read_pair(&p);
         uint64_t wait;
-        for (int i = 0; i < 4 && (wait = hcg_clock_rate_wait(&base, &p)) != 0; i++) {
+        for (int i = 0; i < 4 && (wait = hcg_clock_rate_wait(&base, &p)) != 0 &&
+                        hcg_wait_clock_ns() - started_ns < RATE_MAX_NS;
+             i++) {
             struct timespec ts = {(time_t)(wait / 1000000000u), (long)(wait % 1000000000u)};
             nanosleep(&ts, NULL);
             read_pair(&p);
