@@ -16,6 +16,13 @@
 #define HCG_LIKELY(x) __builtin_expect(!!(x), 1)
 #define HCG_UNLIKELY(x) __builtin_expect(!!(x), 0)
 
+/* The file name at the end of path (after its last '/'), or NULL for NULL. */
+static inline const char *hcg_file_name(const char *path)
+{
+    const char *slash = path ? __builtin_strrchr(path, '/') : NULL;
+    return slash ? slash + 1 : path;
+}
+
 /* ---- config.c: HCGUARD_* environment, read once ---------------------- */
 typedef enum hcg_mode { HCG_MODE_GUARD, HCG_MODE_AUDIT, HCG_MODE_OFF } hcg_mode;
 

@@ -66,8 +66,7 @@ static int internal_pc(uintptr_t pc)
         return 0; /* anonymous memory (JIT code, a closure): the program's */
     if (map == self)
         return 1;
-    const char *base = strrchr(map->l_name, '/');
-    base = base ? base + 1 : map->l_name;
+    const char *base = hcg_file_name(map->l_name);
     /* libcuda.so.1, libcudart.so.13, ...; and a sanitizer runtime's
      * interceptor of backtrace itself (test builds). */
     return strncmp(base, "libcuda", 7) == 0 || strncmp(base, "libasan", 7) == 0 ||
@@ -488,8 +487,7 @@ uintptr_t hcg_callsite_made(uintptr_t ra)
  * interception layer) or, at start-up, among the loaded objects. */
 static int is_runtime(const char *path)
 {
-    const char *base = path ? strrchr(path, '/') : NULL;
-    base = base ? base + 1 : path;
+    const char *base = hcg_file_name(path);
     return base && strncmp(base, "libcudart", 9) == 0;
 }
 
@@ -559,8 +557,7 @@ void hcg_callsite_pc_name(uintptr_t pc, char *buf, size_t len)
     }
     if (hcg_symbolize((const void *)pc, name, sizeof name, obj, sizeof obj) != 0)
         snprintf(name, sizeof name, "%#lx", (unsigned long)pc);
-    const char *base = strrchr(obj, '/');
-    snprintf(buf, len, "%s (in %s)", name, obj[0] ? (base ? base + 1 : obj) : "anonymous memory");
+    snprintf(buf, len, "%s (in %s)", name, obj[0] ? hcg_file_name(obj) : "anonymous memory");
 }
 
 int (*hcg_callsite_name_from)(uintptr_t site, char *buf, size_t len);

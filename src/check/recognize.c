@@ -184,8 +184,7 @@ static int ends_with(const char *s, const char *suffix)
 /* .../cuda/core/[any/dirs/]_host_callback*.so (or a relative cuda/core/...). */
 static int is_cuda_core_module(const char *path)
 {
-    const char *slash = strrchr(path, '/');
-    const char *base = slash ? slash + 1 : path;
+    const char *base = hcg_file_name(path);
     if (strncmp(base, "_host_callback", 14) != 0 || !ends_with(base, ".so"))
         return 0;
     static const char dir[] = "cuda/core/";
@@ -200,8 +199,7 @@ static int is_cuda_core_module(const char *path)
 /* .../cuda/bindings/driver*.so: cuda.bindings' Python driver module. */
 static int is_bindings_module(const char *path)
 {
-    const char *slash = strrchr(path, '/');
-    const char *base = slash ? slash + 1 : path;
+    const char *base = hcg_file_name(path);
     return strncmp(base, "driver", 6) == 0 && ends_with(base, ".so") &&
            strstr(path, "cuda/bindings/") != NULL;
 }

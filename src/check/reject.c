@@ -68,9 +68,8 @@ static void describe_fn(void *fn, hcg_fnkind kind, char *buf, size_t len)
     char name[256], obj[HCG_PATH_MAX];
     if (hcg_symbolize(fn, name, sizeof name, obj, sizeof obj) != 0)
         snprintf(name, sizeof name, "anonymous");
-    const char *base = strrchr(obj, '/');
     snprintf(buf, len, "%p %s (%s%s%s)", fn, name, hcg_fnkind_name(kind),
-             obj[0] ? ", in " : "", obj[0] ? (base ? base + 1 : obj) : "");
+             obj[0] ? ", in " : "", hcg_file_name(obj));
 }
 
 static void print_reject(hcg_api api, CUstream s, void *fn, void *user, hcg_fnkind kind,

@@ -157,23 +157,17 @@ void *hcg_real_dlsym_ptr(void);
 void *hcg_real_dlvsym_ptr(void);
 
 /* The file name's last part. */
-static const char *base_name(const char *path)
-{
-    const char *slash = strrchr(path, '/');
-    return slash ? slash + 1 : path;
-}
-
 /* Whether a loaded object is the driver, by its name as dlopen would
  * match it: its file name or its soname libcuda.so* (a vendor's copy or a
  * symlink of another name keeps the soname), or the --driver path's file
  * name. base, dyn: its load address and dynamic section. */
 static int driver_named(const char *file, uintptr_t base, const void *dyn)
 {
-    const char *name = base_name(file), *path = hcg_config_get()->driver_path;
+    const char *name = hcg_file_name(file), *path = hcg_config_get()->driver_path;
     const char *soname = dyn ? hcg_dyn_soname(base, dyn) : NULL;
     return strncmp(name, "libcuda.so", 10) == 0 ||
            (soname && strncmp(soname, "libcuda.so", 10) == 0) ||
-           (path[0] && !strcmp(name, base_name(path)));
+           (path[0] && !strcmp(name, hcg_file_name(path)));
 }
 
 /* The dynamic section among an object's program headers, or NULL. */

@@ -165,9 +165,8 @@ static void describe(uintptr_t fn, char *buf, size_t len)
     if (hcg_symbolize((const void *)fn, libc ? NULL : name, sizeof name, obj, sizeof obj) != 0 &&
         !libc)
         snprintf(name, sizeof name, "anonymous");
-    const char *base = strrchr(obj, '/');
     snprintf(buf, len, "%p %s%s%s%s", (void *)fn, name, obj[0] ? " (in " : "",
-             obj[0] ? (base ? base + 1 : obj) : "", obj[0] ? ")" : "");
+             hcg_file_name(obj), obj[0] ? ")" : "");
 }
 
 /* "called from" (at enqueue) or "enqueued at" (run time): where; a graph

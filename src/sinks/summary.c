@@ -410,10 +410,9 @@ static void print_fns(void)
     for (size_t i = 0; i < n; i++) {
         if (hcg_symbolize((const void *)list[i].fn, name, sizeof name, obj, sizeof obj) != 0)
             snprintf(name, sizeof name, "anonymous");
-        const char *base = strrchr(obj, '/');
         hcg_msg("    %#lx %s%s%s%s: %" PRIu64 " run%s, total %s, mean %s, max %s",
                 (unsigned long)list[i].fn, name, obj[0] ? " (in " : "",
-                obj[0] ? (base ? base + 1 : obj) : "", obj[0] ? ")" : "", list[i].runs,
+                hcg_file_name(obj), obj[0] ? ")" : "", list[i].runs,
                 list[i].runs == 1 ? "" : "s", fmt_ns(list[i].total_ns, a, sizeof a),
                 fmt_ns(list[i].total_ns / list[i].runs, b, sizeof b),
                 fmt_ns(list[i].max_ns, c, sizeof c));
