@@ -44,6 +44,12 @@ int hcg_audit_wrapper_call_slow(hcg_api api)
     return hcg_config_get()->mode == HCG_MODE_GUARD;
 }
 
+int hcg_audit_entry_call_slow(hcg_entry e)
+{
+    push_cuda_call(HCG_FIND_ENTRY_BIT | (uint64_t)e);
+    return hcg_config_get()->mode == HCG_MODE_GUARD;
+}
+
 void hcg_audit_init(void)
 {
     hcg_thunk_set_handler(on_thunk);

@@ -311,13 +311,16 @@ const char *hcg_copy_fn_how(uintptr_t fn, hcg_fnkind k);
 
 /* ---- audit.c: host-callback misuse --------------------------------------- */
 /* A cuda-call-in-host-fn finding's bytes: the thunk's index + 1, or this
- * bit with the hcg_api of one of hcguard's own wrappers. */
+ * bit with the hcg_api of one of hcguard's own launch wrappers, or
+ * HCG_FIND_ENTRY_BIT with the hcg_entry of any other wrapper. */
 #define HCG_FIND_WRAPPER_BIT (1ull << 32)
+#define HCG_FIND_ENTRY_BIT (1ull << 33)
 void hcg_audit_init(void);
 /* Inside a host function, one of hcguard's own wrappers was called: report
  * it; nonzero if the call must be refused (guard mode). Outside host
  * functions (hcg_audit_wrapper_call, inline below the thunks), 0. */
 int hcg_audit_wrapper_call_slow(hcg_api api);
+int hcg_audit_entry_call_slow(hcg_entry e);
 /* The libc functions a host function must not be, looked up (once; at
  * start-up, before the collector runs: see lifecycle/init.c). */
 void hcg_audit_libc_init(void);
@@ -330,6 +333,12 @@ void hcg_audit_report_fn(hcg_finding f, hcg_api api, CUstream s, void *fn, void 
 static inline int hcg_audit_wrapper_call(hcg_api api)
 {
     return HCG_UNLIKELY(hcg_self.in_host_fn) ? hcg_audit_wrapper_call_slow(api) : 0;
+}
+/* The same for a wrapper that enqueues no host function, named by its
+ * entry point. */
+static inline int hcg_audit_entry_call(hcg_entry e)
+{
+    return HCG_UNLIKELY(hcg_self.in_host_fn) ? hcg_audit_entry_call_slow(e) : 0;
 }
 
 /* ---- src/run/trampoline.c ------------------------------------------------ */

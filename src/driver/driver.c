@@ -106,6 +106,16 @@ _Atomic int hcg_g_drv_state;
 static pthread_mutex_t drv_lock = PTHREAD_MUTEX_INITIALIZER;
 static char drv_error[HCG_PATH_MAX + 256];
 
+const char *hcg_entry_name(hcg_entry e)
+{
+    static const char *const names[HCG_ENT_COUNT] = {
+#define HCG_ENTRY(where, name, params) #name,
+#include "driver/entries.def"
+#undef HCG_ENTRY
+    };
+    return (unsigned)e < HCG_ENT_COUNT ? names[e] : "unknown";
+}
+
 const char *hcg_driver_error(void)
 {
     return drv_error;

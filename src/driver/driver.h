@@ -15,6 +15,16 @@
 #include "driver/entries.def"
 #undef HCG_ENTRY
 
+/* Each entry point of entries.def by number, HCG_ENT_<name>, and its name
+ * ("unknown" for a number that is none). */
+typedef enum hcg_entry {
+#define HCG_ENTRY(where, name, params) HCG_ENT_##name,
+#include "driver/entries.def"
+#undef HCG_ENTRY
+    HCG_ENT_COUNT
+} hcg_entry;
+const char *hcg_entry_name(hcg_entry e);
+
 /* Every real entry point hcguard wraps or calls, a slot each, named as the
  * entry point. Slots are written once (at load, or adopted from
  * cuGetProcAddress) and read without locks. */

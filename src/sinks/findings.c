@@ -15,15 +15,14 @@
 
 #include "sinks/sinks.h"
 
-/* The name of what was called: a thunk's entry point, or one of
- * hcguard's own wrappers (HCG_FIND_WRAPPER_BIT). */
-static const char *called_name(uint64_t what, char *buf, size_t len)
+const char *hcg_called_name(uint64_t what)
 {
     if (what & HCG_FIND_WRAPPER_BIT)
         return hcg_api_name((hcg_api)(what & 0xffff));
+    if (what & HCG_FIND_ENTRY_BIT)
+        return hcg_entry_name((hcg_entry)(what & 0xffff));
     const char *n = what ? hcg_thunk_name((unsigned)(what - 1)) : NULL;
-    snprintf(buf, len, "%s", n ? n : "a driver function");
-    return buf;
+    return n ? n : "a driver function";
 }
 
 /* ---- severity: the README's table ------------------------------------------ */
@@ -203,14 +202,14 @@ static void print_skip(const hcg_event *e)
 
 static void print_finding(const hcg_event *e)
 {
-    char fbuf[HCG_PATH_MAX + 300], nbuf[80];
+    char fbuf[HCG_PATH_MAX + 300];
     describe(e->fn, fbuf, sizeof fbuf);
     int guard = hcg_config_get()->mode == HCG_MODE_GUARD;
     const char *name = hcg_finding_name((hcg_finding)e->reason);
     switch (e->reason) {
     case HCG_FIND_CUDA_CALL:
         hcg_msg("ERROR: %s: %s called inside host function %s", name,
-                called_name(e->bytes, nbuf, sizeof nbuf), fbuf);
+                hcg_called_name(e->bytes), fbuf);
         hcg_msg("    CUDA calls are not allowed in host functions (they may deadlock); %s",
                 guard ? "the call returned CUDA_ERROR_NOT_PERMITTED without reaching the driver"
                       : "the call was passed to the driver (audit mode)");
@@ -417,7 +416,7 @@ static int by_count(const void *a, const void *b)
 
 static void print_group(const group *g)
 {
-    char fbuf[HCG_PATH_MAX + 300], where[HCG_PATH_MAX + 600], nbuf[80];
+    char fbuf[HCG_PATH_MAX + 300], where[HCG_PATH_MAX + 600];
     describe(g->fn, fbuf, sizeof fbuf);
     if (g->site || !g->graph)
         hcg_callsite_name(g->site, where, sizeof where);
@@ -444,7 +443,7 @@ static void print_group(const group *g)
                 sampled, c);
     } else if (g->ev == HCG_EV_FINDING && g->reason == HCG_FIND_CUDA_CALL) {
         hcg_msg("        %8" PRIu64 "  %s in %s, %s %s", g->count,
-                called_name(g->what, nbuf, sizeof nbuf), fbuf, how, where);
+                hcg_called_name(g->what), fbuf, how, where);
     } else {
         hcg_msg("        %8" PRIu64 "  %s, %s %s", g->count, fbuf, how, where);
     }

@@ -290,10 +290,7 @@ void hcg_jsonl_event(const hcg_event *e)
     if (e->kind == HCG_EV_FINDING) {
         hcg_text_printf(&t, ",\"finding\":\"%s\"", hcg_finding_name((hcg_finding)e->reason));
         if (e->reason == HCG_FIND_CUDA_CALL && e->bytes) {
-            const char *called = (e->bytes & HCG_FIND_WRAPPER_BIT)
-                                     ? hcg_api_name((hcg_api)(e->bytes & 0xffff))
-                                     : hcg_thunk_name((unsigned)(e->bytes - 1));
-            hcg_text_printf(&t, ",\"called\":\"%s\"", called ? called : "?");
+            hcg_text_printf(&t, ",\"called\":\"%s\"", hcg_called_name(e->bytes));
         }
     } else if (e->kind != HCG_EV_RUN) {
         hcg_text_printf(&t, ",\"reason\":\"%s\"",

@@ -90,6 +90,9 @@ void hcg_summary_print_read(const char *title, const hcg_counts *c,
 void hcg_summary_print_idle(void);
 
 /* ---- findings.c: rejections, skips and findings, merged and printed ------ */
+/* What a cuda-call-in-host-fn finding's bytes name: a thunk's entry point
+ * or one of hcguard's wrappers ("a driver function" if none). */
+const char *hcg_called_name(uint64_t what);
 void hcg_audit_event(const hcg_event *e); /* collector */
 void hcg_audit_after_fork(void); /* a fork child's findings are its own */
 /* Errors and warnings (the README's table): of an event's kind

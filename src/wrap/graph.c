@@ -259,6 +259,7 @@ static CUresult added(hcg_driver *d, CUgraph g, hcg_call *c, CUgraphNode *ph, CU
 CUresult hcg_w_cuGraphAddHostNode(CUgraphNode *ph, CUgraph g, const CUgraphNode *deps, size_t n,
                                   const CUDA_HOST_NODE_PARAMS *p)
 {
+    HCG_AUDIT_ENTRY(cuGraphAddHostNode);
     HCG_DRV_OR_FAIL(d);
     REAL_OR_FAIL(d, cuGraphAddHostNode, real);
     hcg_call *c = NULL;
@@ -295,6 +296,7 @@ static CUresult add_node(hcg_driver *d, CUgraph g, CUgraphNodeParams *p, CUgraph
 CUresult hcg_w_cuGraphAddNode(CUgraphNode *ph, CUgraph g, const CUgraphNode *deps, size_t n,
                               CUgraphNodeParams *p)
 {
+    HCG_AUDIT_ENTRY(cuGraphAddNode);
     HCG_DRV_OR_FAIL(d);
     REAL_OR_FAIL(d, cuGraphAddNode, real);
     CUgraphNodeParams q;
@@ -309,6 +311,7 @@ CUresult hcg_w_cuGraphAddNode(CUgraphNode *ph, CUgraph g, const CUgraphNode *dep
 CUresult hcg_w_cuGraphAddNode_v2(CUgraphNode *ph, CUgraph g, const CUgraphNode *deps,
                                  const CUgraphEdgeData *edges, size_t n, CUgraphNodeParams *p)
 {
+    HCG_AUDIT_ENTRY(cuGraphAddNode_v2);
     HCG_DRV_OR_FAIL(d);
     REAL_OR_FAIL(d, cuGraphAddNode_v2, real);
     CUgraphNodeParams q;
@@ -394,6 +397,7 @@ static CUresult finish_graph_set(hcg_driver *d, graph_set *gs, CUresult r)
 
 CUresult hcg_w_cuGraphHostNodeSetParams(CUgraphNode n, const CUDA_HOST_NODE_PARAMS *p)
 {
+    HCG_AUDIT_ENTRY(cuGraphHostNodeSetParams);
     HCG_DRV_OR_FAIL(d);
     REAL_OR_FAIL(d, cuGraphHostNodeSetParams, real);
     graph_set gs = {0};
@@ -406,6 +410,7 @@ CUresult hcg_w_cuGraphHostNodeSetParams(CUgraphNode n, const CUDA_HOST_NODE_PARA
 
 CUresult hcg_w_cuGraphNodeSetParams(CUgraphNode n, CUgraphNodeParams *p)
 {
+    HCG_AUDIT_ENTRY(cuGraphNodeSetParams);
     HCG_DRV_OR_FAIL(d);
     REAL_OR_FAIL(d, cuGraphNodeSetParams, real);
     if (!p || p->type != CU_GRAPH_NODE_TYPE_HOST)
@@ -456,6 +461,7 @@ static CUresult finish_exec_set(hcg_driver *d, CUgraphExec e, CUgraphNode n, hcg
 CUresult hcg_w_cuGraphExecHostNodeSetParams(CUgraphExec e, CUgraphNode n,
                                             const CUDA_HOST_NODE_PARAMS *p)
 {
+    HCG_AUDIT_ENTRY(cuGraphExecHostNodeSetParams);
     HCG_DRV_OR_FAIL(d);
     REAL_OR_FAIL(d, cuGraphExecHostNodeSetParams, real);
     CUresult r = CUDA_SUCCESS;
@@ -471,6 +477,7 @@ CUresult hcg_w_cuGraphExecHostNodeSetParams(CUgraphExec e, CUgraphNode n,
 
 CUresult hcg_w_cuGraphExecNodeSetParams(CUgraphExec e, CUgraphNode n, CUgraphNodeParams *p)
 {
+    HCG_AUDIT_ENTRY(cuGraphExecNodeSetParams);
     HCG_DRV_OR_FAIL(d);
     REAL_OR_FAIL(d, cuGraphExecNodeSetParams, real);
     if (p && p->type == CU_GRAPH_NODE_TYPE_GRAPH) /* a child graph node set anew */
@@ -501,6 +508,7 @@ static void unwrap(CUhostFn *fn, void **user)
 
 CUresult hcg_w_cuGraphHostNodeGetParams(CUgraphNode n, CUDA_HOST_NODE_PARAMS *p)
 {
+    HCG_AUDIT_ENTRY(cuGraphHostNodeGetParams);
     HCG_DRV_OR_FAIL(d);
     REAL_OR_FAIL(d, cuGraphHostNodeGetParams, real);
     CUresult r = real(n, p);
@@ -511,6 +519,7 @@ CUresult hcg_w_cuGraphHostNodeGetParams(CUgraphNode n, CUDA_HOST_NODE_PARAMS *p)
 
 CUresult hcg_w_cuGraphNodeGetParams(CUgraphNode n, CUgraphNodeParams *p)
 {
+    HCG_AUDIT_ENTRY(cuGraphNodeGetParams);
     HCG_DRV_OR_FAIL(d);
     REAL_OR_FAIL(d, cuGraphNodeGetParams, real);
     CUresult r = real(n, p);
@@ -939,8 +948,7 @@ static CUresult graph_launch(hcg_driver *d, hcg_pfn_cuGraphLaunch real, CUgraphE
  * every unwrapped entry point gets. */
 CUresult hcg_w_cuGraphLaunch(CUgraphExec e, CUstream s)
 {
-    if (HCG_UNLIKELY(hcg_audit_wrapper_call(HCG_API_GRAPH_LAUNCH)))
-        return CUDA_ERROR_NOT_PERMITTED;
+    HCG_AUDIT_ENTRY(cuGraphLaunch);
     HCG_DRV_OR_FAIL(d);
     REAL_OR_FAIL(d, cuGraphLaunch, real);
     return graph_launch(d, real, e, s, atomic_load(&d->cuLaunchHostFunc),
@@ -950,8 +958,7 @@ CUresult hcg_w_cuGraphLaunch(CUgraphExec e, CUstream s)
 
 CUresult hcg_w_cuGraphLaunch_ptsz(CUgraphExec e, CUstream s)
 {
-    if (HCG_UNLIKELY(hcg_audit_wrapper_call(HCG_API_GRAPH_LAUNCH)))
-        return CUDA_ERROR_NOT_PERMITTED;
+    HCG_AUDIT_ENTRY(cuGraphLaunch_ptsz);
     HCG_DRV_OR_FAIL(d);
     REAL_OR_FAIL(d, cuGraphLaunch_ptsz, real);
     return graph_launch(d, real, e, s, atomic_load(&d->cuLaunchHostFunc_ptsz),
@@ -1059,6 +1066,7 @@ static void note_exec(hcg_driver *d, CUresult r, CUgraphExec *pe, CUgraph g)
 #define INSTANTIATE_WRAPPER(name, params, args)                                \
     CUresult hcg_w_##name params                                               \
     {                                                                          \
+        HCG_AUDIT_ENTRY(name);                                                 \
         HCG_DRV_OR_FAIL(d);                                                    \
         REAL_OR_FAIL(d, name, real);                                           \
         CUresult r = real args;                                                \
@@ -1145,6 +1153,7 @@ static void adopt_update(hcg_driver *d, CUgraphExec e, CUgraph g, hcg_call *root
 CUresult hcg_w_cuGraphExecUpdate(CUgraphExec e, CUgraph g, CUgraphNode *err,
                                  CUgraphExecUpdateResult *res)
 {
+    HCG_AUDIT_ENTRY(cuGraphExecUpdate);
     HCG_DRV_OR_FAIL(d);
     REAL_OR_FAIL(d, cuGraphExecUpdate, real);
     hcg_call *root = before_update(d, e, g);
@@ -1156,6 +1165,7 @@ CUresult hcg_w_cuGraphExecUpdate(CUgraphExec e, CUgraph g, CUgraphNode *err,
 
 CUresult hcg_w_cuGraphExecUpdate_v2(CUgraphExec e, CUgraph g, CUgraphExecUpdateResultInfo *res)
 {
+    HCG_AUDIT_ENTRY(cuGraphExecUpdate_v2);
     HCG_DRV_OR_FAIL(d);
     REAL_OR_FAIL(d, cuGraphExecUpdate_v2, real);
     hcg_call *root = before_update(d, e, g);
@@ -1312,6 +1322,7 @@ static CUresult child_set_call(hcg_driver *d, CUgraphExec e, CUgraphNode n, CUgr
 
 CUresult hcg_w_cuGraphExecChildGraphNodeSetParams(CUgraphExec e, CUgraphNode n, CUgraph k)
 {
+    HCG_AUDIT_ENTRY(cuGraphExecChildGraphNodeSetParams);
     HCG_DRV_OR_FAIL(d);
     return child_set_call(d, e, n, k, NULL);
 }
@@ -1330,6 +1341,7 @@ static int home_gone(hcg_call *c, CUgraph in, uintptr_t top, void *arg)
 
 CUresult hcg_w_cuGraphDestroy(CUgraph g)
 {
+    HCG_AUDIT_ENTRY(cuGraphDestroy);
     HCG_DRV_OR_FAIL(d);
     REAL_OR_FAIL(d, cuGraphDestroy, real);
     if (atomic_load(&host_nodes_seen) && !passive())
@@ -1340,6 +1352,7 @@ CUresult hcg_w_cuGraphDestroy(CUgraph g)
 /* The same for one node (clones of its graph may still run its root). */
 CUresult hcg_w_cuGraphDestroyNode(CUgraphNode n)
 {
+    HCG_AUDIT_ENTRY(cuGraphDestroyNode);
     HCG_DRV_OR_FAIL(d);
     REAL_OR_FAIL(d, cuGraphDestroyNode, real);
     hcg_call *c = atomic_load(&host_nodes_seen) && !passive() ? node_call(d, n) : NULL;
@@ -1351,6 +1364,7 @@ CUresult hcg_w_cuGraphDestroyNode(CUgraphNode n)
 
 CUresult hcg_w_cuGraphExecDestroy(CUgraphExec e)
 {
+    HCG_AUDIT_ENTRY(cuGraphExecDestroy);
     HCG_DRV_OR_FAIL(d);
     REAL_OR_FAIL(d, cuGraphExecDestroy, real);
     /* Before the driver lets go of e's user objects: the root they keep

@@ -633,13 +633,52 @@ CUresult hcg_w_cuStreamAddCallback_ptsz(CUstream s, CUstreamCallback cb, void *u
 }
 
 /* ---- capture ---------------------------------------------------------- */
-/* Captures begun through the entry points below and not yet ended (a
- * stream destroyed while it captures is never seen to end: the flag then
- * stays set). Changed only with capture_lock held to write. */
+/* Captures begun through the entry points below and not yet ended.
+ * Changed only with capture_lock held to write. */
 static int captures_open;
 /* HCG_LAUNCH_CAPTURE stays set for good: set where launches could not be
  * waited for (no membarrier(2), or a begin inside a host function). */
 static atomic_int capture_sticky;
+/* The streams whose captures are open and that a program can destroy (not
+ * a default stream): one destroyed while it captures never ends its
+ * capture, which would keep every launch asking for good. Changed with
+ * capture_lock held to write. One not recorded (no memory) is only seen
+ * to end through cuStreamEndCapture. */
+static struct {
+    CUstream *v;
+    size_t n, cap;
+} origins;
+
+static int destroyable(CUstream s)
+{
+    return s && s != CU_STREAM_LEGACY && s != CU_STREAM_PER_THREAD;
+}
+
+static void origin_add(CUstream s)
+{
+    if (!destroyable(s))
+        return;
+    if (origins.n == origins.cap) {
+        size_t cap = origins.cap ? origins.cap * 2 : 16;
+        CUstream *v = realloc(origins.v, cap * sizeof *v);
+        if (!v)
+            return;
+        origins.v = v;
+        origins.cap = cap;
+    }
+    origins.v[origins.n++] = s;
+}
+
+/* 1 if s was recorded (and is no longer). */
+static int origin_remove(CUstream s)
+{
+    for (size_t i = 0; i < origins.n; i++)
+        if (origins.v[i] == s) {
+            origins.v[i] = origins.v[--origins.n];
+            return 1;
+        }
+    return 0;
+}
 
 /* Before the driver's begin, t the lock: launches ask from now on; those
  * that read the flag clear have had their answer. */
@@ -653,6 +692,7 @@ static void capture_opening(hcg_capture_token t)
     if (captures_open++ ||
         (atomic_fetch_or(&hcg_g_launch_rare, HCG_LAUNCH_CAPTURE) & HCG_LAUNCH_CAPTURE))
         return;
+    hcg_debug("a capture begins: launches ask whether their stream captures");
     if (hcg_launches_settle() != 0)
         atomic_store(&capture_sticky, 1);
 }
@@ -661,8 +701,10 @@ static void capture_opening(hcg_capture_token t)
  * lets launches stop asking. */
 static void capture_closing(void)
 {
-    if (captures_open > 0 && --captures_open == 0 && !atomic_load(&capture_sticky))
+    if (captures_open > 0 && --captures_open == 0 && !atomic_load(&capture_sticky)) {
         atomic_fetch_and(&hcg_g_launch_rare, ~HCG_LAUNCH_CAPTURE);
+        hcg_debug("no capture open: launches no longer ask whether their stream captures");
+    }
 }
 
 /* Every begin-capture variant, alone (capture_lock held to write): no
@@ -672,8 +714,7 @@ static void capture_closing(void)
 #define CAPTURE_WRAPPER(name, params, args)                                    \
     CUresult hcg_w_##name params                                               \
     {                                                                          \
-        if (HCG_UNLIKELY(hcg_audit_wrapper_call(HCG_API_BEGIN_CAPTURE)))        \
-            return CUDA_ERROR_NOT_PERMITTED;                                   \
+        HCG_AUDIT_ENTRY(name);                                                 \
         HCG_DRV_OR_FAIL(d);                                                    \
         hcg_pfn_##name f = atomic_load(&d->name);                              \
         if (!f)                                                                \
@@ -683,6 +724,8 @@ static void capture_closing(void)
         CUresult r = f args;                                                   \
         if (r != CUDA_SUCCESS && t.held)                                       \
             capture_closing();                                                 \
+        else if (t.held)                                                       \
+            origin_add(s);                                                     \
         hcg_capture_release(t);                                                \
         return r;                                                              \
     }
@@ -692,8 +735,7 @@ static void capture_closing(void)
 #define END_CAPTURE_WRAPPER(name, ptsz)                                        \
     CUresult hcg_w_##name(CUstream s, CUgraph *g)                              \
     {                                                                          \
-        if (HCG_UNLIKELY(hcg_audit_wrapper_call(HCG_API_END_CAPTURE)))          \
-            return CUDA_ERROR_NOT_PERMITTED;                                   \
+        HCG_AUDIT_ENTRY(name);                                                 \
         HCG_DRV_OR_FAIL(d);                                                    \
         hcg_pfn_##name f = atomic_load(&d->name);                              \
         if (!f)                                                                \
@@ -703,8 +745,10 @@ static void capture_closing(void)
         hcg_capture_token t = capture_take(1);                                 \
         int was = t.held ? capture_status(d, ptsz, s) : 0;                     \
         CUresult r = f(s, g);                                                  \
-        if (was == 1 && capture_status(d, ptsz, s) == 0)                       \
+        if (was == 1 && capture_status(d, ptsz, s) == 0) {                     \
+            origin_remove(s);                                                  \
             capture_closing();                                                 \
+        }                                                                      \
         hcg_capture_release(t);                                                \
         return r;                                                              \
     }
@@ -723,6 +767,38 @@ CAPTURE_WRAPPER(cuStreamBeginCaptureToGraph_ptsz,
                 (s, g, deps, edges, n, m))
 END_CAPTURE_WRAPPER(cuStreamEndCapture, 0)
 END_CAPTURE_WRAPPER(cuStreamEndCapture_ptsz, 1)
+
+/* A stream destroyed while it captures: its capture can never be ended
+ * (only on the stream that began it), so it is counted as ended. */
+static CUresult stream_destroy(hcg_pfn_cuStreamDestroy_v2 f, CUstream s)
+{
+    if (!(atomic_load(&hcg_g_launch_rare) & HCG_LAUNCH_CAPTURE) || !destroyable(s))
+        return f(s);
+    hcg_capture_token t = capture_take(1);
+    CUresult r = f(s);
+    if (t.held && r == CUDA_SUCCESS && origin_remove(s)) {
+        hcg_debug("stream %p destroyed while it captured: its capture counted as ended", (void *)s);
+        capture_closing();
+    }
+    hcg_capture_release(t);
+    return r;
+}
+
+CUresult hcg_w_cuStreamDestroy(CUstream s)
+{
+    HCG_AUDIT_ENTRY(cuStreamDestroy);
+    HCG_DRV_OR_FAIL(d);
+    hcg_pfn_cuStreamDestroy f = atomic_load(&d->cuStreamDestroy);
+    return f ? stream_destroy(f, s) : CUDA_ERROR_NOT_SUPPORTED;
+}
+
+CUresult hcg_w_cuStreamDestroy_v2(CUstream s)
+{
+    HCG_AUDIT_ENTRY(cuStreamDestroy_v2);
+    HCG_DRV_OR_FAIL(d);
+    hcg_pfn_cuStreamDestroy_v2 f = atomic_load(&d->cuStreamDestroy_v2);
+    return f ? stream_destroy(f, s) : CUDA_ERROR_NOT_SUPPORTED;
+}
 
 /* Exported under the driver's names: the entries of driver/entries.def
  * wrapped here. */

@@ -7,6 +7,12 @@
 
 #include "run/run.h"
 
+/* Inside a host function, a wrapped entry point is still a CUDA call made
+ * there, as through a thunk: reported, and refused in guard mode. */
+#define HCG_AUDIT_ENTRY(name)                                                  \
+    if (HCG_UNLIKELY(hcg_audit_entry_call(HCG_ENT_##name)))                    \
+    return CUDA_ERROR_NOT_PERMITTED
+
 /* ---- graph.c: host nodes ---------------------------------------------------
  * A host function enqueued while its stream captures: attach c to the
  * capture graph (it runs on every replay, and lives as long as the graph).

@@ -66,6 +66,14 @@
  *   hc_graph_life child-set-plain
  *       child sets with no host nodes either side, launched; sets the
  *       driver refuses: nothing freed twice, nothing kept
+ *   hc_graph_life capture-destroy
+ *       streams destroyed while they capture (one captured a host
+ *       function), one while another still does, a stream that captures
+ *       nothing, the per-thread stream's capture, a stream made after
+ *       (perhaps with the first one's handle): launches stop asking
+ *       whether their stream captures exactly when no capture is left
+ *       (hcguard's --debug lines among the scenario's marks, on stderr,
+ *       checked by check_sequence.sh with capture_destroy.seq)
  *   hc_graph_life capture-race-graph
  *       the same with graph launches: an executable graph of one host
  *       node, its host function set anew before each of 5000 launches
@@ -802,6 +810,39 @@ static void settle(void)
     (void)calls_live_settled(test_require_hcguard(NULL), 0);
 }
 
+static void capture_destroy(void)
+{
+    CUstream s1, s2, s3, s4;
+    CUgraph g;
+    REQUIRE_OK(cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
+    REQUIRE_OK(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
+    REQUIRE_OK(cuStreamCreate(&s3, CU_STREAM_NON_BLOCKING));
+    REQUIRE_OK(cuStreamBeginCapture(s1, CU_STREAM_CAPTURE_MODE_RELAXED));
+    REQUIRE_OK(cuStreamBeginCapture(s2, CU_STREAM_CAPTURE_MODE_RELAXED));
+    REQUIRE_OK(cuLaunchHostFunc(s1, fn0, NULL)); /* a node of s1's capture */
+    fprintf(stderr, "capture-destroy: s1 destroyed while it captured: %d\n",
+            (int)cuStreamDestroy(s1));
+    REQUIRE_OK(cuStreamDestroy(s3)); /* captures nothing: changes nothing */
+    fprintf(stderr, "capture-destroy: one open\n");
+    REQUIRE_OK(cuStreamEndCapture(s2, &g));
+    fprintf(stderr, "capture-destroy: none open\n");
+    REQUIRE_OK(cuGraphDestroy(g));
+    REQUIRE_OK(cuStreamBeginCapture(CU_STREAM_PER_THREAD, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+    REQUIRE_OK(cuStreamEndCapture(CU_STREAM_PER_THREAD, &g));
+    fprintf(stderr, "capture-destroy: the per-thread stream's capture ended\n");
+    REQUIRE_OK(cuGraphDestroy(g));
+    REQUIRE_OK(cuStreamCreate(&s4, CU_STREAM_NON_BLOCKING));
+    REQUIRE_OK(cuStreamBeginCapture(s4, CU_STREAM_CAPTURE_MODE_RELAXED));
+    fprintf(stderr, "capture-destroy: s4 destroyed while it captured: %d\n",
+            (int)cuStreamDestroy_v2(s4));
+    /* Launches go on, not captured. */
+    REQUIRE_OK(cuLaunchHostFunc(s2, fn1, NULL));
+    REQUIRE_OK(cuStreamSynchronize(s2));
+    CHECK_EQ(atomic_load(&hits[1]), 1);
+    CHECK_EQ(atomic_load(&hits[0]), 0);
+    REQUIRE_OK(cuStreamDestroy(s2));
+}
+
 static void setup(void)
 {
     life_stream = test_context();
@@ -817,6 +858,7 @@ static const check_scenario scenarios[] = {
     CHECK_SCENARIO("update-dead-root", update_dead_root),
     CHECK_SCENARIO("capture-race", capture_race),
     CHECK_SCENARIO("capture-race-graph", capture_race_graph),
+    CHECK_SCENARIO("capture-destroy", capture_destroy),
     CHECK_SCENARIO("exec-child-set", exec_child_set),
     CHECK_SCENARIO("capture-race-signal", capture_race_signal),
     CHECK_SCENARIO("capture-fork-in-launch", capture_fork_in_launch),

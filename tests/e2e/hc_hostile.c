@@ -13,6 +13,9 @@
  *                                  set and launched, then all destroyed
  *   hc_hostile launch-in-hostfn    a host function that launches a graph,
  *                                  begins and ends a capture
+ *   hc_hostile graph-api-in-hostfn a host function that calls each graph
+ *                                  entry point hcguard wraps, and prints
+ *                                  what each returned
  *   hc_hostile closures N          N distinct host functions in anonymous
  *                                  memory (closure findings)
  *   hc_hostile closefrom DIR [MOVE] after some launches, closes every fd
@@ -226,8 +229,8 @@ static void many_execs(long n)
 }
 
 static CUgraphExec inner_exec;
-static CUstream side;
-static CUresult inner_result = CUDA_SUCCESS, begin_result, end_result;
+static CUstream side, doomed;
+static CUresult inner_result = CUDA_SUCCESS, begin_result, end_result, destroy_result;
 
 static void CUDA_CB launches_graph(void *arg)
 {
@@ -236,17 +239,20 @@ static void CUDA_CB launches_graph(void *arg)
     inner_result = cuGraphLaunch(inner_exec, stream);
     begin_result = cuStreamBeginCapture(side, CU_STREAM_CAPTURE_MODE_RELAXED);
     end_result = cuStreamEndCapture(side, &g);
+    destroy_result = cuStreamDestroy(doomed);
 }
 
-/* cuGraphLaunch, cuStreamBeginCapture and cuStreamEndCapture, wrapped by
- * hcguard, are still calls hcguard sees inside a host function; in a
- * process that has captured before (its captures' lock in use). */
+/* cuGraphLaunch, cuStreamBeginCapture, cuStreamEndCapture and
+ * cuStreamDestroy, wrapped by hcguard, are still calls hcguard sees inside
+ * a host function; in a process that has captured before (its captures'
+ * lock in use). */
 static void launch_in_hostfn(void)
 {
     CUgraph g;
     CUgraphNode node;
     CUDA_HOST_NODE_PARAMS p = {copy_fn(), &rec};
     REQUIRE_OK(cuStreamCreate(&side, CU_STREAM_NON_BLOCKING));
+    REQUIRE_OK(cuStreamCreate(&doomed, CU_STREAM_NON_BLOCKING));
     REQUIRE_OK(cuStreamBeginCapture(side, CU_STREAM_CAPTURE_MODE_RELAXED));
     REQUIRE_OK(cuStreamEndCapture(side, &g));
     REQUIRE_OK(cuGraphDestroy(g));
@@ -258,11 +264,66 @@ static void launch_in_hostfn(void)
     printf("cuGraphLaunch inside a host function returned %d\n", (int)inner_result);
     printf("cuStreamBeginCapture inside a host function returned %d\n", (int)begin_result);
     printf("cuStreamEndCapture inside a host function returned %d\n", (int)end_result);
+    printf("cuStreamDestroy inside a host function returned %d\n", (int)destroy_result);
     REQUIRE_OK(cuGraphExecDestroy(inner_exec));
     REQUIRE_OK(cuGraphDestroy(g));
     /* The driver frees the node's call later, on its own thread: before
      * the exit's leak check. */
     CHECK_EQ(live_now(), 0ull);
+}
+
+/* Every graph entry point hcguard wraps, called inside a host function
+ * on objects made for it (destroyed last: in audit mode the calls reach
+ * the driver), each printed as the entry point the program binds to
+ * (cuda.h renames some). */
+static CUgraph api_g;
+static CUgraphNode api_n;
+static CUgraphExec api_e;
+#define CALLED(name, call)                                                     \
+    printf("%s inside a host function returned %d\n", name, (int)(call))
+
+static void CUDA_CB calls_graph_api(void *arg)
+{
+    (void)arg;
+    CUDA_HOST_NODE_PARAMS p = {copy_fn(), &rec}, q;
+    CUgraphNodeParams np = {.type = CU_GRAPH_NODE_TYPE_HOST, .host = {copy_fn(), &rec}}, nq;
+    CUDA_GRAPH_INSTANTIATE_PARAMS ip = {0};
+    CUgraphExecUpdateResultInfo info;
+    CUgraphNode n;
+    CUgraphExec e;
+    CALLED("cuGraphAddHostNode", cuGraphAddHostNode(&n, api_g, NULL, 0, &p));
+    CALLED("cuGraphAddNode_v2", cuGraphAddNode(&n, api_g, NULL, NULL, 0, &np));
+    CALLED("cuGraphHostNodeSetParams", cuGraphHostNodeSetParams(api_n, &p));
+    CALLED("cuGraphNodeSetParams", cuGraphNodeSetParams(api_n, &np));
+    CALLED("cuGraphHostNodeGetParams", cuGraphHostNodeGetParams(api_n, &q));
+    /* (CUDA 13.2's: looked up, as cuda.h 13.0 has no prototype.) */
+    CUresult (*node_get)(CUgraphNode, CUgraphNodeParams *) = NULL;
+    CUdriverProcAddressQueryResult found;
+    if (cuGetProcAddress("cuGraphNodeGetParams", (void **)&node_get, 13020,
+                         CU_GET_PROC_ADDRESS_DEFAULT, &found) == CUDA_SUCCESS && node_get)
+        CALLED("cuGraphNodeGetParams", node_get(api_n, &nq));
+    else
+        printf("cuGraphNodeGetParams: not in this driver\n");
+    CALLED("cuGraphExecHostNodeSetParams", cuGraphExecHostNodeSetParams(api_e, api_n, &p));
+    CALLED("cuGraphExecNodeSetParams", cuGraphExecNodeSetParams(api_e, api_n, &np));
+    CALLED("cuGraphInstantiateWithFlags", cuGraphInstantiate(&e, api_g, 0));
+    CALLED("cuGraphInstantiateWithParams", cuGraphInstantiateWithParams(&e, api_g, &ip));
+    CALLED("cuGraphExecUpdate_v2", cuGraphExecUpdate(api_e, api_g, &info));
+    CALLED("cuGraphExecChildGraphNodeSetParams",
+           cuGraphExecChildGraphNodeSetParams(api_e, api_n, api_g));
+    CALLED("cuGraphDestroyNode", cuGraphDestroyNode(api_n));
+    CALLED("cuGraphExecDestroy", cuGraphExecDestroy(api_e));
+    CALLED("cuGraphDestroy", cuGraphDestroy(api_g));
+}
+
+static void graph_api_in_hostfn(void)
+{
+    CUDA_HOST_NODE_PARAMS p = {copy_fn(), &rec};
+    REQUIRE_OK(cuGraphCreate(&api_g, 0));
+    REQUIRE_OK(cuGraphAddHostNode(&api_n, api_g, NULL, 0, &p));
+    REQUIRE_OK(cuGraphInstantiate(&api_e, api_g, 0));
+    REQUIRE_OK(cuLaunchHostFunc(stream, calls_graph_api, NULL));
+    REQUIRE_OK(cuStreamSynchronize(stream));
 }
 
 /* n host functions that only return, in anonymous executable memory: what
@@ -449,6 +510,7 @@ static const check_scenario scenarios[] = {
     CHECK_SCENARIO_ARGS("flood", s_flood, 0, 1, "[N]"),
     CHECK_SCENARIO_ARGS("many-execs", s_many_execs, 0, 1, "[N]"),
     CHECK_SCENARIO("launch-in-hostfn", launch_in_hostfn),
+    CHECK_SCENARIO("graph-api-in-hostfn", graph_api_in_hostfn),
     CHECK_SCENARIO_ARGS("closures", s_closures, 0, 1, "[N]"),
     CHECK_SCENARIO("good", good),
     CHECK_SCENARIO_ARGS("closefrom", s_closefrom, 1, 2, "DIR [MOVE]"),

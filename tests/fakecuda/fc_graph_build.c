@@ -138,6 +138,39 @@ FC_API CUresult CUDAAPI cuGraphDestroy(CUgraph hGraph)
     return r;
 }
 
+/* A node of a graph the caller owns, with its edges (and its child graph);
+ * the graph's other nodes keep their order. */
+FC_API CUresult CUDAAPI cuGraphDestroyNode(CUgraphNode hNode)
+{
+    FC_ENTER();
+    fc_lock();
+    fc_node *n = fc_obj_get(hNode, FC_NODE);
+    fc_graph *gr = n ? n->graph : NULL;
+    if (!gr || gr->capturer) {
+        fc_unlock();
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    for (size_t i = n->index; i + 1 < gr->n; i++) {
+        gr->nodes[i] = gr->nodes[i + 1];
+        gr->nodes[i]->index = i;
+    }
+    gr->n--;
+    for (size_t i = 0; i < gr->n; i++) { /* the edges from it */
+        fc_node *m = gr->nodes[i];
+        size_t k = 0;
+        for (size_t j = 0; j < m->ndeps; j++)
+            if (m->deps[j] != n)
+                m->deps[k++] = m->deps[j];
+        m->ndeps = k;
+    }
+    fc_obj_del(&n->obj);
+    fc_graph_free(n->child);
+    fc_unlock();
+    free(n->deps);
+    free(n);
+    return CUDA_SUCCESS;
+}
+
 FC_API CUresult CUDAAPI cuGraphAddHostNode(CUgraphNode *phGraphNode,
                                            CUgraph hGraph,
                                            const CUgraphNode *dependencies,

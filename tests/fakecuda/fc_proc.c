@@ -89,6 +89,7 @@ static const fc_proc fc_procs[] = {
     P("cuGetProcAddress", 12000, cuGetProcAddress_v2),
     P("cuGraphCreate", 10000, cuGraphCreate),
     P("cuGraphDestroy", 10000, cuGraphDestroy),
+    P("cuGraphDestroyNode", 10000, cuGraphDestroyNode),
     P("cuGraphAddHostNode", 10000, cuGraphAddHostNode),
     P("cuGraphAddEmptyNode", 10000, cuGraphAddEmptyNode),
     P("cuGraphAddChildGraphNode", 10000, cuGraphAddChildGraphNode),
