@@ -56,6 +56,11 @@ static CUresult stream_destroy(CUstream hStream)
     FC_ENTER();
     fc_lock();
     fc_stream *s = fc_obj_get(hStream, FC_STREAM);
+    if (s && s->cap_status != CU_STREAM_CAPTURE_STATUS_NONE &&
+        fc_knob("FAKECUDA_DESTROY_CAPTURING_REFUSED")) {
+        fc_unlock();
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    }
     if (s) {
         fc_obj_del(&s->obj);
         fc_stream_capture_drop(s);
