@@ -220,13 +220,12 @@ int hcg_oracle_recent_slow(const void *rec, const hcguard_copy_record *r, uint64
     return 1;
 }
 
-/* RC_TTL_NS in ticks (an estimate of their rate: the first 100 us after
- * start-up take one tick a nanosecond, which errs short). Rare path. */
+/* RC_TTL_NS in ticks, at an estimate of their rate that never waits (a
+ * launch path: each record validated in full). */
 static uint64_t rc_ttl_ticks(void)
 {
-    hcg_clock_ref_t ref;
-    hcg_clock_ref(&ref);
-    double ticks = (double)RC_TTL_NS / (ref.ns_per_tick > 0 ? ref.ns_per_tick : 1.0);
+    double rate = hcg_clock_rate_estimate();
+    double ticks = (double)RC_TTL_NS / (rate > 0 ? rate : 1.0);
     return ticks >= 1.0 && ticks < 1e15 ? (uint64_t)ticks : RC_TTL_NS;
 }
 

@@ -285,15 +285,14 @@ static void run(hcg_call *c, CUstream s, CUresult status, int stream_cb)
 }
 
 /* Nanoseconds per tick, or less (a lower threshold only takes the site
- * along more often): the rate measured since start-up is not known yet
- * here, so the counter's own frequency on aarch64, and 1 GHz or more (the
- * TSC) elsewhere. */
+ * along more often): the estimate, rough at the first launch; in the
+ * first 100 us none yet, so the counter's own frequency on aarch64, and
+ * 1 GHz or more (the TSC) elsewhere. */
 static double ns_per_tick_at_most(void)
 {
-    hcg_clock_ref_t ref;
-    hcg_clock_ref(&ref);
-    if (ref.ns_per_tick != 1.0)
-        return ref.ns_per_tick;
+    double rate = hcg_clock_rate_estimate(); /* the first launch: no wait */
+    if (rate != 1.0)
+        return rate;
 #if defined(__aarch64__)
     uint64_t hz;
     __asm__ __volatile__("mrs %0, cntfrq_el0" : "=r"(hz));

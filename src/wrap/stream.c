@@ -35,15 +35,26 @@
 static pthread_rwlock_t capture_lock = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
 
 /* Cancellation held back while the lock is: a launch cancelled in the
- * driver would leave it held, and every later begin waiting. A lock that
- * fails (EDEADLK: a signal handler's call on a thread that holds it) is
- * not taken, and not let go. */
+ * driver would leave it held, and every later begin waiting. Never taken
+ * twice by one thread: a signal handler's call inside a launch that holds
+ * it (a destroy taking it to write behind its own thread's read, or a
+ * second read behind a waiting writer) would wait for ever; glibc says
+ * EDEADLK only for a second write. Not taken, the caller keeps to the
+ * safe side (a begin leaves launches asking for good, an end or a
+ * destroy counts no capture ended), and a nested launch needs none: its
+ * thread's hold keeps every begin and end out. The mark is set before the
+ * lock is taken and cleared after it is let go, so that a handler in
+ * between sees it. */
 static hcg_capture_token capture_take(int write)
 {
     hcg_capture_token t = {hcg_nocancel_begin(), 0};
-    if (!hcg_self.in_host_fn)
-        t.held = (write ? pthread_rwlock_wrlock(&capture_lock)
-                        : pthread_rwlock_rdlock(&capture_lock)) == 0;
+    if (hcg_self.in_host_fn || hcg_self.capture_held)
+        return t;
+    hcg_self.capture_held = write ? 2 : 1;
+    t.held = (write ? pthread_rwlock_wrlock(&capture_lock)
+                    : pthread_rwlock_rdlock(&capture_lock)) == 0;
+    if (!t.held)
+        hcg_self.capture_held = 0;
     return t;
 }
 
@@ -54,16 +65,24 @@ hcg_capture_token hcg_capture_hold(void)
 
 void hcg_capture_release(hcg_capture_token t)
 {
-    if (t.held)
+    if (t.held) {
         pthread_rwlock_unlock(&capture_lock);
+        hcg_self.capture_held = 0;
+    }
     hcg_nocancel_end(t.cancel);
 }
 
-/* The child has the forking thread alone: no launch or begin under way. */
+/* The child has the forking thread alone, and a fresh lock; held again as
+ * that thread held it where it forked from a signal handler inside a
+ * launch or a begin (which lets go of it when it resumes). */
 void hcg_capture_after_fork(void)
 {
     static const pthread_rwlock_t fresh = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
     capture_lock = fresh;
+    if (hcg_self.capture_held == 1)
+        pthread_rwlock_rdlock(&capture_lock);
+    else if (hcg_self.capture_held == 2)
+        pthread_rwlock_wrlock(&capture_lock);
 }
 
 /* Which entry point, and cuLaunchHostFunc_v2's sync mode. */
@@ -710,8 +729,12 @@ static void capture_closing(void)
 /* Every begin-capture variant, alone (capture_lock held to write): no
  * launch is between its question and the driver's taking it. Launches
  * are told before the begin, not after it succeeds: one reading the flag
- * after this must ask, and takes the lock to. */
-#define CAPTURE_WRAPPER(name, params, args)                                    \
+ * after this must ask, and takes the lock to. Its stream is recorded as
+ * the capture's origin (a destroy of it ends the capture's count) where
+ * tracked: not for a capture into the program's own graph
+ * (cuStreamBeginCaptureToGraph), which outlives its stream, so that a
+ * stream joined to it may still add nodes that run. */
+#define CAPTURE_WRAPPER(name, params, args, tracked)                           \
     CUresult hcg_w_##name params                                               \
     {                                                                          \
         HCG_AUDIT_ENTRY(name);                                                 \
@@ -724,7 +747,7 @@ static void capture_closing(void)
         CUresult r = f args;                                                   \
         if (r != CUDA_SUCCESS && t.held)                                       \
             capture_closing();                                                 \
-        else if (t.held)                                                       \
+        else if (t.held && (tracked))                                          \
             origin_add(s);                                                     \
         hcg_capture_release(t);                                                \
         return r;                                                              \
@@ -753,26 +776,30 @@ static void capture_closing(void)
         return r;                                                              \
     }
 
-CAPTURE_WRAPPER(cuStreamBeginCapture, (CUstream s), (s))
-CAPTURE_WRAPPER(cuStreamBeginCapture_ptsz, (CUstream s), (s))
-CAPTURE_WRAPPER(cuStreamBeginCapture_v2, (CUstream s, CUstreamCaptureMode m), (s, m))
-CAPTURE_WRAPPER(cuStreamBeginCapture_v2_ptsz, (CUstream s, CUstreamCaptureMode m), (s, m))
+CAPTURE_WRAPPER(cuStreamBeginCapture, (CUstream s), (s), 1)
+CAPTURE_WRAPPER(cuStreamBeginCapture_ptsz, (CUstream s), (s), 1)
+CAPTURE_WRAPPER(cuStreamBeginCapture_v2, (CUstream s, CUstreamCaptureMode m), (s, m), 1)
+CAPTURE_WRAPPER(cuStreamBeginCapture_v2_ptsz, (CUstream s, CUstreamCaptureMode m), (s, m), 1)
 CAPTURE_WRAPPER(cuStreamBeginCaptureToGraph,
                 (CUstream s, CUgraph g, const CUgraphNode *deps, const CUgraphEdgeData *edges,
                  size_t n, CUstreamCaptureMode m),
-                (s, g, deps, edges, n, m))
+                (s, g, deps, edges, n, m), 0)
 CAPTURE_WRAPPER(cuStreamBeginCaptureToGraph_ptsz,
                 (CUstream s, CUgraph g, const CUgraphNode *deps, const CUgraphEdgeData *edges,
                  size_t n, CUstreamCaptureMode m),
-                (s, g, deps, edges, n, m))
+                (s, g, deps, edges, n, m), 0)
 END_CAPTURE_WRAPPER(cuStreamEndCapture, 0)
 END_CAPTURE_WRAPPER(cuStreamEndCapture_ptsz, 1)
 
 /* A stream destroyed while it captures: its capture can never be ended
- * (only on the stream that began it), so it is counted as ended. */
+ * (only on the stream that began it), so it is counted as ended; the
+ * driver takes no more nodes into a graph that nobody can get. Nothing to
+ * do while no capture is open, or once launches ask for good (sticky):
+ * no write lock then, which would hold up every launch. */
 static CUresult stream_destroy(hcg_pfn_cuStreamDestroy_v2 f, CUstream s)
 {
-    if (!(atomic_load(&hcg_g_launch_rare) & HCG_LAUNCH_CAPTURE) || !destroyable(s))
+    if (!(atomic_load(&hcg_g_launch_rare) & HCG_LAUNCH_CAPTURE) || !destroyable(s) ||
+        atomic_load(&capture_sticky))
         return f(s);
     hcg_capture_token t = capture_take(1);
     CUresult r = f(s);

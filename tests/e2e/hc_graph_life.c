@@ -53,6 +53,11 @@
  *       a launch interrupted by a signal whose handler launches too, while
  *       another thread begins a capture of its stream: the interrupted
  *       launch is waited for (test driver only)
+ *   hc_graph_life capture-calls-in-launch
+ *       a signal handler inside a launch made while a capture is open
+ *       destroys a stream, begins and ends a capture: none waits for its
+ *       own thread's hold of the captures' lock (test driver only: it
+ *       yields inside the launch, where the signal is raised)
  *   hc_graph_life capture-fork-in-launch
  *       a fork from a signal handler inside a launch: the child's begin of
  *       a capture does not wait for the launch it resumed (test driver
@@ -70,7 +75,9 @@
  *       streams destroyed while they capture (one captured a host
  *       function), one while another still does, a stream that captures
  *       nothing, the per-thread stream's capture, a stream made after
- *       (perhaps with the first one's handle): launches stop asking
+ *       (perhaps with the first one's handle), a stream destroyed after
+ *       its capture ended while another is open (whose host function
+ *       then runs at each of two replays): launches stop asking
  *       whether their stream captures exactly when no capture is left
  *       (hcguard's --debug lines among the scenario's marks, on stderr,
  *       checked by check_sequence.sh with capture_destroy.seq; where the
@@ -739,11 +746,17 @@ static __thread int fork_armed;
 static volatile sig_atomic_t fork_child;
 static volatile int fork_status = -1;
 
+static __thread int nested_armed; /* capture-calls-in-launch: SIGUSR2 */
+
 int sched_yield(void)
 {
     if (fork_armed) {
         fork_armed = 0;
         raise(SIGUSR1);
+    }
+    if (nested_armed) {
+        nested_armed = 0;
+        raise(SIGUSR2);
     }
     return (int)syscall(SYS_sched_yield);
 }
@@ -847,12 +860,88 @@ static void capture_destroy(void)
         REQUIRE_OK(cuGraphDestroy(g));
         REQUIRE_OK(cuStreamDestroy(s4));
     }
+    /* An ended capture's stream is no origin any more: destroying it ends
+     * none (a stale one would end s6's count, and the launch into s6 would
+     * be taken for a one-shot launch, freed after the first replay). */
+    CUstream s5, s6;
+    CUgraphExec e;
+    REQUIRE_OK(cuStreamCreate(&s5, CU_STREAM_NON_BLOCKING));
+    REQUIRE_OK(cuStreamCreate(&s6, CU_STREAM_NON_BLOCKING));
+    REQUIRE_OK(cuStreamBeginCapture(s5, CU_STREAM_CAPTURE_MODE_RELAXED));
+    REQUIRE_OK(cuStreamEndCapture(s5, &g));
+    REQUIRE_OK(cuGraphDestroy(g));
+    fprintf(stderr, "capture-destroy: s5's capture ended\n");
+    REQUIRE_OK(cuStreamBeginCapture(s6, CU_STREAM_CAPTURE_MODE_RELAXED));
+    REQUIRE_OK(cuStreamDestroy(s5));
+    fprintf(stderr, "capture-destroy: s5 destroyed after its capture\n");
+    REQUIRE_OK(cuLaunchHostFunc(s6, fn2, NULL));
+    REQUIRE_OK(cuStreamEndCapture(s6, &g));
+    fprintf(stderr, "capture-destroy: s6's capture ended\n");
+    REQUIRE_OK(cuGraphInstantiate(&e, g, 0));
+    REQUIRE_OK(cuGraphLaunch(e, s2));
+    REQUIRE_OK(cuGraphLaunch(e, s2));
     /* Launches go on, not captured. */
     REQUIRE_OK(cuLaunchHostFunc(s2, fn1, NULL));
     REQUIRE_OK(cuStreamSynchronize(s2));
+    CHECK_EQ(atomic_load(&hits[2]), 2);
     CHECK_EQ(atomic_load(&hits[1]), 1);
     CHECK_EQ(atomic_load(&hits[0]), 0);
+    REQUIRE_OK(cuGraphExecDestroy(e));
+    REQUIRE_OK(cuGraphDestroy(g));
+    REQUIRE_OK(cuStreamDestroy(s6));
     REQUIRE_OK(cuStreamDestroy(s2));
+}
+
+/* ---- capture-calls-in-launch ---------------------------------------------- */
+/* While a capture is open, a launch holds the captures' lock to read; a
+ * signal handler inside it (the test driver yields in the launch, where
+ * sched_yield raises SIGUSR2) destroys a stream and begins and ends a
+ * capture, each of which takes that lock to write: they must not wait for
+ * their own thread (they did, for ever). */
+static CUstream nested_victim, nested_cap;
+static CUresult nested_r[3] = {-1, -1, -1};
+
+static void capture_calls(int sig)
+{
+    (void)sig;
+    CUgraph g = NULL;
+    nested_r[0] = cuStreamDestroy(nested_victim);
+    nested_r[1] = cuStreamBeginCapture(nested_cap, CU_STREAM_CAPTURE_MODE_RELAXED);
+    nested_r[2] = cuStreamEndCapture(nested_cap, &g);
+    if (g)
+        cuGraphDestroy(g);
+}
+
+static void capture_calls_in_launch(void)
+{
+    CUstream cap, s;
+    CUgraph g;
+    REQUIRE_OK(cuStreamCreate(&cap, CU_STREAM_NON_BLOCKING));
+    REQUIRE_OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    REQUIRE_OK(cuStreamCreate(&nested_victim, CU_STREAM_NON_BLOCKING));
+    REQUIRE_OK(cuStreamCreate(&nested_cap, CU_STREAM_NON_BLOCKING));
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = capture_calls;
+    REQUIRE(sigaction(SIGUSR2, &sa, NULL) == 0);
+    REQUIRE_OK(cuStreamBeginCapture(cap, CU_STREAM_CAPTURE_MODE_RELAXED)); /* launches ask */
+    nested_armed = 1;
+    REQUIRE_OK(cuLaunchHostFunc(s, fn1, NULL));
+    CHECK_EQ(nested_armed, 0); /* the handler ran inside the launch */
+    for (int i = 0; i < 3; i++)
+        CHECK_EQ(nested_r[i], CUDA_SUCCESS);
+    REQUIRE_OK(cuLaunchHostFunc(cap, fn2, NULL)); /* captured: runs at each replay */
+    REQUIRE_OK(cuStreamEndCapture(cap, &g));
+    CUgraphExec e;
+    REQUIRE_OK(cuGraphInstantiate(&e, g, 0));
+    REQUIRE_OK(cuGraphLaunch(e, s));
+    REQUIRE_OK(cuGraphLaunch(e, s));
+    REQUIRE_OK(cuStreamSynchronize(s));
+    CHECK_EQ(atomic_load(&hits[1]), 1);
+    CHECK_EQ(atomic_load(&hits[2]), 2);
+    REQUIRE_OK(cuGraphExecDestroy(e));
+    REQUIRE_OK(cuGraphDestroy(g));
+    printf("capture calls in a launch: returned\n");
 }
 
 static void setup(void)
@@ -874,6 +963,7 @@ static const check_scenario scenarios[] = {
     CHECK_SCENARIO("exec-child-set", exec_child_set),
     CHECK_SCENARIO("capture-race-signal", capture_race_signal),
     CHECK_SCENARIO("capture-fork-in-launch", capture_fork_in_launch),
+    CHECK_SCENARIO("capture-calls-in-launch", capture_calls_in_launch),
     CHECK_SCENARIO("child-set-update", child_set_update),
     CHECK_SCENARIO("child-set-plain", child_set_plain),
 };

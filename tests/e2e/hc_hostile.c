@@ -265,6 +265,7 @@ static void launch_in_hostfn(void)
     printf("cuStreamBeginCapture inside a host function returned %d\n", (int)begin_result);
     printf("cuStreamEndCapture inside a host function returned %d\n", (int)end_result);
     printf("cuStreamDestroy inside a host function returned %d\n", (int)destroy_result);
+    REQUIRE_OK(cuStreamDestroy(doomed)); /* still there: the call was refused */
     REQUIRE_OK(cuGraphExecDestroy(inner_exec));
     REQUIRE_OK(cuGraphDestroy(g));
     /* The driver frees the node's call later, on its own thread: before
@@ -281,6 +282,20 @@ static CUgraphNode api_n;
 static CUgraphExec api_e;
 #define CALLED(name, call)                                                     \
     printf("%s inside a host function returned %d\n", name, (int)(call))
+
+static CUstream api_s;
+
+/* name's entry point at version (flags: per-thread variant), or says why
+ * not; 1 if found. */
+static int proc(const char *name, int version, cuuint64_t flags, void **fn)
+{
+    CUdriverProcAddressQueryResult found;
+    *fn = NULL;
+    if (cuGetProcAddress(name, fn, version, flags, &found) == CUDA_SUCCESS && *fn)
+        return 1;
+    printf("%s at %d: not in this driver\n", name, version);
+    return 0;
+}
 
 static void CUDA_CB calls_graph_api(void *arg)
 {
@@ -311,6 +326,30 @@ static void CUDA_CB calls_graph_api(void *arg)
     CALLED("cuGraphExecUpdate_v2", cuGraphExecUpdate(api_e, api_g, &info));
     CALLED("cuGraphExecChildGraphNodeSetParams",
            cuGraphExecChildGraphNodeSetParams(api_e, api_n, api_g));
+    /* Older versions and per-thread variants, as cudart and the bindings
+     * get them (cuGetProcAddress by version, and with the per-thread flag). */
+    CUresult (*inst)(CUgraphExec *, CUgraph, CUgraphNode *, char *, size_t);
+    if (proc("cuGraphInstantiate", 10000, 0, (void **)&inst))
+        CALLED("cuGraphInstantiate", inst(&e, api_g, NULL, NULL, 0));
+    if (proc("cuGraphInstantiate", 11000, 0, (void **)&inst))
+        CALLED("cuGraphInstantiate_v2", inst(&e, api_g, NULL, NULL, 0));
+    CUresult (*upd)(CUgraphExec, CUgraph, CUgraphNode *, CUgraphExecUpdateResult *);
+    CUgraphNode err;
+    CUgraphExecUpdateResult res;
+    if (proc("cuGraphExecUpdate", 10020, 0, (void **)&upd))
+        CALLED("cuGraphExecUpdate", upd(api_e, api_g, &err, &res));
+    CUresult (*launch)(CUgraphExec, CUstream);
+    if (proc("cuGraphLaunch", 10000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM,
+             (void **)&launch))
+        CALLED("cuGraphLaunch_ptsz", launch(api_e, NULL));
+    CUresult (*end)(CUstream, CUgraph *);
+    CUgraph g;
+    if (proc("cuStreamEndCapture", 10000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM,
+             (void **)&end))
+        CALLED("cuStreamEndCapture_ptsz", end(NULL, &g));
+    CUresult (*destroy)(CUstream);
+    if (proc("cuStreamDestroy", 2000, 0, (void **)&destroy))
+        CALLED("cuStreamDestroy", destroy(api_s));
     CALLED("cuGraphDestroyNode", cuGraphDestroyNode(api_n));
     CALLED("cuGraphExecDestroy", cuGraphExecDestroy(api_e));
     CALLED("cuGraphDestroy", cuGraphDestroy(api_g));
@@ -322,8 +361,10 @@ static void graph_api_in_hostfn(void)
     REQUIRE_OK(cuGraphCreate(&api_g, 0));
     REQUIRE_OK(cuGraphAddHostNode(&api_n, api_g, NULL, 0, &p));
     REQUIRE_OK(cuGraphInstantiate(&api_e, api_g, 0));
+    REQUIRE_OK(cuStreamCreate(&api_s, CU_STREAM_NON_BLOCKING));
     REQUIRE_OK(cuLaunchHostFunc(stream, calls_graph_api, NULL));
     REQUIRE_OK(cuStreamSynchronize(stream));
+    REQUIRE_OK(cuStreamDestroy(api_s)); /* still there: the call was refused */
 }
 
 /* n host functions that only return, in anonymous executable memory: what

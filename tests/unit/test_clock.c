@@ -16,6 +16,13 @@
  *               are a small part of the ticks between them, else as long
  *               as makes them so, at least 100 us after start-up, at most
  *               20 ms
+ *   estimate    (in a child, where the clock starts) the estimate a launch
+ *               takes never waits: 1.0 in the first 100 us, then the rate
+ *               of the last reference that had no need to wait
+ *   frozen      (named only: run with a CLOCK_MONOTONIC frozen by a
+ *               preloaded library, libfaketime's way) references wait for
+ *               a rate in the first 20 ms of the real clock at most: 200
+ *               taken after that take under 20 ms (each waited 400 us)
  *   preempted   a timer whose handler sleeps 2 ms interrupts 400 times
  *               while ticks are taken and converted through a fresh
  *               reference each time: every converted time lies within 50 us
@@ -151,6 +158,70 @@ static void test_rate_wait(void)
     CHECK_EQ(hcg_clock_rate_wait(&b, &p), 100000);
 }
 
+static uint64_t real_ns(void)
+{
+    return hcg_wait_clock_ns(); /* the kernel's, never faked */
+}
+
+static int estimate_once(void)
+{
+    hcg_clock_init();
+    uint64_t t0 = real_ns();
+    double first = hcg_clock_rate_estimate();
+    for (int i = 0; i < 1000; i++)
+        hcg_clock_rate_estimate();
+    uint64_t took = real_ns() - t0;
+    int ok = 1;
+    if (took > 5000000) {
+        fprintf(stderr, "test_clock: estimate: 1001 estimates took %llu ns\n",
+                (unsigned long long)took);
+        ok = 0;
+    }
+    if (first != 1.0 && real_ns() - t0 < 50000) { /* (a slow first call may pass 100 us) */
+        fprintf(stderr, "test_clock: estimate: %.6f at start-up, not 1.0\n", first);
+        ok = 0;
+    }
+    hcg_clock_ref_t ref;
+    hcg_clock_ref(&ref); /* waits for a rate */
+    double est = hcg_clock_rate_estimate();
+    if (est != ref.ns_per_tick) {
+        fprintf(stderr, "test_clock: estimate: %.9f, the reference's rate %.9f\n", est,
+                ref.ns_per_tick);
+        ok = 0;
+    }
+    return ok;
+}
+
+static void test_estimate(void)
+{
+    int ok = 0;
+    for (int i = 0; i < 3 && !ok; i++)
+        ok = child_try(estimate_once);
+    CHECK_MSG(ok, "3 tries, each failed");
+}
+
+static void test_frozen(void)
+{
+    struct timespec a, b, nap = {0, 1000000};
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    nanosleep(&nap, NULL);
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    if (a.tv_sec != b.tv_sec || a.tv_nsec != b.tv_nsec) {
+        CHECK_MSG(0, "CLOCK_MONOTONIC moves: run with the frozen-clock library preloaded");
+        return;
+    }
+    uint64_t start = real_ns();
+    hcg_clock_init();
+    hcg_clock_ref_t ref;
+    while (real_ns() - start < 25000000) /* past the first 20 ms */
+        hcg_clock_ref(&ref);
+    uint64_t t0 = real_ns();
+    for (int i = 0; i < 200; i++)
+        hcg_clock_ref(&ref);
+    uint64_t took = real_ns() - t0;
+    CHECK_MSG(took < 20000000, "200 references took %llu ns", (unsigned long long)took);
+}
+
 static void test_preempted(void)
 {
     hcg_clock_init();
@@ -225,6 +296,8 @@ int main(int argc, char **argv)
     static const check_case cases[] = {
         CHECK_CASE(early), /* first, in children: the clock starts in each */
         CHECK_CASE(rate_wait),
+        CHECK_CASE(estimate),
+        CHECK_CASE_NAMED_ONLY(frozen), /* tests/e2e/resource: with frozenclock */
         CHECK_CASE(preempted),
         CHECK_CASE(ordered),
     };
