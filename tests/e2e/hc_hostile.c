@@ -364,7 +364,10 @@ static void graph_api_in_hostfn(void)
     REQUIRE_OK(cuStreamCreate(&api_s, CU_STREAM_NON_BLOCKING));
     REQUIRE_OK(cuLaunchHostFunc(stream, calls_graph_api, NULL));
     REQUIRE_OK(cuStreamSynchronize(stream));
-    REQUIRE_OK(cuStreamDestroy(api_s)); /* still there: the call was refused */
+    /* Still there: the calls were refused. */
+    REQUIRE_OK(cuStreamDestroy(api_s));
+    REQUIRE_OK(cuGraphExecDestroy(api_e));
+    REQUIRE_OK(cuGraphDestroy(api_g));
 }
 
 /* n host functions that only return, in anonymous executable memory: what
