@@ -145,7 +145,7 @@ typedef struct hcg_thread {
     unsigned char collector;      /* events: the collector (its signals all blocked) */
     unsigned char faults_open;    /* check/fault.c: SIGSEGV and SIGBUS known unblocked here */
     unsigned char dying;          /* events: flushing from a death signal's handler */
-    unsigned char capture_held;   /* wrap/stream.c: capture_lock held, 1 to read, 2 to write */
+    unsigned char capture_held;   /* wrap/stream.c: capture_lock held (1 read, 2 write), 3 wanted */
     uint32_t tid;                 /* events: gettid(), cached; 0 not yet */
     struct hcg_ring *ring;        /* events: this thread's event ring */
     struct hcg_pool *pool;        /* run: this thread's call pool */
@@ -360,8 +360,8 @@ typedef struct hcg_clock_pair {
 uint64_t hcg_clock_rate_wait(const hcg_clock_pair *base, const hcg_clock_pair *now);
 /* Nanoseconds a tick, never waiting (a launch's estimate): the rate of the
  * last reference that had no need to wait; before one, from the start-up
- * pair and a clock read now, or 1.0 in the first 100 us (which errs short
- * for a TSC). */
+ * pair and a clock read now; in the first 100 us, 1.0 for a TSC (which
+ * errs short) and the counter's own frequency on Arm. */
 double hcg_clock_rate_estimate(void);
 uint64_t hcg_ticks_to_ns(const hcg_clock_ref_t *r, uint64_t t);
 

@@ -45,6 +45,9 @@ static uint64_t started_ns; /* hcg_wait_clock_ns at start-up */
  * 62.5 MHz (where 4096 ticks are 65 us: a read preempted for 60 us looked
  * tight). */
 static uint64_t widest_ok = 4096;
+/* The estimate before any rate: 1.0 for a TSC (1 GHz or more: errs
+ * short), the generic timer's own frequency on Arm. */
+static double rate_unknown = 1.0;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 static int counter_is_invariant(void)
@@ -118,6 +121,8 @@ static void setup(void)
     __asm__ __volatile__("mrs %0, cntfrq_el0" : "=r"(hz));
     if (hz / 500000 > 2)
         widest_ok = hz / 500000;
+    if (hz)
+        rate_unknown = 1e9 / (double)hz;
 #endif
     if (use_counter)
         read_pair(&base);
@@ -217,7 +222,7 @@ double hcg_clock_rate_estimate(void)
         return 1.0;
     uint64_t t = hcg_ticks_counter(), ns = hcg_now_ns();
     if (t <= base.tick || ns < base.ns + RATE_MIN_NS)
-        return 1.0;
+        return rate_unknown;
     return (double)(ns - base.ns) / (double)(t - base.tick);
 }
 

@@ -285,21 +285,12 @@ static void run(hcg_call *c, CUstream s, CUresult status, int stream_cb)
 }
 
 /* Nanoseconds per tick, or less (a lower threshold only takes the site
- * along more often): the estimate, rough at the first launch; in the
- * first 100 us none yet, so the counter's own frequency on aarch64, and
- * 1 GHz or more (the TSC) elsewhere. */
+ * along more often): the estimate, rough at the first launch (in the
+ * first 100 us, 1.0 for a TSC of 1 GHz or more, and the counter's own
+ * frequency on Arm). */
 static double ns_per_tick_at_most(void)
 {
-    double rate = hcg_clock_rate_estimate(); /* the first launch: no wait */
-    if (rate != 1.0)
-        return rate;
-#if defined(__aarch64__)
-    uint64_t hz;
-    __asm__ __volatile__("mrs %0, cntfrq_el0" : "=r"(hz));
-    if (hz)
-        return 1e9 / (double)hz;
-#endif
-    return 1.0;
+    return hcg_clock_rate_estimate(); /* the first launch: no wait */
 }
 
 uint32_t hcg_g_stamp_every = 1;

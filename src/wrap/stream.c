@@ -36,26 +36,48 @@ static pthread_rwlock_t capture_lock = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIA
 
 /* Cancellation held back while the lock is: a launch cancelled in the
  * driver would leave it held, and every later begin waiting. Never taken
- * twice by one thread: a signal handler's call inside a launch that holds
- * it (a destroy taking it to write behind its own thread's read, or a
- * second read behind a waiting writer) would wait for ever; glibc says
- * EDEADLK only for a second write. Not taken, the caller keeps to the
- * safe side (a begin leaves launches asking for good, an end or a
- * destroy counts no capture ended), and a nested launch needs none: its
- * thread's hold keeps every begin and end out. The mark is set before the
- * lock is taken and cleared after it is let go, so that a handler in
- * between sees it. */
+ * twice by one thread: a signal handler's call inside a call that holds
+ * or waits for it (a destroy taking it to write behind its own thread's
+ * read, or a second read behind a waiting writer) would wait for ever;
+ * glibc says EDEADLK only for a second write. hcg_self.capture_held says
+ * which (3 while waiting, set before the lock is asked for; 0 after it is
+ * let go). Nested, without it: a launch inside its thread's read needs
+ * none (that hold keeps every begin and end out); one inside a write or a
+ * wait cannot trust its answer, and keeps its call (nested_unsure); a
+ * destroy counts no capture ended; a begin or an end is refused
+ * (nested_refused): it could change the answer of the very launch it
+ * interrupted. */
 static hcg_capture_token capture_take(int write)
 {
     hcg_capture_token t = {hcg_nocancel_begin(), 0};
     if (hcg_self.in_host_fn || hcg_self.capture_held)
         return t;
-    hcg_self.capture_held = write ? 2 : 1;
+    hcg_self.capture_held = 3;
     t.held = (write ? pthread_rwlock_wrlock(&capture_lock)
                     : pthread_rwlock_rdlock(&capture_lock)) == 0;
-    if (!t.held)
-        hcg_self.capture_held = 0;
+    hcg_self.capture_held = t.held ? (write ? 2 : 1) : 0;
     return t;
+}
+
+/* Nested in its thread's write of the lock, or its wait for it: whether a
+ * stream captures may change under the call (see capture_take). */
+static int nested_unsure(void)
+{
+    return hcg_self.capture_held > 1;
+}
+
+/* A begin or an end called from a signal handler inside a call of its own
+ * thread that holds or waits for the lock: refused (capture_take), said
+ * once. */
+__attribute__((noinline, cold)) static int nested_refused(const char *name)
+{
+    static atomic_int said;
+    if (!atomic_exchange(&said, 1))
+        hcg_msg("ERROR: %s called from a signal handler inside a CUDA call of the same "
+                "thread: refused with CUDA_ERROR_NOT_PERMITTED (hcguard cannot order it "
+                "with that call's launch)",
+                name);
+    return 1;
 }
 
 hcg_capture_token hcg_capture_hold(void)
@@ -270,7 +292,8 @@ __attribute__((noinline)) static CUresult launch_capture_era(hcg_driver *d, laun
                                                             hcg_call *c)
 {
     hcg_capture_token t = hcg_capture_hold();
-    int captured = stream_is_capturing(d, a.api, a.stream);
+    /* (Unsure: kept, as if captured; a capture graph not found keeps it.) */
+    int captured = (!t.held && nested_unsure()) || stream_is_capturing(d, a.api, a.stream);
     CUresult r = captured ? launch_captured(a, c)
                           : launch_given(a, c->owner, c, (hcg_fnkind)c->kind);
     hcg_capture_release(t);
@@ -742,6 +765,8 @@ static void capture_closing(void)
         hcg_pfn_##name f = atomic_load(&d->name);                              \
         if (!f)                                                                \
             return CUDA_ERROR_NOT_SUPPORTED;                                   \
+        if (HCG_UNLIKELY(hcg_self.capture_held) && nested_refused(#name))      \
+            return CUDA_ERROR_NOT_PERMITTED;                                   \
         hcg_capture_token t = capture_take(1);                                 \
         capture_opening(t);                                                    \
         CUresult r = f args;                                                   \
@@ -763,6 +788,8 @@ static void capture_closing(void)
         hcg_pfn_##name f = atomic_load(&d->name);                              \
         if (!f)                                                                \
             return CUDA_ERROR_NOT_SUPPORTED;                                   \
+        if (HCG_UNLIKELY(hcg_self.capture_held) && nested_refused(#name))      \
+            return CUDA_ERROR_NOT_PERMITTED;                                   \
         if (!(atomic_load(&hcg_g_launch_rare) & HCG_LAUNCH_CAPTURE))           \
             return f(s, g); /* none open: no launch asks */                    \
         hcg_capture_token t = capture_take(1);                                 \

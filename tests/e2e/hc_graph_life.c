@@ -56,8 +56,16 @@
  *   hc_graph_life capture-calls-in-launch
  *       a signal handler inside a launch made while a capture is open
  *       destroys a stream, begins and ends a capture: none waits for its
- *       own thread's hold of the captures' lock (test driver only: it
- *       yields inside the launch, where the signal is raised)
+ *       own thread's hold of the captures' lock, the destroy is made, the
+ *       begin and end refused (test driver only: it yields inside the
+ *       launch, where the signal is raised)
+ *   hc_graph_life capture-nested-refused
+ *       a begin, then an end, of the stream a launch is on, from a signal
+ *       handler inside that launch: refused (the launch runs once; the
+ *       captured one at each of three replays, with 300 launches between)
+ *   hc_graph_life capture-fork-in-launch-open
+ *       capture-fork-in-launch while a capture is open (the launch holds
+ *       the captures' lock, which the child's fresh lock must match)
  *   hc_graph_life capture-fork-in-launch
  *       a fork from a signal handler inside a launch: the child's begin of
  *       a capture does not wait for the launch it resumed (test driver
@@ -897,7 +905,8 @@ static void capture_destroy(void)
  * signal handler inside it (the test driver yields in the launch, where
  * sched_yield raises SIGUSR2) destroys a stream and begins and ends a
  * capture, each of which takes that lock to write: they must not wait for
- * their own thread (they did, for ever). */
+ * their own thread (they did, for ever). The destroy is made; the begin
+ * and the end are refused (see capture-nested-refused). */
 static CUstream nested_victim, nested_cap;
 static CUresult nested_r[3] = {-1, -1, -1};
 
@@ -928,8 +937,9 @@ static void capture_calls_in_launch(void)
     nested_armed = 1;
     REQUIRE_OK(cuLaunchHostFunc(s, fn1, NULL));
     CHECK_EQ(nested_armed, 0); /* the handler ran inside the launch */
-    for (int i = 0; i < 3; i++)
-        CHECK_EQ(nested_r[i], CUDA_SUCCESS);
+    CHECK_EQ(nested_r[0], CUDA_SUCCESS); /* the destroy: made, counting nothing */
+    CHECK_EQ(nested_r[1], CUDA_ERROR_NOT_PERMITTED); /* (capture-nested-refused) */
+    CHECK_EQ(nested_r[2], CUDA_ERROR_NOT_PERMITTED);
     REQUIRE_OK(cuLaunchHostFunc(cap, fn2, NULL)); /* captured: runs at each replay */
     REQUIRE_OK(cuStreamEndCapture(cap, &g));
     CUgraphExec e;
@@ -942,6 +952,92 @@ static void capture_calls_in_launch(void)
     REQUIRE_OK(cuGraphExecDestroy(e));
     REQUIRE_OK(cuGraphDestroy(g));
     printf("capture calls in a launch: returned\n");
+}
+
+/* ---- capture-nested-refused ----------------------------------------------- */
+/* A begin or an end of the very stream a launch is on, from a signal
+ * handler inside that launch (after hcguard asked whether the stream
+ * captures): hcguard refuses them. Run, the end freed the call the driver
+ * then ran (abort: a host node ran after hcguard freed it); the begin made
+ * the driver capture a call hcguard freed after its first run. */
+static CUstream nested_same;
+
+static void begin_same(int sig)
+{
+    (void)sig;
+    nested_r[1] = cuStreamBeginCapture(nested_same, CU_STREAM_CAPTURE_MODE_RELAXED);
+}
+
+static void end_same(int sig)
+{
+    (void)sig;
+    CUgraph g = NULL;
+    nested_r[2] = cuStreamEndCapture(nested_same, &g);
+    if (g)
+        cuGraphDestroy(g);
+}
+
+/* e launched n times on s, then synchronized. */
+static void replay(CUgraphExec e, CUstream s, int n)
+{
+    for (int i = 0; i < n; i++)
+        REQUIRE_OK(cuGraphLaunch(e, s));
+    REQUIRE_OK(cuStreamSynchronize(s));
+}
+
+static void capture_nested_refused(void)
+{
+    CUstream cap, other;
+    CUgraph g;
+    CUgraphExec e;
+    REQUIRE_OK(cuStreamCreate(&cap, CU_STREAM_NON_BLOCKING));
+    REQUIRE_OK(cuStreamCreate(&other, CU_STREAM_NON_BLOCKING));
+    REQUIRE_OK(cuStreamCreate(&nested_same, CU_STREAM_NON_BLOCKING));
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = begin_same;
+    REQUIRE(sigaction(SIGUSR2, &sa, NULL) == 0);
+    REQUIRE_OK(cuStreamBeginCapture(cap, CU_STREAM_CAPTURE_MODE_RELAXED)); /* launches ask */
+    nested_armed = 1;
+    REQUIRE_OK(cuLaunchHostFunc(nested_same, fn1, NULL)); /* not captured: runs once */
+    CHECK_EQ(nested_armed, 0);
+    CHECK_EQ(nested_r[1], CUDA_ERROR_NOT_PERMITTED);
+    REQUIRE_OK(cuStreamSynchronize(nested_same));
+    CHECK_EQ(atomic_load(&hits[1]), 1);
+    sa.sa_handler = end_same;
+    REQUIRE(sigaction(SIGUSR2, &sa, NULL) == 0);
+    REQUIRE_OK(cuStreamBeginCapture(nested_same, CU_STREAM_CAPTURE_MODE_RELAXED));
+    nested_armed = 1;
+    REQUIRE_OK(cuLaunchHostFunc(nested_same, fn2, NULL)); /* captured: runs at each replay */
+    CHECK_EQ(nested_armed, 0);
+    CHECK_EQ(nested_r[2], CUDA_ERROR_NOT_PERMITTED);
+    REQUIRE_OK(cuStreamEndCapture(nested_same, &g));
+    REQUIRE_OK(cuGraphInstantiate(&e, g, 0));
+    replay(e, other, 2);
+    for (int i = 0; i < 300; i++) /* would take a freed call's place */
+        REQUIRE_OK(cuLaunchHostFunc(other, fn0, NULL));
+    replay(e, other, 1);
+    CHECK_EQ(atomic_load(&hits[2]), 3);
+    CHECK_EQ(atomic_load(&hits[0]), 300);
+    REQUIRE_OK(cuGraphExecDestroy(e));
+    REQUIRE_OK(cuGraphDestroy(g));
+    REQUIRE_OK(cuStreamEndCapture(cap, &g));
+    REQUIRE_OK(cuGraphDestroy(g));
+}
+
+/* capture-fork-in-launch with a capture open: the forking launch holds the
+ * captures' lock to read, which the child, resuming it, lets go of (the
+ * child's lock is a fresh one, taken again for it: a begin in the child
+ * waited for ever). */
+static void capture_fork_in_launch_open(void)
+{
+    CUstream cap;
+    CUgraph g;
+    REQUIRE_OK(cuStreamCreate(&cap, CU_STREAM_NON_BLOCKING));
+    REQUIRE_OK(cuStreamBeginCapture(cap, CU_STREAM_CAPTURE_MODE_RELAXED));
+    capture_fork_in_launch();
+    REQUIRE_OK(cuStreamEndCapture(cap, &g));
+    REQUIRE_OK(cuGraphDestroy(g));
 }
 
 static void setup(void)
@@ -964,6 +1060,8 @@ static const check_scenario scenarios[] = {
     CHECK_SCENARIO("capture-race-signal", capture_race_signal),
     CHECK_SCENARIO("capture-fork-in-launch", capture_fork_in_launch),
     CHECK_SCENARIO("capture-calls-in-launch", capture_calls_in_launch),
+    CHECK_SCENARIO("capture-nested-refused", capture_nested_refused),
+    CHECK_SCENARIO("capture-fork-in-launch-open", capture_fork_in_launch_open),
     CHECK_SCENARIO("child-set-update", child_set_update),
     CHECK_SCENARIO("child-set-plain", child_set_plain),
 };
