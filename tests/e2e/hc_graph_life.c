@@ -833,6 +833,19 @@ static void settle(void)
     (void)calls_live_settled(test_require_hcguard(NULL), 0);
 }
 
+/* A capture ended (the refusal may have invalidated it), then its stream
+ * destroyed. */
+static void end_then_destroy(CUstream s)
+{
+    CUgraph g = NULL;
+    CUresult r = cuStreamEndCapture(s, &g);
+    CHECK_MSG(r == CUDA_SUCCESS || r == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED,
+              "end after a refused destroy: %d", (int)r);
+    if (g)
+        REQUIRE_OK(cuGraphDestroy(g));
+    REQUIRE_OK(cuStreamDestroy(s));
+}
+
 static void capture_destroy(void)
 {
     CUstream s1, s2, s3, s4;
@@ -845,11 +858,8 @@ static void capture_destroy(void)
     REQUIRE_OK(cuLaunchHostFunc(s1, fn0, NULL)); /* a node of s1's capture */
     CUresult r = cuStreamDestroy(s1);
     fprintf(stderr, "capture-destroy: s1 destroyed while it captured: %d\n", (int)r);
-    if (r != CUDA_SUCCESS) { /* a driver that refuses: the capture ended first */
-        REQUIRE_OK(cuStreamEndCapture(s1, &g));
-        REQUIRE_OK(cuGraphDestroy(g));
-        REQUIRE_OK(cuStreamDestroy(s1));
-    }
+    if (r != CUDA_SUCCESS) /* a driver that refuses: the capture ended first */
+        end_then_destroy(s1);
     REQUIRE_OK(cuStreamDestroy(s3)); /* captures nothing: changes nothing */
     fprintf(stderr, "capture-destroy: one open\n");
     REQUIRE_OK(cuStreamEndCapture(s2, &g));
@@ -863,11 +873,8 @@ static void capture_destroy(void)
     REQUIRE_OK(cuStreamBeginCapture(s4, CU_STREAM_CAPTURE_MODE_RELAXED));
     r = cuStreamDestroy_v2(s4);
     fprintf(stderr, "capture-destroy: s4 destroyed while it captured: %d\n", (int)r);
-    if (r != CUDA_SUCCESS) {
-        REQUIRE_OK(cuStreamEndCapture(s4, &g));
-        REQUIRE_OK(cuGraphDestroy(g));
-        REQUIRE_OK(cuStreamDestroy(s4));
-    }
+    if (r != CUDA_SUCCESS)
+        end_then_destroy(s4);
     /* An ended capture's stream is no origin any more: destroying it ends
      * none (a stale one would end s6's count, and the launch into s6 would
      * be taken for a one-shot launch, freed after the first replay). */
