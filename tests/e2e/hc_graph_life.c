@@ -126,6 +126,15 @@ static void fn1(void *p) { (void)p; atomic_fetch_add(&hits[1], 1); }
 static void fn2(void *p) { (void)p; atomic_fetch_add(&hits[2], 1); }
 static void fn3(void *p) { (void)p; atomic_fetch_add(&hits[3], 1); }
 
+/* fn handles sig from now on. */
+static void on_signal(int sig, void (*fn)(int))
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = fn;
+    REQUIRE(sigaction(sig, &sa, NULL) == 0);
+}
+
 /* graph_calls_live back to want within 10 s (destructors are asynchronous). */
 static unsigned long long calls_live_settled(test_stats_fn get, unsigned long long want)
 {
@@ -721,10 +730,7 @@ static void capture_race_signal(void)
     REQUIRE_OK(cuStreamCreate(&sig_s, CU_STREAM_NON_BLOCKING));
     REQUIRE_OK(cuStreamCreate(&sig_s2, CU_STREAM_NON_BLOCKING));
     REQUIRE_OK(cuStreamCreate(&own, CU_STREAM_NON_BLOCKING));
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = sig_launch;
-    REQUIRE(sigaction(SIGUSR1, &sa, NULL) == 0);
+    on_signal(SIGUSR1, sig_launch);
     REQUIRE(pthread_create(&t, NULL, sig_launcher, NULL) == 0);
     for (int i = 1; i <= SIGNAL_ROUNDS; i++) {
         atomic_store(&sig_round, i);
@@ -803,10 +809,7 @@ static void capture_fork_in_launch(void)
 {
     CUstream s = life_stream;
     REQUIRE_OK(cuCtxGetCurrent(&race_ctx));
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = fork_in_handler;
-    REQUIRE(sigaction(SIGUSR1, &sa, NULL) == 0);
+    on_signal(SIGUSR1, fork_in_handler);
     REQUIRE_OK(cuLaunchHostFunc(s, fn0, NULL)); /* the thread's pool */
     fork_armed = 1;
     CUresult r = cuLaunchHostFunc(s, fn0, NULL); /* forks inside */
@@ -936,10 +939,7 @@ static void capture_calls_in_launch(void)
     REQUIRE_OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     REQUIRE_OK(cuStreamCreate(&nested_victim, CU_STREAM_NON_BLOCKING));
     REQUIRE_OK(cuStreamCreate(&nested_cap, CU_STREAM_NON_BLOCKING));
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = capture_calls;
-    REQUIRE(sigaction(SIGUSR2, &sa, NULL) == 0);
+    on_signal(SIGUSR2, capture_calls);
     REQUIRE_OK(cuStreamBeginCapture(cap, CU_STREAM_CAPTURE_MODE_RELAXED)); /* launches ask */
     nested_armed = 1;
     REQUIRE_OK(cuLaunchHostFunc(s, fn1, NULL));
@@ -1000,10 +1000,7 @@ static void capture_nested_refused(void)
     REQUIRE_OK(cuStreamCreate(&cap, CU_STREAM_NON_BLOCKING));
     REQUIRE_OK(cuStreamCreate(&other, CU_STREAM_NON_BLOCKING));
     REQUIRE_OK(cuStreamCreate(&nested_same, CU_STREAM_NON_BLOCKING));
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = begin_same;
-    REQUIRE(sigaction(SIGUSR2, &sa, NULL) == 0);
+    on_signal(SIGUSR2, begin_same);
     REQUIRE_OK(cuStreamBeginCapture(cap, CU_STREAM_CAPTURE_MODE_RELAXED)); /* launches ask */
     nested_armed = 1;
     REQUIRE_OK(cuLaunchHostFunc(nested_same, fn1, NULL)); /* not captured: runs once */
@@ -1011,8 +1008,7 @@ static void capture_nested_refused(void)
     CHECK_EQ(nested_r[1], CUDA_ERROR_NOT_PERMITTED);
     REQUIRE_OK(cuStreamSynchronize(nested_same));
     CHECK_EQ(atomic_load(&hits[1]), 1);
-    sa.sa_handler = end_same;
-    REQUIRE(sigaction(SIGUSR2, &sa, NULL) == 0);
+    on_signal(SIGUSR2, end_same);
     REQUIRE_OK(cuStreamBeginCapture(nested_same, CU_STREAM_CAPTURE_MODE_RELAXED));
     nested_armed = 1;
     REQUIRE_OK(cuLaunchHostFunc(nested_same, fn2, NULL)); /* captured: runs at each replay */
