@@ -16,6 +16,8 @@
  *       host parameters the driver refuses (added with a bad dependency,
  *       set on an empty node of a graph and of an executable graph, each
  *       10000 times): none is counted as launched, none is kept
+ *   hc_graph_life update-flat-wide
+ *       the same, 2000 times, between two graphs of 300 host nodes each
  *   hc_graph_life update-flat
  *       an executable graph updated 400000 times back and forth between
  *       two graphs that stay: memory stays flat
@@ -283,7 +285,10 @@ static long max_rss_kib(void)
     return ru.ru_maxrss;
 }
 
-static void update_flat(void)
+/* An executable graph updated back and forth between two graphs of n host
+ * nodes each, 2 * rounds times after a warm-up: memory stays flat (each
+ * update chains the graph's calls onto the exec's root once, not again). */
+static void update_back_and_forth(int n, int rounds)
 {
     CUstream s = life_stream;
     CUgraph ga, gb;
@@ -291,29 +296,43 @@ static void update_flat(void)
     CUgraphExec e;
     CUDA_HOST_NODE_PARAMS pa = {fn0, NULL}, pb = {fn1, NULL};
     REQUIRE_OK(cuGraphCreate(&ga, 0));
-    REQUIRE_OK(cuGraphAddHostNode(&na, ga, NULL, 0, &pa));
     REQUIRE_OK(cuGraphCreate(&gb, 0));
-    REQUIRE_OK(cuGraphAddHostNode(&nb, gb, NULL, 0, &pb));
+    for (int i = 0; i < n; i++) {
+        REQUIRE_OK(cuGraphAddHostNode(&na, ga, NULL, 0, &pa));
+        REQUIRE_OK(cuGraphAddHostNode(&nb, gb, NULL, 0, &pb));
+    }
     REQUIRE_OK(cuGraphInstantiateWithFlags(&e, ga, 0));
     CUgraphExecUpdateResultInfo info;
-    for (int i = 0; i < 1000; i++) { /* warm up */
+    for (int i = 0; i < rounds / 200 + 1; i++) { /* warm up */
         REQUIRE_OK(cuGraphExecUpdate(e, gb, &info));
         REQUIRE_OK(cuGraphExecUpdate(e, ga, &info));
     }
     long before = max_rss_kib();
-    for (int i = 0; i < 200000; i++) {
+    for (int i = 0; i < rounds; i++) {
         REQUIRE_OK(cuGraphExecUpdate(e, gb, &info));
         REQUIRE_OK(cuGraphExecUpdate(e, ga, &info));
     }
     long grown = max_rss_kib() - before;
-    printf("max RSS grew %ld KiB over 400000 updates\n", grown);
+    printf("max RSS grew %ld KiB over %d updates of %d host nodes\n", grown, 2 * rounds, n);
     CHECK_MSG(grown < 4096, "memory grows with updates");
     REQUIRE_OK(cuGraphLaunch(e, s));
     REQUIRE_OK(cuStreamSynchronize(s));
-    CHECK_EQ(atomic_load(&hits[0]), 1);
+    CHECK_EQ(atomic_load(&hits[0]), n);
     REQUIRE_OK(cuGraphExecDestroy(e));
     REQUIRE_OK(cuGraphDestroy(ga));
     REQUIRE_OK(cuGraphDestroy(gb));
+}
+
+static void update_flat(void)
+{
+    update_back_and_forth(1, 200000);
+}
+
+/* Graphs wide enough that the set of calls already chained (chain_set,
+ * src/wrap/graph.c) grows past its first size. */
+static void update_flat_wide(void)
+{
+    update_back_and_forth(300, 1000);
 }
 
 static void handle_reuse(void)
@@ -1053,6 +1072,7 @@ static const check_scenario scenarios[] = {
     CHECK_SCENARIO("capture-attr", capture_attr),
     CHECK_SCENARIO("refused", refused),
     CHECK_SCENARIO("update-flat", update_flat),
+    CHECK_SCENARIO("update-flat-wide", update_flat_wide),
     CHECK_SCENARIO("handle-reuse", handle_reuse),
     CHECK_SCENARIO("bindings-refused", bindings_refused),
     CHECK_SCENARIO("update-dead-root", update_dead_root),
