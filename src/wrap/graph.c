@@ -1115,11 +1115,18 @@ static size_t set_home(const chain_set *s, const hcg_call *c)
     return (size_t)((((uintptr_t)c >> 6) * 0x9E3779B97F4A7C15ull) >> 32) & s->mask;
 }
 
-static void set_put(chain_set *s, const hcg_call *c)
+/* c's slot, or the empty one where it would go. */
+static size_t set_find(const chain_set *s, const hcg_call *c)
 {
     size_t i = set_home(s, c);
     while (s->slot[i] && s->slot[i] != c)
         i = (i + 1) & s->mask;
+    return i;
+}
+
+static void set_put(chain_set *s, const hcg_call *c)
+{
+    size_t i = set_find(s, c);
     if (!s->slot[i]) {
         s->slot[i] = c;
         s->n++;
@@ -1165,15 +1172,7 @@ static void set_close(chain_set *s)
 /* c chained onto the set's root unless it is there already. */
 static void chain_once(chain_set *s, hcg_call *c)
 {
-    int there;
-    if (set_fit(s, s->n + 1) == 0) {
-        size_t i = set_home(s, c);
-        while (s->slot[i] && s->slot[i] != c)
-            i = (i + 1) & s->mask;
-        there = s->slot[i] == c;
-    } else {
-        there = chained(s->root, c);
-    }
+    int there = set_fit(s, s->n + 1) == 0 ? s->slot[set_find(s, c)] == c : chained(s->root, c);
     if (there)
         return;
     chain_onto(s->root, c);
