@@ -29,9 +29,9 @@
  *   refuses the call there anyway, and a begin or end waiting for the
  *   lock would wait for a launch blocked in the driver behind the very
  *   host function that waits.
- * A stream that joins a capture through an event (cuStreamWaitEvent)
- * does so without these entry points: that race is left (README,
- * "Limits"). */
+ * A stream that joins a capture by waiting for an event recorded in it
+ * (cuStreamWaitEvent) changes the answer for launches on it as a begin
+ * does: the wait takes the lock to write too (stream_wait_event). */
 static pthread_rwlock_t capture_lock = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
 
 /* Cancellation held back while the lock is: a launch cancelled in the
@@ -852,6 +852,55 @@ CUresult hcg_w_cuStreamDestroy_v2(CUstream s)
     HCG_DRV_OR_FAIL(d);
     hcg_pfn_cuStreamDestroy_v2 f = atomic_load(&d->cuStreamDestroy_v2);
     return f ? stream_destroy(f, s) : CUDA_ERROR_NOT_SUPPORTED;
+}
+
+/* A stream that waits for an event recorded in a capture joins that
+ * capture, and launches on it become nodes from then on: while a capture
+ * is open, the wait holds the lock to write, as a begin does, so that no
+ * launch on that stream is between its question and the driver's taking
+ * it. While none is, the wait is marked as a launch is (run.h), so that a
+ * begin opening the first capture waits for it: a wait that read the flag
+ * clear may yet join a stream to that capture (an event recorded in it
+ * meanwhile). From a thread with no pool (more threads than pools), and
+ * once launches ask for good, it takes the lock all the same. A wait from
+ * a signal handler inside its thread's own launch, begin or end while a
+ * capture is open is refused, as a begin is there. */
+static CUresult stream_wait_event(hcg_pfn_cuStreamWaitEvent f, const char *name, CUstream s,
+                                  CUevent e, unsigned int flags)
+{
+    hcg_pool *p = hcg_self.in_host_fn ? NULL : hcg_pool_mine();
+    if (p) {
+        hcg_launch_mark(p);
+        if (!(atomic_load_explicit(&hcg_g_launch_rare, memory_order_acquire) & HCG_LAUNCH_CAPTURE)) {
+            CUresult r = f(s, e, flags);
+            hcg_launch_unmark(p);
+            return r;
+        }
+        hcg_launch_unmark(p);
+    }
+    if (HCG_UNLIKELY(hcg_self.capture_held) && nested_refused(name))
+        return CUDA_ERROR_NOT_PERMITTED;
+    hcg_capture_token t = capture_take(1);
+    CUresult r = f(s, e, flags);
+    hcg_capture_release(t);
+    return r;
+}
+
+CUresult hcg_w_cuStreamWaitEvent(CUstream s, CUevent e, unsigned int flags)
+{
+    HCG_AUDIT_ENTRY(cuStreamWaitEvent);
+    HCG_DRV_OR_FAIL(d);
+    hcg_pfn_cuStreamWaitEvent f = atomic_load(&d->cuStreamWaitEvent);
+    return f ? stream_wait_event(f, "cuStreamWaitEvent", s, e, flags) : CUDA_ERROR_NOT_SUPPORTED;
+}
+
+CUresult hcg_w_cuStreamWaitEvent_ptsz(CUstream s, CUevent e, unsigned int flags)
+{
+    HCG_AUDIT_ENTRY(cuStreamWaitEvent_ptsz);
+    HCG_DRV_OR_FAIL(d);
+    hcg_pfn_cuStreamWaitEvent_ptsz f = atomic_load(&d->cuStreamWaitEvent_ptsz);
+    return f ? stream_wait_event(f, "cuStreamWaitEvent_ptsz", s, e, flags)
+             : CUDA_ERROR_NOT_SUPPORTED;
 }
 
 /* Exported under the driver's names: the entries of driver/entries.def

@@ -432,7 +432,8 @@ GRAPH_API = ("cuGraphAddHostNode", "cuGraphAddNode_v2", "cuGraphHostNodeSetParam
              "cuGraphInstantiateWithFlags", "cuGraphInstantiateWithParams",
              "cuGraphExecUpdate_v2", "cuGraphExecChildGraphNodeSetParams",
              "cuGraphInstantiate", "cuGraphInstantiate_v2", "cuGraphExecUpdate",
-             "cuGraphLaunch_ptsz", "cuStreamEndCapture_ptsz", "cuStreamDestroy",
+             "cuGraphLaunch_ptsz", "cuStreamEndCapture_ptsz", "cuStreamWaitEvent",
+             "cuStreamWaitEvent_ptsz", "cuStreamDestroy",
              "cuGraphDestroyNode", "cuGraphExecDestroy", "cuGraphDestroy")
 
 

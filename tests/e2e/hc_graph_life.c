@@ -12,6 +12,10 @@
  *       a graph launched into a capture (captured or refused), then three
  *       times on a stream: the three runs in the event log are all on that
  *       stream (checked by check_run_streams.sh)
+ *   hc_graph_life capture-join-race
+ *       another thread launches on a stream that joins captures (waits for
+ *       an event recorded in one) time after time: each launch ran once,
+ *       or once a replay, never a freed call
  *   hc_graph_life refused
  *       host parameters the driver refuses (added with a bad dependency,
  *       set on an empty node of a graph and of an executable graph, each
@@ -700,6 +704,107 @@ static void capture_race_graph(void)
     CHECK_EQ(calls_live_settled(test_require_hcguard(NULL), 0), 0ull);
 }
 
+/* ---- capture-join-race ------------------------------------------------- */
+static atomic_int join_runs[RACE_LAUNCHES];
+static atomic_char join_refused[RACE_LAUNCHES]; /* the driver refused the launch */
+static atomic_int join_done;
+static void fn_join(void *p) { atomic_fetch_add(&join_runs[(intptr_t)p], 1); }
+
+/* One of the stream-capture errors (CUDA_ERROR_STREAM_CAPTURE_*). */
+static int capture_error(CUresult r)
+{
+    return r >= CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED && r <= CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
+}
+
+static void *join_launcher(void *p)
+{
+    CUstream b = p;
+    REQUIRE_OK(cuCtxSetCurrent(race_ctx));
+    for (intptr_t i = 0; i < RACE_LAUNCHES; i++) {
+        CUresult r = cuLaunchHostFunc(b, fn_join, (void *)i);
+        if (capture_error(r)) /* b in a capture the driver gave up on */
+            atomic_store(&join_refused[i], 1);
+        else
+            REQUIRE_OK(r);
+    }
+    atomic_store(&join_done, 1);
+    return NULL;
+}
+
+/* One capture of a that b joins (an event recorded in a waited for by b)
+ * and rejoins: replayed RACE_REPLAYS times on own. 0, or 1 if the driver
+ * would not have it (b took a launch after it rejoined: unjoined). */
+static int join_capture(CUstream a, CUstream b, CUstream own, CUevent ea, CUevent eb)
+{
+    CUgraph g = NULL;
+    CUgraphExec e;
+    REQUIRE_OK(cuStreamBeginCapture(a, CU_STREAM_CAPTURE_MODE_RELAXED));
+    CUresult r = cuEventRecord(ea, a);
+    if (r == CUDA_SUCCESS)
+        r = cuStreamWaitEvent(b, ea, 0);
+    if (r == CUDA_SUCCESS)
+        r = cuEventRecord(eb, b);
+    if (r == CUDA_SUCCESS)
+        r = cuStreamWaitEvent(a, eb, 0);
+    CUresult ended = cuStreamEndCapture(a, &g);
+    if (r != CUDA_SUCCESS || ended != CUDA_SUCCESS) {
+        CHECK_MSG(capture_error(r) || capture_error(ended), "capture: %d, end: %d", (int)r,
+                  (int)ended);
+        if (g)
+            REQUIRE_OK(cuGraphDestroy(g));
+        return 1;
+    }
+    REQUIRE_OK(cuGraphInstantiateWithFlags(&e, g, 0));
+    for (int k = 0; k < RACE_REPLAYS; k++)
+        REQUIRE_OK(cuGraphLaunch(e, own));
+    REQUIRE_OK(cuStreamSynchronize(own));
+    REQUIRE_OK(cuGraphExecDestroy(e));
+    REQUIRE_OK(cuGraphDestroy(g));
+    return 0;
+}
+
+/* Another thread launches on b while b joins captures of a, time after
+ * time, through cuStreamWaitEvent: a launch found not capturing must not
+ * be captured (hcguard would free its call after one run, and a replay
+ * would run a freed call, or another launch's). Each launch ran once, or
+ * RACE_REPLAYS times (captured), or never (refused, or captured into a
+ * capture the driver would not end). */
+static void capture_join_race(void)
+{
+    CUstream a, b, own;
+    CUevent ea, eb;
+    pthread_t t;
+    int captures = 0, unended = 0, refused = 0, counts[RACE_REPLAYS + 1] = {0};
+    REQUIRE_OK(cuCtxGetCurrent(&race_ctx));
+    REQUIRE_OK(cuStreamCreate(&a, CU_STREAM_NON_BLOCKING));
+    REQUIRE_OK(cuStreamCreate(&b, CU_STREAM_NON_BLOCKING));
+    REQUIRE_OK(cuStreamCreate(&own, CU_STREAM_NON_BLOCKING));
+    REQUIRE_OK(cuEventCreate(&ea, CU_EVENT_DISABLE_TIMING));
+    REQUIRE_OK(cuEventCreate(&eb, CU_EVENT_DISABLE_TIMING));
+    unended += join_capture(a, b, own, ea, eb); /* from here on every launch asks */
+    REQUIRE(pthread_create(&t, NULL, join_launcher, b) == 0);
+    while (!atomic_load(&join_done)) {
+        unended += join_capture(a, b, own, ea, eb);
+        captures++;
+    }
+    pthread_join(t, NULL);
+    REQUIRE_OK(cuStreamSynchronize(b));
+    for (int i = 0; i < RACE_LAUNCHES; i++) {
+        int n = atomic_load(&join_runs[i]), no = atomic_load(&join_refused[i]);
+        CHECK_MSG(n == 1 || n == RACE_REPLAYS || (n == 0 && (unended || no)),
+                  "launch %d ran %d times", i, n);
+        counts[n >= 0 && n <= RACE_REPLAYS ? n : 0]++;
+        refused += no;
+    }
+    printf("capture join race: %d captures, %d not ended; launches run once %d, %d times %d, "
+           "never %d (%d refused)\n",
+           captures, unended, counts[1], RACE_REPLAYS, counts[RACE_REPLAYS], counts[0], refused);
+    CHECK(unended <= captures); /* one ended, at least */
+    REQUIRE_OK(cuEventDestroy(ea));
+    REQUIRE_OK(cuEventDestroy(eb));
+    CHECK_EQ(calls_live_settled(test_require_hcguard(NULL), 0), 0ull);
+}
+
 /* ---- capture-race-signal ------------------------------------------------ */
 enum { SIGNAL_ROUNDS = 400 };
 static CUstream sig_s, sig_s2;
@@ -1078,6 +1183,7 @@ static const check_scenario scenarios[] = {
     CHECK_SCENARIO("update-dead-root", update_dead_root),
     CHECK_SCENARIO("capture-race", capture_race),
     CHECK_SCENARIO("capture-race-graph", capture_race_graph),
+    CHECK_SCENARIO("capture-join-race", capture_join_race),
     CHECK_SCENARIO("capture-destroy", capture_destroy),
     CHECK_SCENARIO("exec-child-set", exec_child_set),
     CHECK_SCENARIO("capture-race-signal", capture_race_signal),

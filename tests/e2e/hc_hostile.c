@@ -284,6 +284,7 @@ static CUgraphExec api_e;
     printf("%s inside a host function returned %d\n", name, (int)(call))
 
 static CUstream api_s;
+static CUevent api_ev;
 
 /* name's entry point at version (flags: per-thread variant), or says why
  * not; 1 if found. */
@@ -347,6 +348,11 @@ static void CUDA_CB calls_graph_api(void *arg)
     if (proc("cuStreamEndCapture", 10000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM,
              (void **)&end))
         CALLED("cuStreamEndCapture_ptsz", end(NULL, &g));
+    CALLED("cuStreamWaitEvent", cuStreamWaitEvent(api_s, api_ev, 0));
+    CUresult (*wait)(CUstream, CUevent, unsigned int);
+    if (proc("cuStreamWaitEvent", 7000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM,
+             (void **)&wait))
+        CALLED("cuStreamWaitEvent_ptsz", wait(NULL, api_ev, 0));
     CUresult (*destroy)(CUstream);
     if (proc("cuStreamDestroy", 2000, 0, (void **)&destroy))
         CALLED("cuStreamDestroy", destroy(api_s));
@@ -362,9 +368,12 @@ static void graph_api_in_hostfn(void)
     REQUIRE_OK(cuGraphAddHostNode(&api_n, api_g, NULL, 0, &p));
     REQUIRE_OK(cuGraphInstantiate(&api_e, api_g, 0));
     REQUIRE_OK(cuStreamCreate(&api_s, CU_STREAM_NON_BLOCKING));
+    REQUIRE_OK(cuEventCreate(&api_ev, CU_EVENT_DISABLE_TIMING));
+    REQUIRE_OK(cuEventRecord(api_ev, api_s));
     REQUIRE_OK(cuLaunchHostFunc(stream, calls_graph_api, NULL));
     REQUIRE_OK(cuStreamSynchronize(stream));
     /* Still there: the calls were refused. */
+    REQUIRE_OK(cuEventDestroy(api_ev));
     REQUIRE_OK(cuStreamDestroy(api_s));
     REQUIRE_OK(cuGraphExecDestroy(api_e));
     REQUIRE_OK(cuGraphDestroy(api_g));

@@ -42,7 +42,8 @@
  *   executable graph keeps its own copy of the nodes); launch (host nodes run
  *   in creation order, which is a topological order, as one unit on the
  *   callback thread); per-node exec updates and whole-graph cuGraphExecUpdate;
- *   stream capture of host functions and graph launches; a DOT dump.
+ *   stream capture of host functions and graph launches, across streams
+ *   through events (fc_event.c); a DOT dump.
  * - User objects (cuUserObjectCreate/Retain/Release,
  *   cuGraphRetainUserObject/ReleaseUserObject, at version 11030). The
  *   references a graph owns are copied by clone, by every instantiate entry
@@ -63,7 +64,10 @@
  * What is not: kernels, modules, events, memsets, the 32-bit v1 memory
  * entry points (cuMemAlloc, cuMemcpyHtoD, ...), managed or registered
  * memory, peer access, memory pools, other node types
- * (CUDA_ERROR_NOT_SUPPORTED), cross-stream capture (events),
+ * (CUDA_ERROR_NOT_SUPPORTED), events beyond create, record, synchronize,
+ * destroy and a stream's wait (which outside capture is already met: one
+ * queue), the check that every joined stream rejoined its origin before the
+ * end of a cross-stream capture (they all leave it then),
  * cuStreamUpdateCaptureDependencies, the global-mode capture ban on other
  * threads' unsafe calls, primary-context reset when its last reference
  * goes, and real timing or concurrency between streams.
@@ -116,7 +120,7 @@ FC_API CUresult CUDAAPI cuGraphNodeGetParams(CUgraphNode hNode,
  * kept in a hash set, so a stale or foreign handle is refused with an
  * error instead of being dereferenced.
  * ====================================================================== */
-enum fc_kind { FC_CTX = 1, FC_STREAM, FC_GRAPH, FC_NODE, FC_EXEC, FC_UOBJ };
+enum fc_kind { FC_CTX = 1, FC_STREAM, FC_GRAPH, FC_NODE, FC_EXEC, FC_UOBJ, FC_EVENT };
 
 typedef struct fc_obj {
     struct fc_obj *hnext;
@@ -134,6 +138,10 @@ typedef struct fc_ctx {
 typedef struct fc_graph fc_graph;
 typedef struct fc_node fc_node;
 
+/* What a captured node may depend on: the last node of the stream, and
+ * of each stream whose capture event it waited for. */
+#define FC_CAP_DEPS 8
+
 typedef struct fc_stream {
     fc_obj obj;
     fc_ctx *ctx;
@@ -145,11 +153,30 @@ typedef struct fc_stream {
     pthread_t cap_thread;
     cuuint64_t cap_id;
     uint64_t cap_epoch;
-    fc_graph *cap_graph;
-    CUgraphNode cap_deps[1]; /* what the next captured node depends on */
-    CUgraphEdgeData cap_edges[1];
+    fc_graph *cap_graph;                /* the origin's; a joined stream's is shared */
+    CUgraphNode cap_deps[FC_CAP_DEPS];  /* what the next captured node depends on */
+    CUgraphEdgeData cap_edges[FC_CAP_DEPS];
     size_t n_cap_deps;
+    /* Cross-stream capture: a stream that joined another's capture by
+     * waiting for an event recorded in it has that stream as cap_origin;
+     * an origin lists the streams that joined it (joined, join_next),
+     * which leave the capture when it ends or is dropped. */
+    struct fc_stream *cap_origin, *joined, *join_next;
 } fc_stream;
+
+/* An event (fc_event.c): where its last record was made. Outside capture
+ * that is a point in the one queue (seq); inside a capture, the capture
+ * (its origin stream and id) and the nodes a stream waiting for it then
+ * depends on. */
+typedef struct fc_event {
+    fc_obj obj;
+    uint64_t seq;
+    int in_capture;
+    fc_stream *cap_origin;
+    cuuint64_t cap_id;
+    CUgraphNode deps[FC_CAP_DEPS];
+    size_t ndeps;
+} fc_event;
 
 /* One host call: a CUhostFn, or a CUstreamCallback with its stream. */
 typedef struct fc_task {
@@ -290,6 +317,12 @@ CUresult fc_wait_done(uint64_t seq);
 CUresult fc_stream_get(CUstream h, int ptsz, fc_stream **out);
 CUresult fc_capture_forbid(fc_stream *s);
 void fc_stream_capture_drop(fc_stream *s);
+/* The capture s takes part in, by its origin stream (s itself for one it
+ * began); NULL if s does not capture. */
+fc_stream *fc_capture_origin(fc_stream *s);
+/* s joins the capture that ev was recorded in (or, already in it, adds
+ * ev's nodes to what its next node depends on). */
+CUresult fc_capture_join(fc_stream *s, const fc_event *ev);
 CUresult fc_capture_task(fc_stream *s, const fc_task *t);
 CUresult fc_capture_graph(fc_stream *s, const fc_graph *src);
 void fc_mem_release(fc_mem *m);

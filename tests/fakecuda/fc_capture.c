@@ -7,14 +7,92 @@
 /* ======================================================================
  * Stream capture.
  * ====================================================================== */
+/* s out of its capture: its state cleared (not the graph's). */
+static void capture_clear(fc_stream *s)
+{
+    s->cap_graph = NULL;
+    s->cap_status = CU_STREAM_CAPTURE_STATUS_NONE;
+    s->cap_origin = NULL;
+    fc_state.n_capturing--;
+}
+
+/* Every stream that joined origin's capture leaves it. */
+static void joined_leave(fc_stream *origin)
+{
+    while (origin->joined) {
+        fc_stream *j = origin->joined;
+        origin->joined = j->join_next;
+        j->join_next = NULL;
+        capture_clear(j);
+    }
+}
+
+/* A joined stream leaves; an origin's capture is dropped, with the streams
+ * that joined it, and its graph freed. */
 void fc_stream_capture_drop(fc_stream *s)
 {
     if (s->cap_status == CU_STREAM_CAPTURE_STATUS_NONE)
         return;
+    fc_stream *o = s->cap_origin;
+    if (o) {
+        fc_stream **p = &o->joined;
+        while (*p && *p != s)
+            p = &(*p)->join_next;
+        if (*p)
+            *p = s->join_next;
+        s->join_next = NULL;
+        capture_clear(s);
+        return;
+    }
+    joined_leave(s);
     fc_graph_free(s->cap_graph);
-    s->cap_graph = NULL;
-    s->cap_status = CU_STREAM_CAPTURE_STATUS_NONE;
-    fc_state.n_capturing--;
+    capture_clear(s);
+}
+
+fc_stream *fc_capture_origin(fc_stream *s)
+{
+    if (s->cap_status == CU_STREAM_CAPTURE_STATUS_NONE)
+        return NULL;
+    return s->cap_origin ? s->cap_origin : s;
+}
+
+/* ev's nodes added to what s's next node depends on (no node twice). */
+static void deps_merge(fc_stream *s, const fc_event *ev)
+{
+    for (size_t i = 0; i < ev->ndeps; i++) {
+        size_t k = 0;
+        while (k < s->n_cap_deps && s->cap_deps[k] != ev->deps[i])
+            k++;
+        if (k == s->n_cap_deps && k < FC_CAP_DEPS)
+            s->cap_deps[s->n_cap_deps++] = ev->deps[i];
+    }
+}
+
+CUresult fc_capture_join(fc_stream *s, const fc_event *ev)
+{
+    fc_stream *o = ev->cap_origin;
+    if (o->cap_status != CU_STREAM_CAPTURE_STATUS_ACTIVE || o->cap_id != ev->cap_id)
+        return CUDA_ERROR_STREAM_CAPTURE_ISOLATION; /* that capture is over */
+    fc_stream *mine = fc_capture_origin(s);
+    if (mine && mine != o)
+        return CUDA_ERROR_STREAM_CAPTURE_MERGE;
+    if (s->cap_status == CU_STREAM_CAPTURE_STATUS_INVALIDATED)
+        return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    if (!mine) {
+        s->cap_status = CU_STREAM_CAPTURE_STATUS_ACTIVE;
+        s->cap_mode = o->cap_mode;
+        s->cap_thread = o->cap_thread;
+        s->cap_id = o->cap_id;
+        s->cap_epoch = o->cap_epoch;
+        s->cap_graph = o->cap_graph;
+        s->cap_origin = o;
+        s->n_cap_deps = 0;
+        s->join_next = o->joined;
+        o->joined = s;
+        fc_state.n_capturing++;
+    }
+    deps_merge(s, ev);
+    return CUDA_SUCCESS;
 }
 
 /* A new node in the capture graph, after the previous captured node. */
@@ -93,6 +171,7 @@ static CUresult begin_capture(CUstream h, int ptsz, CUstreamCaptureMode mode)
         s->cap_id = fc_id();
         s->cap_epoch = fc_state.cap_epoch;
         s->n_cap_deps = 0;
+        s->cap_origin = s->joined = NULL;
         fc_state.n_capturing++;
     }
     fc_unlock();
@@ -133,11 +212,12 @@ static CUresult end_capture_locked(fc_stream *s, CUgraph *phGraph)
     if (s->cap_mode != CU_STREAM_CAPTURE_MODE_RELAXED &&
         !pthread_equal(s->cap_thread, pthread_self()))
         return CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
+    if (s->cap_origin) /* only the stream that began it ends it */
+        return CUDA_ERROR_STREAM_CAPTURE_UNMATCHED;
     fc_graph *gr = s->cap_graph;
     gr->capturer = NULL;
-    s->cap_graph = NULL;
-    s->cap_status = CU_STREAM_CAPTURE_STATUS_NONE;
-    fc_state.n_capturing--;
+    joined_leave(s);
+    capture_clear(s);
     *phGraph = (CUgraph)gr;
     return CUDA_SUCCESS;
 }

@@ -179,6 +179,85 @@ static void test_capture_threads(CUstream s)
     CHECK_OK(cuGraphDestroy(got));
 }
 
+/* Cross-stream capture: b joins a's capture by waiting for an event
+ * recorded in it, its node depends on a's, a's next node on both; the end
+ * of a's capture takes b out of it. Events outside capture; the errors. */
+static void test_capture_join(CUstream a)
+{
+    CUstream b, c;
+    CUevent ea, eb, out;
+    CUgraph g, g2;
+    CUstreamCaptureStatus st;
+    CUgraphNode nodes[4], deps[4];
+    size_t n = 4, nd = 4;
+    cuuint64_t ida = 0, idb = 0;
+    CHECK_OK(cuStreamCreate(&b, CU_STREAM_NON_BLOCKING));
+    CHECK_OK(cuStreamCreate(&c, CU_STREAM_NON_BLOCKING));
+    CHECK_OK(cuEventCreate(&ea, 0));
+    CHECK_OK(cuEventCreate(&eb, 0));
+    CHECK_OK(cuEventCreate(&out, 0));
+    CHECK_OK(cuEventRecord(out, b));
+    CHECK_OK(cuEventSynchronize(out));
+    CHECK_OK(cuStreamWaitEvent(c, out, 0)); /* outside capture: met */
+    CHECK_CU(cuStreamWaitEvent(c, out, 2), CUDA_ERROR_INVALID_VALUE);
+    runs_reset();
+    CHECK_OK(cuStreamBeginCapture_v2(a, CU_STREAM_CAPTURE_MODE_RELAXED));
+    CHECK_CU(cuStreamWaitEvent(a, out, 0), CUDA_ERROR_STREAM_CAPTURE_ISOLATION);
+    CHECK_OK(cuLaunchHostFunc(a, record, (void *)51));
+    CHECK_OK(cuEventRecord(ea, a));
+    CHECK_CU(cuEventSynchronize(ea), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    CHECK_OK(cuStreamWaitEvent(b, ea, 0));
+    CHECK_OK(cuStreamIsCapturing(b, &st));
+    CHECK(st == CU_STREAM_CAPTURE_STATUS_ACTIVE);
+    CHECK_OK(cuStreamGetCaptureInfo(a, &st, &ida));
+    CHECK_OK(cuStreamGetCaptureInfo(b, &st, &idb));
+    CHECK(ida != 0 && ida == idb);
+    CHECK_CU(cuStreamEndCapture(b, &g), CUDA_ERROR_STREAM_CAPTURE_UNMATCHED);
+    CHECK_OK(cuLaunchHostFunc(b, record, (void *)52));
+    CHECK_OK(cuEventRecord(eb, b));
+    CHECK_OK(cuStreamBeginCapture_v2(c, CU_STREAM_CAPTURE_MODE_RELAXED));
+    CHECK_CU(cuStreamWaitEvent(c, eb, 0), CUDA_ERROR_STREAM_CAPTURE_MERGE);
+    CHECK_OK(cuStreamEndCapture(c, &g2));
+    CHECK_OK(cuGraphDestroy(g2));
+    CHECK_OK(cuStreamWaitEvent(a, eb, 0));
+    CHECK_OK(cuLaunchHostFunc(a, record, (void *)53));
+    CHECK_OK(cuStreamEndCapture(a, &g));
+    CHECK_OK(cuStreamIsCapturing(b, &st));
+    CHECK(st == CU_STREAM_CAPTURE_STATUS_NONE);
+    CHECK_CU(cuStreamWaitEvent(c, ea, 0), CUDA_ERROR_STREAM_CAPTURE_ISOLATION);
+    CHECK_OK(cuGraphGetNodes(g, nodes, &n));
+    CHECK(n == 3);
+    CHECK_OK(cuGraphNodeGetDependencies(nodes[2], deps, &nd));
+    CHECK(nd == 2 && deps[0] == nodes[0] && deps[1] == nodes[1]);
+    CHECK_OK(cuCtxSynchronize());
+    CHECK(runs.n == 0); /* captured, not run */
+    CUgraphExec e = instantiate(g);
+    launch_and_wait(e, a);
+    CHECK(RUNS_ARE(51, 52, 53));
+    CHECK_OK(cuGraphExecDestroy(e));
+    CHECK_OK(cuGraphDestroy(g));
+    /* A joined stream destroyed leaves the capture; its origin ends it. */
+    CHECK_OK(cuStreamBeginCapture_v2(a, CU_STREAM_CAPTURE_MODE_RELAXED));
+    CHECK_OK(cuEventRecord(ea, a));
+    CHECK_OK(cuStreamWaitEvent(b, ea, 0));
+    CHECK_OK(cuStreamDestroy_v2(b));
+    CHECK_OK(cuStreamEndCapture(a, &g));
+    CHECK_OK(cuGraphDestroy(g));
+    /* An origin destroyed takes the streams that joined it out. */
+    CHECK_OK(cuStreamCreate(&b, CU_STREAM_NON_BLOCKING));
+    CHECK_OK(cuStreamBeginCapture_v2(b, CU_STREAM_CAPTURE_MODE_RELAXED));
+    CHECK_OK(cuEventRecord(eb, b));
+    CHECK_OK(cuStreamWaitEvent(c, eb, 0));
+    CHECK_OK(cuStreamDestroy_v2(b));
+    CHECK_OK(cuStreamIsCapturing(c, &st));
+    CHECK(st == CU_STREAM_CAPTURE_STATUS_NONE);
+    CHECK_OK(cuEventDestroy_v2(ea));
+    CHECK_OK(cuEventDestroy_v2(eb));
+    CHECK_OK(cuEventDestroy_v2(out));
+    CHECK_CU(cuEventDestroy_v2(out), CUDA_ERROR_INVALID_HANDLE);
+    CHECK_OK(cuStreamDestroy_v2(c));
+}
+
 void test_capture(void)
 {
     need_context();
@@ -189,6 +268,7 @@ void test_capture(void)
     test_capture_graph_launch(s);
     test_capture_ctx_sync(s);
     test_capture_threads(s);
+    test_capture_join(s);
     /* Destroying a stream mid-capture drops the capture. */
     CHECK_OK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
     CHECK_OK(cuLaunchHostFunc(s, record, NULL));
