@@ -53,8 +53,13 @@ typedef struct hcg_ring {
      * the lines the owner writes for every event. */
     _Atomic uint64_t pend_to;
     int64_t pend_off[HCG_SINK_SLOTS];
-    hcg_event ev[];
+    /* Each event on two lines of its own: unaligned, each shared a line
+     * with the next, which the producer then wrote while the collector
+     * could be reading the one before. */
+    _Alignas(64) hcg_event ev[];
 } ring;
+_Static_assert(offsetof(ring, ev) % 64 == 0 && sizeof(hcg_event) % 64 == 0,
+               "events start on cache lines");
 /* What the owner writes as each run begins (run_*) is one line. */
 _Static_assert(offsetof(ring, run_stream) + sizeof(uintptr_t) - offsetof(ring, run_fn) <= 64 &&
                    offsetof(ring, run_fn) / 64 == offsetof(ring, run_stream) / 64,

@@ -209,7 +209,7 @@ extern const hcg_sink *const hcg_sinks[];
 extern void (*const hcg_sinks_signal_mode)(int on);
 
 /* ---- flight.c: the flight recorder (under hcguard run) -------------------- */
-#define HCG_FLIGHT_MAGIC 0x3272666467636868ull /* "hhcgdfr2" */
+#define HCG_FLIGHT_MAGIC 0x3372666467636868ull /* "hhcgdfr3": events on lines of their own */
 #define HCG_FLIGHT_MAX_RINGS 64
 
 /* At the start of the file HCGUARD_FLIGHT names; then the call pools'
