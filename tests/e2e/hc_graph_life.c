@@ -12,6 +12,9 @@
  *       a graph launched into a capture (captured or refused), then three
  *       times on a stream: the three runs in the event log are all on that
  *       stream (checked by check_run_streams.sh)
+ *   hc_graph_life capture-to-graph
+ *       launches captured into the program's own graph after a node of it
+ *       (cuStreamBeginCaptureToGraph, and _ptsz): each runs at every replay
  *   hc_graph_life capture-join-race
  *       another thread launches on a stream that joins captures (waits for
  *       an event recorded in one) time after time: each launch ran once,
@@ -126,6 +129,8 @@
 #include "testutil.h"
 
 static atomic_int hits[4];
+static unsigned char life_src[8], life_dst[8];
+static hcguard_copy_record life_rec = {(uintptr_t)life_dst, (uintptr_t)life_src, 8};
 static CUstream life_stream; /* test_context()'s, made by setup */
 static void fn0(void *p) { (void)p; atomic_fetch_add(&hits[0], 1); }
 static void fn1(void *p) { (void)p; atomic_fetch_add(&hits[1], 1); }
@@ -1116,6 +1121,60 @@ static void replay(CUgraphExec e, CUstream s, int n)
     REQUIRE_OK(cuStreamSynchronize(s));
 }
 
+/* Captures into the program's own graph (cuStreamBeginCaptureToGraph,
+ * and its per-thread variant got through cuGetProcAddress), after a host
+ * node of it: the captured launches run at each replay, as the node does,
+ * and are freed with the graph. */
+typedef CUresult (*to_graph_fn)(CUstream, CUgraph, const CUgraphNode *, const CUgraphEdgeData *,
+                                size_t, CUstreamCaptureMode);
+
+static void capture_to_graph_with(to_graph_fn begin, CUstream cap, CUstream own)
+{
+    CUgraph g, got;
+    CUgraphNode n0;
+    CUgraphExec e;
+    CUDA_HOST_NODE_PARAMS p = {fn0, NULL};
+    memset(hits, 0, sizeof hits);
+    REQUIRE_OK(cuGraphCreate(&g, 0));
+    REQUIRE_OK(cuGraphAddHostNode(&n0, g, NULL, 0, &p));
+    REQUIRE_OK(begin(cap, g, &n0, NULL, 1, CU_STREAM_CAPTURE_MODE_RELAXED));
+    REQUIRE_OK(cuLaunchHostFunc(cap, fn1, NULL));
+    REQUIRE_OK(cuLaunchHostFunc(cap, test_copy_fn(NULL), &life_rec));
+    REQUIRE_OK(cuStreamEndCapture(cap, &got));
+    CHECK(got == g);
+    REQUIRE_OK(cuGraphInstantiateWithFlags(&e, g, 0));
+    replay(e, own, 3);
+    CHECK_EQ(atomic_load(&hits[0]), 3);
+    CHECK_EQ(atomic_load(&hits[1]), 3);
+    CHECK_EQ(life_dst[7], 7);
+    /* The node's and the two captured launches': kept with the graph, not
+     * freed after a run (which a replay could not tell from kept while
+     * nothing reuses them). */
+    CHECK_EQ(calls_live_settled(test_require_hcguard(NULL), 3), 3ull);
+    REQUIRE_OK(cuGraphExecDestroy(e));
+    REQUIRE_OK(cuGraphDestroy(g));
+}
+
+static void capture_to_graph(void)
+{
+    CUstream cap, own;
+    to_graph_fn ptsz = NULL;
+    CUdriverProcAddressQueryResult found;
+    REQUIRE_OK(cuStreamCreate(&cap, CU_STREAM_NON_BLOCKING));
+    REQUIRE_OK(cuStreamCreate(&own, CU_STREAM_NON_BLOCKING));
+    for (int i = 0; i < 8; i++)
+        life_src[i] = (unsigned char)i;
+    capture_to_graph_with(cuStreamBeginCaptureToGraph, cap, own);
+    REQUIRE_OK(cuGetProcAddress("cuStreamBeginCaptureToGraph", (void **)&ptsz, 12030,
+                                CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &found));
+    REQUIRE(ptsz != NULL);
+    capture_to_graph_with(ptsz, CU_STREAM_PER_THREAD, own);
+    printf("capture-to-graph: replays ran the captured launches\n");
+    CHECK_EQ(calls_live_settled(test_require_hcguard(NULL), 0), 0ull);
+    REQUIRE_OK(cuStreamDestroy(cap));
+    REQUIRE_OK(cuStreamDestroy(own));
+}
+
 static void capture_nested_refused(void)
 {
     CUstream cap, other;
@@ -1184,6 +1243,7 @@ static const check_scenario scenarios[] = {
     CHECK_SCENARIO("capture-race", capture_race),
     CHECK_SCENARIO("capture-race-graph", capture_race_graph),
     CHECK_SCENARIO("capture-join-race", capture_join_race),
+    CHECK_SCENARIO("capture-to-graph", capture_to_graph),
     CHECK_SCENARIO("capture-destroy", capture_destroy),
     CHECK_SCENARIO("exec-child-set", exec_child_set),
     CHECK_SCENARIO("capture-race-signal", capture_race_signal),

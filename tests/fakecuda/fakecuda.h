@@ -154,6 +154,7 @@ typedef struct fc_stream {
     cuuint64_t cap_id;
     uint64_t cap_epoch;
     fc_graph *cap_graph;                /* the origin's; a joined stream's is shared */
+    int cap_user_graph;                 /* cap_graph is the caller's (ToGraph) */
     CUgraphNode cap_deps[FC_CAP_DEPS];  /* what the next captured node depends on */
     CUgraphEdgeData cap_edges[FC_CAP_DEPS];
     size_t n_cap_deps;

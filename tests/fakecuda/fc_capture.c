@@ -45,7 +45,10 @@ void fc_stream_capture_drop(fc_stream *s)
         return;
     }
     joined_leave(s);
-    fc_graph_free(s->cap_graph);
+    if (s->cap_user_graph) /* the caller's: what was captured stays in it */
+        s->cap_graph->capturer = NULL;
+    else
+        fc_graph_free(s->cap_graph);
     capture_clear(s);
 }
 
@@ -149,7 +152,30 @@ CUresult fc_capture_graph(fc_stream *s, const fc_graph *src)
     return CUDA_SUCCESS;
 }
 
-static CUresult begin_capture(CUstream h, int ptsz, CUstreamCaptureMode mode)
+/* A capture into a new graph, or (into) into the caller's graph, its
+ * first node depending on deps (cuStreamBeginCaptureToGraph). */
+typedef struct fc_into {
+    CUgraph graph;
+    const CUgraphNode *deps;
+    size_t n;
+} fc_into;
+
+/* into's graph may be captured into: the caller's own, idle, and deps
+ * nodes of it (at most FC_CAP_DEPS). */
+static CUresult into_check(const fc_graph *g, const fc_into *into)
+{
+    if (!g || !g->registered || g->owner || g->capturer || into->n > FC_CAP_DEPS ||
+        (into->n && !into->deps))
+        return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < into->n; i++) {
+        fc_node *d = fc_node_get(into->deps[i], -1);
+        if (!d || d->graph != g)
+            return CUDA_ERROR_INVALID_VALUE;
+    }
+    return CUDA_SUCCESS;
+}
+
+static CUresult begin_capture(CUstream h, int ptsz, CUstreamCaptureMode mode, const fc_into *into)
 {
     FC_ENTER();
     if ((unsigned)mode > CU_STREAM_CAPTURE_MODE_RELAXED)
@@ -161,16 +187,22 @@ static CUresult begin_capture(CUstream h, int ptsz, CUstreamCaptureMode mode)
         r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     else if (r == CUDA_SUCCESS && s->cap_status)
         r = CUDA_ERROR_ILLEGAL_STATE;
-    if (r == CUDA_SUCCESS && !(s->cap_graph = fc_graph_new(1)))
+    fc_graph *g = into ? fc_obj_get(into->graph, FC_GRAPH) : NULL;
+    if (r == CUDA_SUCCESS && into)
+        r = into_check(g, into);
+    if (r == CUDA_SUCCESS && !(s->cap_graph = into ? g : fc_graph_new(1)))
         r = CUDA_ERROR_OUT_OF_MEMORY;
     if (r == CUDA_SUCCESS) {
         s->cap_graph->capturer = s;
+        s->cap_user_graph = into != NULL;
         s->cap_status = CU_STREAM_CAPTURE_STATUS_ACTIVE;
         s->cap_mode = mode;
         s->cap_thread = pthread_self();
         s->cap_id = fc_id();
         s->cap_epoch = fc_state.cap_epoch;
-        s->n_cap_deps = 0;
+        s->n_cap_deps = into ? into->n : 0;
+        for (size_t i = 0; i < s->n_cap_deps; i++)
+            s->cap_deps[i] = into->deps[i];
         s->cap_origin = s->joined = NULL;
         fc_state.n_capturing++;
     }
@@ -180,24 +212,57 @@ static CUresult begin_capture(CUstream h, int ptsz, CUstreamCaptureMode mode)
 
 FC_API CUresult CUDAAPI cuStreamBeginCapture(CUstream hStream)
 {
-    return begin_capture(hStream, 0, CU_STREAM_CAPTURE_MODE_GLOBAL);
+    return begin_capture(hStream, 0, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL);
 }
 
 FC_API CUresult CUDAAPI cuStreamBeginCapture_ptsz(CUstream hStream)
 {
-    return begin_capture(hStream, 1, CU_STREAM_CAPTURE_MODE_GLOBAL);
+    return begin_capture(hStream, 1, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL);
 }
 
 FC_API CUresult CUDAAPI cuStreamBeginCapture_v2(CUstream hStream,
                                                 CUstreamCaptureMode mode)
 {
-    return begin_capture(hStream, 0, mode);
+    return begin_capture(hStream, 0, mode, NULL);
 }
 
 FC_API CUresult CUDAAPI cuStreamBeginCapture_v2_ptsz(CUstream hStream,
                                                      CUstreamCaptureMode mode)
 {
-    return begin_capture(hStream, 1, mode);
+    return begin_capture(hStream, 1, mode, NULL);
+}
+
+/* Edge data other than the default is not modelled. */
+static CUresult begin_capture_to_graph(CUstream h, int ptsz, CUgraph g, const CUgraphNode *deps,
+                                       const CUgraphEdgeData *edges, size_t n,
+                                       CUstreamCaptureMode mode)
+{
+    static const CUgraphEdgeData plain;
+    for (size_t i = 0; edges && i < n; i++)
+        if (memcmp(&edges[i], &plain, sizeof plain) != 0)
+            return CUDA_ERROR_NOT_SUPPORTED;
+    fc_into into = {g, deps, n};
+    return begin_capture(h, ptsz, mode, &into);
+}
+
+FC_API CUresult CUDAAPI cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph,
+                                                    const CUgraphNode *dependencies,
+                                                    const CUgraphEdgeData *dependencyData,
+                                                    size_t numDependencies,
+                                                    CUstreamCaptureMode mode)
+{
+    return begin_capture_to_graph(hStream, 0, hGraph, dependencies, dependencyData,
+                                  numDependencies, mode);
+}
+
+FC_API CUresult CUDAAPI cuStreamBeginCaptureToGraph_ptsz(CUstream hStream, CUgraph hGraph,
+                                                         const CUgraphNode *dependencies,
+                                                         const CUgraphEdgeData *dependencyData,
+                                                         size_t numDependencies,
+                                                         CUstreamCaptureMode mode)
+{
+    return begin_capture_to_graph(hStream, 1, hGraph, dependencies, dependencyData,
+                                  numDependencies, mode);
 }
 
 static CUresult end_capture_locked(fc_stream *s, CUgraph *phGraph)

@@ -64,6 +64,8 @@ static const fc_proc fc_procs[] = {
     PT("cuStreamBeginCapture", 10000, cuStreamBeginCapture_ptsz),
     P("cuStreamBeginCapture", 10010, cuStreamBeginCapture_v2),
     PT("cuStreamBeginCapture", 10010, cuStreamBeginCapture_v2_ptsz),
+    P("cuStreamBeginCaptureToGraph", 12030, cuStreamBeginCaptureToGraph),
+    PT("cuStreamBeginCaptureToGraph", 12030, cuStreamBeginCaptureToGraph_ptsz),
     P("cuStreamEndCapture", 10000, cuStreamEndCapture),
     PT("cuStreamEndCapture", 10000, cuStreamEndCapture_ptsz),
     P("cuStreamIsCapturing", 10000, cuStreamIsCapturing),

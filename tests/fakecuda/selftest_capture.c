@@ -258,6 +258,46 @@ static void test_capture_join(CUstream a)
     CHECK_OK(cuStreamDestroy_v2(c));
 }
 
+/* A capture into the caller's graph, after one of its nodes. */
+static void test_capture_to_graph(CUstream s)
+{
+    CUgraph g, other, got;
+    CUgraphNode n0, n1, nodes[3], deps[2];
+    size_t n = 3, nd = 2;
+    CUDA_HOST_NODE_PARAMS p = {record, (void *)61};
+    CHECK_OK(cuGraphCreate(&g, 0));
+    CHECK_OK(cuGraphCreate(&other, 0));
+    CHECK_OK(cuGraphAddHostNode(&n0, g, NULL, 0, &p));
+    CHECK_OK(cuGraphAddHostNode(&n1, other, NULL, 0, &p));
+    CHECK_CU(cuStreamBeginCaptureToGraph(s, g, &n1, NULL, 1, CU_STREAM_CAPTURE_MODE_RELAXED),
+             CUDA_ERROR_INVALID_VALUE); /* a node of another graph */
+    runs_reset();
+    CHECK_OK(cuStreamBeginCaptureToGraph(s, g, &n0, NULL, 1, CU_STREAM_CAPTURE_MODE_RELAXED));
+    CHECK_CU(cuGraphDestroy(g), CUDA_ERROR_INVALID_VALUE); /* captured into */
+    CHECK_OK(cuLaunchHostFunc(s, record, (void *)62));
+    CHECK_OK(cuStreamEndCapture(s, &got));
+    CHECK(got == g);
+    CHECK_OK(cuGraphGetNodes(g, nodes, &n));
+    CHECK(n == 2);
+    CHECK_OK(cuGraphNodeGetDependencies(nodes[1], deps, &nd));
+    CHECK(nd == 1 && deps[0] == n0);
+    CUgraphExec e = instantiate(g);
+    launch_and_wait(e, s);
+    CHECK(RUNS_ARE(61, 62));
+    CHECK_OK(cuGraphExecDestroy(e));
+    /* A stream destroyed mid-capture leaves the caller's graph to it. */
+    CUstream s2;
+    CHECK_OK(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
+    CHECK_OK(cuStreamBeginCaptureToGraph(s2, g, NULL, NULL, 0, CU_STREAM_CAPTURE_MODE_RELAXED));
+    CHECK_OK(cuLaunchHostFunc(s2, record, (void *)63));
+    CHECK_OK(cuStreamDestroy_v2(s2));
+    n = 3;
+    CHECK_OK(cuGraphGetNodes(g, nodes, &n));
+    CHECK(n == 3);
+    CHECK_OK(cuGraphDestroy(other));
+    CHECK_OK(cuGraphDestroy(g));
+}
+
 void test_capture(void)
 {
     need_context();
@@ -269,6 +309,7 @@ void test_capture(void)
     test_capture_ctx_sync(s);
     test_capture_threads(s);
     test_capture_join(s);
+    test_capture_to_graph(s);
     /* Destroying a stream mid-capture drops the capture. */
     CHECK_OK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
     CHECK_OK(cuLaunchHostFunc(s, record, NULL));
