@@ -43,10 +43,11 @@ static pthread_rwlock_t capture_lock = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIA
  * which (3 while waiting, set before the lock is asked for; 0 after it is
  * let go). Nested, without it: a launch inside its thread's read needs
  * none (that hold keeps every begin and end out); one inside a write or a
- * wait cannot trust its answer, and keeps its call (nested_unsure); a
- * destroy counts no capture ended; a begin or an end is refused
- * (nested_refused): it could change the answer of the very launch it
- * interrupted. */
+ * wait cannot trust its answer, and keeps its call (nested_unsure). Nested
+ * in any call of its own thread that holds, waits for or is marked instead
+ * of the lock (nested_call): a destroy counts no capture ended; a begin,
+ * an end, or a wait while a capture is open, is refused (nested_refused):
+ * it could change the answer of the very launch it interrupted. */
 static hcg_capture_token capture_take(int write)
 {
     hcg_capture_token t = {hcg_nocancel_begin(), 0};
@@ -66,9 +67,20 @@ static int nested_unsure(void)
     return hcg_self.capture_held > 1;
 }
 
-/* A begin or an end called from a signal handler inside a call of its own
- * thread that holds or waits for the lock: refused (capture_take), said
- * once. */
+/* A call from a signal handler inside a call of its own thread that holds
+ * or waits for the lock, or that is marked (it read "no capture open" and
+ * has not had the driver's answer: hcg_launch_mark; its pool only, not
+ * taken here). A begin there would not wait for the call it interrupted:
+ * that launch would be captured, taken for a one-shot. */
+static int nested_call(void)
+{
+    const hcg_pool *p = hcg_self.pool;
+    return hcg_self.capture_held ||
+           (p && atomic_load_explicit(&p->in_launch, memory_order_relaxed) != 0);
+}
+
+/* A begin, an end or a wait called from a signal handler inside a call of
+ * its own thread (nested_call): refused, said once. */
 __attribute__((noinline, cold)) static int nested_refused(const char *name)
 {
     static atomic_int said;
@@ -681,6 +693,10 @@ static int captures_open;
 /* HCG_LAUNCH_CAPTURE stays set for good: set where launches could not be
  * waited for (no membarrier(2), or a begin inside a host function). */
 static atomic_int capture_sticky;
+/* A capture was begun without the lock (inside a host function, audit
+ * mode): not counted in captures_open, so it may be open whatever that
+ * says, for good. */
+static atomic_int capture_untracked;
 /* The streams whose captures are open and that a program can destroy (not
  * a default stream): one destroyed while it captures never ends its
  * capture, which would keep every launch asking for good. Changed with
@@ -727,6 +743,7 @@ static int origin_remove(CUstream s)
 static void capture_opening(hcg_capture_token t)
 {
     if (!t.held) { /* inside a host function: nothing can be waited for */
+        atomic_store(&capture_untracked, 1);
         atomic_store(&capture_sticky, 1);
         atomic_fetch_or(&hcg_g_launch_rare, HCG_LAUNCH_CAPTURE);
         return;
@@ -765,7 +782,7 @@ static void capture_closing(void)
         hcg_pfn_##name f = atomic_load(&d->name);                              \
         if (!f)                                                                \
             return CUDA_ERROR_NOT_SUPPORTED;                                   \
-        if (HCG_UNLIKELY(hcg_self.capture_held) && nested_refused(#name))      \
+        if (HCG_UNLIKELY(nested_call()) && nested_refused(#name))              \
             return CUDA_ERROR_NOT_PERMITTED;                                   \
         hcg_capture_token t = capture_take(1);                                 \
         capture_opening(t);                                                    \
@@ -788,7 +805,7 @@ static void capture_closing(void)
         hcg_pfn_##name f = atomic_load(&d->name);                              \
         if (!f)                                                                \
             return CUDA_ERROR_NOT_SUPPORTED;                                   \
-        if (HCG_UNLIKELY(hcg_self.capture_held) && nested_refused(#name))      \
+        if (HCG_UNLIKELY(nested_call()) && nested_refused(#name))              \
             return CUDA_ERROR_NOT_PERMITTED;                                   \
         if (!(atomic_load(&hcg_g_launch_rare) & HCG_LAUNCH_CAPTURE))           \
             return f(s, g); /* none open: no launch asks */                    \
@@ -822,11 +839,13 @@ END_CAPTURE_WRAPPER(cuStreamEndCapture_ptsz, 1)
  * (only on the stream that began it), so it is counted as ended; the
  * driver takes no more nodes into a graph that nobody can get. Nothing to
  * do while no capture is open, or once launches ask for good (sticky):
- * no write lock then, which would hold up every launch. */
+ * no write lock then, which would hold up every launch; nor from a signal
+ * handler inside a call of its own thread (nested_call), which is made,
+ * counting no capture ended. */
 static CUresult stream_destroy(hcg_pfn_cuStreamDestroy_v2 f, CUstream s)
 {
     if (!(atomic_load(&hcg_g_launch_rare) & HCG_LAUNCH_CAPTURE) || !destroyable(s) ||
-        atomic_load(&capture_sticky))
+        atomic_load(&capture_sticky) || nested_call())
         return f(s);
     hcg_capture_token t = capture_take(1);
     CUresult r = f(s);
@@ -855,20 +874,22 @@ CUresult hcg_w_cuStreamDestroy_v2(CUstream s)
 }
 
 /* A stream that waits for an event recorded in a capture joins that
- * capture, and launches on it become nodes from then on: while a capture
- * is open, the wait holds the lock to write, as a begin does, so that no
- * launch on that stream is between its question and the driver's taking
- * it. While none is, the wait is marked as a launch is (run.h), so that a
- * begin opening the first capture waits for it: a wait that read the flag
+ * capture, and launches on it become nodes from then on: the wait is
+ * ordered with launches as a begin is. While no capture is open, a thread
+ * that has a pool marks it as a launch does (run.h), so that a begin
+ * opening the first capture waits for the wait: one that read the flag
  * clear may yet join a stream to that capture (an event recorded in it
- * meanwhile). From a thread with no pool (more threads than pools), and
- * once launches ask for good, it takes the lock all the same. A wait from
- * a signal handler inside its thread's own launch, begin or end while a
- * capture is open is refused, as a begin is there. */
+ * meanwhile). Otherwise the wait holds the lock to read, which keeps
+ * begins out, and to write while a capture may be open (counted, or begun
+ * without the lock), so that no launch on the stream it joins is between
+ * its question and the driver's taking it. No pool is taken for a wait
+ * (one taken before start-up would stay out of the flight record). A wait
+ * from a signal handler inside a call of its own thread is refused while
+ * the flag is set, as a begin is there (nested_call). */
 static CUresult stream_wait_event(hcg_pfn_cuStreamWaitEvent f, const char *name, CUstream s,
                                   CUevent e, unsigned int flags)
 {
-    hcg_pool *p = hcg_self.in_host_fn ? NULL : hcg_pool_mine();
+    hcg_pool *p = hcg_self.in_host_fn ? NULL : hcg_self.pool;
     if (p) {
         hcg_launch_mark(p);
         if (!(atomic_load_explicit(&hcg_g_launch_rare, memory_order_acquire) & HCG_LAUNCH_CAPTURE)) {
@@ -878,9 +899,14 @@ static CUresult stream_wait_event(hcg_pfn_cuStreamWaitEvent f, const char *name,
         }
         hcg_launch_unmark(p);
     }
-    if (HCG_UNLIKELY(hcg_self.capture_held) && nested_refused(name))
+    if (HCG_UNLIKELY(nested_call()) &&
+        (atomic_load(&hcg_g_launch_rare) & HCG_LAUNCH_CAPTURE) && nested_refused(name))
         return CUDA_ERROR_NOT_PERMITTED;
-    hcg_capture_token t = capture_take(1);
+    hcg_capture_token t = capture_take(0);
+    if (t.held && (captures_open || atomic_load(&capture_untracked))) {
+        hcg_capture_release(t);
+        t = capture_take(1);
+    }
     CUresult r = f(s, e, flags);
     hcg_capture_release(t);
     return r;

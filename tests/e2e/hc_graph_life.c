@@ -12,6 +12,14 @@
  *       a graph launched into a capture (captured or refused), then three
  *       times on a stream: the three runs in the event log are all on that
  *       stream (checked by check_run_streams.sh)
+ *   hc_graph_life capture-in-marked-launch
+ *       a begin, and a wait once another thread opened a capture, from a
+ *       signal handler inside a launch that read "no capture open": both
+ *       refused, the launch runs once (test driver only: FAKECUDA_LAUNCH_YIELD)
+ *   hc_graph_life capture-join-race-waiter
+ *       the same, the stream joined by another thread's waits made at any
+ *       time, with no capture open too (the test driver yields inside a
+ *       wait: FAKECUDA_WAIT_YIELD=1)
  *   hc_graph_life capture-to-graph
  *       launches captured into the program's own graph after a node of it
  *       (cuStreamBeginCaptureToGraph, and _ptsz): each runs at every replay
@@ -757,6 +765,12 @@ static int join_capture(CUstream a, CUstream b, CUstream own, CUevent ea, CUeven
                   (int)ended);
         if (g)
             REQUIRE_OK(cuGraphDestroy(g));
+        static atomic_int said; /* what the driver leaves b in (once) */
+        CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+        CUresult q = cuStreamIsCapturing(b, &st);
+        if (!atomic_exchange(&said, 1))
+            printf("a capture not ended (capture %d, end %d): b then captures: %d (query %d)\n",
+                   (int)r, (int)ended, (int)st, (int)q);
         return 1;
     }
     REQUIRE_OK(cuGraphInstantiateWithFlags(&e, g, 0));
@@ -804,7 +818,7 @@ static void capture_join_race(void)
     printf("capture join race: %d captures, %d not ended; launches run once %d, %d times %d, "
            "never %d (%d refused)\n",
            captures, unended, counts[1], RACE_REPLAYS, counts[RACE_REPLAYS], counts[0], refused);
-    CHECK(unended <= captures); /* one ended, at least */
+    CHECK(counts[RACE_REPLAYS] > 0); /* some launches were captured, and replayed */
     REQUIRE_OK(cuEventDestroy(ea));
     REQUIRE_OK(cuEventDestroy(eb));
     CHECK_EQ(calls_live_settled(test_require_hcguard(NULL), 0), 0ull);
@@ -1226,6 +1240,176 @@ static void capture_fork_in_launch_open(void)
     REQUIRE_OK(cuGraphDestroy(g));
 }
 
+/* ---- capture-join-race-waiter ------------------------------------------ */
+static atomic_int waiter_stop;
+static CUevent waiter_ev;
+
+/* b waits for the event the captures record, time after time: one made
+ * while no capture is open (marked, not holding the lock) may still look
+ * at the event after another thread's begin and record (the test driver
+ * yields there: FAKECUDA_WAIT_YIELD=1), and join b to that capture. */
+static void *join_waiter(void *p)
+{
+    CUstream b = p, mine;
+    REQUIRE_OK(cuCtxSetCurrent(race_ctx));
+    /* A launch first: this thread has a pool, so its waits are marked
+     * while no capture is open (one without takes the lock to read). */
+    REQUIRE_OK(cuStreamCreate(&mine, CU_STREAM_NON_BLOCKING));
+    REQUIRE_OK(cuLaunchHostFunc(mine, fn1, NULL));
+    REQUIRE_OK(cuStreamSynchronize(mine));
+    while (!atomic_load(&waiter_stop)) {
+        CUresult r = cuStreamWaitEvent(b, waiter_ev, 0);
+        if (!capture_error(r))
+            REQUIRE_OK(r);
+    }
+    REQUIRE_OK(cuStreamDestroy(mine));
+    return NULL;
+}
+
+/* As capture-join-race, but b joins the captures through another thread's
+ * waits, made at any time: a begin must wait for a wait that read "no
+ * capture open", as for a launch. The captures do not rejoin b (the test
+ * driver does not ask them to). */
+static void capture_join_race_waiter(void)
+{
+    CUstream a, b, own;
+    pthread_t l, w;
+    int captures = 0, counts[RACE_REPLAYS + 1] = {0};
+    REQUIRE_OK(cuCtxGetCurrent(&race_ctx));
+    REQUIRE_OK(cuStreamCreate(&a, CU_STREAM_NON_BLOCKING));
+    REQUIRE_OK(cuStreamCreate(&b, CU_STREAM_NON_BLOCKING));
+    REQUIRE_OK(cuStreamCreate(&own, CU_STREAM_NON_BLOCKING));
+    REQUIRE_OK(cuEventCreate(&waiter_ev, CU_EVENT_DISABLE_TIMING));
+    REQUIRE(pthread_create(&l, NULL, join_launcher, b) == 0);
+    REQUIRE(pthread_create(&w, NULL, join_waiter, b) == 0);
+    while (!atomic_load(&join_done)) {
+        CUgraph g;
+        CUgraphExec e;
+        REQUIRE_OK(cuStreamBeginCapture(a, CU_STREAM_CAPTURE_MODE_RELAXED));
+        REQUIRE_OK(cuEventRecord(waiter_ev, a));
+        sched_yield();
+        REQUIRE_OK(cuStreamEndCapture(a, &g));
+        REQUIRE_OK(cuGraphInstantiateWithFlags(&e, g, 0));
+        for (int k = 0; k < RACE_REPLAYS; k++)
+            REQUIRE_OK(cuGraphLaunch(e, own));
+        REQUIRE_OK(cuStreamSynchronize(own));
+        REQUIRE_OK(cuGraphExecDestroy(e));
+        REQUIRE_OK(cuGraphDestroy(g));
+        captures++;
+    }
+    atomic_store(&waiter_stop, 1);
+    pthread_join(l, NULL);
+    pthread_join(w, NULL);
+    REQUIRE_OK(cuStreamSynchronize(b));
+    for (int i = 0; i < RACE_LAUNCHES; i++) {
+        int n = atomic_load(&join_runs[i]);
+        CHECK_MSG(n == 1 || n == RACE_REPLAYS, "launch %d ran %d times", i, n);
+        counts[n >= 0 && n <= RACE_REPLAYS ? n : 0]++;
+    }
+    printf("capture join race, waiter: %d captures; launches run once %d, %d times %d\n",
+           captures, counts[1], RACE_REPLAYS, counts[RACE_REPLAYS]);
+    CHECK(counts[RACE_REPLAYS] > 0);
+    REQUIRE_OK(cuEventDestroy(waiter_ev));
+    CHECK_EQ(calls_live_settled(test_require_hcguard(NULL), 0), 0ull);
+}
+
+/* ---- capture-in-marked-launch ------------------------------------------ */
+/* The test driver's launch yields (FAKECUDA_LAUNCH_YIELD=1) after hcguard
+ * read "no capture open" and before the driver looks at the stream; this
+ * program's sched_yield, armed (nested_armed), raises SIGUSR2 there, so
+ * that the handler runs inside that launch's window. */
+static CUstream mk_a, mk_b;
+static CUevent mk_ea, mk_plain;
+static CUresult mk_r[3];
+static atomic_int mk_go, mk_refused_after_ms = -1;
+
+/* Part 1: a begin of a's capture, an event recorded in it and b's wait
+ * for it, from inside a launch on b that read "no capture open". */
+static void mk_begin_handler(int sig)
+{
+    (void)sig;
+    mk_r[0] = cuStreamBeginCapture(mk_a, CU_STREAM_CAPTURE_MODE_RELAXED);
+    mk_r[1] = cuEventRecord(mk_ea, mk_a);
+    mk_r[2] = cuStreamWaitEvent(mk_b, mk_ea, 0);
+}
+
+/* Part 2: another thread's begin is let go, then waits from inside the
+ * launch until one is refused (at most 1.5 s). */
+static void mk_wait_handler(int sig)
+{
+    (void)sig;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    atomic_store(&mk_go, 1);
+    for (;;) {
+        CUresult r = cuStreamWaitEvent(mk_b, mk_plain, 0);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        long ms = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
+        if (r == CUDA_ERROR_NOT_PERMITTED) {
+            atomic_store(&mk_refused_after_ms, (int)ms);
+            return;
+        }
+        if (ms > 1500)
+            return;
+    }
+}
+
+static void *mk_beginner(void *p)
+{
+    CUstream x = p;
+    CUgraph g;
+    REQUIRE_OK(cuCtxSetCurrent(race_ctx));
+    while (!atomic_load(&mk_go))
+        usleep(100);
+    REQUIRE_OK(cuStreamBeginCapture(x, CU_STREAM_CAPTURE_MODE_RELAXED));
+    REQUIRE_OK(cuStreamEndCapture(x, &g));
+    REQUIRE_OK(cuGraphDestroy(g));
+    return NULL;
+}
+
+/* Signal handlers inside a launch that read "no capture open" (marked,
+ * not holding the captures' lock): a begin there is refused (it would not
+ * wait for that launch, which the driver would then capture as a launch
+ * hcguard frees after one run), and so is a wait once another thread's
+ * begin has opened a capture (it would wait for the lock behind that
+ * begin, which waits for this very launch). */
+static void capture_in_marked_launch(void)
+{
+    CUstream x;
+    pthread_t t;
+    REQUIRE_OK(cuCtxGetCurrent(&race_ctx));
+    REQUIRE_OK(cuStreamCreate(&mk_a, CU_STREAM_NON_BLOCKING));
+    REQUIRE_OK(cuStreamCreate(&mk_b, CU_STREAM_NON_BLOCKING));
+    REQUIRE_OK(cuStreamCreate(&x, CU_STREAM_NON_BLOCKING));
+    REQUIRE_OK(cuEventCreate(&mk_ea, CU_EVENT_DISABLE_TIMING));
+    REQUIRE_OK(cuEventCreate(&mk_plain, CU_EVENT_DISABLE_TIMING));
+    REQUIRE_OK(cuEventRecord(mk_plain, x));
+    memset(hits, 0, sizeof hits);
+    on_signal(SIGUSR2, mk_begin_handler);
+    nested_armed = 1;
+    REQUIRE_OK(cuLaunchHostFunc(mk_b, fn0, NULL));
+    CHECK_MSG(!nested_armed, "the launch did not yield (FAKECUDA_LAUNCH_YIELD=1?)");
+    printf("in a marked launch: begin %d, record %d, wait %d\n", (int)mk_r[0], (int)mk_r[1],
+           (int)mk_r[2]);
+    CHECK_EQ(mk_r[0], CUDA_ERROR_NOT_PERMITTED);
+    CHECK_EQ(mk_r[1], CUDA_SUCCESS); /* a not capturing: a plain record */
+    CHECK_EQ(mk_r[2], CUDA_SUCCESS);
+    REQUIRE_OK(cuStreamSynchronize(mk_b));
+    CHECK_EQ(atomic_load(&hits[0]), 1);
+    on_signal(SIGUSR2, mk_wait_handler);
+    REQUIRE(pthread_create(&t, NULL, mk_beginner, x) == 0);
+    nested_armed = 1;
+    REQUIRE_OK(cuLaunchHostFunc(mk_b, fn0, NULL));
+    pthread_join(t, NULL);
+    printf("in a marked launch, a capture opened meanwhile: wait refused after %d ms\n",
+           atomic_load(&mk_refused_after_ms));
+    CHECK(atomic_load(&mk_refused_after_ms) >= 0);
+    REQUIRE_OK(cuStreamSynchronize(mk_b));
+    CHECK_EQ(atomic_load(&hits[0]), 2);
+    REQUIRE_OK(cuEventDestroy(mk_ea));
+    REQUIRE_OK(cuEventDestroy(mk_plain));
+}
+
 static void setup(void)
 {
     life_stream = test_context();
@@ -1243,7 +1427,9 @@ static const check_scenario scenarios[] = {
     CHECK_SCENARIO("capture-race", capture_race),
     CHECK_SCENARIO("capture-race-graph", capture_race_graph),
     CHECK_SCENARIO("capture-join-race", capture_join_race),
+    CHECK_SCENARIO("capture-join-race-waiter", capture_join_race_waiter),
     CHECK_SCENARIO("capture-to-graph", capture_to_graph),
+    CHECK_SCENARIO("capture-in-marked-launch", capture_in_marked_launch),
     CHECK_SCENARIO("capture-destroy", capture_destroy),
     CHECK_SCENARIO("exec-child-set", exec_child_set),
     CHECK_SCENARIO("capture-race-signal", capture_race_signal),

@@ -324,6 +324,8 @@ fc_stream *fc_capture_origin(fc_stream *s);
 /* s joins the capture that ev was recorded in (or, already in it, adds
  * ev's nodes to what its next node depends on). */
 CUresult fc_capture_join(fc_stream *s, const fc_event *ev);
+/* s is being destroyed: events recorded in its captures forget it. */
+void fc_events_forget(const fc_stream *s);
 CUresult fc_capture_task(fc_stream *s, const fc_task *t);
 CUresult fc_capture_graph(fc_stream *s, const fc_graph *src);
 void fc_mem_release(fc_mem *m);

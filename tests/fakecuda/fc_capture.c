@@ -59,23 +59,29 @@ fc_stream *fc_capture_origin(fc_stream *s)
     return s->cap_origin ? s->cap_origin : s;
 }
 
-/* ev's nodes added to what s's next node depends on (no node twice). */
-static void deps_merge(fc_stream *s, const fc_event *ev)
+/* ev's nodes added to what s's next node depends on (no node twice); more
+ * than FC_CAP_DEPS is not modelled. */
+static CUresult deps_merge(fc_stream *s, const fc_event *ev)
 {
     for (size_t i = 0; i < ev->ndeps; i++) {
         size_t k = 0;
         while (k < s->n_cap_deps && s->cap_deps[k] != ev->deps[i])
             k++;
-        if (k == s->n_cap_deps && k < FC_CAP_DEPS)
+        if (k == FC_CAP_DEPS)
+            return CUDA_ERROR_NOT_SUPPORTED;
+        if (k == s->n_cap_deps)
             s->cap_deps[s->n_cap_deps++] = ev->deps[i];
     }
+    return CUDA_SUCCESS;
 }
 
 CUresult fc_capture_join(fc_stream *s, const fc_event *ev)
 {
-    fc_stream *o = ev->cap_origin;
-    if (o->cap_status != CU_STREAM_CAPTURE_STATUS_ACTIVE || o->cap_id != ev->cap_id)
+    fc_stream *o = ev->cap_origin; /* NULL: destroyed since */
+    if (!o || o->cap_status != CU_STREAM_CAPTURE_STATUS_ACTIVE || o->cap_id != ev->cap_id)
         return CUDA_ERROR_STREAM_CAPTURE_ISOLATION; /* that capture is over */
+    if (s == &fc_legacy) /* as a begin on it */
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     fc_stream *mine = fc_capture_origin(s);
     if (mine && mine != o)
         return CUDA_ERROR_STREAM_CAPTURE_MERGE;
@@ -94,8 +100,7 @@ CUresult fc_capture_join(fc_stream *s, const fc_event *ev)
         o->joined = s;
         fc_state.n_capturing++;
     }
-    deps_merge(s, ev);
-    return CUDA_SUCCESS;
+    return deps_merge(s, ev);
 }
 
 /* A new node in the capture graph, after the previous captured node. */

@@ -2,6 +2,8 @@
  * one, which is how a stream joins another's capture (cross-stream
  * capture). Outside capture a wait is already met: every stream's work
  * runs in the one queue's order. */
+#include <sched.h>
+
 #include "fakecuda.h"
 
 FC_API CUresult CUDAAPI cuEventCreate(CUevent *phEvent, unsigned int Flags)
@@ -30,6 +32,14 @@ static CUresult event_destroy(CUevent h)
     fc_unlock();
     free(e);
     return e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+void fc_events_forget(const fc_stream *s)
+{
+    for (size_t b = 0; b < FC_BUCKETS; b++)
+        for (fc_obj *o = fc_state.objs[b]; o; o = o->hnext)
+            if (o->kind == FC_EVENT && ((fc_event *)o)->cap_origin == s)
+                ((fc_event *)o)->cap_origin = NULL;
 }
 
 FC_API CUresult CUDAAPI cuEventDestroy(CUevent hEvent) { return event_destroy(hEvent); }
@@ -83,6 +93,15 @@ FC_API CUresult CUDAAPI cuEventSynchronize(CUevent hEvent)
     return r;
 }
 
+/* FAKECUDA_WAIT_YIELD=1: a wait yields before it looks at the event, so
+ * that another thread's begin and record land between the caller's last
+ * look and the wait's (race tests). */
+static int wait_yields(void)
+{
+    static atomic_int v = -1;
+    return fc_knob_once(&v, "FAKECUDA_WAIT_YIELD");
+}
+
 /* An event recorded in a capture: the stream joins that capture. One
  * recorded outside: met already (one queue), but not from inside a
  * capture, which cannot depend on work outside it. */
@@ -91,6 +110,8 @@ static CUresult stream_wait_event(CUstream hs, CUevent h, unsigned int flags, in
     FC_ENTER();
     if (flags & ~(unsigned)CU_EVENT_WAIT_EXTERNAL)
         return CUDA_ERROR_INVALID_VALUE;
+    if (wait_yields())
+        sched_yield();
     fc_lock();
     fc_event *e = fc_obj_get(h, FC_EVENT);
     fc_stream *s;

@@ -64,6 +64,7 @@ static CUresult stream_destroy(CUstream hStream)
     if (s) {
         fc_obj_del(&s->obj);
         fc_stream_capture_drop(s);
+        fc_events_forget(s);
     }
     fc_unlock();
     free(s);

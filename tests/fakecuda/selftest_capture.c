@@ -243,14 +243,17 @@ static void test_capture_join(CUstream a)
     CHECK_OK(cuStreamDestroy_v2(b));
     CHECK_OK(cuStreamEndCapture(a, &g));
     CHECK_OK(cuGraphDestroy(g));
-    /* An origin destroyed takes the streams that joined it out. */
+    /* An origin destroyed takes the streams that joined it out, and its
+     * events join nothing after. The legacy stream joins nothing. */
     CHECK_OK(cuStreamCreate(&b, CU_STREAM_NON_BLOCKING));
     CHECK_OK(cuStreamBeginCapture_v2(b, CU_STREAM_CAPTURE_MODE_RELAXED));
     CHECK_OK(cuEventRecord(eb, b));
+    CHECK_CU(cuStreamWaitEvent(CU_STREAM_LEGACY, eb, 0), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
     CHECK_OK(cuStreamWaitEvent(c, eb, 0));
     CHECK_OK(cuStreamDestroy_v2(b));
     CHECK_OK(cuStreamIsCapturing(c, &st));
     CHECK(st == CU_STREAM_CAPTURE_STATUS_NONE);
+    CHECK_CU(cuStreamWaitEvent(c, eb, 0), CUDA_ERROR_STREAM_CAPTURE_ISOLATION);
     CHECK_OK(cuEventDestroy_v2(ea));
     CHECK_OK(cuEventDestroy_v2(eb));
     CHECK_OK(cuEventDestroy_v2(out));
