@@ -635,6 +635,19 @@ static void *race_launcher(void *p)
     return NULL;
 }
 
+/* g instantiated, launched RACE_REPLAYS times on own and waited for,
+ * then destroyed with its executable graph. */
+static void replay_and_destroy(CUgraph g, CUstream own)
+{
+    CUgraphExec e;
+    REQUIRE_OK(cuGraphInstantiateWithFlags(&e, g, 0));
+    for (int r = 0; r < RACE_REPLAYS; r++)
+        REQUIRE_OK(cuGraphLaunch(e, own));
+    REQUIRE_OK(cuStreamSynchronize(own));
+    REQUIRE_OK(cuGraphExecDestroy(e));
+    REQUIRE_OK(cuGraphDestroy(g));
+}
+
 /* The end of a capture of s (whatever the other thread launched into it
  * meanwhile), run RACE_REPLAYS times on own: the number of host nodes it
  * had (race_capture: begun and ended). graphs:
@@ -643,21 +656,16 @@ static void *race_launcher(void *p)
 static long race_capture_end(CUstream s, CUstream own, int graphs)
 {
     CUgraph g;
-    CUgraphExec e;
     size_t n = 0;
     CUresult ended = cuStreamEndCapture(s, &g);
     if (ended == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED && graphs)
         return 0; /* a graph launch the driver refused invalidated it */
     REQUIRE_OK(ended);
     REQUIRE_OK(cuGraphGetNodes(g, NULL, &n));
-    if (n) {
-        REQUIRE_OK(cuGraphInstantiateWithFlags(&e, g, 0));
-        for (int r = 0; r < RACE_REPLAYS; r++)
-            REQUIRE_OK(cuGraphLaunch(e, own));
-        REQUIRE_OK(cuStreamSynchronize(own));
-        REQUIRE_OK(cuGraphExecDestroy(e));
-    }
-    REQUIRE_OK(cuGraphDestroy(g));
+    if (n)
+        replay_and_destroy(g, own);
+    else
+        REQUIRE_OK(cuGraphDestroy(g));
     return (long)n;
 }
 
@@ -750,7 +758,6 @@ static void *join_launcher(void *p)
 static int join_capture(CUstream a, CUstream b, CUstream own, CUevent ea, CUevent eb)
 {
     CUgraph g = NULL;
-    CUgraphExec e;
     REQUIRE_OK(cuStreamBeginCapture(a, CU_STREAM_CAPTURE_MODE_RELAXED));
     CUresult r = cuEventRecord(ea, a);
     if (r == CUDA_SUCCESS)
@@ -773,12 +780,7 @@ static int join_capture(CUstream a, CUstream b, CUstream own, CUevent ea, CUeven
                    (int)r, (int)ended, (int)st, (int)q);
         return 1;
     }
-    REQUIRE_OK(cuGraphInstantiateWithFlags(&e, g, 0));
-    for (int k = 0; k < RACE_REPLAYS; k++)
-        REQUIRE_OK(cuGraphLaunch(e, own));
-    REQUIRE_OK(cuStreamSynchronize(own));
-    REQUIRE_OK(cuGraphExecDestroy(e));
-    REQUIRE_OK(cuGraphDestroy(g));
+    replay_and_destroy(g, own);
     return 0;
 }
 
@@ -1284,17 +1286,11 @@ static void capture_join_race_waiter(void)
     REQUIRE(pthread_create(&w, NULL, join_waiter, b) == 0);
     while (!atomic_load(&join_done)) {
         CUgraph g;
-        CUgraphExec e;
         REQUIRE_OK(cuStreamBeginCapture(a, CU_STREAM_CAPTURE_MODE_RELAXED));
         REQUIRE_OK(cuEventRecord(waiter_ev, a));
         sched_yield();
         REQUIRE_OK(cuStreamEndCapture(a, &g));
-        REQUIRE_OK(cuGraphInstantiateWithFlags(&e, g, 0));
-        for (int k = 0; k < RACE_REPLAYS; k++)
-            REQUIRE_OK(cuGraphLaunch(e, own));
-        REQUIRE_OK(cuStreamSynchronize(own));
-        REQUIRE_OK(cuGraphExecDestroy(e));
-        REQUIRE_OK(cuGraphDestroy(g));
+        replay_and_destroy(g, own);
         captures++;
     }
     atomic_store(&waiter_stop, 1);
