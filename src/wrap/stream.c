@@ -1,6 +1,7 @@
 /* Stream wrappers: cuLaunchHostFunc and its variants, and the capture
  * entry points (a host function enqueued while its stream captures becomes
  * a graph node and runs once per replay). */
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 
@@ -67,6 +68,41 @@ static int nested_unsure(void)
     return hcg_self.capture_held > 1;
 }
 
+/* A mark of this thread's pool found by nested_call for 2 s is taken to
+ * be left by a call the thread jumped out of (siglongjmp from a handler),
+ * not one a handler interrupted: stale_marks of its marks are not counted
+ * from then on (until the count is seen lower), as a begin's settle gives
+ * up on it. marked_since: when nested_call first found it marked, 0 once
+ * it found it not. */
+#define STALE_MARK_NS 2000000000ull
+static _Thread_local uint32_t stale_marks;
+static _Thread_local uint64_t marked_since;
+
+/* More marks on p than this thread has left behind; a mark older than
+ * STALE_MARK_NS becomes one left behind (said once). */
+static int marked_now(hcg_pool *p)
+{
+    uint32_t n = atomic_load_explicit(&p->in_launch, memory_order_relaxed);
+    if (n <= stale_marks) {
+        stale_marks = n;
+        marked_since = 0;
+        return 0;
+    }
+    uint64_t now = hcg_wait_clock_ns();
+    if (!marked_since)
+        marked_since = now;
+    if (now - marked_since < STALE_MARK_NS)
+        return 1;
+    static atomic_int said;
+    if (!atomic_exchange(&said, 1))
+        hcg_problem("a host function launch of thread %" PRIu32 " did not finish (a jump out of "
+                    "it?): captures begun on that thread no longer wait for it",
+                    hcg_gettid());
+    stale_marks = n;
+    marked_since = 0;
+    return 0;
+}
+
 /* A call from a signal handler inside a call of its own thread that holds
  * or waits for the lock, or that is marked (it read "no capture open" and
  * has not had the driver's answer: hcg_launch_mark; its pool only, not
@@ -74,9 +110,10 @@ static int nested_unsure(void)
  * that launch would be captured, taken for a one-shot. */
 static int nested_call(void)
 {
-    const hcg_pool *p = hcg_self.pool;
-    return hcg_self.capture_held ||
-           (p && atomic_load_explicit(&p->in_launch, memory_order_relaxed) != 0);
+    hcg_pool *p = hcg_self.pool;
+    if (hcg_self.capture_held)
+        return 1;
+    return p && marked_now(p);
 }
 
 /* A begin, an end or a wait called from a signal handler inside a call of
@@ -86,8 +123,8 @@ __attribute__((noinline, cold)) static int nested_refused(const char *name)
     static atomic_int said;
     if (!atomic_exchange(&said, 1))
         hcg_msg("ERROR: %s called from a signal handler inside a CUDA call of the same "
-                "thread: refused with CUDA_ERROR_NOT_PERMITTED (hcguard cannot order it "
-                "with that call's launch)",
+                "thread (or within 2 s of a jump out of one): refused with "
+                "CUDA_ERROR_NOT_PERMITTED (hcguard cannot order it with that call's launch)",
                 name);
     return 1;
 }
@@ -694,8 +731,8 @@ static int captures_open;
  * waited for (no membarrier(2), or a begin inside a host function). */
 static atomic_int capture_sticky;
 /* A capture was begun without the lock (inside a host function, audit
- * mode): not counted in captures_open, so it may be open whatever that
- * says, for good. */
+ * mode; set once the driver took it): not counted in captures_open, so it
+ * may be open whatever that says, for good. */
 static atomic_int capture_untracked;
 /* The streams whose captures are open and that a program can destroy (not
  * a default stream): one destroyed while it captures never ends its
@@ -743,7 +780,6 @@ static int origin_remove(CUstream s)
 static void capture_opening(hcg_capture_token t)
 {
     if (!t.held) { /* inside a host function: nothing can be waited for */
-        atomic_store(&capture_untracked, 1);
         atomic_store(&capture_sticky, 1);
         atomic_fetch_or(&hcg_g_launch_rare, HCG_LAUNCH_CAPTURE);
         return;
@@ -791,6 +827,8 @@ static void capture_closing(void)
             capture_closing();                                                 \
         else if (t.held && (tracked))                                          \
             origin_add(s);                                                     \
+        else if (r == CUDA_SUCCESS && !t.held)                                 \
+            atomic_store(&capture_untracked, 1);                               \
         hcg_capture_release(t);                                                \
         return r;                                                              \
     }
@@ -883,9 +921,11 @@ CUresult hcg_w_cuStreamDestroy_v2(CUstream s)
  * begins out, and to write while a capture may be open (counted, or begun
  * without the lock), so that no launch on the stream it joins is between
  * its question and the driver's taking it. No pool is taken for a wait
- * (one taken before start-up would stay out of the flight record). A wait
- * from a signal handler inside a call of its own thread is refused while
- * the flag is set, as a begin is there (nested_call). */
+ * (one taken before start-up would stay out of the flight record, and
+ * flow control shares its room among the pools). A wait from a signal
+ * handler inside a call of its own thread that holds or waits for the
+ * lock, or that is marked while the flag is set, is refused, as a begin
+ * is there (nested_call). */
 static CUresult stream_wait_event(hcg_pfn_cuStreamWaitEvent f, const char *name, CUstream s,
                                   CUevent e, unsigned int flags)
 {
@@ -899,8 +939,7 @@ static CUresult stream_wait_event(hcg_pfn_cuStreamWaitEvent f, const char *name,
         }
         hcg_launch_unmark(p);
     }
-    if (HCG_UNLIKELY(nested_call()) &&
-        (atomic_load(&hcg_g_launch_rare) & HCG_LAUNCH_CAPTURE) && nested_refused(name))
+    if (HCG_UNLIKELY(nested_call()) && nested_refused(name))
         return CUDA_ERROR_NOT_PERMITTED;
     hcg_capture_token t = capture_take(0);
     if (t.held && (captures_open || atomic_load(&capture_untracked))) {

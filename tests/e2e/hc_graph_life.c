@@ -20,6 +20,9 @@
  *       the same, the stream joined by another thread's waits made at any
  *       time, with no capture open too (the test driver yields inside a
  *       wait: FAKECUDA_WAIT_YIELD=1)
+ *   hc_graph_life capture-after-jump
+ *       a launch left by siglongjmp from a handler inside it: begins on that
+ *       thread are refused for 2 s, then work (test driver only)
  *   hc_graph_life capture-to-graph
  *       launches captured into the program's own graph after a node of it
  *       (cuStreamBeginCaptureToGraph, and _ptsz): each runs at every replay
@@ -121,6 +124,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <sched.h>
+#include <setjmp.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -1276,7 +1280,7 @@ static void capture_join_race_waiter(void)
 {
     CUstream a, b, own;
     pthread_t l, w;
-    int captures = 0, counts[RACE_REPLAYS + 1] = {0};
+    int captures = 0, joined = 0, counts[RACE_REPLAYS + 1] = {0};
     REQUIRE_OK(cuCtxGetCurrent(&race_ctx));
     REQUIRE_OK(cuStreamCreate(&a, CU_STREAM_NON_BLOCKING));
     REQUIRE_OK(cuStreamCreate(&b, CU_STREAM_NON_BLOCKING));
@@ -1286,9 +1290,15 @@ static void capture_join_race_waiter(void)
     REQUIRE(pthread_create(&w, NULL, join_waiter, b) == 0);
     while (!atomic_load(&join_done)) {
         CUgraph g;
+        CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
         REQUIRE_OK(cuStreamBeginCapture(a, CU_STREAM_CAPTURE_MODE_RELAXED));
         REQUIRE_OK(cuEventRecord(waiter_ev, a));
-        sched_yield();
+        /* Open until the waiter joined b (for a while at most). */
+        for (int k = 0; k < 200 && st == CU_STREAM_CAPTURE_STATUS_NONE; k++) {
+            sched_yield();
+            REQUIRE_OK(cuStreamIsCapturing(b, &st));
+        }
+        joined += st != CU_STREAM_CAPTURE_STATUS_NONE;
         REQUIRE_OK(cuStreamEndCapture(a, &g));
         replay_and_destroy(g, own);
         captures++;
@@ -1302,9 +1312,10 @@ static void capture_join_race_waiter(void)
         CHECK_MSG(n == 1 || n == RACE_REPLAYS, "launch %d ran %d times", i, n);
         counts[n >= 0 && n <= RACE_REPLAYS ? n : 0]++;
     }
-    printf("capture join race, waiter: %d captures; launches run once %d, %d times %d\n",
-           captures, counts[1], RACE_REPLAYS, counts[RACE_REPLAYS]);
-    CHECK(counts[RACE_REPLAYS] > 0);
+    printf("capture join race, waiter: %d captures, %d joined; launches run once %d, %d times "
+           "%d\n",
+           captures, joined, counts[1], RACE_REPLAYS, counts[RACE_REPLAYS]);
+    CHECK(joined > 0);
     REQUIRE_OK(cuEventDestroy(waiter_ev));
     CHECK_EQ(calls_live_settled(test_require_hcguard(NULL), 0), 0ull);
 }
@@ -1406,6 +1417,45 @@ static void capture_in_marked_launch(void)
     REQUIRE_OK(cuEventDestroy(mk_plain));
 }
 
+/* ---- capture-after-jump --------------------------------------------------- */
+static sigjmp_buf jump_env;
+static void jump_out(int sig)
+{
+    (void)sig;
+    siglongjmp(jump_env, 1);
+}
+
+/* A launch left by siglongjmp from a signal handler inside it (the test
+ * driver yields there: FAKECUDA_LAUNCH_YIELD=1) leaves its mark: begins on
+ * that thread are refused as from inside it, for 2 s; then the mark is
+ * taken to be left behind (said), and captures work again. */
+static void capture_after_jump(void)
+{
+    CUstream a;
+    CUgraph g;
+    REQUIRE_OK(cuStreamCreate(&a, CU_STREAM_NON_BLOCKING));
+    REQUIRE_OK(cuLaunchHostFunc(a, fn0, NULL)); /* this thread's pool */
+    REQUIRE_OK(cuStreamSynchronize(a));
+    on_signal(SIGUSR2, jump_out);
+    if (!sigsetjmp(jump_env, 1)) {
+        nested_armed = 1;
+        (void)cuLaunchHostFunc(a, fn0, NULL);
+        CHECK_MSG(0, "the launch did not yield (FAKECUDA_LAUNCH_YIELD=1?)");
+        return;
+    }
+    CUresult early = cuStreamBeginCapture(a, CU_STREAM_CAPTURE_MODE_RELAXED);
+    usleep(2100000);
+    CUresult late = cuStreamBeginCapture(a, CU_STREAM_CAPTURE_MODE_RELAXED);
+    printf("after a jump out of a launch: begin %d, 2.1 s later %d\n", (int)early, (int)late);
+    CHECK_EQ(early, CUDA_ERROR_NOT_PERMITTED);
+    CHECK_EQ(late, CUDA_SUCCESS);
+    REQUIRE_OK(cuLaunchHostFunc(a, fn1, NULL));
+    REQUIRE_OK(cuStreamEndCapture(a, &g));
+    replay_and_destroy(g, a);
+    CHECK_EQ(atomic_load(&hits[1]), RACE_REPLAYS);
+    REQUIRE_OK(cuStreamDestroy(a));
+}
+
 static void setup(void)
 {
     life_stream = test_context();
@@ -1426,6 +1476,7 @@ static const check_scenario scenarios[] = {
     CHECK_SCENARIO("capture-join-race-waiter", capture_join_race_waiter),
     CHECK_SCENARIO("capture-to-graph", capture_to_graph),
     CHECK_SCENARIO("capture-in-marked-launch", capture_in_marked_launch),
+    CHECK_SCENARIO("capture-after-jump", capture_after_jump),
     CHECK_SCENARIO("capture-destroy", capture_destroy),
     CHECK_SCENARIO("exec-child-set", exec_child_set),
     CHECK_SCENARIO("capture-race-signal", capture_race_signal),

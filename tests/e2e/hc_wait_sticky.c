@@ -7,7 +7,9 @@
  * process's pthread_rwlock_wrlock calls (it defines the function: not for
  * a TSan build, whose runtime intercepts it).
  *
- *   hc_wait_sticky      prints the counts, then "wait-sticky: passed" (or FAILED)
+ *   hc_wait_sticky      prints the counts, then "wait-sticky: passed" (or FAILED);
+ *                       under HCGUARD_DEBUG=1, hcguard's lines show the captures
+ *                       sticky ("a capture begins", never "no capture open")
  */
 #include <cuda.h>
 #include <dlfcn.h>
@@ -33,6 +35,11 @@ int pthread_rwlock_wrlock(pthread_rwlock_t *l)
         real = (int (*)(pthread_rwlock_t *))dlsym(RTLD_NEXT, "pthread_rwlock_wrlock");
     atomic_fetch_add(&wrlocks, 1);
     return real(l);
+}
+
+static void CUDA_CB noop(void *p)
+{
+    (void)p;
 }
 
 /* membarrier(2) fails with ENOSYS from now on, in this process. */
@@ -68,6 +75,10 @@ int main(void)
     REQUIRE_OK(cuStreamCreate(&c, CU_STREAM_NON_BLOCKING));
     REQUIRE_OK(cuEventCreate(&e, CU_EVENT_DISABLE_TIMING));
     REQUIRE_OK(cuEventRecord(e, s));
+    /* A launch first: this thread's waits are then marked while no capture
+     * is open (a thread that never launched holds the lock to read). */
+    REQUIRE_OK(cuLaunchHostFunc(c, noop, NULL));
+    REQUIRE_OK(cuStreamSynchronize(c));
     long before = waits(s, e, 100);
     REQUIRE_OK(cuStreamBeginCapture(c, CU_STREAM_CAPTURE_MODE_RELAXED));
     long open = waits(s, e, 100);
