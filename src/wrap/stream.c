@@ -47,8 +47,9 @@ static pthread_rwlock_t capture_lock = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIA
  * wait cannot trust its answer, and keeps its call (nested_unsure). Nested
  * in any call of its own thread that holds, waits for or is marked instead
  * of the lock (nested_call): a destroy counts no capture ended; a begin,
- * an end, or a wait while a capture is open, is refused (nested_refused):
- * it could change the answer of the very launch it interrupted. */
+ * an end or a wait is refused (nested_refused; a wait inside a marked
+ * call only while the flag is set): it could change the answer of the
+ * very launch it interrupted. */
 static hcg_capture_token capture_take(int write)
 {
     hcg_capture_token t = {hcg_nocancel_begin(), 0};
