@@ -7,6 +7,9 @@
  * process's pthread_rwlock_wrlock calls (it defines the function: not for
  * a TSan build, whose runtime intercepts it).
  *
+ * Run in audit mode: a begin inside a host function then reaches the
+ * driver, which refuses it; waits must not take the write lock for it.
+ *
  *   hc_wait_sticky      prints the counts, then "wait-sticky: passed" (or FAILED);
  *                       under HCGUARD_DEBUG=1, hcguard's lines show the captures
  *                       sticky ("a capture begins", never "no capture open")
@@ -40,6 +43,12 @@ int pthread_rwlock_wrlock(pthread_rwlock_t *l)
 static void CUDA_CB noop(void *p)
 {
     (void)p;
+}
+
+static CUresult inner_begin = CUDA_SUCCESS;
+static void CUDA_CB begins_capture(void *stream)
+{
+    inner_begin = cuStreamBeginCapture((CUstream)stream, CU_STREAM_CAPTURE_MODE_RELAXED);
 }
 
 /* membarrier(2) fails with ENOSYS from now on, in this process. */
@@ -91,6 +100,16 @@ int main(void)
     CHECK_EQ(before, 0L);
     CHECK_EQ(open, 100L);
     CHECK_EQ(after, 0L);
+    /* A begin inside a host function, which the driver refuses (in audit
+     * mode hcguard lets it through to the driver): no capture began, so
+     * none may be open, and waits still take no write lock. */
+    REQUIRE_OK(cuLaunchHostFunc(c, begins_capture, c));
+    REQUIRE_OK(cuStreamSynchronize(c));
+    long refused = waits(s, e, 100);
+    printf("after a begin the driver refused inside a host function (%d): %ld\n",
+           (int)inner_begin, refused);
+    CHECK(inner_begin != CUDA_SUCCESS);
+    CHECK_EQ(refused, 0L);
     REQUIRE_OK(cuEventDestroy(e));
     REQUIRE_OK(cuStreamDestroy(c));
     printf("wait-sticky: %s\n", check_failures ? "FAILED" : "passed");
