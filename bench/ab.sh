@@ -46,7 +46,7 @@ printf '%-14s' metric
 for i in "${!libs[@]}"; do printf ' %9s %7s' "${names[$i]}:ratio" "/A"; done
 echo
 for m in enqueue_plain enqueue_copy gated_plain gated_copy dispatch_min dispatch_med copy_mbps \
-         ctx_get_ns10; do
+         ctx_get_ns10 wait_event wait_fresh; do
     printf '%-14s' "$m"
     a=
     for i in "${!libs[@]}"; do

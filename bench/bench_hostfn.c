@@ -32,6 +32,13 @@
  *                   difference of the two columns
  *   cb_gap_copy     the same for 64-byte host copies (the re-check of the
  *                   record and hcguard's fault-contained copy)
+ *   wait_event      ns per cuStreamWaitEvent on an event already complete,
+ *                   from the thread that launches (under hcguard it marks
+ *                   its launch count, as a launch does, while no capture
+ *                   is open)
+ *   wait_fresh      the same from a thread that never launched a host
+ *                   function (under hcguard it holds the captures' lock
+ *                   to read instead)
  *   mt1_plain       ns per launch, free-running, one thread on one stream,
  *                   500 launches made before one synchronize
  *   mt8_plain       the same with 8 threads, each on a stream of its own,
@@ -297,6 +304,59 @@ static void gap_figures(CUstream s, const variant *w, int rounds)
  * control makes launches wait for its collector at the default
  * HCGUARD_BUFFER (three quarters of half a ring: 6144 events): the figure
  * is the enqueue's, not the collector's. */
+typedef CUresult (*wait_fn)(CUstream, CUevent, unsigned);
+
+typedef struct wait_arg {
+    CUcontext ctx;
+    CUstream s;
+    CUevent ev;
+    wait_fn w[2];
+    figure *f;
+    int rounds;
+} wait_arg;
+
+/* Batches of waits on a complete event, the two ways alternating. */
+static void *wait_batches(void *p)
+{
+    enum { WAITS = 1000 };
+    wait_arg *a = p;
+    DRV(cuCtxSetCurrent(a->ctx));
+    for (int i = 0; i < 2 * a->rounds; i++) {
+        int v = (i & 1) ^ ((i >> 1) & 1);
+        uint64_t t0 = now_ns();
+        for (int k = 0; k < WAITS; k++)
+            DRV(a->w[v](a->s, a->ev, 0));
+        a->f->v[v][i / 2] = (now_ns() - t0) / WAITS;
+        DRV(cuStreamSynchronize(a->s));
+    }
+    a->f->n = (size_t)a->rounds;
+    return NULL;
+}
+
+static void wait_figures(CUcontext ctx, CUstream s, int rounds)
+{
+    CUevent ev;
+    DRV(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
+    DRV(cuEventRecord(ev, s));
+    DRV(cuStreamSynchronize(s));
+    figure f[2];
+    figure_init(&f[0], "wait_event", (size_t)rounds);
+    figure_init(&f[1], "wait_fresh", (size_t)rounds);
+    wait_arg a = {ctx, s, ev, {(wait_fn)bench_driver_fn("cuStreamWaitEvent"), cuStreamWaitEvent},
+                  &f[0], rounds};
+    wait_batches(&a);
+    pthread_t th;
+    a.f = &f[1];
+    if (pthread_create(&th, NULL, wait_batches, &a) != 0) {
+        fprintf(stderr, "bench: pthread_create failed\n");
+        exit(1);
+    }
+    pthread_join(th, NULL);
+    figure_print(&f[0], 0);
+    figure_print(&f[1], 0);
+    DRV(cuEventDestroy(ev));
+}
+
 enum { MT_MAX = 8, MT_LAUNCHES = 500 };
 
 typedef struct mt_arg {
@@ -408,6 +468,7 @@ int main(int argc, char **argv)
     dispatch_figures(s, w, 2000 * scale);
     copy_figure(s, w, 9 * scale);
     gap_figures(s, w, 20 * scale);
+    wait_figures(ctx, s, 50 * scale);
     scaling_figures(ctx, w, 10 * scale);
     cuStreamDestroy(s);
     return 0;

@@ -50,7 +50,7 @@ printf '%-14s' metric
 for s in $setups; do printf ' %9s %9s %7s' "$s:drv" "$s:hcg" ratio; done
 echo
 for m in enqueue_plain enqueue_copy gated_plain gated_copy dispatch_min dispatch_med copy_mbps \
-         ctx_get_ns10 cb_gap_plain cb_gap_copy mt1_plain mt8_plain; do
+         ctx_get_ns10 cb_gap_plain cb_gap_copy wait_event wait_fresh mt1_plain mt8_plain; do
     printf '%-14s' "$m"
     for s in $setups; do
         printf ' %9s %9s %7s' "$(med "$m" 2 "$tmp/$s".*)" "$(med "$m" 3 "$tmp/$s".*)" \
