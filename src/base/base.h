@@ -135,6 +135,7 @@ int hcg_expand_path(const char *pattern, char *out, size_t outlen,
  * layer touches only its own fields; the pointers are opaque here. */
 struct hcg_ring;
 struct hcg_pool;
+struct hcg_marker;
 struct hcg_call;
 typedef struct hcg_thread {
     /* intercept: the thread runs a host function (set by the trampoline).
@@ -149,6 +150,7 @@ typedef struct hcg_thread {
     uint32_t tid;                 /* events: gettid(), cached; 0 not yet */
     struct hcg_ring *ring;        /* events: this thread's event ring */
     struct hcg_pool *pool;        /* run: this thread's call pool */
+    struct hcg_marker *marker;    /* run: its launch mark without a pool */
     const struct hcg_call *current; /* run: the call whose host function runs now */
     uint64_t linked_seq;          /* events: the next finding's seq; 0: a new one */
     uint64_t reject_seq;          /* check: the seq of this thread's last rejection */

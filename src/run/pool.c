@@ -154,17 +154,111 @@ static int barrier(void)
     return cmd && syscall(SYS_membarrier, cmd, 0, 0) == 0 ? 0 : -1;
 }
 
+/* ---- markers: launch marks of threads without a pool ------------------ */
+/* Threads that wait for events (and may join streams to captures) but
+ * never launched: many in a framework (PyTorch's), and their waits must
+ * not share a lock's line. A marker is taken at a thread's first such
+ * call and kept until it exits; static, as the pools are. */
+#define MAX_MARKERS 1024
+typedef struct hcg_marker {
+    _Alignas(64) _Atomic uint32_t in_launch; /* as a pool's (run.h) */
+    atomic_int owned;
+    _Atomic uint32_t tid;
+    struct hcg_marker *next; /* all markers taken; the list only grows */
+} hcg_marker;
+static hcg_marker marker_store[MAX_MARKERS];
+static atomic_uint markers_used;
+static _Atomic(hcg_marker *) markers;
+static pthread_key_t marker_key;
+static pthread_once_t marker_key_once = PTHREAD_ONCE_INIT;
+
+static void marker_exit(void *m)
+{
+    if (hcg_self.marker == m)
+        hcg_self.marker = NULL;
+    atomic_store_explicit(&((hcg_marker *)m)->in_launch, 0, memory_order_relaxed);
+    atomic_store_explicit(&((hcg_marker *)m)->owned, 0, memory_order_release);
+}
+
+static void make_marker_key(void)
+{
+    pthread_key_create(&marker_key, marker_exit);
+}
+
+static hcg_marker *acquire_marker(void)
+{
+    hcg_marker *m;
+    for (m = atomic_load(&markers); m; m = m->next) {
+        int free_ = 0;
+        if (!atomic_load_explicit(&m->owned, memory_order_relaxed) &&
+            atomic_compare_exchange_strong(&m->owned, &free_, 1))
+            break;
+    }
+    if (!m) {
+        unsigned i = atomic_load(&markers_used);
+        do
+            if (i >= MAX_MARKERS)
+                return NULL; /* the caller takes the lock instead */
+        while (!atomic_compare_exchange_weak(&markers_used, &i, i + 1));
+        m = &marker_store[i];
+        atomic_store(&m->owned, 1);
+        hcg_marker *head = atomic_load(&markers);
+        do
+            m->next = head;
+        while (!atomic_compare_exchange_weak(&markers, &head, m));
+    }
+    atomic_store_explicit(&m->in_launch, 0, memory_order_relaxed);
+    atomic_store_explicit(&m->tid, hcg_gettid(), memory_order_relaxed);
+    pthread_setspecific(marker_key, m);
+    return m;
+}
+
+/* After none was free: the thread's calls before it looks again (each
+ * look walks every marker). */
+static _Thread_local unsigned marker_retry_in;
+
+_Atomic uint32_t *hcg_marker_mine(void)
+{
+    if (HCG_UNLIKELY(!hcg_self.marker)) {
+        if (marker_retry_in) {
+            marker_retry_in--;
+            return NULL;
+        }
+        pthread_once(&marker_key_once, make_marker_key);
+        if (!(hcg_self.marker = acquire_marker())) {
+            marker_retry_in = 4096;
+            return NULL;
+        }
+    }
+    return &hcg_self.marker->in_launch;
+}
+
+uint32_t hcg_marks_mine(void)
+{
+    hcg_pool *p = hcg_self.pool;
+    hcg_marker *m = hcg_self.marker;
+    return (p ? atomic_load_explicit(&p->in_launch, memory_order_relaxed) : 0) +
+           (m ? atomic_load_explicit(&m->in_launch, memory_order_relaxed) : 0);
+}
+
 /* How long a begin waits for one launch before it gives up on it. */
 #define SETTLE_NS 2000000000ull
 
-static int still_in_launch(const hcg_pool *p)
+/* One thread's mark (a pool's or a marker's), as settle_one reads it. */
+typedef struct mark_of {
+    _Atomic uint32_t *in_launch;
+    atomic_int *owned;
+    _Atomic uint32_t *tid;
+} mark_of;
+
+static int still_in_launch(mark_of p)
 {
-    return atomic_load_explicit(&p->in_launch, memory_order_acquire) &&
-           atomic_load_explicit(&p->owned, memory_order_relaxed);
+    return atomic_load_explicit(p.in_launch, memory_order_acquire) &&
+           atomic_load_explicit(p.owned, memory_order_relaxed);
 }
 
 /* Wait for p's launch to have its answer; -1 past SETTLE_NS (said). */
-static int settle_one(hcg_pool *p)
+static int settle_one(mark_of p)
 {
     uint64_t start = 0;
     for (unsigned spins = 0; still_in_launch(p); spins++) {
@@ -178,11 +272,11 @@ static int settle_one(hcg_pool *p)
         if (!start)
             start = t;
         else if (t - start > SETTLE_NS) {
-            hcg_problem("a capture began while a host function launch of thread %" PRIu32
+            hcg_problem("a capture began while a host function launch or event wait of thread %" PRIu32
                         " had been under way for over 2 s (left by a jump out of it, or "
                         "blocked in the driver): it is not waited for, and from now on every "
                         "launch asks whether its stream captures",
-                        atomic_load_explicit(&p->tid, memory_order_relaxed));
+                        atomic_load_explicit(p.tid, memory_order_relaxed));
             return -1;
         }
         nanosleep(&(struct timespec){0, 50000}, NULL);
@@ -193,13 +287,17 @@ static int settle_one(hcg_pool *p)
 int hcg_launches_settle(void)
 {
     hcg_pool *mine = hcg_self.pool;
-    if ((mine && atomic_load_explicit(&mine->in_launch, memory_order_relaxed)) || barrier() != 0)
+    hcg_marker *own = hcg_self.marker;
+    if (hcg_marks_mine() || barrier() != 0)
         return -1;
     /* Each launch marked now read the flag before it was set, or will go
      * to the lock once it reads it set: either way its mark goes soon. */
     int rc = 0;
     for (hcg_pool *p = atomic_load(&pools); p; p = p->next)
-        if (p != mine && settle_one(p) != 0)
+        if (p != mine && settle_one((mark_of){&p->in_launch, &p->owned, &p->tid}) != 0)
+            rc = -1;
+    for (hcg_marker *m = atomic_load(&markers); m; m = m->next)
+        if (m != own && settle_one((mark_of){&m->in_launch, &m->owned, &m->tid}) != 0)
             rc = -1;
     return rc;
 }
@@ -646,6 +744,11 @@ void hcg_count_node(hcg_fnkind kind)
  * before is the parent's. */
 void hcg_pool_after_fork(void)
 {
+    for (hcg_marker *m = atomic_load(&markers); m; m = m->next)
+        if (m != hcg_self.marker) {
+            atomic_store(&m->owned, 0);
+            atomic_store(&m->in_launch, 0);
+        }
     for (hcg_pool *p = atomic_load(&pools); p; p = p->next) {
         if (p != hcg_self.pool) {
             atomic_store(&p->owned, 0);

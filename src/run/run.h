@@ -297,26 +297,43 @@ static inline void hcg_pool_flow(hcg_pool *p)
  * take this one's mark with its own. Owner only, and a handler ends
  * before what it interrupted goes on, so no locked add: on x86-64 one
  * add to memory, which no signal splits (a plain store as others see it). */
-static inline void hcg_launch_count(hcg_pool *p, int by)
+static inline void hcg_mark_count(_Atomic uint32_t *in_launch, int by)
 {
 #if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
-    __asm__ volatile("addl %1, %0" : "+m"(p->in_launch) : "ir"(by));
+    __asm__ volatile("addl %1, %0" : "+m"(*in_launch) : "ir"(by));
 #else
-    atomic_store_explicit(&p->in_launch,
-                          atomic_load_explicit(&p->in_launch, memory_order_relaxed) + (uint32_t)by,
+    atomic_store_explicit(in_launch,
+                          atomic_load_explicit(in_launch, memory_order_relaxed) + (uint32_t)by,
                           memory_order_release);
 #endif
 }
+static inline void hcg_mark(_Atomic uint32_t *in_launch)
+{
+    hcg_mark_count(in_launch, 1);
+    atomic_signal_fence(memory_order_seq_cst); /* the read comes after */
+}
+static inline void hcg_unmark(_Atomic uint32_t *in_launch)
+{
+    atomic_signal_fence(memory_order_seq_cst); /* the driver's answer came before */
+    hcg_mark_count(in_launch, -1);
+}
 static inline void hcg_launch_mark(hcg_pool *p)
 {
-    hcg_launch_count(p, 1);
-    atomic_signal_fence(memory_order_seq_cst); /* the read comes after */
+    hcg_mark(&p->in_launch);
 }
 static inline void hcg_launch_unmark(hcg_pool *p)
 {
-    atomic_signal_fence(memory_order_seq_cst); /* the driver's answer came before */
-    hcg_launch_count(p, -1);
+    hcg_unmark(&p->in_launch);
 }
+/* The mark of a thread that has no pool (it never launched a host
+ * function) for a call that changes which streams capture, as a launch's
+ * (cuStreamWaitEvent joins a stream to a capture): a marker, with no
+ * calls, counts or place in the flight record, so that such threads wait
+ * without a lock. NULL when MAX_MARKERS threads hold one. */
+_Atomic uint32_t *hcg_marker_mine(void);
+/* This thread's marks, its pool's and its marker's: calls of its own
+ * between their reading of HCG_LAUNCH_CAPTURE and the driver's answer. */
+uint32_t hcg_marks_mine(void);
 /* After HCG_LAUNCH_CAPTURE was set: every launch that may have read it
  * clear has had the driver's answer. Returns 0, or -1 if that cannot be
  * known (no membarrier(2); a launch of this very thread under way, which

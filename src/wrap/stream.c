@@ -79,11 +79,11 @@ static int nested_unsure(void)
 static _Thread_local uint32_t stale_marks;
 static _Thread_local uint64_t marked_since;
 
-/* More marks on p than this thread has left behind; a mark older than
- * STALE_MARK_NS becomes one left behind (said once). */
-static int marked_now(hcg_pool *p)
+/* More marks (its pool's and marker's) than this thread has left behind;
+ * a mark older than STALE_MARK_NS becomes one left behind (said once). */
+static int marked_now(void)
 {
-    uint32_t n = atomic_load_explicit(&p->in_launch, memory_order_relaxed);
+    uint32_t n = hcg_marks_mine();
     if (n <= stale_marks) {
         stale_marks = n;
         marked_since = 0;
@@ -96,8 +96,8 @@ static int marked_now(hcg_pool *p)
         return 1;
     static atomic_int said;
     if (!atomic_exchange(&said, 1))
-        hcg_problem("a host function launch of thread %" PRIu32 " did not finish (a jump out of "
-                    "it?): captures begun on that thread no longer wait for it",
+        hcg_problem("a host function launch or event wait of thread %" PRIu32 " did not finish "
+                    "(a jump out of it?): captures begun on that thread no longer wait for it",
                     hcg_gettid());
     stale_marks = n;
     marked_since = 0;
@@ -106,15 +106,14 @@ static int marked_now(hcg_pool *p)
 
 /* A call from a signal handler inside a call of its own thread that holds
  * or waits for the lock, or that is marked (it read "no capture open" and
- * has not had the driver's answer: hcg_launch_mark; its pool only, not
- * taken here). A begin there would not wait for the call it interrupted:
- * that launch would be captured, taken for a one-shot. */
+ * has not had the driver's answer: hcg_launch_mark, or a wait's mark). A
+ * begin there would not wait for the call it interrupted: that launch
+ * would be captured, taken for a one-shot. */
 static int nested_call(void)
 {
-    hcg_pool *p = hcg_self.pool;
     if (hcg_self.capture_held)
         return 1;
-    return p && marked_now(p);
+    return marked_now();
 }
 
 /* A begin, an end or a wait called from a signal handler inside a call of
@@ -914,31 +913,41 @@ CUresult hcg_w_cuStreamDestroy_v2(CUstream s)
 
 /* A stream that waits for an event recorded in a capture joins that
  * capture, and launches on it become nodes from then on: the wait is
- * ordered with launches as a begin is. While no capture is open, a thread
- * that has a pool marks it as a launch does (run.h), so that a begin
- * opening the first capture waits for the wait: one that read the flag
- * clear may yet join a stream to that capture (an event recorded in it
- * meanwhile). Otherwise the wait holds the lock to read, which keeps
- * begins out, and to write while a capture may be open (counted, or begun
- * without the lock), so that no launch on the stream it joins is between
- * its question and the driver's taking it. No pool is taken for a wait
- * (one taken before start-up would stay out of the flight record, and
- * flow control shares its room among the pools). A wait from a signal
+ * ordered with launches as a begin is. While no capture is open, the wait
+ * is marked as a launch is (run.h), so that a begin opening the first
+ * capture waits for it: one that read the flag clear may yet join a
+ * stream to that capture (an event recorded in it meanwhile). The mark is
+ * the thread's pool's, or a marker's where it has none: no pool is taken
+ * for a wait (one taken before start-up would stay out of the flight
+ * record, and flow control shares its room among the pools). While a
+ * capture may be open (counted, or begun without the lock), the wait
+ * holds the lock to write, so that no launch on the stream it joins is
+ * between its question and the driver's taking it; to read where it has
+ * no mark (MAX_MARKERS threads), which keeps begins out. A wait from a signal
  * handler inside a call of its own thread that holds or waits for the
  * lock, or that is marked while the flag is set, is refused, as a begin
  * is there (nested_call). */
+static _Atomic uint32_t *wait_mark(void)
+{
+    if (hcg_self.in_host_fn)
+        return NULL;
+    if (HCG_LIKELY(hcg_self.pool))
+        return &hcg_self.pool->in_launch;
+    return hcg_marker_mine();
+}
+
 static CUresult stream_wait_event(hcg_pfn_cuStreamWaitEvent f, const char *name, CUstream s,
                                   CUevent e, unsigned int flags)
 {
-    hcg_pool *p = hcg_self.in_host_fn ? NULL : hcg_self.pool;
-    if (p) {
-        hcg_launch_mark(p);
+    _Atomic uint32_t *m = wait_mark();
+    if (m) {
+        hcg_mark(m);
         if (!(atomic_load_explicit(&hcg_g_launch_rare, memory_order_acquire) & HCG_LAUNCH_CAPTURE)) {
             CUresult r = f(s, e, flags);
-            hcg_launch_unmark(p);
+            hcg_unmark(m);
             return r;
         }
-        hcg_launch_unmark(p);
+        hcg_unmark(m);
     }
     if (HCG_UNLIKELY(nested_call()) && nested_refused(name))
         return CUDA_ERROR_NOT_PERMITTED;

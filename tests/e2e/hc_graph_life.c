@@ -20,6 +20,9 @@
  *       the same, the stream joined by another thread's waits made at any
  *       time, with no capture open too (the test driver yields inside a
  *       wait: FAKECUDA_WAIT_YIELD=1)
+ *   hc_graph_life capture-join-race-fresh-waiter
+ *       the same, the waiting thread never launching a host function
+ *       (hcguard marks its waits without a call pool)
  *   hc_graph_life capture-after-jump
  *       a launch left by siglongjmp from a handler inside it: begins on that
  *       thread are refused for 2 s, then work (test driver only)
@@ -1249,6 +1252,7 @@ static void capture_fork_in_launch_open(void)
 /* ---- capture-join-race-waiter ------------------------------------------ */
 static atomic_int waiter_stop;
 static CUevent waiter_ev;
+static int waiter_launches = 1; /* 0: the waiter never launches */
 
 /* b waits for the event the captures record, time after time: one made
  * while no capture is open (marked, not holding the lock) may still look
@@ -1258,11 +1262,13 @@ static void *join_waiter(void *p)
 {
     CUstream b = p, mine;
     REQUIRE_OK(cuCtxSetCurrent(race_ctx));
-    /* A launch first: this thread has a pool, so its waits are marked
-     * while no capture is open (one without takes the lock to read). */
+    /* A launch first: this thread has a pool, whose mark its waits use
+     * while no capture is open (without, a marker of its own). */
     REQUIRE_OK(cuStreamCreate(&mine, CU_STREAM_NON_BLOCKING));
-    REQUIRE_OK(cuLaunchHostFunc(mine, fn1, NULL));
-    REQUIRE_OK(cuStreamSynchronize(mine));
+    if (waiter_launches) {
+        REQUIRE_OK(cuLaunchHostFunc(mine, fn1, NULL));
+        REQUIRE_OK(cuStreamSynchronize(mine));
+    }
     while (!atomic_load(&waiter_stop)) {
         CUresult r = cuStreamWaitEvent(b, waiter_ev, 0);
         if (!capture_error(r))
@@ -1318,6 +1324,12 @@ static void capture_join_race_waiter(void)
     CHECK(joined > 0);
     REQUIRE_OK(cuEventDestroy(waiter_ev));
     CHECK_EQ(calls_live_settled(test_require_hcguard(NULL), 0), 0ull);
+}
+
+static void capture_join_race_fresh_waiter(void)
+{
+    waiter_launches = 0;
+    capture_join_race_waiter();
 }
 
 /* ---- capture-in-marked-launch ------------------------------------------ */
@@ -1474,6 +1486,7 @@ static const check_scenario scenarios[] = {
     CHECK_SCENARIO("capture-race-graph", capture_race_graph),
     CHECK_SCENARIO("capture-join-race", capture_join_race),
     CHECK_SCENARIO("capture-join-race-waiter", capture_join_race_waiter),
+    CHECK_SCENARIO("capture-join-race-fresh-waiter", capture_join_race_fresh_waiter),
     CHECK_SCENARIO("capture-to-graph", capture_to_graph),
     CHECK_SCENARIO("capture-in-marked-launch", capture_in_marked_launch),
     CHECK_SCENARIO("capture-after-jump", capture_after_jump),

@@ -1,0 +1,324 @@
+/*
+ * cuStreamWaitEvent from threads that never launched a host function (a
+ * framework's: PyTorch's threads wait for events all the time and launch
+ * none): hcguard marks such a wait as it marks a launch, with a marker of
+ * the thread's own, and takes no lock while no capture is open. The
+ * program counts its process's pthread_rwlock_rdlock and _wrlock calls (it
+ * defines them: not for a TSan build, whose runtime intercepts them).
+ *
+ *   hc_wait_locks       prints the counts, then "wait-locks: passed" (or FAILED)
+ *   hc_wait_locks fork  a thread that never launched waits without end (the
+ *                       test driver yields inside each wait:
+ *                       FAKECUDA_WAIT_YIELD=1) while the process forks 20
+ *                       times; each child begins and ends a capture at once:
+ *                       no mark of the parent's waiter is waited for there
+ *
+ *   hc_wait_locks sticky
+ *       where membarrier(2) is refused (a sandbox; here a seccomp filter
+ *       installed first): launches then ask whether their stream captures
+ *       from the first capture on, for good, and a wait must still take the
+ *       lock to write only while a capture is open, not for the rest of the
+ *       process. Run in audit mode: a begin inside a host function then
+ *       reaches the driver, which refuses it; waits must not take the write
+ *       lock for it. Prints "wait-sticky: passed" (or FAILED); under
+ *       HCGUARD_DEBUG=1, hcguard's lines show the captures sticky ("a
+ *       capture begins", never "no capture open")
+ *
+ * Cases: 100 waits of a fresh thread with no capture open take no lock;
+ * with one open, the lock to write each; after it ended, none again. More
+ * threads at once than there are markers (1024): every wait succeeds, and
+ * those without one take the lock to read. Markers of threads that exited
+ * are taken over: 2000 threads one after another take no lock.
+ */
+#include <cuda.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+
+#include "hcguard.h"
+#include "testutil.h"
+
+static atomic_long rdlocks, wrlocks;
+
+int pthread_rwlock_rdlock(pthread_rwlock_t *l)
+{
+    static int (*real)(pthread_rwlock_t *);
+    if (!real)
+        real = (int (*)(pthread_rwlock_t *))dlsym(RTLD_NEXT, "pthread_rwlock_rdlock");
+    atomic_fetch_add(&rdlocks, 1);
+    return real(l);
+}
+
+int pthread_rwlock_wrlock(pthread_rwlock_t *l)
+{
+    static int (*real)(pthread_rwlock_t *);
+    if (!real)
+        real = (int (*)(pthread_rwlock_t *))dlsym(RTLD_NEXT, "pthread_rwlock_wrlock");
+    atomic_fetch_add(&wrlocks, 1);
+    return real(l);
+}
+
+static CUcontext ctx;
+static CUstream waited;
+static CUevent ev;
+
+typedef struct waiter {
+    int n;                   /* waits to make */
+    pthread_barrier_t *hold; /* all alive at once: wait here after, if set */
+    atomic_int *failed;
+} waiter;
+
+static void *wait_thread(void *p)
+{
+    waiter *w = p;
+    REQUIRE_OK(cuCtxSetCurrent(ctx));
+    for (int i = 0; i < w->n; i++)
+        if (cuStreamWaitEvent(waited, ev, 0) != CUDA_SUCCESS)
+            atomic_fetch_add(w->failed, 1);
+    if (w->hold)
+        pthread_barrier_wait(w->hold);
+    return NULL;
+}
+
+static pthread_t start(waiter *w)
+{
+    pthread_t t;
+    pthread_attr_t a;
+    pthread_attr_init(&a);
+    pthread_attr_setstacksize(&a, 128 << 10);
+    REQUIRE(pthread_create(&t, &a, wait_thread, w) == 0);
+    pthread_attr_destroy(&a);
+    return t;
+}
+
+/* Locks (read, write) taken while one fresh thread makes n waits. */
+static void fresh_waits(int n, long *rd, long *wr, atomic_int *failed)
+{
+    long r0 = atomic_load(&rdlocks), w0 = atomic_load(&wrlocks);
+    waiter w = {n, NULL, failed};
+    pthread_join(start(&w), NULL);
+    *rd = atomic_load(&rdlocks) - r0;
+    *wr = atomic_load(&wrlocks) - w0;
+}
+
+static atomic_int spin_stop;
+
+static void *wait_spin(void *p)
+{
+    (void)p;
+    REQUIRE_OK(cuCtxSetCurrent(ctx));
+    while (!atomic_load(&spin_stop))
+        REQUIRE_OK(cuStreamWaitEvent(waited, ev, 0));
+    return NULL;
+}
+
+static uint64_t ms_now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000 + (uint64_t)t.tv_nsec / 1000000;
+}
+
+/* In the child: a capture begun and ended, within 1 s. */
+static int child_captures(void)
+{
+    CUstream c;
+    CUgraph g;
+    uint64_t t0 = ms_now();
+    if (cuStreamCreate(&c, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS ||
+        cuStreamBeginCapture(c, CU_STREAM_CAPTURE_MODE_RELAXED) != CUDA_SUCCESS ||
+        cuStreamEndCapture(c, &g) != CUDA_SUCCESS)
+        return 2;
+    return ms_now() - t0 < 1000 ? 0 : 3;
+}
+
+static int forks(void)
+{
+    pthread_t t;
+    int bad = 0;
+    REQUIRE(pthread_create(&t, NULL, wait_spin, NULL) == 0);
+    for (int i = 0; i < 20; i++) {
+        struct timespec ms = {0, 1000000};
+        nanosleep(&ms, NULL);
+        fflush(stdout);
+        pid_t pid = fork();
+        REQUIRE(pid >= 0);
+        if (pid == 0)
+            _exit(child_captures());
+        int st = 0;
+        REQUIRE(waitpid(pid, &st, 0) == pid);
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+            printf("child %d: status %#x\n", i, (unsigned)st);
+            bad++;
+        }
+    }
+    atomic_store(&spin_stop, 1);
+    pthread_join(t, NULL);
+    printf("20 fork children began and ended a capture; %d did not within 1 s\n", bad);
+    CHECK_EQ(bad, 0);
+    printf("wait-locks fork: %s\n", check_failures ? "FAILED" : "passed");
+    return check_failures != 0;
+}
+
+static void CUDA_CB noop(void *p)
+{
+    (void)p;
+}
+
+static CUresult inner_begin = CUDA_SUCCESS;
+static void CUDA_CB begins_capture(void *stream)
+{
+    inner_begin = cuStreamBeginCapture((CUstream)stream, CU_STREAM_CAPTURE_MODE_RELAXED);
+}
+
+/* membarrier(2) fails with ENOSYS from now on, in this process. */
+static void refuse_membarrier(void)
+{
+    struct sock_filter f[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_membarrier, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog p = {sizeof f / sizeof f[0], f};
+    REQUIRE(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0);
+    REQUIRE(prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &p) == 0);
+}
+
+/* Write locks taken by n waits of s for e. */
+static long waits(CUstream s, CUevent e, int n)
+{
+    long w0 = atomic_load(&wrlocks);
+    for (int i = 0; i < n; i++)
+        REQUIRE_OK(cuStreamWaitEvent(s, e, 0));
+    return atomic_load(&wrlocks) - w0;
+}
+
+static int sticky(void)
+{
+    CUstream s = waited, c;
+    CUevent e = ev;
+    CUgraph g;
+    REQUIRE_OK(cuStreamCreate(&c, CU_STREAM_NON_BLOCKING));
+    /* A launch first: this thread's waits are then marked with its pool's
+     * mark (a thread that never launched: its marker's). */
+    REQUIRE_OK(cuLaunchHostFunc(c, noop, NULL));
+    REQUIRE_OK(cuStreamSynchronize(c));
+    long before = waits(s, e, 100);
+    REQUIRE_OK(cuStreamBeginCapture(c, CU_STREAM_CAPTURE_MODE_RELAXED));
+    long open = waits(s, e, 100);
+    REQUIRE_OK(cuStreamEndCapture(c, &g));
+    REQUIRE_OK(cuGraphDestroy(g));
+    long after = waits(s, e, 100);
+    printf("write locks for 100 waits: before any capture %ld, with one open %ld, after it "
+           "ended %ld\n",
+           before, open, after);
+    CHECK_EQ(before, 0L);
+    CHECK_EQ(open, 100L);
+    CHECK_EQ(after, 0L);
+    /* A begin inside a host function, which the driver refuses (in audit
+     * mode hcguard lets it through to the driver): no capture began, so
+     * none may be open, and waits still take no write lock. */
+    REQUIRE_OK(cuLaunchHostFunc(c, begins_capture, c));
+    REQUIRE_OK(cuStreamSynchronize(c));
+    long refused = waits(s, e, 100);
+    printf("after a begin the driver refused inside a host function (%d): %ld\n",
+           (int)inner_begin, refused);
+    CHECK(inner_begin != CUDA_SUCCESS);
+    CHECK_EQ(refused, 0L);
+    long rd, wr;
+    atomic_int failed = 0;
+    fresh_waits(100, &rd, &wr, &failed);
+    printf("100 waits of a thread that never launched, after: %ld write locks\n", wr);
+    CHECK_EQ(wr, 0L);
+    CHECK_EQ(atomic_load(&failed), 0);
+    REQUIRE_OK(cuStreamDestroy(c));
+    printf("wait-sticky: %s\n", check_failures ? "FAILED" : "passed");
+    return check_failures != 0;
+}
+
+enum { CROWD = 1100, MARKERS = 1024, SERIAL = 2000 };
+
+int main(int argc, char **argv)
+{
+    int is_sticky = argc > 1 && strcmp(argv[1], "sticky") == 0;
+    if (is_sticky)
+        refuse_membarrier();
+    CUstream c;
+    CUgraph g;
+    atomic_int failed = 0;
+    long rd, wr;
+    waited = test_context();
+    test_require_hcguard(NULL);
+    REQUIRE_OK(cuCtxGetCurrent(&ctx));
+    REQUIRE_OK(cuStreamCreate(&c, CU_STREAM_NON_BLOCKING));
+    REQUIRE_OK(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
+    REQUIRE_OK(cuEventRecord(ev, waited));
+    if (argc > 1 && strcmp(argv[1], "fork") == 0)
+        return forks();
+    if (is_sticky)
+        return sticky();
+
+    fresh_waits(100, &rd, &wr, &failed);
+    printf("100 waits, no capture ever: %ld read locks, %ld write locks\n", rd, wr);
+    CHECK_EQ(rd, 0L);
+    CHECK_EQ(wr, 0L);
+
+    REQUIRE_OK(cuStreamBeginCapture(c, CU_STREAM_CAPTURE_MODE_RELAXED));
+    fresh_waits(100, &rd, &wr, &failed);
+    printf("100 waits, a capture open: %ld read locks, %ld write locks\n", rd, wr);
+    CHECK_EQ(wr, 100L);
+    REQUIRE_OK(cuStreamEndCapture(c, &g));
+    REQUIRE_OK(cuGraphDestroy(g));
+
+    fresh_waits(100, &rd, &wr, &failed);
+    printf("100 waits, the capture ended: %ld read locks, %ld write locks\n", rd, wr);
+    CHECK_EQ(rd, 0L);
+    CHECK_EQ(wr, 0L);
+
+    /* More threads alive at once than markers. */
+    static pthread_t crowd[CROWD];
+    pthread_barrier_t hold;
+    pthread_barrier_init(&hold, NULL, CROWD);
+    waiter w = {1, &hold, &failed};
+    long r0 = atomic_load(&rdlocks), w0 = atomic_load(&wrlocks);
+    for (int i = 0; i < CROWD; i++)
+        crowd[i] = start(&w);
+    for (int i = 0; i < CROWD; i++)
+        pthread_join(crowd[i], NULL);
+    pthread_barrier_destroy(&hold);
+    rd = atomic_load(&rdlocks) - r0;
+    wr = atomic_load(&wrlocks) - w0;
+    printf("%d threads alive at once, a wait each: %ld read locks, %ld write locks\n", CROWD, rd,
+           wr);
+    CHECK(rd >= CROWD - MARKERS && rd <= CROWD);
+    CHECK_EQ(wr, 0L);
+
+    /* Their markers taken over, one thread after another. */
+    r0 = atomic_load(&rdlocks);
+    w0 = atomic_load(&wrlocks);
+    waiter one = {1, NULL, &failed};
+    for (int i = 0; i < SERIAL; i++)
+        pthread_join(start(&one), NULL);
+    rd = atomic_load(&rdlocks) - r0;
+    wr = atomic_load(&wrlocks) - w0;
+    printf("%d threads one after another, a wait each: %ld read locks, %ld write locks\n",
+           SERIAL, rd, wr);
+    CHECK_EQ(rd, 0L);
+    CHECK_EQ(wr, 0L);
+
+    printf("waits refused: %d\n", atomic_load(&failed));
+    CHECK_EQ(atomic_load(&failed), 0);
+    REQUIRE_OK(cuEventDestroy(ev));
+    REQUIRE_OK(cuStreamDestroy(c));
+    printf("wait-locks: %s\n", check_failures ? "FAILED" : "passed");
+    return check_failures != 0;
+}
