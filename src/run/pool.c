@@ -233,6 +233,13 @@ _Atomic uint32_t *hcg_marker_mine(void)
     return &hcg_self.marker->in_launch;
 }
 
+_Atomic uint32_t *hcg_mark_mine(void)
+{
+    if (HCG_LIKELY(hcg_self.pool))
+        return &hcg_self.pool->in_launch;
+    return hcg_marker_mine();
+}
+
 uint32_t hcg_marks_mine(void)
 {
     hcg_pool *p = hcg_self.pool;

@@ -331,6 +331,10 @@ static inline void hcg_launch_unmark(hcg_pool *p)
  * calls, counts or place in the flight record, so that such threads wait
  * without a lock. NULL when MAX_MARKERS threads hold one. */
 _Atomic uint32_t *hcg_marker_mine(void);
+/* The mark of this thread's calls that may change which streams capture
+ * or depend on it (a wait, a graph launch): its pool's if it has one,
+ * else its marker's (taken now); NULL if neither. */
+_Atomic uint32_t *hcg_mark_mine(void);
 /* This thread's marks, its pool's and its marker's: calls of its own
  * between their reading of HCG_LAUNCH_CAPTURE and the driver's answer. */
 uint32_t hcg_marks_mine(void);

@@ -919,8 +919,9 @@ static CUresult graph_launch_locked(hcg_driver *d, hcg_pfn_cuGraphLaunch real, C
  * function that frees retired calls (which a capture begun in between
  * would make a node, freeing them on every replay). Before exec_lock.
  * While none is, it is marked as a host function's launch is (run.h), so
- * that a begin waits for it; from a thread with no pool (more threads than
- * pools), it holds the lock instead. */
+ * that a begin waits for it: with its thread's pool, or a marker where the
+ * thread launched no host function (a graph launch takes no pool); with
+ * neither (more threads than markers), it holds the lock instead. */
 static CUresult graph_launch(hcg_driver *d, hcg_pfn_cuGraphLaunch real, CUgraphExec e,
                              CUstream s, hcg_pfn_cuLaunchHostFunc after,
                              hcg_pfn_cuStreamIsCapturing capturing,
@@ -928,15 +929,15 @@ static CUresult graph_launch(hcg_driver *d, hcg_pfn_cuGraphLaunch real, CUgraphE
 {
     if (!atomic_load(&host_nodes_seen) || passive())
         return real(e, s);
-    hcg_pool *p = hcg_self.in_host_fn ? NULL : hcg_pool_mine();
-    if (p) {
-        hcg_launch_mark(p);
+    _Atomic uint32_t *m = hcg_self.in_host_fn ? NULL : hcg_mark_mine();
+    if (m) {
+        hcg_mark(m);
         if (!(atomic_load_explicit(&hcg_g_launch_rare, memory_order_acquire) & HCG_LAUNCH_CAPTURE)) {
             CUresult r = graph_launch_locked(d, real, e, s, after, capturing, info);
-            hcg_launch_unmark(p);
+            hcg_unmark(m);
             return r;
         }
-        hcg_launch_unmark(p);
+        hcg_unmark(m);
     }
     hcg_capture_token t = hcg_capture_hold();
     CUresult r = graph_launch_locked(d, real, e, s, after, capturing, info);

@@ -927,19 +927,10 @@ CUresult hcg_w_cuStreamDestroy_v2(CUstream s)
  * handler inside a call of its own thread that holds or waits for the
  * lock, or that is marked while the flag is set, is refused, as a begin
  * is there (nested_call). */
-static _Atomic uint32_t *wait_mark(void)
-{
-    if (hcg_self.in_host_fn)
-        return NULL;
-    if (HCG_LIKELY(hcg_self.pool))
-        return &hcg_self.pool->in_launch;
-    return hcg_marker_mine();
-}
-
 static CUresult stream_wait_event(hcg_pfn_cuStreamWaitEvent f, const char *name, CUstream s,
                                   CUevent e, unsigned int flags)
 {
-    _Atomic uint32_t *m = wait_mark();
+    _Atomic uint32_t *m = hcg_self.in_host_fn ? NULL : hcg_mark_mine();
     if (m) {
         hcg_mark(m);
         if (!(atomic_load_explicit(&hcg_g_launch_rare, memory_order_acquire) & HCG_LAUNCH_CAPTURE)) {

@@ -26,9 +26,11 @@
  *
  * Cases: 100 waits of a fresh thread with no capture open take no lock;
  * with one open, the lock to write each; after it ended, none again. More
- * threads at once than there are markers (1024): every wait succeeds, and
- * those without one take the lock to read. Markers of threads that exited
- * are taken over: 2000 threads one after another take no lock.
+ * threads at once than there are markers (1024), each waiting and
+ * launching a graph that runs a host function: every call succeeds, those
+ * without a marker take the lock to read, and no call pool is taken.
+ * Markers of threads that exited are taken over: 2000 threads one after
+ * another take no lock.
  */
 #include <cuda.h>
 #include <dlfcn.h>
@@ -70,10 +72,19 @@ static CUcontext ctx;
 static CUstream waited;
 static CUevent ev;
 
+static atomic_int node_runs;
+
+static void CUDA_CB node_fn(void *p)
+{
+    (void)p;
+    atomic_fetch_add(&node_runs, 1);
+}
+
 typedef struct waiter {
     int n;                   /* waits to make */
     pthread_barrier_t *hold; /* all alive at once: wait here after, if set */
     atomic_int *failed;
+    CUgraphExec launch;      /* and launch this once, if set */
 } waiter;
 
 static void *wait_thread(void *p)
@@ -83,6 +94,8 @@ static void *wait_thread(void *p)
     for (int i = 0; i < w->n; i++)
         if (cuStreamWaitEvent(waited, ev, 0) != CUDA_SUCCESS)
             atomic_fetch_add(w->failed, 1);
+    if (w->launch && cuGraphLaunch(w->launch, waited) != CUDA_SUCCESS)
+        atomic_fetch_add(w->failed, 1);
     if (w->hold)
         pthread_barrier_wait(w->hold);
     return NULL;
@@ -103,7 +116,7 @@ static pthread_t start(waiter *w)
 static void fresh_waits(int n, long *rd, long *wr, atomic_int *failed)
 {
     long r0 = atomic_load(&rdlocks), w0 = atomic_load(&wrlocks);
-    waiter w = {n, NULL, failed};
+    waiter w = {n, NULL, failed, NULL};
     pthread_join(start(&w), NULL);
     *rd = atomic_load(&rdlocks) - r0;
     *wr = atomic_load(&wrlocks) - w0;
@@ -284,11 +297,21 @@ int main(int argc, char **argv)
     CHECK_EQ(rd, 0L);
     CHECK_EQ(wr, 0L);
 
-    /* More threads alive at once than markers. */
+    /* More threads alive at once than markers, each waiting once and
+     * launching a graph with a host node once: neither takes a call pool,
+     * so none is short of one ("more than 1024 threads launch host
+     * functions", rejected by the test). */
+    CUgraph hg;
+    CUgraphNode node;
+    CUgraphExec he;
+    CUDA_HOST_NODE_PARAMS hp = {node_fn, NULL};
+    REQUIRE_OK(cuGraphCreate(&hg, 0));
+    REQUIRE_OK(cuGraphAddHostNode(&node, hg, NULL, 0, &hp));
+    REQUIRE_OK(cuGraphInstantiate(&he, hg, 0));
     static pthread_t crowd[CROWD];
     pthread_barrier_t hold;
     pthread_barrier_init(&hold, NULL, CROWD);
-    waiter w = {1, &hold, &failed};
+    waiter w = {1, &hold, &failed, he};
     long r0 = atomic_load(&rdlocks), w0 = atomic_load(&wrlocks);
     for (int i = 0; i < CROWD; i++)
         crowd[i] = start(&w);
@@ -297,15 +320,20 @@ int main(int argc, char **argv)
     pthread_barrier_destroy(&hold);
     rd = atomic_load(&rdlocks) - r0;
     wr = atomic_load(&wrlocks) - w0;
-    printf("%d threads alive at once, a wait each: %ld read locks, %ld write locks\n", CROWD, rd,
-           wr);
-    CHECK(rd >= CROWD - MARKERS && rd <= CROWD);
+    REQUIRE_OK(cuStreamSynchronize(waited));
+    printf("%d threads alive at once, a wait and a graph launch each: %ld read locks, %ld write "
+           "locks; the host node ran %d times\n",
+           CROWD, rd, wr, atomic_load(&node_runs));
+    CHECK(rd >= 2 * (CROWD - MARKERS) && rd <= 2 * CROWD);
     CHECK_EQ(wr, 0L);
+    CHECK_EQ(atomic_load(&node_runs), CROWD);
+    REQUIRE_OK(cuGraphExecDestroy(he));
+    REQUIRE_OK(cuGraphDestroy(hg));
 
     /* Their markers taken over, one thread after another. */
     r0 = atomic_load(&rdlocks);
     w0 = atomic_load(&wrlocks);
-    waiter one = {1, NULL, &failed};
+    waiter one = {1, NULL, &failed, NULL};
     for (int i = 0; i < SERIAL; i++)
         pthread_join(start(&one), NULL);
     rd = atomic_load(&rdlocks) - r0;
