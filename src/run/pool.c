@@ -36,6 +36,10 @@ static atomic_uint pools_used;
 static _Atomic(hcg_pool *) pools;
 static pthread_key_t pool_key, give_back_key;
 static pthread_once_t pool_key_once = PTHREAD_ONCE_INIT;
+/* The keys were made: with none left (the program took them all), a
+ * pool is not given back at its thread's exit, rather than set on a key
+ * number that is the program's. */
+static int pool_key_ok, give_back_key_ok;
 
 /* At thread exit: the pool is another thread's to take from now on, and
  * this thread's pointer is cleared at once, so that a later destructor
@@ -56,8 +60,8 @@ static void give_back_exit(void *unused);
 
 static void make_pool_key(void)
 {
-    pthread_key_create(&pool_key, pool_exit);
-    pthread_key_create(&give_back_key, give_back_exit);
+    pool_key_ok = pthread_key_create(&pool_key, pool_exit) == 0;
+    give_back_key_ok = pthread_key_create(&give_back_key, give_back_exit) == 0;
     hcg_events_on_drained(pool_drained); /* before any call exists */
     hcg_events_on_lost(pool_lost);
 }
@@ -120,7 +124,8 @@ static hcg_pool *acquire_pool(void)
         while (!atomic_compare_exchange_weak(&pools, &head, p));
     }
     atomic_store_explicit(&p->tid, hcg_gettid(), memory_order_relaxed);
-    pthread_setspecific(pool_key, p);
+    if (pool_key_ok)
+        pthread_setspecific(pool_key, p);
     return p;
 }
 
@@ -171,9 +176,14 @@ static atomic_uint markers_used;
 static _Atomic(hcg_marker *) markers;
 static pthread_key_t marker_key;
 static pthread_once_t marker_key_once = PTHREAD_ONCE_INIT;
+static int marker_key_ok; /* else no marker: it could not be given back */
+/* This thread: its marker was given back (it exits), or one is being
+ * taken (a signal handler's call inside that): it takes none (now). */
+static _Thread_local unsigned char marker_gone, marker_taking;
 
 static void marker_exit(void *m)
 {
+    marker_gone = 1; /* a later destructor's wait would keep one for ever */
     if (hcg_self.marker == m)
         hcg_self.marker = NULL;
     atomic_store_explicit(&((hcg_marker *)m)->in_launch, 0, memory_order_relaxed);
@@ -182,7 +192,7 @@ static void marker_exit(void *m)
 
 static void make_marker_key(void)
 {
-    pthread_key_create(&marker_key, marker_exit);
+    marker_key_ok = pthread_key_create(&marker_key, marker_exit) == 0;
 }
 
 static hcg_marker *acquire_marker(void)
@@ -217,6 +227,8 @@ static hcg_marker *acquire_marker(void)
  * look walks every marker). */
 static _Thread_local unsigned marker_retry_in;
 
+/* The caller holds the lock instead where this gives NULL: it is not
+ * measured, only ordered, so nothing is lost. */
 _Atomic uint32_t *hcg_marker_mine(void)
 {
     if (HCG_UNLIKELY(!hcg_self.marker)) {
@@ -224,8 +236,14 @@ _Atomic uint32_t *hcg_marker_mine(void)
             marker_retry_in--;
             return NULL;
         }
+        if (marker_gone || marker_taking)
+            return NULL;
+        marker_taking = 1;
         pthread_once(&marker_key_once, make_marker_key);
-        if (!(hcg_self.marker = acquire_marker())) {
+        hcg_marker *m = marker_key_ok ? acquire_marker() : NULL;
+        hcg_self.marker = m;
+        marker_taking = 0;
+        if (!m) {
             marker_retry_in = 4096;
             return NULL;
         }
@@ -291,15 +309,26 @@ static int settle_one(mark_of p)
     return 0;
 }
 
+/* Without membarrier(2): time for the marks stored before the flag was
+ * set to be seen (a store buffer drains in far less; a thread switched
+ * out drains it at the switch). Not a guarantee of the memory model, so
+ * the flag then stays set for good; but the launches and waits under way
+ * are waited for, not let through unseen. */
+#define UNFENCED_PAUSE_NS 1000000L
+
 int hcg_launches_settle(void)
 {
     hcg_pool *mine = hcg_self.pool;
     hcg_marker *own = hcg_self.marker;
-    if (hcg_marks_mine() || barrier() != 0)
+    if (hcg_marks_mine())
         return -1;
+    int rc = 0;
+    if (barrier() != 0) {
+        nanosleep(&(struct timespec){0, UNFENCED_PAUSE_NS}, NULL);
+        rc = -1;
+    }
     /* Each launch marked now read the flag before it was set, or will go
      * to the lock once it reads it set: either way its mark goes soon. */
-    int rc = 0;
     for (hcg_pool *p = atomic_load(&pools); p; p = p->next)
         if (p != mine && settle_one((mark_of){&p->in_launch, &p->owned, &p->tid}) != 0)
             rc = -1;
@@ -689,7 +718,8 @@ void hcg_call_release_batched(hcg_call *c)
         g->pool = p;
         if (!g->keyed) {
             g->keyed = 1;
-            pthread_setspecific(give_back_key, g); /* non-NULL: the hook runs */
+            if (give_back_key_ok) /* else kept at this thread's exit */
+                pthread_setspecific(give_back_key, g); /* non-NULL: the hook runs */
         }
     }
     c->next_free = g->head;

@@ -24,6 +24,20 @@
  *       HCGUARD_DEBUG=1, hcguard's lines show the captures sticky ("a
  *       capture begins", never "no capture open")
  *
+ *   hc_wait_locks first-begin | first-begin-pool
+ *       membarrier(2) refused: a wait under way as the first capture
+ *       begins (from a thread that never launched, or one with a pool) is
+ *       waited for, so that a launch on the stream it would join is not
+ *       captured as a one-shot (see first_begin); "wait-locks first-begin:
+ *       passed"
+ *   hc_wait_locks keys
+ *       the program took every thread-specific key before hcguard made its
+ *       own: waits and launches work, and the program's key keeps its
+ *       values; "wait-locks keys: passed"
+ *   hc_wait_locks dtor
+ *       threads that wait in every round of their exit destructors leave
+ *       no marker taken; "wait-locks dtor: passed"
+ *
  * Cases: 100 waits of a fresh thread with no capture open take no lock;
  * with one open, the lock to write each; after it ended, none again. More
  * threads at once than there are markers (1024), each waiting and
@@ -260,26 +274,13 @@ static int sticky(void)
 
 enum { CROWD = 1100, MARKERS = 1024, SERIAL = 2000 };
 
-int main(int argc, char **argv)
+static int counts(void)
 {
-    int is_sticky = argc > 1 && strcmp(argv[1], "sticky") == 0;
-    if (is_sticky)
-        refuse_membarrier();
     CUstream c;
     CUgraph g;
     atomic_int failed = 0;
     long rd, wr;
-    waited = test_context();
-    test_require_hcguard(NULL);
-    REQUIRE_OK(cuCtxGetCurrent(&ctx));
     REQUIRE_OK(cuStreamCreate(&c, CU_STREAM_NON_BLOCKING));
-    REQUIRE_OK(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
-    REQUIRE_OK(cuEventRecord(ev, waited));
-    if (argc > 1 && strcmp(argv[1], "fork") == 0)
-        return forks();
-    if (is_sticky)
-        return sticky();
-
     fresh_waits(100, &rd, &wr, &failed);
     printf("100 waits, no capture ever: %ld read locks, %ld write locks\n", rd, wr);
     CHECK_EQ(rd, 0L);
@@ -345,8 +346,262 @@ int main(int argc, char **argv)
 
     printf("waits refused: %d\n", atomic_load(&failed));
     CHECK_EQ(atomic_load(&failed), 0);
-    REQUIRE_OK(cuEventDestroy(ev));
     REQUIRE_OK(cuStreamDestroy(c));
     printf("wait-locks: %s\n", check_failures ? "FAILED" : "passed");
     return check_failures != 0;
+}
+
+/* ---- first-begin: a wait under way as the first capture begins, where
+ * membarrier(2) is refused. This program's sched_yield, which the test
+ * driver calls inside a wait and inside a launch (FAKECUDA_WAIT_YIELD=1,
+ * FAKECUDA_LAUNCH_YIELD=1), orders it so:
+ *   W: waits for ev on b; hcguard reads "no capture open"; inside the
+ *      driver, W stops (up to 1 s, until L's launch is in the driver);
+ *   main: begins a capture on a, records ev in it;
+ *   L: launches fn on b; hcguard asks whether b captures (no); inside
+ *      the driver, W goes on and joins b to the capture, then L's launch
+ *      goes on.
+ * Unless the begin waited for W (W then joins nothing: ev was not recorded
+ * yet), L's launch is captured as a one-shot call, freed after its first
+ * run: the replays run it again, or another launch's call. */
+static _Thread_local int fb_role; /* 1: W, 2: L */
+static atomic_int fb_arm_w, fb_arm_l, fb_w_parked, fb_release_w, fb_w_done, fb_l_go;
+static atomic_int fb_runs;
+
+static void spin_until(atomic_int *flag, uint64_t ms)
+{
+    uint64_t t0 = ms_now();
+    while (!atomic_load(flag) && ms_now() - t0 < ms)
+        syscall(SYS_sched_yield);
+}
+
+int sched_yield(void)
+{
+    if (fb_role == 1 && atomic_exchange(&fb_arm_w, 0)) {
+        atomic_store(&fb_w_parked, 1);
+        spin_until(&fb_release_w, 1000);
+    } else if (fb_role == 2 && atomic_exchange(&fb_arm_l, 0)) {
+        atomic_store(&fb_release_w, 1);
+        spin_until(&fb_w_done, 1000);
+    }
+    return (int)syscall(SYS_sched_yield);
+}
+
+static void CUDA_CB fb_fn(void *p)
+{
+    (void)p;
+    atomic_fetch_add(&fb_runs, 1);
+}
+
+static CUstream fb_b;
+static int fb_pooled; /* W launched before: its pool's mark, else its marker's */
+
+static void *fb_waiter(void *p)
+{
+    (void)p;
+    REQUIRE_OK(cuCtxSetCurrent(ctx));
+    if (fb_pooled) {
+        REQUIRE_OK(cuLaunchHostFunc(waited, noop, NULL));
+        REQUIRE_OK(cuStreamSynchronize(waited));
+    }
+    fb_role = 1;
+    atomic_store(&fb_arm_w, 1);
+    REQUIRE_OK(cuStreamWaitEvent(fb_b, ev, 0));
+    atomic_store(&fb_w_done, 1);
+    return NULL;
+}
+
+static void *fb_launcher(void *p)
+{
+    (void)p;
+    REQUIRE_OK(cuCtxSetCurrent(ctx));
+    REQUIRE_OK(cuLaunchHostFunc(waited, noop, NULL)); /* a pool of its own */
+    REQUIRE_OK(cuStreamSynchronize(waited));
+    spin_until(&fb_l_go, 5000);
+    fb_role = 2;
+    atomic_store(&fb_arm_l, 1);
+    REQUIRE_OK(cuLaunchHostFunc(fb_b, fb_fn, NULL));
+    return NULL;
+}
+
+static int first_begin(int pooled)
+{
+    CUstream a, own;
+    CUgraph g;
+    CUgraphExec e;
+    pthread_t w, l;
+    size_t nodes = 0;
+    fb_pooled = pooled;
+    REQUIRE_OK(cuStreamCreate(&a, CU_STREAM_NON_BLOCKING));
+    REQUIRE_OK(cuStreamCreate(&fb_b, CU_STREAM_NON_BLOCKING));
+    REQUIRE_OK(cuStreamCreate(&own, CU_STREAM_NON_BLOCKING));
+    REQUIRE(pthread_create(&l, NULL, fb_launcher, NULL) == 0);
+    REQUIRE(pthread_create(&w, NULL, fb_waiter, NULL) == 0);
+    spin_until(&fb_w_parked, 5000);
+    REQUIRE(atomic_load(&fb_w_parked));
+    REQUIRE_OK(cuStreamBeginCapture(a, CU_STREAM_CAPTURE_MODE_RELAXED));
+    int waited_for = atomic_load(&fb_w_done);
+    REQUIRE_OK(cuEventRecord(ev, a));
+    atomic_store(&fb_l_go, 1);
+    pthread_join(l, NULL);
+    pthread_join(w, NULL);
+    REQUIRE_OK(cuStreamEndCapture(a, &g));
+    REQUIRE_OK(cuGraphGetNodes(g, NULL, &nodes));
+    REQUIRE_OK(cuGraphInstantiate(&e, g, 0));
+    for (int i = 0; i < 3; i++) {
+        REQUIRE_OK(cuGraphLaunch(e, own));
+        REQUIRE_OK(cuStreamSynchronize(own));
+        for (int k = 0; k < 300; k++) /* would take a freed call's place */
+            REQUIRE_OK(cuLaunchHostFunc(own, noop, NULL));
+        REQUIRE_OK(cuStreamSynchronize(own));
+    }
+    REQUIRE_OK(cuStreamSynchronize(fb_b));
+    printf("first begin, the waiter %s: waited for it %d; graph nodes %zu; the launch ran %d "
+           "times in 3 replays\n",
+           pooled ? "with a pool" : "never launched", waited_for, nodes, atomic_load(&fb_runs));
+    CHECK_EQ(waited_for, 1);
+    CHECK_EQ(nodes, (size_t)0);
+    CHECK_EQ(atomic_load(&fb_runs), 1);
+    REQUIRE_OK(cuGraphExecDestroy(e));
+    REQUIRE_OK(cuGraphDestroy(g));
+    printf("wait-locks first-begin: %s\n", check_failures ? "FAILED" : "passed");
+    return check_failures != 0;
+}
+
+/* ---- keys: the program took every thread-specific key ----------------- */
+static pthread_key_t prog_key;
+static atomic_int prog_dtor_ok, prog_dtor_bad;
+
+static void prog_dtor(void *p)
+{
+    atomic_fetch_add(*(int *)p == 42 ? &prog_dtor_ok : &prog_dtor_bad, 1);
+}
+
+static void *keyed_thread(void *p)
+{
+    static int mine = 42;
+    REQUIRE_OK(cuCtxSetCurrent(ctx));
+    REQUIRE(pthread_setspecific(prog_key, &mine) == 0);
+    if (p) { /* and a launch: a call pool */
+        REQUIRE_OK(cuLaunchHostFunc(waited, noop, NULL));
+        REQUIRE_OK(cuStreamSynchronize(waited));
+    }
+    REQUIRE_OK(cuStreamWaitEvent(waited, ev, 0));
+    return NULL;
+}
+
+/* hcguard's keys for markers and pools are made at their first use: none
+ * is left then, and no value of hcguard's may land on the program's key
+ * (its destructor would be handed a marker, or a pool). prog_key is the
+ * first key this program makes: 0 in a process whose other libraries
+ * made none before main (hcguard makes its own later). */
+static int keys(void)
+{
+    pthread_key_t k;
+    int more = 0;
+    REQUIRE(pthread_key_create(&prog_key, prog_dtor) == 0);
+    while (pthread_key_create(&k, NULL) == 0)
+        more++;
+    for (int i = 0; i < 2; i++) {
+        pthread_t t;
+        REQUIRE(pthread_create(&t, NULL, keyed_thread, i ? &more : NULL) == 0);
+        pthread_join(t, NULL);
+    }
+    printf("keys: the program's key %u, then %d more; its destructor got its value %d times, "
+           "another %d times\n",
+           (unsigned)prog_key, more, atomic_load(&prog_dtor_ok), atomic_load(&prog_dtor_bad));
+    CHECK_EQ(atomic_load(&prog_dtor_ok), 2);
+    CHECK_EQ(atomic_load(&prog_dtor_bad), 0);
+    printf("wait-locks keys: %s\n", check_failures ? "FAILED" : "passed");
+    return check_failures != 0;
+}
+
+/* ---- dtor: waits in every round of a thread's exit destructors -------- */
+static pthread_key_t rounds_key;
+
+static void rounds_dtor(void *p)
+{
+    long n = (long)(intptr_t)p;
+    REQUIRE_OK(cuStreamWaitEvent(waited, ev, 0));
+    if (n < 4) /* set again: called in the next round */
+        pthread_setspecific(rounds_key, (void *)(intptr_t)(n + 1));
+}
+
+static void *rounds_thread(void *p)
+{
+    (void)p;
+    REQUIRE_OK(cuCtxSetCurrent(ctx));
+    pthread_setspecific(rounds_key, (void *)(intptr_t)1);
+    REQUIRE_OK(cuStreamWaitEvent(waited, ev, 0));
+    return NULL;
+}
+
+/* A wait after the thread's marker was given back (a later destructor,
+ * or a later round) takes none: one taken then would never be given back,
+ * and 1100 such threads would leave no marker for anyone. */
+static int dtor_rounds(void)
+{
+    atomic_int failed = 0;
+    long rd, wr;
+    fresh_waits(1, &rd, &wr, &failed); /* hcguard's key made first: its destructor runs first */
+    REQUIRE(pthread_key_create(&rounds_key, rounds_dtor) == 0);
+    for (int i = 0; i < CROWD; i++) {
+        pthread_t t;
+        REQUIRE(pthread_create(&t, NULL, rounds_thread, NULL) == 0);
+        pthread_join(t, NULL);
+    }
+    fresh_waits(100, &rd, &wr, &failed);
+    printf("after %d threads that waited in every destructor round: 100 waits of a fresh "
+           "thread took %ld read locks\n",
+           CROWD, rd);
+    CHECK_EQ(rd, 0L);
+    CHECK_EQ(atomic_load(&failed), 0);
+    printf("wait-locks dtor: %s\n", check_failures ? "FAILED" : "passed");
+    return check_failures != 0;
+}
+
+static int first_begin_fresh(void)
+{
+    return first_begin(0);
+}
+
+static int first_begin_pooled(void)
+{
+    return first_begin(1);
+}
+
+static const struct {
+    const char *name;
+    int (*run)(void);
+    int no_membarrier; /* refused before anything else */
+} modes[] = {
+    {"", counts, 0},
+    {"fork", forks, 0},
+    {"sticky", sticky, 1},
+    {"first-begin", first_begin_fresh, 1},
+    {"first-begin-pool", first_begin_pooled, 1},
+    {"keys", keys, 0},
+    {"dtor", dtor_rounds, 0},
+};
+
+int main(int argc, char **argv)
+{
+    const char *name = argc > 1 ? argv[1] : "";
+    size_t m = 0;
+    while (m < sizeof modes / sizeof modes[0] && strcmp(name, modes[m].name) != 0)
+        m++;
+    if (m == sizeof modes / sizeof modes[0]) {
+        fprintf(stderr, "hc_wait_locks: unknown case %s\n", name);
+        return 2;
+    }
+    if (modes[m].no_membarrier)
+        refuse_membarrier();
+    waited = test_context();
+    test_require_hcguard(NULL);
+    REQUIRE_OK(cuCtxGetCurrent(&ctx));
+    REQUIRE_OK(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
+    REQUIRE_OK(cuEventRecord(ev, waited));
+    int rc = modes[m].run();
+    REQUIRE_OK(cuEventDestroy(ev));
+    return rc;
 }
