@@ -154,9 +154,14 @@ static void release_ring(void *p)
     atomic_store_explicit(&((ring *)p)->owned, 0, memory_order_release);
 }
 
+/* With no key left (the program took them all), a ring is not given
+ * back at its thread's exit, rather than set on a key that is the
+ * program's. */
+static int ring_key_ok;
+
 static void make_key(void)
 {
-    pthread_key_create(&ring_key, release_ring);
+    ring_key_ok = pthread_key_create(&ring_key, release_ring) == 0;
 }
 
 /* Events per ring: the largest power of two that HCGUARD_BUFFER holds. */
@@ -214,7 +219,8 @@ static ring *acquire_ring(void)
             r->next = head;
         while (!atomic_compare_exchange_weak(&rings, &head, r));
     }
-    pthread_setspecific(ring_key, r);
+    if (ring_key_ok)
+        pthread_setspecific(ring_key, r);
     return r;
 }
 

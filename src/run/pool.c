@@ -2,6 +2,7 @@
  * without locks, their sequence numbers and launch counts, and the flow
  * control that keeps one-shot launches from outrunning the collector.
  * Common path: no lock, no allocation, no system call. */
+#include <errno.h>
 #include <inttypes.h>
 #include <linux/membarrier.h>
 #include <pthread.h>
@@ -187,12 +188,34 @@ static void marker_exit(void *m)
     if (hcg_self.marker == m)
         hcg_self.marker = NULL;
     atomic_store_explicit(&((hcg_marker *)m)->in_launch, 0, memory_order_relaxed);
+    atomic_store_explicit(&((hcg_marker *)m)->tid, 0, memory_order_relaxed); /* see reclaim */
     atomic_store_explicit(&((hcg_marker *)m)->owned, 0, memory_order_release);
 }
 
 static void make_marker_key(void)
 {
     marker_key_ok = pthread_key_create(&marker_key, marker_exit) == 0;
+}
+
+/* A marker whose owner exited without giving it back (it took it in the
+ * last round of its exit destructors, after which none runs again): its
+ * tid names no thread of this process any more. Taken over by swapping
+ * that tid for ours; a marker being taken (owned, tid still 0) or given
+ * back (tid 0 first) is not one. */
+static hcg_marker *reclaim_marker(void)
+{
+    uint32_t me = hcg_gettid();
+    for (hcg_marker *m = atomic_load(&markers); m; m = m->next) {
+        uint32_t t = atomic_load(&m->tid);
+        if (!t || t == me || !atomic_load(&m->owned) ||
+            syscall(SYS_tgkill, getpid(), (pid_t)t, 0) == 0 || errno != ESRCH)
+            continue;
+        if (atomic_compare_exchange_strong(&m->tid, &t, me)) {
+            atomic_store_explicit(&m->in_launch, 0, memory_order_relaxed);
+            return m;
+        }
+    }
+    return NULL;
 }
 
 static hcg_marker *acquire_marker(void)
@@ -207,8 +230,12 @@ static hcg_marker *acquire_marker(void)
     if (!m) {
         unsigned i = atomic_load(&markers_used);
         do
-            if (i >= MAX_MARKERS)
-                return NULL; /* the caller takes the lock instead */
+            if (i >= MAX_MARKERS) {
+                m = reclaim_marker();
+                if (m)
+                    pthread_setspecific(marker_key, m);
+                return m; /* NULL: the caller takes the lock instead */
+            }
         while (!atomic_compare_exchange_weak(&markers_used, &i, i + 1));
         m = &marker_store[i];
         atomic_store(&m->owned, 1);
@@ -239,9 +266,15 @@ _Atomic uint32_t *hcg_marker_mine(void)
         if (marker_gone || marker_taking)
             return NULL;
         marker_taking = 1;
+        atomic_signal_fence(memory_order_seq_cst);
+        if (hcg_self.marker) { /* a handler took one before the flag was up */
+            marker_taking = 0;
+            return &hcg_self.marker->in_launch;
+        }
         pthread_once(&marker_key_once, make_marker_key);
         hcg_marker *m = marker_key_ok ? acquire_marker() : NULL;
         hcg_self.marker = m;
+        atomic_signal_fence(memory_order_seq_cst);
         marker_taking = 0;
         if (!m) {
             marker_retry_in = 4096;
@@ -282,28 +315,24 @@ static int still_in_launch(mark_of p)
            atomic_load_explicit(p.owned, memory_order_relaxed);
 }
 
-/* Wait for p's launch to have its answer; -1 past SETTLE_NS (said). */
-static int settle_one(mark_of p)
+static uint64_t mono_ns(void)
 {
-    uint64_t start = 0;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
+}
+
+/* Wait for p's launch to have its answer, until deadline (ns); -1 past
+ * it (given up on: the caller says how many). */
+static int settle_one(mark_of p, uint64_t deadline)
+{
     for (unsigned spins = 0; still_in_launch(p); spins++) {
         if (spins < 64) {
             sched_yield();
             continue;
         }
-        struct timespec now;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        uint64_t t = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
-        if (!start)
-            start = t;
-        else if (t - start > SETTLE_NS) {
-            hcg_problem("a capture began while a host function launch or event wait of thread %" PRIu32
-                        " had been under way for over 2 s (left by a jump out of it, or "
-                        "blocked in the driver): it is not waited for, and from now on every "
-                        "launch asks whether its stream captures",
-                        atomic_load_explicit(p.tid, memory_order_relaxed));
+        if (mono_ns() > deadline)
             return -1;
-        }
         nanosleep(&(struct timespec){0, 50000}, NULL);
     }
     return 0;
@@ -313,28 +342,49 @@ static int settle_one(mark_of p)
  * set to be seen (a store buffer drains in far less; a thread switched
  * out drains it at the switch). Not a guarantee of the memory model, so
  * the flag then stays set for good; but the launches and waits under way
- * are waited for, not let through unseen. */
+ * are waited for, not let through unseen. The whole pause, whatever
+ * signals come (a profiler's timer). */
 #define UNFENCED_PAUSE_NS 1000000L
 
+static void pause_for_marks(void)
+{
+    struct timespec left = {0, UNFENCED_PAUSE_NS};
+    while (nanosleep(&left, &left) != 0 && errno == EINTR)
+        ;
+}
+
+/* The marks of every other thread's calls, waited for SETTLE_NS in all
+ * (not each: a begin holds the lock to write meanwhile). This thread's
+ * own marks, left by a jump out of a call (a begin from a handler inside
+ * one is refused before this), cannot be waited for: -1, after the
+ * others. */
 int hcg_launches_settle(void)
 {
     hcg_pool *mine = hcg_self.pool;
     hcg_marker *own = hcg_self.marker;
-    if (hcg_marks_mine())
-        return -1;
-    int rc = 0;
+    int rc = hcg_marks_mine() ? -1 : 0;
     if (barrier() != 0) {
-        nanosleep(&(struct timespec){0, UNFENCED_PAUSE_NS}, NULL);
+        pause_for_marks();
         rc = -1;
     }
     /* Each launch marked now read the flag before it was set, or will go
      * to the lock once it reads it set: either way its mark goes soon. */
+    uint64_t deadline = mono_ns() + SETTLE_NS;
+    uint32_t stuck = 0, who = 0;
     for (hcg_pool *p = atomic_load(&pools); p; p = p->next)
-        if (p != mine && settle_one((mark_of){&p->in_launch, &p->owned, &p->tid}) != 0)
-            rc = -1;
+        if (p != mine && settle_one((mark_of){&p->in_launch, &p->owned, &p->tid}, deadline) != 0)
+            stuck++, who = atomic_load_explicit(&p->tid, memory_order_relaxed);
     for (hcg_marker *m = atomic_load(&markers); m; m = m->next)
-        if (m != own && settle_one((mark_of){&m->in_launch, &m->owned, &m->tid}) != 0)
-            rc = -1;
+        if (m != own && settle_one((mark_of){&m->in_launch, &m->owned, &m->tid}, deadline) != 0)
+            stuck++, who = atomic_load_explicit(&m->tid, memory_order_relaxed);
+    if (stuck) {
+        hcg_problem("a capture began while %" PRIu32 " host function launch(es) or event "
+                    "wait(s) (of thread %" PRIu32 "%s) had been under way for over 2 s (left by "
+                    "a jump out of one, or blocked in the driver): they are not waited for, "
+                    "and from now on every launch asks whether its stream captures",
+                    stuck, who, stuck > 1 ? ", and others" : "");
+        rc = -1;
+    }
     return rc;
 }
 
@@ -785,6 +835,7 @@ void hcg_pool_after_fork(void)
         if (m != hcg_self.marker) {
             atomic_store(&m->owned, 0);
             atomic_store(&m->in_launch, 0);
+            atomic_store(&m->tid, 0);
         }
     for (hcg_pool *p = atomic_load(&pools); p; p = p->next) {
         if (p != hcg_self.pool) {

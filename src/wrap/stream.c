@@ -18,9 +18,9 @@
  * begin that opens a capture when none is open sets the flag, then waits
  * for the launches that read it clear (hcg_launch_mark, run.h); the end of
  * the last open capture clears it, and launches no longer ask. Where that
- * wait cannot be made (no membarrier(2)), the flag stays set for good
- * once set, and a launch under way while the first capture begins is not
- * waited for (README, "Limits").
+ * wait cannot be made sure of (no membarrier(2): a pause stands in), or
+ * gives up (2 s), the flag stays set for good once set (README,
+ * "Limits").
  * - Held only across the question and the driver call, never across a
  *   wait of hcguard's own (flow control waits after it is let go).
  * - Writers first: with readers first, launches on other streams, always

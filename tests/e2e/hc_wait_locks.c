@@ -30,13 +30,18 @@
  *       waited for, so that a launch on the stream it would join is not
  *       captured as a one-shot (see first_begin); "wait-locks first-begin:
  *       passed"
+ *   hc_wait_locks first-begin-jump
+ *       membarrier(2) allowed, the beginning thread left a launch by a jump
+ *       (its mark stays, taken after 2 s to be left behind): the begin still
+ *       waits for the other threads' marks
  *   hc_wait_locks keys
  *       the program took every thread-specific key before hcguard made its
  *       own: waits and launches work, and the program's key keeps its
  *       values; "wait-locks keys: passed"
  *   hc_wait_locks dtor
- *       threads that wait in every round of their exit destructors leave
- *       no marker taken; "wait-locks dtor: passed"
+ *       threads that wait in every round of their exit destructors, or in
+ *       the last only (after which none runs: the marker is taken over from
+ *       the exited thread), leave no marker taken; "wait-locks dtor: passed"
  *
  * Cases: 100 waits of a fresh thread with no capture open take no lock;
  * with one open, the lock to write each; after it ended, none again. More
@@ -52,6 +57,7 @@
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <pthread.h>
+#include <setjmp.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -375,8 +381,13 @@ static void spin_until(atomic_int *flag, uint64_t ms)
         syscall(SYS_sched_yield);
 }
 
+static sigjmp_buf fb_jump;
+static atomic_int fb_arm_jump;
+
 int sched_yield(void)
 {
+    if (atomic_exchange(&fb_arm_jump, 0))
+        siglongjmp(fb_jump, 1); /* out of the launch, its mark left */
     if (fb_role == 1 && atomic_exchange(&fb_arm_w, 0)) {
         atomic_store(&fb_w_parked, 1);
         spin_until(&fb_release_w, 1000);
@@ -424,15 +435,34 @@ static void *fb_launcher(void *p)
     return NULL;
 }
 
-static int first_begin(int pooled)
+/* This thread leaves a launch by a jump (its mark stays); 2 s on, the
+ * mark is taken to be left behind and its begins are let through: they
+ * must still wait for every other thread's marks. */
+static void jump_out_of_launch(CUstream a)
+{
+    REQUIRE_OK(cuLaunchHostFunc(waited, noop, NULL)); /* this thread's pool */
+    REQUIRE_OK(cuStreamSynchronize(waited));
+    if (!sigsetjmp(fb_jump, 1)) {
+        atomic_store(&fb_arm_jump, 1);
+        (void)cuLaunchHostFunc(waited, noop, NULL);
+        REQUIRE(!"the launch did not yield (FAKECUDA_LAUNCH_YIELD=1?)");
+    }
+    CUresult early = cuStreamBeginCapture(a, CU_STREAM_CAPTURE_MODE_RELAXED);
+    CHECK_EQ(early, CUDA_ERROR_NOT_PERMITTED);
+    usleep(2100000);
+}
+
+static int first_begin(int how) /* 0: W never launched; 1: W has a pool; 2: 0 after a jump */
 {
     CUstream a, own;
     CUgraph g;
     CUgraphExec e;
     pthread_t w, l;
     size_t nodes = 0;
-    fb_pooled = pooled;
+    fb_pooled = how == 1;
     REQUIRE_OK(cuStreamCreate(&a, CU_STREAM_NON_BLOCKING));
+    if (how == 2)
+        jump_out_of_launch(a);
     REQUIRE_OK(cuStreamCreate(&fb_b, CU_STREAM_NON_BLOCKING));
     REQUIRE_OK(cuStreamCreate(&own, CU_STREAM_NON_BLOCKING));
     REQUIRE(pthread_create(&l, NULL, fb_launcher, NULL) == 0);
@@ -456,9 +486,10 @@ static int first_begin(int pooled)
         REQUIRE_OK(cuStreamSynchronize(own));
     }
     REQUIRE_OK(cuStreamSynchronize(fb_b));
-    printf("first begin, the waiter %s: waited for it %d; graph nodes %zu; the launch ran %d "
+    printf("first begin%s, the waiter %s: waited for it %d; graph nodes %zu; the launch ran %d "
            "times in 3 replays\n",
-           pooled ? "with a pool" : "never launched", waited_for, nodes, atomic_load(&fb_runs));
+           how == 2 ? " after a jump out of a launch" : "",
+           fb_pooled ? "with a pool" : "never launched", waited_for, nodes, atomic_load(&fb_runs));
     CHECK_EQ(waited_for, 1);
     CHECK_EQ(nodes, (size_t)0);
     CHECK_EQ(atomic_load(&fb_runs), 1);
@@ -482,9 +513,11 @@ static void *keyed_thread(void *p)
     static int mine = 42;
     REQUIRE_OK(cuCtxSetCurrent(ctx));
     REQUIRE(pthread_setspecific(prog_key, &mine) == 0);
-    if (p) { /* and a launch: a call pool */
+    if (p) { /* and a launch: a call pool; and a rejected copy: a ring */
+        static hcguard_copy_record bad = {0, 1, 8};
         REQUIRE_OK(cuLaunchHostFunc(waited, noop, NULL));
         REQUIRE_OK(cuStreamSynchronize(waited));
+        CHECK(cuLaunchHostFunc(waited, test_copy_fn(NULL), &bad) != CUDA_SUCCESS);
     }
     REQUIRE_OK(cuStreamWaitEvent(waited, ev, 0));
     return NULL;
@@ -519,10 +552,13 @@ static int keys(void)
 /* ---- dtor: waits in every round of a thread's exit destructors -------- */
 static pthread_key_t rounds_key;
 
+static int last_round_only; /* the threads wait only in the last round */
+
 static void rounds_dtor(void *p)
 {
     long n = (long)(intptr_t)p;
-    REQUIRE_OK(cuStreamWaitEvent(waited, ev, 0));
+    if (!last_round_only || n == 4)
+        REQUIRE_OK(cuStreamWaitEvent(waited, ev, 0));
     if (n < 4) /* set again: called in the next round */
         pthread_setspecific(rounds_key, (void *)(intptr_t)(n + 1));
 }
@@ -532,7 +568,8 @@ static void *rounds_thread(void *p)
     (void)p;
     REQUIRE_OK(cuCtxSetCurrent(ctx));
     pthread_setspecific(rounds_key, (void *)(intptr_t)1);
-    REQUIRE_OK(cuStreamWaitEvent(waited, ev, 0));
+    if (!last_round_only)
+        REQUIRE_OK(cuStreamWaitEvent(waited, ev, 0));
     return NULL;
 }
 
@@ -545,16 +582,19 @@ static int dtor_rounds(void)
     long rd, wr;
     fresh_waits(1, &rd, &wr, &failed); /* hcguard's key made first: its destructor runs first */
     REQUIRE(pthread_key_create(&rounds_key, rounds_dtor) == 0);
-    for (int i = 0; i < CROWD; i++) {
-        pthread_t t;
-        REQUIRE(pthread_create(&t, NULL, rounds_thread, NULL) == 0);
-        pthread_join(t, NULL);
+    for (last_round_only = 0; last_round_only < 2; last_round_only++) {
+        for (int i = 0; i < CROWD; i++) {
+            pthread_t t;
+            REQUIRE(pthread_create(&t, NULL, rounds_thread, NULL) == 0);
+            pthread_join(t, NULL);
+        }
+        fresh_waits(100, &rd, &wr, &failed);
+        printf("after %d threads that waited in %s: 100 waits of a fresh thread took %ld read "
+               "locks\n",
+               CROWD, last_round_only ? "the last destructor round only" : "every destructor round",
+               rd);
+        CHECK_EQ(rd, 0L);
     }
-    fresh_waits(100, &rd, &wr, &failed);
-    printf("after %d threads that waited in every destructor round: 100 waits of a fresh "
-           "thread took %ld read locks\n",
-           CROWD, rd);
-    CHECK_EQ(rd, 0L);
     CHECK_EQ(atomic_load(&failed), 0);
     printf("wait-locks dtor: %s\n", check_failures ? "FAILED" : "passed");
     return check_failures != 0;
@@ -570,6 +610,11 @@ static int first_begin_pooled(void)
     return first_begin(1);
 }
 
+static int first_begin_jumped(void)
+{
+    return first_begin(2);
+}
+
 static const struct {
     const char *name;
     int (*run)(void);
@@ -580,6 +625,7 @@ static const struct {
     {"sticky", sticky, 1},
     {"first-begin", first_begin_fresh, 1},
     {"first-begin-pool", first_begin_pooled, 1},
+    {"first-begin-jump", first_begin_jumped, 0},
     {"keys", keys, 0},
     {"dtor", dtor_rounds, 0},
 };
