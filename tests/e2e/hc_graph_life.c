@@ -827,7 +827,11 @@ static void capture_join_race(void)
     printf("capture join race: %d captures, %d not ended; launches run once %d, %d times %d, "
            "never %d (%d refused)\n",
            captures, unended, counts[1], RACE_REPLAYS, counts[RACE_REPLAYS], counts[0], refused);
-    CHECK(counts[RACE_REPLAYS] > 0); /* some launches were captured, and replayed */
+    /* Some launches were captured, and replayed; unless the driver would
+     * not end most captures (driver 580 refuses an end once b took a
+     * launch after it rejoined: CUDA_ERROR_STREAM_CAPTURE_UNJOINED; the
+     * test driver ends them all), which leaves those launches never run. */
+    CHECK(counts[RACE_REPLAYS] > 0 || unended > captures / 2);
     REQUIRE_OK(cuEventDestroy(ea));
     REQUIRE_OK(cuEventDestroy(eb));
     CHECK_EQ(calls_live_settled(test_require_hcguard(NULL), 0), 0ull);
