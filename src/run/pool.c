@@ -256,7 +256,7 @@ static _Thread_local unsigned marker_retry_in;
 
 /* The caller holds the lock instead where this gives NULL: it is not
  * measured, only ordered, so nothing is lost. */
-_Atomic uint32_t *hcg_marker_mine(void)
+static _Atomic uint32_t *marker_mine(void)
 {
     if (HCG_UNLIKELY(!hcg_self.marker)) {
         if (marker_retry_in) {
@@ -288,7 +288,7 @@ _Atomic uint32_t *hcg_mark_mine(void)
 {
     if (HCG_LIKELY(hcg_self.pool))
         return &hcg_self.pool->in_launch;
-    return hcg_marker_mine();
+    return marker_mine();
 }
 
 uint32_t hcg_marks_mine(void)

@@ -325,15 +325,11 @@ static inline void hcg_launch_unmark(hcg_pool *p)
 {
     hcg_unmark(&p->in_launch);
 }
-/* The mark of a thread that has no pool (it never launched a host
- * function) for a call that changes which streams capture, as a launch's
- * (cuStreamWaitEvent joins a stream to a capture): a marker, with no
- * calls, counts or place in the flight record, so that such threads wait
- * without a lock. NULL when MAX_MARKERS threads hold one. */
-_Atomic uint32_t *hcg_marker_mine(void);
 /* The mark of this thread's calls that may change which streams capture
  * or depend on it (a wait, a graph launch): its pool's if it has one,
- * else its marker's (taken now); NULL if neither. */
+ * else its marker's (taken now: a marker has no calls, counts or place in
+ * the flight record, so that a thread that never launched waits without
+ * a lock); NULL if neither (MAX_MARKERS threads hold one). */
 _Atomic uint32_t *hcg_mark_mine(void);
 /* This thread's marks, its pool's and its marker's: calls of its own
  * between their reading of HCG_LAUNCH_CAPTURE and the driver's answer. */
