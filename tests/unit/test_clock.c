@@ -77,6 +77,7 @@ static void interrupt_every_50us(int on)
 static double tight_pair(uint64_t *tick)
 {
     uint64_t best = UINT64_MAX, ns = 0;
+    *tick = 0; /* set by the first try, whose t1 - t0 is below UINT64_MAX */
     for (int i = 0; i < 64; i++) {
         uint64_t t0 = hcg_ticks(), n = hcg_now_ns(), t1 = hcg_ticks();
         if (t1 >= t0 && t1 - t0 < best) {
