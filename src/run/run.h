@@ -146,9 +146,11 @@ static inline hcg_call *hcg_call_pop(hcg_pool *p)
     hcg_call *next = c->next_free;
     p->free = next;
     /* The next call's line was last written by the callback thread that
-     * gave it back: fetch it now, for writing, while this launch goes on
-     * into the driver, rather than stall on it at the next launch. (A
-     * prefetch of NULL is harmless.) */
+     * gave it back: fetch it now, while this launch goes on into the
+     * driver, rather than stall on it at the next launch. (For writing on
+     * Arm; x86-64's baseline has no prefetchw, so there it is fetched to
+     * read, and prefetchw measured no better on an H100 host: RESULTS.md.
+     * A prefetch of NULL is harmless.) */
     __builtin_prefetch(next, 1, 3);
     __builtin_prefetch((char *)next + 64, 1, 3); /* copies' line */
     return c;
