@@ -66,9 +66,7 @@
  * memory, peer access, memory pools, other node types
  * (CUDA_ERROR_NOT_SUPPORTED), events beyond create, record, synchronize,
  * destroy and a stream's wait (which outside capture is already met: one
- * queue), the check that every joined stream rejoined its origin before the
- * end of a cross-stream capture (they all leave it then),
- * cuStreamUpdateCaptureDependencies, the global-mode capture ban on other
+ * queue), cuStreamUpdateCaptureDependencies, the global-mode capture ban on other
  * threads' unsafe calls, primary-context reset when its last reference
  * goes, and real timing or concurrency between streams.
  *
@@ -163,6 +161,10 @@ typedef struct fc_stream {
      * an origin lists the streams that joined it (joined, join_next),
      * which leave the capture when it ends or is dropped. */
     struct fc_stream *cap_origin, *joined, *join_next;
+    /* An origin: the last nodes of joined streams destroyed meanwhile,
+     * which its end still wants rejoined (as driver 580 does). */
+    CUgraphNode cap_gone[FC_CAP_DEPS];
+    size_t n_cap_gone;
 } fc_stream;
 
 /* An event (fc_event.c): where its last record was made. Outside capture
@@ -275,6 +277,7 @@ struct fc_node {
     fc_graph *child;       /* CU_GRAPH_NODE_TYPE_GRAPH: owned */
     size_t ndeps;
     fc_node **deps;
+    uint64_t walk; /* the last walk that reached it (fc_capture.c, unjoined) */
 };
 
 /* ---- fc_core.c: state, lock, handles ------------------------------------ */
@@ -317,6 +320,10 @@ CUresult fc_wait_done(uint64_t seq);
 /* ---- fc_stream.c, fc_capture.c, fc_memory.c ------------------------------- */
 CUresult fc_stream_get(CUstream h, int ptsz, fc_stream **out);
 CUresult fc_capture_forbid(fc_stream *s);
+/* The capture s takes part in, every stream of it, is invalidated (an end
+ * then says CUDA_ERROR_STREAM_CAPTURE_INVALIDATED); nothing if s does not
+ * capture. */
+void fc_capture_invalidate(fc_stream *s);
 void fc_stream_capture_drop(fc_stream *s);
 /* The capture s takes part in, by its origin stream (s itself for one it
  * began); NULL if s does not capture. */

@@ -41,6 +41,8 @@ void fc_stream_capture_drop(fc_stream *s)
         if (*p)
             *p = s->join_next;
         s->join_next = NULL;
+        for (size_t i = 0; i < s->n_cap_deps && o->n_cap_gone < FC_CAP_DEPS; i++)
+            o->cap_gone[o->n_cap_gone++] = s->cap_deps[i];
         capture_clear(s);
         return;
     }
@@ -59,6 +61,60 @@ fc_stream *fc_capture_origin(fc_stream *s)
     return s->cap_origin ? s->cap_origin : s;
 }
 
+void fc_capture_invalidate(fc_stream *s)
+{
+    fc_stream *o = fc_capture_origin(s);
+    if (!o)
+        return;
+    o->cap_status = CU_STREAM_CAPTURE_STATUS_INVALIDATED;
+    for (fc_stream *j = o->joined; j; j = j->join_next)
+        j->cap_status = CU_STREAM_CAPTURE_STATUS_INVALIDATED;
+}
+
+/* ---- rejoining: every joined stream's last nodes must be ones the
+ * origin's next node would depend on, directly or not, at the end ---- */
+/* Whether n is among the origin's last nodes or their dependencies. */
+static int reached(fc_stream *o, const fc_node *n, uint64_t walk)
+{
+    fc_node *stack[256];
+    size_t top = 0;
+    for (size_t i = 0; i < o->n_cap_deps && top < 256; i++)
+        stack[top++] = (fc_node *)o->cap_deps[i];
+    while (top) {
+        fc_node *x = stack[--top];
+        if (x == n)
+            return 1;
+        if (x->walk == walk)
+            continue;
+        x->walk = walk;
+        for (size_t i = 0; i < x->ndeps; i++)
+            if (top < 256)
+                stack[top++] = x->deps[i];
+            else
+                return 1; /* deeper than modelled: taken as joined */
+    }
+    return 0;
+}
+
+static int deps_rejoined(fc_stream *o, const CUgraphNode *deps, size_t n)
+{
+    static uint64_t walks;
+    for (size_t i = 0; i < n; i++)
+        if (!reached(o, (const fc_node *)deps[i], ++walks))
+            return 0;
+    return 1;
+}
+
+/* Whether every stream that joined o's capture (destroyed ones included)
+ * rejoined it. */
+static int all_rejoined(fc_stream *o)
+{
+    for (fc_stream *j = o->joined; j; j = j->join_next)
+        if (!deps_rejoined(o, j->cap_deps, j->n_cap_deps))
+            return 0;
+    return deps_rejoined(o, o->cap_gone, o->n_cap_gone);
+}
+
 /* ev's nodes added to what s's next node depends on (no node twice); more
  * than FC_CAP_DEPS is not modelled. */
 static CUresult deps_merge(fc_stream *s, const fc_event *ev)
@@ -75,16 +131,26 @@ static CUresult deps_merge(fc_stream *s, const fc_event *ev)
     return CUDA_SUCCESS;
 }
 
+/* As driver 580 answers (probed): an event of a capture that is over is
+ * CUDA_ERROR_INVALID_VALUE, and invalidates a capture the waiting stream
+ * is in; one of another capture invalidates both. */
 CUresult fc_capture_join(fc_stream *s, const fc_event *ev)
 {
     fc_stream *o = ev->cap_origin; /* NULL: destroyed since */
-    if (!o || o->cap_status != CU_STREAM_CAPTURE_STATUS_ACTIVE || o->cap_id != ev->cap_id)
-        return CUDA_ERROR_STREAM_CAPTURE_ISOLATION; /* that capture is over */
+    if (!o || o->cap_status == CU_STREAM_CAPTURE_STATUS_NONE || o->cap_id != ev->cap_id) {
+        fc_capture_invalidate(s); /* that capture is over */
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (o->cap_status == CU_STREAM_CAPTURE_STATUS_INVALIDATED)
+        return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
     if (s == &fc_legacy) /* as a begin on it */
         return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     fc_stream *mine = fc_capture_origin(s);
-    if (mine && mine != o)
+    if (mine && mine != o) {
+        fc_capture_invalidate(s);
+        fc_capture_invalidate(o);
         return CUDA_ERROR_STREAM_CAPTURE_MERGE;
+    }
     if (s->cap_status == CU_STREAM_CAPTURE_STATUS_INVALIDATED)
         return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
     if (!mine) {
@@ -209,6 +275,7 @@ static CUresult begin_capture(CUstream h, int ptsz, CUstreamCaptureMode mode, co
         for (size_t i = 0; i < s->n_cap_deps; i++)
             s->cap_deps[i] = into->deps[i];
         s->cap_origin = s->joined = NULL;
+        s->n_cap_gone = 0;
         fc_state.n_capturing++;
     }
     fc_unlock();
@@ -284,6 +351,14 @@ static CUresult end_capture_locked(fc_stream *s, CUgraph *phGraph)
         return CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
     if (s->cap_origin) /* only the stream that began it ends it */
         return CUDA_ERROR_STREAM_CAPTURE_UNMATCHED;
+    if (!all_rejoined(s)) { /* the capture is dropped, its streams leave it */
+        fc_graph *into = s->cap_user_graph ? s->cap_graph : NULL;
+        fc_stream_capture_drop(s);
+        if (into) /* the caller's graph goes too: driver 580 frees it */
+            fc_graph_free(into);
+        *phGraph = NULL;
+        return CUDA_ERROR_STREAM_CAPTURE_UNJOINED;
+    }
     fc_graph *gr = s->cap_graph;
     gr->capturer = NULL;
     joined_leave(s);

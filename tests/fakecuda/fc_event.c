@@ -119,8 +119,10 @@ static CUresult stream_wait_event(CUstream hs, CUevent h, unsigned int flags, in
     if (r == CUDA_SUCCESS && e->in_capture)
         r = fc_capture_join(s, e);
     else if (r == CUDA_SUCCESS && s->cap_status != CU_STREAM_CAPTURE_STATUS_NONE &&
-             !(flags & CU_EVENT_WAIT_EXTERNAL))
+             !(flags & CU_EVENT_WAIT_EXTERNAL)) {
+        fc_capture_invalidate(s); /* as driver 580 does */
         r = CUDA_ERROR_STREAM_CAPTURE_ISOLATION;
+    }
     fc_unlock();
     return r;
 }

@@ -84,7 +84,7 @@ FC_API CUresult CUDAAPI cuStreamDestroy_v2(CUstream hStream)
 /* A synchronising call on a capturing stream ends the capture's validity. */
 CUresult fc_capture_forbid(fc_stream *s)
 {
-    s->cap_status = CU_STREAM_CAPTURE_STATUS_INVALIDATED;
+    fc_capture_invalidate(s);
     return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
 }
 

@@ -179,18 +179,35 @@ static void test_capture_threads(CUstream s)
     CHECK_OK(cuGraphDestroy(got));
 }
 
+/* A capture's state, by any of its streams. */
+static CUstreamCaptureStatus cap_state(CUstream s)
+{
+    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+    CHECK_OK(cuStreamIsCapturing(s, &st));
+    return st;
+}
+
+/* Ends a's capture, which must fail with want and leave no graph. */
+static void end_fails(CUstream a, CUresult want)
+{
+    CUgraph g = NULL;
+    CHECK_CU(cuStreamEndCapture(a, &g), want);
+    CHECK(g == NULL && cap_state(a) == CU_STREAM_CAPTURE_STATUS_NONE);
+}
+
 /* Cross-stream capture: b joins a's capture by waiting for an event
  * recorded in it, its node depends on a's, a's next node on both; the end
- * of a's capture takes b out of it. Events outside capture; the errors. */
+ * of a's capture takes b out of it. Events outside capture; the errors,
+ * as driver 580 answers them (an isolation or merge error invalidates). */
 static void test_capture_join(CUstream a)
 {
     CUstream b, c;
     CUevent ea, eb, out;
-    CUgraph g, g2;
-    CUstreamCaptureStatus st;
+    CUgraph g;
     CUgraphNode nodes[4], deps[4];
     size_t n = 4, nd = 4;
     cuuint64_t ida = 0, idb = 0;
+    CUstreamCaptureStatus st;
     CHECK_OK(cuStreamCreate(&b, CU_STREAM_NON_BLOCKING));
     CHECK_OK(cuStreamCreate(&c, CU_STREAM_NON_BLOCKING));
     CHECK_OK(cuEventCreate(&ea, 0));
@@ -201,30 +218,31 @@ static void test_capture_join(CUstream a)
     CHECK_OK(cuStreamWaitEvent(c, out, 0)); /* outside capture: met */
     CHECK_CU(cuStreamWaitEvent(c, out, 2), CUDA_ERROR_INVALID_VALUE);
     runs_reset();
+    /* An event recorded outside: isolation, and the capture invalidated. */
     CHECK_OK(cuStreamBeginCapture_v2(a, CU_STREAM_CAPTURE_MODE_RELAXED));
     CHECK_CU(cuStreamWaitEvent(a, out, 0), CUDA_ERROR_STREAM_CAPTURE_ISOLATION);
+    CHECK(cap_state(a) == CU_STREAM_CAPTURE_STATUS_INVALIDATED);
+    CHECK_CU(cuLaunchHostFunc(a, record, (void *)50), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+    end_fails(a, CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+    /* b joins, captures, rejoins. */
+    CHECK_OK(cuStreamBeginCapture_v2(a, CU_STREAM_CAPTURE_MODE_RELAXED));
     CHECK_OK(cuLaunchHostFunc(a, record, (void *)51));
     CHECK_OK(cuEventRecord(ea, a));
     CHECK_CU(cuEventSynchronize(ea), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
     CHECK_OK(cuStreamWaitEvent(b, ea, 0));
-    CHECK_OK(cuStreamIsCapturing(b, &st));
-    CHECK(st == CU_STREAM_CAPTURE_STATUS_ACTIVE);
+    CHECK(cap_state(b) == CU_STREAM_CAPTURE_STATUS_ACTIVE);
     CHECK_OK(cuStreamGetCaptureInfo(a, &st, &ida));
     CHECK_OK(cuStreamGetCaptureInfo(b, &st, &idb));
     CHECK(ida != 0 && ida == idb);
     CHECK_CU(cuStreamEndCapture(b, &g), CUDA_ERROR_STREAM_CAPTURE_UNMATCHED);
     CHECK_OK(cuLaunchHostFunc(b, record, (void *)52));
     CHECK_OK(cuEventRecord(eb, b));
-    CHECK_OK(cuStreamBeginCapture_v2(c, CU_STREAM_CAPTURE_MODE_RELAXED));
-    CHECK_CU(cuStreamWaitEvent(c, eb, 0), CUDA_ERROR_STREAM_CAPTURE_MERGE);
-    CHECK_OK(cuStreamEndCapture(c, &g2));
-    CHECK_OK(cuGraphDestroy(g2));
     CHECK_OK(cuStreamWaitEvent(a, eb, 0));
     CHECK_OK(cuLaunchHostFunc(a, record, (void *)53));
     CHECK_OK(cuStreamEndCapture(a, &g));
-    CHECK_OK(cuStreamIsCapturing(b, &st));
-    CHECK(st == CU_STREAM_CAPTURE_STATUS_NONE);
-    CHECK_CU(cuStreamWaitEvent(c, ea, 0), CUDA_ERROR_STREAM_CAPTURE_ISOLATION);
+    CHECK(cap_state(b) == CU_STREAM_CAPTURE_STATUS_NONE);
+    /* An event of a capture that is over. */
+    CHECK_CU(cuStreamWaitEvent(c, ea, 0), CUDA_ERROR_INVALID_VALUE);
     CHECK_OK(cuGraphGetNodes(g, nodes, &n));
     CHECK(n == 3);
     CHECK_OK(cuGraphNodeGetDependencies(nodes[2], deps, &nd));
@@ -236,13 +254,49 @@ static void test_capture_join(CUstream a)
     CHECK(RUNS_ARE(51, 52, 53));
     CHECK_OK(cuGraphExecDestroy(e));
     CHECK_OK(cuGraphDestroy(g));
-    /* A joined stream destroyed leaves the capture; its origin ends it. */
+    /* A stream in another capture: a merge, both captures invalidated. */
+    CHECK_OK(cuStreamBeginCapture_v2(a, CU_STREAM_CAPTURE_MODE_RELAXED));
+    CHECK_OK(cuEventRecord(ea, a));
+    CHECK_OK(cuStreamBeginCapture_v2(c, CU_STREAM_CAPTURE_MODE_RELAXED));
+    CHECK_CU(cuStreamWaitEvent(c, ea, 0), CUDA_ERROR_STREAM_CAPTURE_MERGE);
+    CHECK(cap_state(a) == CU_STREAM_CAPTURE_STATUS_INVALIDATED &&
+          cap_state(c) == CU_STREAM_CAPTURE_STATUS_INVALIDATED);
+    end_fails(c, CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+    end_fails(a, CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+    /* Unjoined: b took a launch after it rejoined; the end fails, both
+     * streams leave, and the launch never runs. A stream that joined and
+     * took nothing need not rejoin. */
+    runs_reset();
+    CHECK_OK(cuStreamBeginCapture_v2(a, CU_STREAM_CAPTURE_MODE_RELAXED));
+    CHECK_OK(cuLaunchHostFunc(a, record, (void *)54));
+    CHECK_OK(cuEventRecord(ea, a));
+    CHECK_OK(cuStreamWaitEvent(b, ea, 0));
+    CHECK_OK(cuStreamWaitEvent(c, ea, 0));
+    CHECK_OK(cuLaunchHostFunc(b, record, (void *)55));
+    CHECK_OK(cuEventRecord(eb, b));
+    CHECK_OK(cuStreamWaitEvent(a, eb, 0));
+    CHECK_OK(cuLaunchHostFunc(b, record, (void *)56));
+    end_fails(a, CUDA_ERROR_STREAM_CAPTURE_UNJOINED);
+    CHECK(cap_state(b) == CU_STREAM_CAPTURE_STATUS_NONE &&
+          cap_state(c) == CU_STREAM_CAPTURE_STATUS_NONE);
+    CHECK_CU(cuStreamWaitEvent(c, eb, 0), CUDA_ERROR_INVALID_VALUE);
+    CHECK_OK(cuCtxSynchronize());
+    CHECK(runs.n == 0);
+    /* A joined stream destroyed leaves the capture; its origin ends it if
+     * it took nothing, and not if it took a node not rejoined. */
     CHECK_OK(cuStreamBeginCapture_v2(a, CU_STREAM_CAPTURE_MODE_RELAXED));
     CHECK_OK(cuEventRecord(ea, a));
     CHECK_OK(cuStreamWaitEvent(b, ea, 0));
     CHECK_OK(cuStreamDestroy_v2(b));
     CHECK_OK(cuStreamEndCapture(a, &g));
     CHECK_OK(cuGraphDestroy(g));
+    CHECK_OK(cuStreamCreate(&b, CU_STREAM_NON_BLOCKING));
+    CHECK_OK(cuStreamBeginCapture_v2(a, CU_STREAM_CAPTURE_MODE_RELAXED));
+    CHECK_OK(cuEventRecord(ea, a));
+    CHECK_OK(cuStreamWaitEvent(b, ea, 0));
+    CHECK_OK(cuLaunchHostFunc(b, record, (void *)57));
+    CHECK_OK(cuStreamDestroy_v2(b));
+    end_fails(a, CUDA_ERROR_STREAM_CAPTURE_UNJOINED);
     /* An origin destroyed takes the streams that joined it out, and its
      * events join nothing after. The legacy stream joins nothing. */
     CHECK_OK(cuStreamCreate(&b, CU_STREAM_NON_BLOCKING));
@@ -251,9 +305,8 @@ static void test_capture_join(CUstream a)
     CHECK_CU(cuStreamWaitEvent(CU_STREAM_LEGACY, eb, 0), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
     CHECK_OK(cuStreamWaitEvent(c, eb, 0));
     CHECK_OK(cuStreamDestroy_v2(b));
-    CHECK_OK(cuStreamIsCapturing(c, &st));
-    CHECK(st == CU_STREAM_CAPTURE_STATUS_NONE);
-    CHECK_CU(cuStreamWaitEvent(c, eb, 0), CUDA_ERROR_STREAM_CAPTURE_ISOLATION);
+    CHECK(cap_state(c) == CU_STREAM_CAPTURE_STATUS_NONE);
+    CHECK_CU(cuStreamWaitEvent(c, eb, 0), CUDA_ERROR_INVALID_VALUE);
     CHECK_OK(cuEventDestroy_v2(ea));
     CHECK_OK(cuEventDestroy_v2(eb));
     CHECK_OK(cuEventDestroy_v2(out));
@@ -299,6 +352,23 @@ static void test_capture_to_graph(CUstream s)
     CHECK(n == 3);
     CHECK_OK(cuGraphDestroy(other));
     CHECK_OK(cuGraphDestroy(g));
+    /* Unjoined: the caller's graph goes with the capture (driver 580
+     * frees it: its handle is then refused). */
+    CHECK_OK(cuGraphCreate(&g, 0));
+    CUevent ev;
+    CHECK_OK(cuEventCreate(&ev, 0));
+    CHECK_OK(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
+    CHECK_OK(cuStreamBeginCaptureToGraph(s, g, NULL, NULL, 0, CU_STREAM_CAPTURE_MODE_RELAXED));
+    CHECK_OK(cuLaunchHostFunc(s, record, (void *)64));
+    CHECK_OK(cuEventRecord(ev, s));
+    CHECK_OK(cuStreamWaitEvent(s2, ev, 0));
+    CHECK_OK(cuLaunchHostFunc(s2, record, (void *)65));
+    got = NULL;
+    CHECK_CU(cuStreamEndCapture(s, &got), CUDA_ERROR_STREAM_CAPTURE_UNJOINED);
+    CHECK(got == NULL);
+    CHECK_CU(cuGraphGetNodes(g, NULL, &n), CUDA_ERROR_INVALID_VALUE);
+    CHECK_OK(cuStreamDestroy_v2(s2));
+    CHECK_OK(cuEventDestroy_v2(ev));
 }
 
 void test_capture(void)
