@@ -96,6 +96,19 @@ static hcguard_status recheck(const hcg_call *c, hcguard_copy_record *now)
     return same ? same_reason((hcguard_status)c->enqueue_status, st) : st;
 }
 
+/* A run of a copy whose record was reported at enqueue (audit mode, or a
+ * graph node set with a bad record) is that report's error only while
+ * the record is what was reported and the verdict the same: once the
+ * record changed (a graph node's replays read it afresh), a skip is a new
+ * error, counted and said, and a good copy no error at all. */
+static int same_as_reported(const hcg_call *c, hcguard_status st, const hcguard_copy_record *now)
+{
+    if (st != (hcguard_status)c->enqueue_status)
+        return 0;
+    return st == HCGUARD_ERR_RECORD_UNREADABLE || st == HCGUARD_ERR_NULL_RECORD ||
+           (now->dst == c->snap.dst && now->src == c->snap.src && now->nbytes == c->snap.nbytes);
+}
+
 /* Whose code runs a checked copy: hcguard's own functions, cuda.core's and
  * registered ones are declared to do exactly the record's copy, so hcguard
  * does it, from the snapshot; a --copy-fn function may do more, so it is
@@ -250,6 +263,8 @@ static void run(hcg_call *c, CUstream s, CUresult status, int stream_cb)
     int go = 1;
     if (hcg_fnkind_is_copy((hcg_fnkind)c->kind)) {
         hcguard_status st = recheck(c, &now);
+        if (HCG_UNLIKELY(e.flags) && !same_as_reported(c, st, &now))
+            e.flags &= (uint8_t)~HCG_EVF_REPORTED; /* a new error, or none */
         e.dst = now.dst;
         e.src = now.src;
         e.bytes = now.nbytes;

@@ -2,6 +2,9 @@
  * Host-callback misuse under hcguard, against the test driver (CI) or the
  * real driver (GPU machines).
  *
+ *   hc_audit graph-record-changes  audit mode: a graph copy node reported at
+ *                       its set, replayed with the record fixed, then bad
+ *                       in a new way (each such replay a new error)
  *   hc_audit cuda-call  host functions (and a stream callback) that call
  *                       cuStreamQuery and cuMemcpyHtoD through pointers
  *                       from cuGetProcAddress and dlsym, and cuLaunchHostFunc
@@ -194,7 +197,39 @@ static void teardown(void)
     cuMemFree(dev);
 }
 
+/* Audit mode: a graph copy node set with a bad record (reported once, at
+ * the set) is replayed with the record fixed (copies), then bad in a new
+ * way: each of those replays is an error of its own, counted and said. */
+static void graph_record_changes(void)
+{
+    static char buf[8192], dst[4096];
+    static hcguard_copy_record rec;
+    CUgraph g;
+    CUgraphNode n;
+    CUgraphExec e;
+    rec = (hcguard_copy_record){(uintptr_t)buf, (uintptr_t)buf + 8, 4096}; /* overlap */
+    CUDA_HOST_NODE_PARAMS p = {test_copy_fn(NULL), &rec};
+    REQUIRE_OK(cuGraphCreate(&g, 0));
+    REQUIRE_OK(cuGraphAddHostNode(&n, g, NULL, 0, &p)); /* audit: reported, taken */
+    REQUIRE_OK(cuGraphInstantiateWithFlags(&e, g, 0));
+    REQUIRE_OK(cuGraphLaunch(e, s1)); /* skipped: the overlap reported */
+    REQUIRE_OK(cuStreamSynchronize(s1));
+    memset(buf, 7, 64);
+    rec = (hcguard_copy_record){(uintptr_t)dst, (uintptr_t)buf, 4096};
+    REQUIRE_OK(cuGraphLaunch(e, s1)); /* copies */
+    REQUIRE_OK(cuStreamSynchronize(s1));
+    CHECK_EQ(dst[63], 7);
+    rec.dst = 0x10; /* never mapped */
+    for (int i = 0; i < 5; i++) {
+        REQUIRE_OK(cuGraphLaunch(e, s1));
+        REQUIRE_OK(cuStreamSynchronize(s1));
+    }
+    REQUIRE_OK(cuGraphExecDestroy(e));
+    REQUIRE_OK(cuGraphDestroy(g));
+}
+
 static const check_scenario scenarios[] = {
+    CHECK_SCENARIO("graph-record-changes", graph_record_changes),
     CHECK_SCENARIO("cuda-call", cuda_call),
     CHECK_SCENARIO("libc", libc),
     CHECK_SCENARIO("closure", closure),
