@@ -81,6 +81,19 @@ uint64_t hcg_unmeasured(void)
     return atomic_load_explicit(&unmeasured, memory_order_relaxed);
 }
 
+/* Host copies refused for want of a call (hcg_copy_callless). */
+static atomic_ullong callless;
+
+void hcg_count_callless(void)
+{
+    atomic_fetch_add_explicit(&callless, 1, memory_order_relaxed);
+}
+
+uint64_t hcg_copies_callless(void)
+{
+    return atomic_load_explicit(&callless, memory_order_relaxed);
+}
+
 /* More threads launch at once than there are pools: said once; each of
  * their launches the driver takes is counted unmeasured, and a thread
  * takes a pool when one is free again. */
@@ -90,7 +103,7 @@ static hcg_pool *pools_full(void)
     if (!atomic_exchange(&said, 1))
         hcg_problem("more than %d threads launch host functions at once: the launches of "
                     "further threads go to the driver unmeasured (not counted, timed or "
-                    "logged; a host copy's record is still checked) until one of them exits",
+                    "logged; their host copies are refused) until one of them exits",
                     MAX_POOLS);
     return NULL;
 }
@@ -861,6 +874,7 @@ void hcg_pool_after_fork(void)
         atomic_store(&p->flow_forgiven_lost, 0);
     }
     atomic_store(&unmeasured, 0);
+    atomic_store(&callless, 0);
     atomic_store(&exec_window, 0);
     atomic_store(&barrier_cmd, -1); /* a new process: registered anew */
     for (int k = 0; k < HCG_FN_KIND_COUNT; k++)

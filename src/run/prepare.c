@@ -72,6 +72,22 @@ __attribute__((noinline, cold)) void hcg_debug_call(hcg_api api, CUhostFn fn, vo
     hcg_nocancel_end(cancel);
 }
 
+/* A copy with no call (out of memory, or more launching threads alive
+ * than pools) would run unguarded: its record read by the driver's thread
+ * at each run, unchecked and not fault-contained (a graph node's at every
+ * replay). Refused instead, said once, counted. */
+__attribute__((noinline, cold)) CUresult hcg_copy_callless(hcg_api api)
+{
+    static atomic_int said;
+    hcg_count_callless();
+    if (!atomic_exchange(&said, 1))
+        hcg_problem("%s: a host copy with no call to guard it (out of memory, or more "
+                    "threads launching at once than hcguard has pools) was refused with "
+                    "CUDA_ERROR_OUT_OF_MEMORY rather than run unchecked",
+                    hcg_api_name(api));
+    return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
 CUresult hcg_prepare_call(hcg_api api, CUstream s, CUhostFn fn, void *user, hcg_call **out)
 {
     *out = NULL;
@@ -99,6 +115,8 @@ CUresult hcg_prepare_call(hcg_api api, CUstream s, CUhostFn fn, void *user, hcg_
         return CUDA_ERROR_INVALID_VALUE;
     hcg_call *c = hcg_call_alloc();
     if (HCG_UNLIKELY(!c)) {
+        if (hcg_fnkind_is_copy(kind))
+            return hcg_copy_callless(api);
         if (found)
             hcg_audit_report_fn(found, api, s, (void *)inner, rec);
         return CUDA_SUCCESS; /* out of memory: pass through, unmeasured */

@@ -387,8 +387,15 @@ hcg_fnkind hcg_look_through(void *data, CUhostFn *fn, void **rec);
 void hcg_debug_call(hcg_api api, CUhostFn fn, void *user, hcg_fnkind kind, CUhostFn inner);
 /* Recognise fn (through cuda.bindings' wrapper), check its record if it is
  * a copy, and make the call the trampoline will run. CUDA_ERROR_INVALID_VALUE
- * if refused (reported); else CUDA_SUCCESS and *out, NULL if out of memory. */
+ * if refused (reported), CUDA_ERROR_OUT_OF_MEMORY for a copy with no call
+ * (hcg_copy_callless); else CUDA_SUCCESS and *out, NULL if out of memory. */
 CUresult hcg_prepare_call(hcg_api api, CUstream s, CUhostFn fn, void *user, hcg_call **out);
+/* A host copy that no call can be had for (out of memory, no pool free):
+ * refused, since it would run unchecked; said once. Returns
+ * CUDA_ERROR_OUT_OF_MEMORY. hcg_copies_callless: how many. */
+CUresult hcg_copy_callless(hcg_api api);
+void hcg_count_callless(void);
+uint64_t hcg_copies_callless(void);
 /* The check of a copy fn recognised as kind (not through a wrapper) at
  * enqueue, for the launch's fast path: its record rec read once,
  * fault-contained, into *snap and checked (a record this thread found good

@@ -469,6 +469,9 @@ static void print_counts(const totals *t)
     if (t->unmeasured)
         hcg_msg("host functions passed to the driver unmeasured (not counted above): %" PRIu64
                 " (see the configuration problems)", t->unmeasured);
+    if (t->own_fns && hcg_copies_callless())
+        hcg_msg("host copies refused for want of a call to guard them (not counted above): %" PRIu64
+                " (see the configuration problems)", hcg_copies_callless());
     print_copies(t);
 }
 

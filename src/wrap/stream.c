@@ -397,8 +397,8 @@ __attribute__((noinline)) static CUresult launch_general(hcg_driver *d, launch_a
 {
     hcg_call *c = NULL;
     CUresult r;
-    if (hcg_prepare_call(a.api, a.stream, a.fn, a.user, &c) != CUDA_SUCCESS)
-        r = CUDA_ERROR_INVALID_VALUE;
+    if ((r = hcg_prepare_call(a.api, a.stream, a.fn, a.user, &c)) != CUDA_SUCCESS)
+        ; /* refused: a bad record, a libc function, or a copy with no call */
     else if (HCG_UNLIKELY(!c))
         r = call_unmeasured(a);
     else
@@ -411,8 +411,9 @@ __attribute__((noinline)) static CUresult launch_general(hcg_driver *d, launch_a
     return launch_call(d, a, c);
 }
 
-/* A copy launched with no call to measure it (out of memory): checked
- * all the same, then handed to the driver as it is. */
+/* A copy launched with no call to guard its run (out of memory, no pool
+ * free): a bad record is refused as ever, and a good one too
+ * (hcg_copy_callless), since it would run unchecked. */
 __attribute__((noinline, cold)) static CUresult launch_copy_unmeasured(launch_args a,
                                                                       hcg_fnkind kind)
 {
@@ -421,7 +422,7 @@ __attribute__((noinline, cold)) static CUresult launch_copy_unmeasured(launch_ar
     uint64_t gen;
     if (hcg_prepare_copy(a.api, a.stream, a.fn, a.user, kind, hcg_ticks(), &snap, &why, &gen))
         return CUDA_ERROR_INVALID_VALUE;
-    return call_unmeasured(a);
+    return hcg_copy_callless(a.api);
 }
 
 /* The whole check of a copy whose record is not this thread's last

@@ -1076,6 +1076,30 @@ static void execnone(void)
  * unmeasured: all must run, and the summary must say how many were not
  * counted (it said nothing, and counted 1024 of 1100). */
 static pthread_barrier_t many_bar;
+static atomic_uint many_copies_refused, many_nodes_refused;
+static unsigned char many_src[64], many_dst[64];
+static hcguard_copy_record many_good = {(uintptr_t)many_dst, (uintptr_t)many_src, 64};
+
+/* A good copy, launched and set on a graph node: run guarded, or (no call
+ * to guard it: no pool free) refused with CUDA_ERROR_OUT_OF_MEMORY. Before,
+ * a node made there ran the record unchecked at every replay: a record
+ * made bad after crashed the program. */
+static void good_copy_or_refused(void)
+{
+    CUresult r = cuLaunchHostFunc(stream, copy_fn, &many_good);
+    CHECK_MSG(r == CUDA_SUCCESS || r == CUDA_ERROR_OUT_OF_MEMORY, "a good copy: %d", (int)r);
+    if (r == CUDA_ERROR_OUT_OF_MEMORY)
+        atomic_fetch_add(&many_copies_refused, 1);
+    CUgraph g;
+    CUgraphNode n;
+    CUDA_HOST_NODE_PARAMS p = {copy_fn, &many_good};
+    REQUIRE_OK(cuGraphCreate(&g, 0));
+    r = cuGraphAddHostNode(&n, g, NULL, 0, &p);
+    CHECK_MSG(r == CUDA_SUCCESS || r == CUDA_ERROR_OUT_OF_MEMORY, "a copy node: %d", (int)r);
+    if (r == CUDA_ERROR_OUT_OF_MEMORY)
+        atomic_fetch_add(&many_nodes_refused, 1);
+    REQUIRE_OK(cuGraphDestroy(g));
+}
 
 static void *one_launch(void *ctx)
 {
@@ -1087,6 +1111,7 @@ static void *one_launch(void *ctx)
     /* Refused with or without a pool: never counted unmeasured. */
     CHECK_MSG(cuLaunchHostFunc(stream, copy_fn, &bad) == CUDA_ERROR_INVALID_VALUE,
               "a bad record launched");
+    good_copy_or_refused();
     pthread_barrier_wait(&many_bar); /* all alive until all launched */
     return NULL;
 }
@@ -1106,6 +1131,8 @@ static void manythreads(unsigned n)
         pthread_join(t[i], NULL);
     REQUIRE_OK(cuCtxSynchronize());
     CHECK_MSG(atomic_load(&ran) == n, "ran %lu of %u", atomic_load(&ran), n);
+    printf("manythreads: copies refused %u, copy nodes refused %u\n",
+           atomic_load(&many_copies_refused), atomic_load(&many_nodes_refused));
     free(t);
 }
 
