@@ -1182,13 +1182,19 @@ static void chain_once(chain_set *s, hcg_call *c)
 }
 
 /* Once per call and root: an executable graph updated back and forth
- * between the same graphs must not grow the chain with each update. */
+ * between the same graphs must not grow the chain with each update. Not a
+ * call set on a graph's node with a user object of its own there: the
+ * update gives the exec a reference to each of the graph's user objects
+ * (and the exec holds those it lets go until its launches in flight are
+ * done: the CUDA programming guide, graph user objects), so the exec keeps
+ * it as long as it can run it; chained, it was kept until the root died,
+ * one more for each set and update. */
 static int chain_to_exec(hcg_call *c, CUgraph in, uintptr_t top, void *arg)
 {
     (void)in;
     (void)top;
     chain_set *s = arg;
-    if (c != s->root)
+    if (c != s->root && !(c->root && c->uobj))
         chain_once(s, c);
     return 0;
 }

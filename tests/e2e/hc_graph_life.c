@@ -359,6 +359,58 @@ static void update_flat_wide(void)
     update_back_and_forth(300, 1000);
 }
 
+/* A node's host function set anew, then the executable graph updated
+ * from its graph, time after time (a graph re-parameterised each step):
+ * each update gives the exec the graph's calls, and the call set before
+ * is let go once no launch can run it; before, every call set was kept
+ * until the graph and the exec were both destroyed (memory grew with each
+ * update, the updates slowed with the chain). Each launch runs the call
+ * set last. */
+static void update_set_loop(void)
+{
+    CUstream s = life_stream;
+    CUgraph g;
+    CUgraphNode n;
+    CUgraphExec e;
+    CUDA_HOST_NODE_PARAMS p0 = {fn0, NULL}, p1 = {fn1, NULL};
+    test_stats_fn get = test_require_hcguard(NULL);
+    memset(hits, 0, sizeof hits);
+    REQUIRE_OK(cuGraphCreate(&g, 0));
+    REQUIRE_OK(cuGraphAddHostNode(&n, g, NULL, 0, &p0));
+    REQUIRE_OK(cuGraphInstantiateWithFlags(&e, g, 0));
+    enum { ROUNDS = 4000 };
+    for (int i = 0; i < ROUNDS; i++) {
+        REQUIRE_OK(cuGraphHostNodeSetParams(n, i % 2 ? &p0 : &p1));
+        CUgraphExecUpdateResultInfo info;
+        REQUIRE_OK(cuGraphExecUpdate(e, g, &info));
+        if (i % 64 == 0) {
+            REQUIRE_OK(cuGraphLaunch(e, s));
+            REQUIRE_OK(cuStreamSynchronize(s));
+        }
+    }
+    REQUIRE_OK(cuGraphLaunch(e, s));
+    REQUIRE_OK(cuStreamSynchronize(s));
+    /* Launched at rounds 0, 64, ... (even: fn1) and once at the end (the
+     * last set, round ROUNDS - 1, is odd: fn0). */
+    CHECK_EQ(atomic_load(&hits[1]), (ROUNDS + 63) / 64);
+    CHECK_EQ(atomic_load(&hits[0]), 1);
+    /* The node's first call (the root, held by g and e) and the one set
+     * last; a few more while destructors are on their way. */
+    unsigned long long live = calls_live_settled(get, 2);
+    printf("update-set-loop: %d sets and updates, %llu calls live\n", ROUNDS, live);
+    CHECK_MSG(live <= 2, "%llu calls kept after %d sets and updates", live, ROUNDS);
+    /* Set anew on the graph, not updated: the graph lets go of the call
+     * the exec runs, which the exec's own reference keeps. */
+    REQUIRE_OK(cuGraphHostNodeSetParams(n, &p1));
+    usleep(100000); /* a user object's destructor would have run */
+    REQUIRE_OK(cuGraphLaunch(e, s));
+    REQUIRE_OK(cuStreamSynchronize(s));
+    CHECK_EQ(atomic_load(&hits[0]), 2);
+    REQUIRE_OK(cuGraphExecDestroy(e));
+    REQUIRE_OK(cuGraphDestroy(g));
+    CHECK_EQ(calls_live_settled(get, 0), 0ull);
+}
+
 static void handle_reuse(void)
 {
     CUstream s = life_stream;
@@ -1533,6 +1585,7 @@ static const check_scenario scenarios[] = {
     CHECK_SCENARIO("refused", refused),
     CHECK_SCENARIO("update-flat", update_flat),
     CHECK_SCENARIO("update-flat-wide", update_flat_wide),
+    CHECK_SCENARIO("update-set-loop", update_set_loop),
     CHECK_SCENARIO("handle-reuse", handle_reuse),
     CHECK_SCENARIO("bindings-refused", bindings_refused),
     CHECK_SCENARIO("update-dead-root", update_dead_root),
