@@ -840,6 +840,11 @@ static int run_child(char **argv)
     if (pid == 0) {
         sigaction(SIGCHLD, &chld_inherited, NULL);
         sigprocmask(SIG_SETMASK, &old, NULL);
+        if (flight[0]) { /* the record is this process's, not a helper's it starts */
+            char me[24];
+            snprintf(me, sizeof me, "%ld", (long)getpid());
+            setenv("HCGUARD_FLIGHT_PID", me, 1);
+        }
         execvp(argv[0], argv);
         _exit(exec_failed(argv[0], errno));
     }

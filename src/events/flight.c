@@ -119,10 +119,26 @@ static void *give_up(int fd, hcg_flight *f, size_t bytes)
     return NULL;
 }
 
+/* Whether this process is the one the launcher started (its pid, set in
+ * HCGUARD_FLIGHT_PID by the launcher's child before its exec; the images
+ * it execs keep it): the launcher recovers only that process's record. A
+ * process it starts (a helper that uses CUDA and exits, a rank) would
+ * otherwise take the record first, and the program, killed, lose its
+ * events and summary. Unset: the first to come. */
+static int meant_for_me(void)
+{
+    const char *want = secure_getenv("HCGUARD_FLIGHT_PID");
+    if (!want || !want[0])
+        return 1;
+    char *end;
+    long pid = strtol(want, &end, 10);
+    return *end == '\0' && pid == (long)getpid();
+}
+
 void *hcg_flight_attach(size_t pools_size)
 {
     const char *path = secure_getenv("HCGUARD_FLIGHT");
-    if (!path || !path[0] || hcg_g_flight)
+    if (!path || !path[0] || hcg_g_flight || !meant_for_me())
         return NULL;
     int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
     /* Every process the program starts inherits HCGUARD_FLIGHT (the ranks
