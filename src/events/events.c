@@ -929,6 +929,15 @@ uint64_t hcg_events_runs(void)
     return n;
 }
 
+uint64_t hcg_events_undrained(void)
+{
+    uint64_t n = 0;
+    for (ring *r = atomic_load(&rings); r; r = r->next)
+        n += atomic_load_explicit(&r->head, memory_order_acquire) -
+             atomic_load_explicit(&r->tail, memory_order_acquire);
+    return n;
+}
+
 uint64_t hcg_events_dropped(void)
 {
     uint64_t n = atomic_load_explicit(&ringless_dropped, memory_order_relaxed);

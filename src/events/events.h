@@ -134,6 +134,9 @@ uint64_t hcg_events_flow_room(void);
 uint32_t hcg_events_drain_gen(void);
 void hcg_events_wait_drain(uint32_t gen, unsigned ms);
 uint64_t hcg_events_dropped(void);
+/* Events in the rings not drained yet: after the last drain at exit, those
+ * the program's other threads made meanwhile (counted, never written). */
+uint64_t hcg_events_undrained(void);
 /* Host functions that ran or were skipped so far, on every thread (their
  * events dropped or not; graph nodes too): whether any runs at all. Not
  * rejections or findings, which an application thread may make while no

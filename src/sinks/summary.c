@@ -198,6 +198,7 @@ typedef struct totals {
     uint64_t launched[HCG_FN_KIND_COUNT];
     uint64_t nodes, dropped, captured;
     uint64_t unmeasured; /* live only: a flight record does not keep it */
+    uint64_t undrained;  /* live only: events made after the last drain */
     int own_fns;         /* live: the copy functions this process recognised are its own */
 } totals;
 
@@ -212,6 +213,8 @@ static uint64_t totals_launched(const totals *t, int copies_only)
 
 static void totals_live(totals *t)
 {
+    /* Before the counts: every event it finds is in them. */
+    t->undrained = hcg_events_undrained();
     hcg_counts_get(&t->c);
     for (int k = 0; k < HCG_FN_KIND_COUNT; k++)
         t->launched[k] = hcg_launched_of((hcg_fnkind)k);
@@ -523,6 +526,10 @@ static void print_dropped(const totals *t, size_t buffer_bytes)
     if (ringless)
         hcg_msg("events dropped (no memory for a thread's buffer): %" PRIu64 "; the counts "
                 "above are exact, the times, histograms and files miss them", ringless);
+    if (t->own_fns && t->undrained)
+        hcg_msg("events made after the last write, by threads that went on while the program "
+                "ended: %" PRIu64 "; the counts above hold them (and any made while they were "
+                "taken), the times, histograms and files do not", t->undrained);
     if (t->own_fns && hcg_collector_failed())
         hcg_msg("no collector thread ran (%s): events were written at exit only, and hung "
                 "host functions were not watched", strerror(hcg_collector_failed()));
@@ -632,6 +639,7 @@ void hcg_summary_print_recovered(const hcg_flight *f, const hcg_counts *c, uint6
     t.dropped = dropped;
     t.captured = 0; /* not in the record: counted as on streams */
     t.unmeasured = 0;
+    t.undrained = 0;
     t.own_fns = 0; /* the launcher's own table is not the program's */
     hcg_msg("HCGUARD SUMMARY (pid %d, mode %s, %s), written by hcguard run: the program "
             "ended by %s before hcguard could write it", (int)pid, mode_name(f->mode),

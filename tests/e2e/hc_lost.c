@@ -30,6 +30,7 @@
  *   hc_lost forkprint F busy|quiet  F forks while another thread floods messages
  *   hc_lost exec N M         N copies, then exec itself doing M copies
  *   hc_lost forkexec N M     N copies; a fork child execs itself doing M
+ *   hc_lost exitbusy T       T threads launch without end; exit after 50 ms
  *   hc_lost die HOW [bad]    100 host functions (after a rejected record:
  *                            bad), then die HOW (segv, bus, abort, term,
  *                            int, exit, _exit, _Exit, kill; fault: a real
@@ -1254,6 +1255,35 @@ static void s_forkexecbuf(int argc, char **argv)
                 16 * num(argc, argv, 0));
 }
 
+/* exitbusy T: T threads launch without end on streams of their own; the
+ * main thread exits after 50 ms, while they go on until the process is
+ * gone. The host functions they run after hcguard's last write are in its
+ * counts and not in the log: the summary must say how many. */
+static void *launch_forever(void *ctx)
+{
+    CUstream s;
+    REQUIRE_OK(cuCtxSetCurrent((CUcontext)ctx));
+    REQUIRE_OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    while (cuLaunchHostFunc(s, noop, NULL) == CUDA_SUCCESS)
+        ; /* until the driver is torn down at exit */
+    for (;;)
+        pause();
+    return NULL;
+}
+
+static void s_exitbusy(int argc, char **argv)
+{
+    CUcontext ctx;
+    pthread_t t;
+    REQUIRE_OK(cuCtxGetCurrent(&ctx));
+    for (unsigned long i = 0, n = num(argc, argv, 0); i < n; i++)
+        REQUIRE(pthread_create(&t, NULL, launch_forever, ctx) == 0);
+    usleep(50000);
+    printf("exitbusy: passed\n");
+    fflush(stdout);
+    exit(0);
+}
+
 static void s_die(int argc, char **argv)
 {
     die(argv[0], argc > 1 && !strcmp(argv[1], "bad"));
@@ -1293,6 +1323,7 @@ static const check_scenario scenarios[] = {
     CHECK_SCENARIO_ARGS("exec", s_exec, 2, 2, "N M"),
     CHECK_SCENARIO_ARGS("forkexec", s_forkexec, 2, 2, "N M"),
     CHECK_SCENARIO_ARGS("die", s_die, 1, 2, "HOW [bad]"),
+    CHECK_SCENARIO_ARGS("exitbusy", s_exitbusy, 1, 1, "T"),
     CHECK_SCENARIO_ARGS("sigview", s_sigview, 2, 2, "SIGNAL dfl|ign"),
     CHECK_SCENARIO_ARGS("vforkview", s_vforkview, 2, 2, "SIGNAL die|ign|reset"),
     CHECK_SCENARIO_ARGS("ringcut", s_ringcut, 1, 1, "N"),
