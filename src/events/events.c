@@ -747,6 +747,18 @@ void hcg_events_flush_files(void)
     release_deaths(&held);
 }
 
+void hcg_events_seal_files(void)
+{
+    sigset_t held;
+    hold_deaths(&held);
+    drain_enter();
+    for (const hcg_sink *const *k = hcg_sinks; *k; k++)
+        if ((*k)->seal)
+            (*k)->seal();
+    drain_leave();
+    release_deaths(&held);
+}
+
 /* The process is dying of a signal: its events to the log and the trace
  * only. The summary and the audit take locks the interrupted code may
  * hold, and will not be printed; functions not named yet are not looked

@@ -137,6 +137,8 @@ uint64_t hcg_events_dropped(void);
 /* Events in the rings not drained yet: after the last drain at exit, those
  * the program's other threads made meanwhile (counted, never written). */
 uint64_t hcg_events_undrained(void);
+/* Before an exec: each sink's file left whole (hcg_sink.seal). */
+void hcg_events_seal_files(void);
 /* Host functions that ran or were skipped so far, on every thread (their
  * events dropped or not; graph nodes too): whether any runs at all. Not
  * rejections or findings, which an application thread may make while no
@@ -194,6 +196,10 @@ typedef struct hcg_sink {
      * vfork or _Fork execs, which takes the file as a fork child would. */
     char (*exec_state)(int forked);
     void (*close)(void);       /* at exit, after the last drain */
+    /* Before an exec, after the last drain: the file left whole (the next
+     * image may never continue it); the next event written to it, here
+     * (the exec failed) or by the image that continues it, reopens it. */
+    void (*seal)(void);
     void (*summary)(void);     /* its line in the exit summary */
     /* The run's report: whether there is anything to report, print it
      * (exit, exec), and the errors --error-exitcode counts. */

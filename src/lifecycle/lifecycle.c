@@ -129,6 +129,7 @@ static int before_exec(void)
     hcg_pool_exec_window(1);
     hcg_collector_stop();
     hcg_events_flush_files();
+    hcg_events_seal_files();
     hcg_lifecycle_exec_summary();
     hcg_flight_finished(1); /* written out; the next image starts the record afresh */
     return 1;

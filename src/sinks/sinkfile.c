@@ -259,18 +259,25 @@ void hcg_sinkfile_commit_uncounted(hcg_sinkfile *f, size_t len)
     f->used += len;
 }
 
+void hcg_sinkfile_put(hcg_sinkfile *f, const char *text)
+{
+    if (f->fd < 0 && !f->replaced)
+        return;
+    if (text) {
+        size_t n = strlen(text);
+        if (sizeof f->buf - f->used < n)
+            flush_buf(f);
+        memcpy(f->buf + f->used, text, n);
+        f->used += n;
+    }
+    flush_buf(f);
+}
+
 void hcg_sinkfile_close(hcg_sinkfile *f, const char *footer)
 {
     if (f->fd < 0 && !f->replaced)
         return;
-    if (footer) {
-        size_t n = strlen(footer);
-        if (sizeof f->buf - f->used < n)
-            flush_buf(f);
-        memcpy(f->buf + f->used, footer, n);
-        f->used += n;
-    }
-    flush_buf(f);
+    hcg_sinkfile_put(f, footer);
     int cancel = hcg_nocancel_begin(); /* under the drain lock */
     if (fd_ours(f) && close(f->fd) != 0 && !f->err)
         f->err = errno;

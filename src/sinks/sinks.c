@@ -77,6 +77,7 @@ static const hcg_sink trace_sink = {
     .exec_slot = HCG_SINK_TRACE,
     .exec_state = hcg_trace_exec_state,
     .close = hcg_trace_close,
+    .seal = hcg_trace_seal,
     .summary = hcg_trace_summary,
 };
 

@@ -164,6 +164,8 @@ char *hcg_sinkfile_reserve(hcg_sinkfile *f);
 void hcg_sinkfile_commit(hcg_sinkfile *f, size_t len);
 /* The same for a line that is not an event (the log's header). */
 void hcg_sinkfile_commit_uncounted(hcg_sinkfile *f, size_t len);
+/* Write out the rest and text (may be NULL), the file left open. */
+void hcg_sinkfile_put(hcg_sinkfile *f, const char *text);
 /* Write out the rest and footer (may be NULL), close, report an error. */
 void hcg_sinkfile_close(hcg_sinkfile *f, const char *footer);
 void hcg_sinkfile_after_fork(hcg_sinkfile *f);
@@ -240,6 +242,7 @@ void hcg_trace_event(const hcg_event *e);
 void hcg_trace_flush(void);
 char hcg_trace_exec_state(int forked);
 void hcg_trace_close(void);
+void hcg_trace_seal(void);
 void hcg_trace_after_fork(void);
 void hcg_trace_summary(void);
 /* The formatting of one process's events (hcg_sinks_trace_*). */

@@ -610,15 +610,58 @@ static hcg_trace_proc live;
 
 /* Flow ids: unique in the file, across the images exec continues it with
  * (each starts from its own start time, in us, times 256). */
+/* The trace closed as JSON at this size, before an exec, by this image or
+ * the one before it (-1: not): the next event cuts the close off again. */
+static int64_t sealed_at = -1;
+
 static void restart(void)
 {
     proc_init(&live, (int)getpid(), 1, 0, HCG_TRACE_TID_BASE, (hcg_now_ns() / 1000) << 8);
+    sealed_at = -1;
+}
+
+/* A continued trace that the image before closed ("}\n]\n", or "[]\n"
+ * with no event): closed where it was, until this image writes to it. */
+static void find_seal(void)
+{
+    char tail[4];
+    off_t size;
+    size_t n = hcg_sinkfile_tail(&trace_file, tail, sizeof tail, &size);
+    if (n == 3 && size == 3 && memcmp(tail, "[]\n", 3) == 0)
+        sealed_at = 0;
+    else if (n == 4 && memcmp(tail, "}\n]\n", 4) == 0)
+        sealed_at = size - 3;
 }
 
 int hcg_trace_open(const char *path, const char *pattern)
 {
     restart();
-    return hcg_sinkfile_open(&trace_file, "trace", path, pattern, 0, HCG_SINK_TRACE);
+    int rc = hcg_sinkfile_open(&trace_file, "trace", path, pattern, 0, HCG_SINK_TRACE);
+    if (rc == 0 && trace_file.fd >= 0 && trace_file.started)
+        find_seal();
+    return rc;
+}
+
+/* Before an exec: closed as JSON, whatever the next image does (hcguard
+ * may not start there, or not be there at all); the descriptor stays
+ * (the exec may fail). */
+void hcg_trace_seal(void)
+{
+    if (trace_file.fd < 0 || sealed_at >= 0)
+        return;
+    hcg_sinkfile_flush(&trace_file);
+    int64_t end = hcg_sinkfile_end(&trace_file);
+    if (end < 0)
+        return;
+    hcg_sinkfile_put(&trace_file, trace_file.started ? "\n]\n" : "[]\n");
+    sealed_at = end;
+}
+
+static void unseal(void)
+{
+    hcg_sinkfile_cut(&trace_file, (off_t)sealed_at, "the close written before an exec "
+                                                    "taken off again: events follow");
+    sealed_at = -1;
 }
 
 /* Whether s (n bytes) is one whole JSON object: braces and brackets
@@ -751,6 +794,8 @@ void hcg_trace_event(const hcg_event *e)
         return;
     hcg_text t = {p, 0, HCG_SINK_EVENT_MAX};
     live.pid = (int)trace_file.pid; /* the launcher writes a program's that died */
+    if (HCG_UNLIKELY(sealed_at >= 0))
+        unseal();
     if (HCG_UNLIKELY(seed_pending)) {
         seed_pending = 0;
         seed_from_file(&live);
@@ -768,7 +813,8 @@ void hcg_trace_event(const hcg_event *e)
 
 void hcg_trace_close(void)
 {
-    hcg_sinkfile_close(&trace_file, trace_file.started ? "\n]\n" : "[]\n");
+    const char *footer = trace_file.started ? "\n]\n" : "[]\n";
+    hcg_sinkfile_close(&trace_file, sealed_at >= 0 ? NULL : footer);
 }
 
 void hcg_trace_summary(void)

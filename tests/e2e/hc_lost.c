@@ -30,6 +30,8 @@
  *   hc_lost forkprint F busy|quiet  F forks while another thread floods messages
  *   hc_lost exec N M         N copies, then exec itself doing M copies
  *   hc_lost forkexec N M     N copies; a fork child execs itself doing M
+ *   hc_lost execaway N PATH  N copies, then exec PATH with an empty
+ *                            environment (no hcguard in the new image)
  *   hc_lost exitbusy T       T threads launch without end; exit after 50 ms
  *   hc_lost die HOW [bad]    100 host functions (after a rejected record:
  *                            bad), then die HOW (segv, bus, abort, term,
@@ -1221,6 +1223,19 @@ static void s_exec(int argc, char **argv)
     exec_self(argv[1]);
 }
 
+/* execaway N PATH: N copies, then exec PATH (a program hcguard does not
+ * start in: /bin/true, or no hcguard there at all). */
+static void s_execaway(int argc, char **argv)
+{
+    (void)argc;
+    do_copies(num(argc, argv, 0));
+    char *av[] = {argv[1], NULL};
+    char *none[] = {NULL}; /* no HCGUARD_* and no LD_PRELOAD: no hcguard there */
+    execve(argv[1], av, none);
+    fprintf(stderr, "FAIL: exec %s: %s\n", argv[1], strerror(errno));
+    exit(1);
+}
+
 /* forkexec N M: the same in a fork child, which must succeed. */
 static void s_forkexec(int argc, char **argv)
 {
@@ -1322,6 +1337,7 @@ static const check_scenario scenarios[] = {
     CHECK_SCENARIO_ARGS("copies-only", s_copies_only, 1, 1, "N"),
     CHECK_SCENARIO_ARGS("exec", s_exec, 2, 2, "N M"),
     CHECK_SCENARIO_ARGS("forkexec", s_forkexec, 2, 2, "N M"),
+    CHECK_SCENARIO_ARGS("execaway", s_execaway, 2, 2, "N PATH"),
     CHECK_SCENARIO_ARGS("die", s_die, 1, 2, "HOW [bad]"),
     CHECK_SCENARIO_ARGS("exitbusy", s_exitbusy, 1, 1, "T"),
     CHECK_SCENARIO_ARGS("sigview", s_sigview, 2, 2, "SIGNAL dfl|ign"),
