@@ -748,9 +748,11 @@ void hcg_trace_rewrite_from(int64_t off)
                                        "memory: cut back to where they began");
 }
 
+/* Sealed, where the next event goes: the close it takes off (a batch
+ * begun there is written again from there after a death). */
 int64_t hcg_trace_file_end(void)
 {
-    return hcg_sinkfile_end(&trace_file);
+    return sealed_at >= 0 ? sealed_at : hcg_sinkfile_end(&trace_file);
 }
 
 void hcg_trace_flush(void)

@@ -6,6 +6,8 @@
  *   HCG_DIE_WRITE=PATH:N[:half]
  *   HCG_DIE_WRITE=PATH:@TEXT   after the first write to PATH holding TEXT
  *                              (in which \n stands for a newline)
+ *   HCG_DIE_WRITE_EXECED=1     only in an image an exec started (one
+ *                              whose environment holds HCGUARD_EXEC)
  *
  * Only in hc_lost: `hcguard run`, preloaded with it too, writes the same
  * file afterwards. */
@@ -31,6 +33,8 @@ __attribute__((constructor)) static void init(void)
     real_write = (ssize_t(*)(int, const void *, size_t))dlsym(RTLD_NEXT, "write");
     const char *spec = getenv("HCG_DIE_WRITE");
     if (!spec || strcmp(program_invocation_short_name, "hc_lost") != 0)
+        return;
+    if (getenv("HCG_DIE_WRITE_EXECED") && !getenv("HCGUARD_EXEC"))
         return;
     snprintf(path, sizeof path, "%s", spec);
     char *c = strchr(path, ':');
