@@ -69,6 +69,9 @@ size_t hcg_sinks_trace_event(hcg_trace_proc *tp, const hcg_event *e, const char 
 void hcg_summary_event(const hcg_event *e); /* collector thread only */
 void hcg_summary_stats(hcguard_stats *out);
 void hcg_summary_print(void); /* where messages go */
+/* The summary about to be printed is the exit's: it names the events the
+ * program's threads made after the last write (not at an exec). */
+void hcg_summary_at_exit(void);
 uint64_t hcg_summary_errors(void);
 /* In a fork child: counters start from nothing (the child reports its own). */
 void hcg_summary_after_fork(void);

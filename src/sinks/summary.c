@@ -211,10 +211,19 @@ static uint64_t totals_launched(const totals *t, int copies_only)
     return n;
 }
 
+/* The summary at exit, not at an exec (which may fail: the program goes
+ * on, and its events are written after). */
+static int at_exit;
+
+void hcg_summary_at_exit(void)
+{
+    at_exit = 1;
+}
+
 static void totals_live(totals *t)
 {
     /* Before the counts: every event it finds is in them. */
-    t->undrained = hcg_events_undrained();
+    t->undrained = at_exit ? hcg_events_undrained() : 0;
     hcg_counts_get(&t->c);
     for (int k = 0; k < HCG_FN_KIND_COUNT; k++)
         t->launched[k] = hcg_launched_of((hcg_fnkind)k);
