@@ -103,7 +103,7 @@ static hcg_pool *pools_full(void)
     if (!atomic_exchange(&said, 1))
         hcg_problem("more than %d threads launch host functions at once: the launches of "
                     "further threads go to the driver unmeasured (not counted, timed or "
-                    "logged; their host copies are refused) until one of them exits",
+                    "logged; in guard mode their host copies are refused) until one of them exits",
                     MAX_POOLS);
     return NULL;
 }

@@ -79,6 +79,13 @@ __attribute__((noinline, cold)) void hcg_debug_call(hcg_api api, CUhostFn fn, vo
 __attribute__((noinline, cold)) CUresult hcg_copy_callless(hcg_api api)
 {
     static atomic_int said;
+    if (hcg_config_get()->mode != HCG_MODE_GUARD) { /* audit: the launch goes through */
+        if (!atomic_exchange(&said, 1))
+            hcg_problem("%s: a host copy with no call to guard it (out of memory, or more "
+                        "threads launching at once than hcguard has pools) went to the driver "
+                        "unchecked (audit mode; guard mode refuses it)", hcg_api_name(api));
+        return CUDA_SUCCESS;
+    }
     hcg_count_callless();
     if (!atomic_exchange(&said, 1))
         hcg_problem("%s: a host copy with no call to guard it (out of memory, or more "

@@ -388,11 +388,13 @@ void hcg_debug_call(hcg_api api, CUhostFn fn, void *user, hcg_fnkind kind, CUhos
 /* Recognise fn (through cuda.bindings' wrapper), check its record if it is
  * a copy, and make the call the trampoline will run. CUDA_ERROR_INVALID_VALUE
  * if refused (reported), CUDA_ERROR_OUT_OF_MEMORY for a copy with no call
- * (hcg_copy_callless); else CUDA_SUCCESS and *out, NULL if out of memory. */
+ * in guard mode (hcg_copy_callless); else CUDA_SUCCESS and *out, NULL if
+ * out of memory. */
 CUresult hcg_prepare_call(hcg_api api, CUstream s, CUhostFn fn, void *user, hcg_call **out);
 /* A host copy that no call can be had for (out of memory, no pool free):
- * refused, since it would run unchecked; said once. Returns
- * CUDA_ERROR_OUT_OF_MEMORY. hcg_copies_callless: how many. */
+ * in guard mode refused, since it would run unchecked (returns
+ * CUDA_ERROR_OUT_OF_MEMORY); in audit mode passed, unmeasured (returns
+ * CUDA_SUCCESS); said once. hcg_copies_callless: how many refused. */
 CUresult hcg_copy_callless(hcg_api api);
 void hcg_count_callless(void);
 uint64_t hcg_copies_callless(void);

@@ -412,8 +412,9 @@ __attribute__((noinline)) static CUresult launch_general(hcg_driver *d, launch_a
 }
 
 /* A copy launched with no call to guard its run (out of memory, no pool
- * free): a bad record is refused as ever, and a good one too
- * (hcg_copy_callless), since it would run unchecked. */
+ * free): a bad record is refused as ever, and in guard mode a good one too
+ * (hcg_copy_callless), since it would run unchecked; audit mode passes
+ * it. */
 __attribute__((noinline, cold)) static CUresult launch_copy_unmeasured(launch_args a,
                                                                       hcg_fnkind kind)
 {
@@ -422,7 +423,8 @@ __attribute__((noinline, cold)) static CUresult launch_copy_unmeasured(launch_ar
     uint64_t gen;
     if (hcg_prepare_copy(a.api, a.stream, a.fn, a.user, kind, hcg_ticks(), &snap, &why, &gen))
         return CUDA_ERROR_INVALID_VALUE;
-    return hcg_copy_callless(a.api);
+    CUresult r = hcg_copy_callless(a.api);
+    return r != CUDA_SUCCESS ? r : call_unmeasured(a);
 }
 
 /* The whole check of a copy whose record is not this thread's last

@@ -816,31 +816,41 @@ static void *join_launcher(void *p)
 /* One capture of a that b joins (an event recorded in a waited for by b)
  * and rejoins: replayed RACE_REPLAYS times on own. 0, or 1 if the driver
  * would not have it (b took a launch after it rejoined: unjoined). */
+/* b rejoins a's capture (eb recorded on b, waited for by a), if rejoin
+ * and r says nothing failed yet, and the capture ends: 0 with *g its graph,
+ * or 1 if it failed, as a capture may (checked; no graph left). */
+static int rejoin_and_end(CUstream a, CUstream b, CUevent eb, int rejoin, CUresult r, CUgraph *g)
+{
+    if (rejoin && r == CUDA_SUCCESS)
+        r = cuEventRecord(eb, b);
+    if (rejoin && r == CUDA_SUCCESS)
+        r = cuStreamWaitEvent(a, eb, 0);
+    *g = NULL;
+    CUresult ended = cuStreamEndCapture(a, g);
+    if (r == CUDA_SUCCESS && ended == CUDA_SUCCESS)
+        return 0;
+    CHECK_MSG(capture_error(r) || capture_error(ended), "capture: %d, end: %d", (int)r,
+              (int)ended);
+    if (*g)
+        REQUIRE_OK(cuGraphDestroy(*g));
+    return 1;
+}
+
 static int join_capture(CUstream a, CUstream b, CUstream own, CUevent ea, CUevent eb)
 {
-    CUgraph g = NULL;
+    CUgraph g;
     REQUIRE_OK(cuStreamBeginCapture(a, CU_STREAM_CAPTURE_MODE_RELAXED));
     CUresult r = cuEventRecord(ea, a);
     if (r == CUDA_SUCCESS)
         r = cuStreamWaitEvent(b, ea, 0);
     for (int k = 0; k < 4 && r == CUDA_SUCCESS; k++)
         sched_yield(); /* room for the other thread's launches while b is joined */
-    if (r == CUDA_SUCCESS)
-        r = cuEventRecord(eb, b);
-    if (r == CUDA_SUCCESS)
-        r = cuStreamWaitEvent(a, eb, 0);
-    CUresult ended = cuStreamEndCapture(a, &g);
-    if (r != CUDA_SUCCESS || ended != CUDA_SUCCESS) {
-        CHECK_MSG(capture_error(r) || capture_error(ended), "capture: %d, end: %d", (int)r,
-                  (int)ended);
-        if (g)
-            REQUIRE_OK(cuGraphDestroy(g));
+    if (rejoin_and_end(a, b, eb, 1, r, &g)) {
         static atomic_int said; /* what the driver leaves b in (once) */
         CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
         CUresult q = cuStreamIsCapturing(b, &st);
         if (!atomic_exchange(&said, 1))
-            printf("a capture not ended (capture %d, end %d): b then captures: %d (query %d)\n",
-                   (int)r, (int)ended, (int)st, (int)q);
+            printf("a capture not ended: b then captures: %d (query %d)\n", (int)st, (int)q);
         return 1;
     }
     replay_and_destroy(g, own);
@@ -1394,23 +1404,10 @@ static void capture_join_race_waiter(void)
             REQUIRE_OK(cuStreamIsCapturing(b, &st));
         }
         joined += st != CU_STREAM_CAPTURE_STATUS_NONE;
-        CUresult r = CUDA_SUCCESS;
-        if (st != CU_STREAM_CAPTURE_STATUS_NONE) { /* b rejoins a */
-            r = cuEventRecord(eb, b);
-            if (r == CUDA_SUCCESS)
-                r = cuStreamWaitEvent(a, eb, 0);
-        }
-        g = NULL;
-        CUresult ended = cuStreamEndCapture(a, &g);
-        if (r != CUDA_SUCCESS || ended != CUDA_SUCCESS) {
-            CHECK_MSG(capture_error(r) || capture_error(ended), "capture: %d, end: %d", (int)r,
-                      (int)ended);
-            if (g)
-                REQUIRE_OK(cuGraphDestroy(g));
+        if (rejoin_and_end(a, b, eb, st != CU_STREAM_CAPTURE_STATUS_NONE, CUDA_SUCCESS, &g))
             unended++;
-        } else {
+        else
             replay_and_destroy(g, own);
-        }
         captures++;
     }
     atomic_store(&waiter_stop, 1);
