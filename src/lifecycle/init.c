@@ -119,10 +119,8 @@ __attribute__((destructor)) static void finish(void)
     hcg_sinks_close();
     if (forked && !hcg_sinks_active())
         return;
-    if (c->summary) {
-        hcg_summary_at_exit();
-        hcg_sinks_report();
-    }
+    if (c->summary)
+        hcg_sinks_report_exit();
     hcg_flight_finished(1); /* the launcher has nothing left to do */
     if (c->error_exitcode && hcg_sinks_errors() > 0) {
         fflush(NULL); /* _exit skips stdio's flush at exit */

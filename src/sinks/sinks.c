@@ -142,6 +142,12 @@ int hcg_sinks_active(void)
     return active;
 }
 
+void hcg_sinks_report_exit(void)
+{
+    hcg_summary_at_exit();
+    hcg_sinks_report();
+}
+
 void hcg_sinks_report(void)
 {
     /* The summary holds the sinks' locks while it writes and names

@@ -24,6 +24,9 @@ void hcg_sinks_summary_lines(void);
  * --error-exitcode. */
 int hcg_sinks_active(void);
 void hcg_sinks_report(void);
+/* The same at exit (not at an exec): the summary also names the events
+ * the program's threads made after the last write. */
+void hcg_sinks_report_exit(void);
 uint64_t hcg_sinks_errors(void);
 /* hcguard_get_stats's figures. */
 void hcg_sinks_stats(hcguard_stats *out);
