@@ -75,7 +75,8 @@ __attribute__((noinline, cold)) void hcg_debug_call(hcg_api api, CUhostFn fn, vo
 /* A copy with no call (out of memory, or more launching threads alive
  * than pools) would run unguarded: its record read by the driver's thread
  * at each run, unchecked and not fault-contained (a graph node's at every
- * replay). Refused instead, said once, counted. */
+ * replay). Guard mode refuses it (counted); audit mode, which changes no
+ * launch's outcome, passes it. Said once. */
 __attribute__((noinline, cold)) CUresult hcg_copy_callless(hcg_api api)
 {
     static atomic_int said;
