@@ -80,20 +80,15 @@ __attribute__((noinline, cold)) void hcg_debug_call(hcg_api api, CUhostFn fn, vo
 __attribute__((noinline, cold)) CUresult hcg_copy_callless(hcg_api api)
 {
     static atomic_int said;
-    if (hcg_config_get()->mode != HCG_MODE_GUARD) { /* audit: the launch goes through */
-        if (!atomic_exchange(&said, 1))
-            hcg_problem("%s: a host copy with no call to guard it (out of memory, or more "
-                        "threads launching at once than hcguard has pools) went to the driver "
-                        "unchecked (audit mode; guard mode refuses it)", hcg_api_name(api));
-        return CUDA_SUCCESS;
-    }
-    hcg_count_callless();
+    int guard = hcg_config_get()->mode == HCG_MODE_GUARD;
+    if (guard)
+        hcg_count_callless();
     if (!atomic_exchange(&said, 1))
-        hcg_problem("%s: a host copy with no call to guard it (out of memory, or more "
-                    "threads launching at once than hcguard has pools) was refused with "
-                    "CUDA_ERROR_OUT_OF_MEMORY rather than run unchecked",
-                    hcg_api_name(api));
-    return CUDA_ERROR_OUT_OF_MEMORY;
+        hcg_problem("%s: a host copy with no call to guard it (out of memory, or more threads "
+                    "launching at once than hcguard has pools) %s", hcg_api_name(api),
+                    guard ? "was refused with CUDA_ERROR_OUT_OF_MEMORY rather than run unchecked"
+                          : "went to the driver unchecked (audit mode; guard mode refuses it)");
+    return guard ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
 }
 
 CUresult hcg_prepare_call(hcg_api api, CUstream s, CUhostFn fn, void *user, hcg_call **out)
