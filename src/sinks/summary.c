@@ -222,13 +222,15 @@ void hcg_summary_at_exit(void)
 
 static void totals_live(totals *t)
 {
-    /* Before the counts: every event it finds is in them. */
+    /* Before the counts: every event these find is in them (a dropped
+     * event is counted before it is called dropped), while the program's
+     * threads go on making more. */
+    t->dropped = hcg_events_dropped();
     t->undrained = at_exit ? hcg_events_undrained() : 0;
     hcg_counts_get(&t->c);
     for (int k = 0; k < HCG_FN_KIND_COUNT; k++)
         t->launched[k] = hcg_launched_of((hcg_fnkind)k);
     t->nodes = hcg_nodes_made();
-    t->dropped = hcg_events_dropped();
     t->captured = hcg_captured_launches();
     t->unmeasured = hcg_unmeasured();
     t->own_fns = 1;
@@ -247,10 +249,10 @@ void hcg_summary_stats(hcguard_stats *o)
 {
     hcg_counts c;
     memset(o, 0, sizeof *o);
+    o->events_dropped = hcg_events_dropped(); /* before the counts, as totals_live */
     hcg_counts_get(&c);
     o->host_fns_launched = launched_total(0);
     o->copies_launched = launched_total(1);
-    o->events_dropped = hcg_events_dropped();
     o->host_fns_ran = ran_total(&c, 0);
     o->copies_ran = ran_total(&c, 1);
     o->rejected = hcg_counts_sum(&c, HCG_CNT_REJECTED, HCGUARD_STATUS_COUNT);
