@@ -90,6 +90,9 @@ static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 
 static pthread_mutex_t drain_lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_uint drain_owner; /* the thread holding drain_lock, 0 if none */
+/* The files were sealed for an exec (hcg_events_seal_files): no drain
+ * writes to them until the exec has failed. Under drain_lock. */
+static int files_sealed;
 static pthread_mutex_t coll_lock = PTHREAD_MUTEX_INITIALIZER;
 static int coll_running;
 static atomic_int coll_stop;
@@ -723,12 +726,14 @@ void hcg_events_flush(void)
     sigset_t held;
     hold_deaths(&held);
     drain_enter();
-    hcg_clock_ref(&ref);
-    hcg_flight_note_clock(&ref);
-    for (ring *r = atomic_load(&rings); r; r = r->next)
-        drain(r, &ref);
-    /* Written continuously, not only at exit. */
-    flush_files();
+    if (!files_sealed) {
+        hcg_clock_ref(&ref);
+        hcg_flight_note_clock(&ref);
+        for (ring *r = atomic_load(&rings); r; r = r->next)
+            drain(r, &ref);
+        /* Written continuously, not only at exit. */
+        flush_files();
+    }
     drain_leave();
     release_deaths(&held);
     atomic_fetch_add_explicit(&drain_gen, 1, memory_order_release);
@@ -742,7 +747,8 @@ void hcg_events_flush_files(void)
     hcg_events_flush();
     hold_deaths(&held);
     drain_enter();
-    flush_files();
+    if (!files_sealed)
+        flush_files();
     drain_leave();
     release_deaths(&held);
 }
@@ -755,8 +761,19 @@ void hcg_events_seal_files(void)
     for (const hcg_sink *const *k = hcg_sinks; *k; k++)
         if ((*k)->seal)
             (*k)->seal();
+    /* Left so, whole, while the exec goes on: a thread that drains meanwhile
+     * (hcguard_get_stats, a fatal signal) could be cut off by the exec in
+     * the middle of its write. */
+    files_sealed = 1;
     drain_leave();
     release_deaths(&held);
+}
+
+void hcg_events_unseal_files(void)
+{
+    drain_enter();
+    files_sealed = 0; /* each sink opens its seal again at its next event */
+    drain_leave();
 }
 
 /* The process is dying of a signal: its events to the log and the trace
@@ -819,7 +836,7 @@ void hcg_events_flush_from_signal(void)
     hcg_clock_ref(&ref);
     hcg_flight_note_clock(&ref);
     hcg_sinks_signal_mode(1);
-    for (ring *r = atomic_load(&rings); r; r = r->next)
+    for (ring *r = atomic_load(&rings); r && !files_sealed; r = r->next)
         drain_to_files(r, &ref);
     hcg_sinks_signal_mode(0);
     drain_leave();
@@ -1064,6 +1081,7 @@ void hcg_events_after_fork(void)
 {
     pthread_mutex_init(&drain_lock, NULL);
     atomic_store(&drain_owner, 0);
+    files_sealed = 0; /* the exec was another thread's */
     pthread_mutex_init(&coll_lock, NULL);
     coll_running = 0;
     atomic_store(&coll_live, 0);

@@ -137,8 +137,11 @@ uint64_t hcg_events_dropped(void);
 /* Events in the rings not drained yet: after the last drain at exit, those
  * the program's other threads made meanwhile (counted, never written). */
 uint64_t hcg_events_undrained(void);
-/* Before an exec: each sink's file left whole (hcg_sink.seal). */
+/* Before an exec: each sink's file left whole (hcg_sink.seal), and no
+ * drain writes to the files until hcg_events_unseal_files (the exec
+ * failed): events made meanwhile stay in the rings. */
 void hcg_events_seal_files(void);
+void hcg_events_unseal_files(void);
 /* Host functions that ran or were skipped so far, on every thread (their
  * events dropped or not; graph nodes too): whether any runs at all. Not
  * rejections or findings, which an application thread may make while no

@@ -6,8 +6,9 @@
  * and the summary of this image is printed if it did anything; the new
  * image gets HCGUARD_EXEC (see src/base/outfile.c) in its environment, so that
  * it appends to the same log and continues the same trace instead of
- * starting them anew. If exec fails, the collector starts again and the
- * program goes on as before. posix_spawn and posix_spawnp pass the variable
+ * starting them anew. From then until the exec, no thread writes to the
+ * files (one cut off by the exec would leave half an event). If exec
+ * fails, the collector starts again and the program goes on as before. posix_spawn and posix_spawnp pass the variable
  * too: the new process, another pid, shares the files like a fork child.
  *
  * Fatal signals: hcg_lifecycle_flush_from_signal() is the hook for the
@@ -157,6 +158,7 @@ static int exec_end(exec_prep *p)
     env_free(p->env);
     if (p->running) {
         hcg_flight_finished(0);
+        hcg_events_unseal_files();
         hcg_collector_start();
         hcg_pool_exec_window(0);
     }

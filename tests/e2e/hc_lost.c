@@ -32,6 +32,8 @@
  *   hc_lost forkexec N M     N copies; a fork child execs itself doing M
  *   hc_lost execaway N PATH  N copies, then exec PATH with an empty
  *                            environment (no hcguard in the new image)
+ *   hc_lost execdrain N PATH  the same while one thread launches and
+ *                            another takes hcguard's counts, without end
  *   hc_lost exitbusy T       T threads launch without end; exit after 50 ms
  *   hc_lost die HOW [bad]    100 host functions (after a rejected record:
  *                            bad), then die HOW (segv, bus, abort, term,
@@ -1307,6 +1309,34 @@ static void s_exitbusy(int argc, char **argv)
     exit(0);
 }
 
+/* execdrain N PATH: as execaway, while one thread launches host functions
+ * without end and another takes hcguard's counts without end (each call
+ * writes what the buffers hold to the files): the exec comes in the
+ * middle of their writes. */
+static void *stats_on(void *arg)
+{
+    (void)arg;
+    for (;;)
+        test_stats(get_stats);
+    return NULL;
+}
+
+static void s_execdrain(int argc, char **argv)
+{
+    CUcontext ctx;
+    pthread_t t;
+    do_copies(num(argc, argv, 0));
+    REQUIRE_OK(cuCtxGetCurrent(&ctx));
+    REQUIRE(pthread_create(&t, NULL, launch_forever, ctx) == 0);
+    REQUIRE(pthread_create(&t, NULL, stats_on, NULL) == 0);
+    usleep(2000);
+    char *av[] = {argv[1], NULL};
+    char *none[] = {NULL};
+    execve(argv[1], av, none);
+    fprintf(stderr, "FAIL: exec %s: %s\n", argv[1], strerror(errno));
+    exit(1);
+}
+
 static void s_die(int argc, char **argv)
 {
     die(argv[0], argc > 1 && !strcmp(argv[1], "bad"));
@@ -1346,6 +1376,7 @@ static const check_scenario scenarios[] = {
     CHECK_SCENARIO_ARGS("exec", s_exec, 2, 2, "N M"),
     CHECK_SCENARIO_ARGS("forkexec", s_forkexec, 2, 2, "N M"),
     CHECK_SCENARIO_ARGS("execaway", s_execaway, 2, 2, "N PATH"),
+    CHECK_SCENARIO_ARGS("execdrain", s_execdrain, 2, 2, "N PATH"),
     CHECK_SCENARIO_ARGS("die", s_die, 1, 2, "HOW [bad]"),
     CHECK_SCENARIO_ARGS("exitbusy", s_exitbusy, 1, 1, "T"),
     CHECK_SCENARIO_ARGS("sigview", s_sigview, 2, 2, "SIGNAL dfl|ign"),
