@@ -738,44 +738,73 @@ static atomic_int capture_sticky;
  * may be open whatever that says, for good. */
 static atomic_int capture_untracked;
 /* The streams whose captures are open and that a program can destroy (not
- * a default stream): one destroyed while it captures never ends its
- * capture, which would keep every launch asking for good. Changed with
- * capture_lock held to write. One not recorded (no memory) is only seen
- * to end through cuStreamEndCapture. */
+ * a default stream), with their context: one destroyed while it captures,
+ * or whose context is destroyed or reset, never ends its capture, which
+ * would keep every launch asking for good. Changed with capture_lock held
+ * to write. One not recorded (no memory) is only seen to end through
+ * cuStreamEndCapture; its context unknown (NULL), only through its own
+ * destroy. */
+typedef struct {
+    CUstream s;
+    CUcontext ctx;
+    uint64_t born; /* origins_made when it was recorded */
+} origin;
 static struct {
-    CUstream *v;
+    origin *v;
     size_t n, cap;
 } origins;
+static _Atomic uint64_t origins_made;
 
 static int destroyable(CUstream s)
 {
     return s && s != CU_STREAM_LEGACY && s != CU_STREAM_PER_THREAD;
 }
 
-static void origin_add(CUstream s)
+static void origin_add(hcg_driver *d, CUstream s)
 {
     if (!destroyable(s))
         return;
     if (origins.n == origins.cap) {
         size_t cap = origins.cap ? origins.cap * 2 : 16;
-        CUstream *v = realloc(origins.v, cap * sizeof *v);
+        origin *v = realloc(origins.v, cap * sizeof *v);
         if (!v)
             return;
         origins.v = v;
         origins.cap = cap;
     }
-    origins.v[origins.n++] = s;
+    /* Asked now: once its context is gone, the stream cannot be asked. */
+    hcg_pfn_cuStreamGetCtx q = atomic_load(&d->cuStreamGetCtx);
+    CUcontext ctx = NULL;
+    if (!q || q(s, &ctx) != CUDA_SUCCESS)
+        ctx = NULL;
+    origins.v[origins.n++] = (origin){s, ctx, atomic_fetch_add(&origins_made, 1) + 1};
 }
 
 /* 1 if s was recorded (and is no longer). */
 static int origin_remove(CUstream s)
 {
     for (size_t i = 0; i < origins.n; i++)
-        if (origins.v[i] == s) {
+        if (origins.v[i].s == s) {
             origins.v[i] = origins.v[--origins.n];
             return 1;
         }
     return 0;
+}
+
+/* The captures of ctx's streams begun before its destroy (by then
+ * origins_made was made), gone with it: how many were open. */
+static unsigned origins_remove_ctx(CUcontext ctx, uint64_t made)
+{
+    unsigned n = 0;
+    for (size_t i = 0; ctx && i < origins.n;) {
+        if (origins.v[i].ctx == ctx && origins.v[i].born <= made) {
+            origins.v[i] = origins.v[--origins.n];
+            n++;
+        } else {
+            i++;
+        }
+    }
+    return n;
 }
 
 /* Before the driver's begin, t the lock: launches ask from now on; those
@@ -829,7 +858,7 @@ static void capture_closing(void)
         if (r != CUDA_SUCCESS && t.held)                                       \
             capture_closing();                                                 \
         else if (t.held && (tracked))                                          \
-            origin_add(s);                                                     \
+            origin_add(d, s);                                                  \
         else if (r == CUDA_SUCCESS && !t.held)                                 \
             atomic_store(&capture_untracked, 1);                               \
         hcg_capture_release(t);                                                \
@@ -883,10 +912,15 @@ END_CAPTURE_WRAPPER(cuStreamEndCapture_ptsz, 1)
  * no write lock then, which would hold up every launch; nor from a signal
  * handler inside a call of its own thread (nested_call), which is made,
  * counting no capture ended. */
+static int ends_no_count(void)
+{
+    return !(atomic_load(&hcg_g_launch_rare) & HCG_LAUNCH_CAPTURE) ||
+           atomic_load(&capture_sticky) || nested_call();
+}
+
 static CUresult stream_destroy(hcg_pfn_cuStreamDestroy_v2 f, CUstream s)
 {
-    if (!(atomic_load(&hcg_g_launch_rare) & HCG_LAUNCH_CAPTURE) || !destroyable(s) ||
-        atomic_load(&capture_sticky) || nested_call())
+    if (ends_no_count() || !destroyable(s))
         return f(s);
     hcg_capture_token t = capture_take(1);
     CUresult r = f(s);
@@ -912,6 +946,99 @@ CUresult hcg_w_cuStreamDestroy_v2(CUstream s)
     HCG_DRV_OR_FAIL(d);
     hcg_pfn_cuStreamDestroy_v2 f = atomic_load(&d->cuStreamDestroy_v2);
     return f ? stream_destroy(f, s) : CUDA_ERROR_NOT_SUPPORTED;
+}
+
+/* A context destroyed (cuCtxDestroy) or reset (the primary context's,
+ * cuDevicePrimaryCtxReset: cudaDeviceReset) takes its streams with it,
+ * and their captures, which can never be ended: counted as ended, as for
+ * a stream destroyed. Matched by the context each origin's stream was
+ * asked for at its begin; none is asked now (the driver may crash on a
+ * stream of a context gone). The lock is not held across the call, which
+ * waits for the context's work (a launch it waits for would wait for the
+ * lock); so only origins recorded before it began (made) are counted, not
+ * those of a context made meanwhile at the same address. */
+static void ctx_gone(CUcontext ctx, uint64_t made, const char *how)
+{
+    hcg_capture_token t = capture_take(1);
+    unsigned n = t.held ? origins_remove_ctx(ctx, made) : 0;
+    if (n)
+        hcg_debug("context %p %s while %u of its streams captured: their captures counted as "
+                  "ended", (void *)ctx, how, n);
+    while (n--)
+        capture_closing();
+    hcg_capture_release(t);
+}
+
+static CUresult ctx_destroy(hcg_pfn_cuCtxDestroy_v2 f, CUcontext ctx)
+{
+    if (ends_no_count())
+        return f(ctx);
+    uint64_t made = atomic_load(&origins_made);
+    CUresult r = f(ctx);
+    if (r == CUDA_SUCCESS)
+        ctx_gone(ctx, made, "destroyed");
+    return r;
+}
+
+CUresult hcg_w_cuCtxDestroy(CUcontext ctx)
+{
+    HCG_AUDIT_ENTRY(cuCtxDestroy);
+    HCG_DRV_OR_FAIL(d);
+    hcg_pfn_cuCtxDestroy f = atomic_load(&d->cuCtxDestroy);
+    return f ? ctx_destroy(f, ctx) : CUDA_ERROR_NOT_SUPPORTED;
+}
+
+CUresult hcg_w_cuCtxDestroy_v2(CUcontext ctx)
+{
+    HCG_AUDIT_ENTRY(cuCtxDestroy_v2);
+    HCG_DRV_OR_FAIL(d);
+    hcg_pfn_cuCtxDestroy_v2 f = atomic_load(&d->cuCtxDestroy_v2);
+    return f ? ctx_destroy(f, ctx) : CUDA_ERROR_NOT_SUPPORTED;
+}
+
+/* The device's primary context, if it is active (NULL if not, or unknown):
+ * retained and released again, which changes nothing. */
+static CUcontext primary_of(hcg_driver *d, CUdevice dev)
+{
+    hcg_pfn_cuDevicePrimaryCtxGetState state = atomic_load(&d->cuDevicePrimaryCtxGetState);
+    hcg_pfn_cuDevicePrimaryCtxRetain retain = atomic_load(&d->cuDevicePrimaryCtxRetain);
+    hcg_pfn_cuDevicePrimaryCtxRelease_v2 release = atomic_load(&d->cuDevicePrimaryCtxRelease_v2);
+    unsigned flags = 0;
+    int active = 0;
+    CUcontext ctx = NULL;
+    if (!state || !retain || !release || state(dev, &flags, &active) != CUDA_SUCCESS ||
+        !active || retain(&ctx, dev) != CUDA_SUCCESS)
+        return NULL;
+    release(dev);
+    return ctx;
+}
+
+static CUresult primary_reset(hcg_driver *d, hcg_pfn_cuDevicePrimaryCtxReset_v2 f, CUdevice dev)
+{
+    if (ends_no_count())
+        return f(dev);
+    uint64_t made = atomic_load(&origins_made);
+    CUcontext ctx = primary_of(d, dev);
+    CUresult r = f(dev);
+    if (r == CUDA_SUCCESS && ctx)
+        ctx_gone(ctx, made, "reset");
+    return r;
+}
+
+CUresult hcg_w_cuDevicePrimaryCtxReset(CUdevice dev)
+{
+    HCG_AUDIT_ENTRY(cuDevicePrimaryCtxReset);
+    HCG_DRV_OR_FAIL(d);
+    hcg_pfn_cuDevicePrimaryCtxReset f = atomic_load(&d->cuDevicePrimaryCtxReset);
+    return f ? primary_reset(d, f, dev) : CUDA_ERROR_NOT_SUPPORTED;
+}
+
+CUresult hcg_w_cuDevicePrimaryCtxReset_v2(CUdevice dev)
+{
+    HCG_AUDIT_ENTRY(cuDevicePrimaryCtxReset_v2);
+    HCG_DRV_OR_FAIL(d);
+    hcg_pfn_cuDevicePrimaryCtxReset_v2 f = atomic_load(&d->cuDevicePrimaryCtxReset_v2);
+    return f ? primary_reset(d, f, dev) : CUDA_ERROR_NOT_SUPPORTED;
 }
 
 /* A stream that waits for an event recorded in a capture joins that

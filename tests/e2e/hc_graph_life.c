@@ -114,6 +114,11 @@
  *       checked by check_sequence.sh with capture_destroy.seq; where the
  *       driver refuses to destroy a capturing stream, the scenario ends
  *       the capture first: capture_destroy_refused.seq)
+ *   hc_graph_life capture-ctx-destroy
+ *       a context destroyed, then the primary context reset, while a
+ *       stream of theirs captures a host function, the first while a
+ *       stream of another context captures too: the same, with
+ *       capture_ctx_destroy.seq (capture_ctx_destroy_refused.seq)
  *   hc_graph_life capture-race-graph
  *       the same with graph launches: an executable graph of one host
  *       node, its host function set anew before each of 5000 launches
@@ -1132,6 +1137,61 @@ static void capture_destroy(void)
     REQUIRE_OK(cuStreamDestroy(s2));
 }
 
+/* ---- capture-ctx-destroy -------------------------------------------------- */
+/* A context destroyed, and the primary context reset, while a stream of
+ * theirs captures: the capture can never end, and is counted as ended,
+ * while the capture of another context's stream stays open until its
+ * end. A driver that refuses either has it ended first. */
+static CUstream capturing_with_node(void)
+{
+    CUstream s;
+    REQUIRE_OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    REQUIRE_OK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_RELAXED));
+    REQUIRE_OK(cuLaunchHostFunc(s, fn0, NULL));
+    return s;
+}
+
+static void capture_ctx_destroy(void)
+{
+    CUcontext primary, mine;
+    CUstream other, d;
+    CUgraph g;
+    REQUIRE_OK(cuCtxGetCurrent(&primary));
+    REQUIRE_OK(cuStreamCreate(&other, CU_STREAM_NON_BLOCKING));
+    REQUIRE_OK(cuStreamBeginCapture(other, CU_STREAM_CAPTURE_MODE_RELAXED));
+    REQUIRE_OK(cuCtxCreate(&mine, NULL, 0, 0));
+    CUstream s = capturing_with_node();
+    CUresult r = cuCtxDestroy(mine);
+    fprintf(stderr, "capture-ctx-destroy: a context destroyed while its stream captured: %d\n",
+            (int)r);
+    if (r != CUDA_SUCCESS) {
+        end_then_destroy(s);
+        REQUIRE_OK(cuCtxDestroy(mine));
+    }
+    REQUIRE_OK(cuCtxSetCurrent(primary));
+    fprintf(stderr, "capture-ctx-destroy: one open\n");
+    REQUIRE_OK(cuStreamEndCapture(other, &g));
+    REQUIRE_OK(cuGraphDestroy(g));
+    REQUIRE_OK(cuStreamDestroy(other));
+    fprintf(stderr, "capture-ctx-destroy: none open\n");
+    s = capturing_with_node();
+    r = cuDevicePrimaryCtxReset(0);
+    fprintf(stderr, "capture-ctx-destroy: the primary context reset while its stream captured: "
+            "%d\n", (int)r);
+    if (r != CUDA_SUCCESS) {
+        end_then_destroy(s);
+        REQUIRE_OK(cuDevicePrimaryCtxReset(0));
+    }
+    /* Launches go on in the context made again, not captured. */
+    REQUIRE_OK(cuCtxSetCurrent(primary));
+    REQUIRE_OK(cuStreamCreate(&d, CU_STREAM_NON_BLOCKING));
+    REQUIRE_OK(cuLaunchHostFunc(d, fn1, NULL));
+    REQUIRE_OK(cuStreamSynchronize(d));
+    CHECK_EQ(atomic_load(&hits[1]), 1);
+    CHECK_EQ(atomic_load(&hits[0]), 0);
+    REQUIRE_OK(cuStreamDestroy(d));
+}
+
 /* ---- capture-calls-in-launch ---------------------------------------------- */
 /* While a capture is open, a launch holds the captures' lock to read; a
  * signal handler inside it (the test driver yields in the launch, where
@@ -1595,6 +1655,7 @@ static const check_scenario scenarios[] = {
     CHECK_SCENARIO("capture-in-marked-launch", capture_in_marked_launch),
     CHECK_SCENARIO("capture-after-jump", capture_after_jump),
     CHECK_SCENARIO("capture-destroy", capture_destroy),
+    CHECK_SCENARIO("capture-ctx-destroy", capture_ctx_destroy),
     CHECK_SCENARIO("exec-child-set", exec_child_set),
     CHECK_SCENARIO("capture-race-signal", capture_race_signal),
     CHECK_SCENARIO("capture-fork-in-launch", capture_fork_in_launch),

@@ -95,6 +95,42 @@ FC_API CUresult CUDAAPI cuDevicePrimaryCtxRelease_v2(CUdevice dev)
     return primary_release(dev);
 }
 
+FC_API CUresult CUDAAPI cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active)
+{
+    FC_ENTER();
+    if (!flags || !active)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (dev != 0)
+        return CUDA_ERROR_INVALID_DEVICE;
+    fc_lock();
+    *flags = 0;
+    *active = fc_state.primary_refs > 0;
+    fc_unlock();
+    return CUDA_SUCCESS;
+}
+
+static void ctx_free_resources(fc_ctx *c);
+
+/* The primary context's work waited for, then its streams (their captures
+ * with them) and memory freed; it stays retained, and current where it
+ * was. */
+static CUresult primary_reset(CUdevice dev)
+{
+    FC_ENTER();
+    if (dev != 0)
+        return CUDA_ERROR_INVALID_DEVICE;
+    fc_lock();
+    CUresult r = fc_wait_done(fc_state.enq_seq);
+    if (r == CUDA_SUCCESS)
+        ctx_free_resources(&fc_primary);
+    fc_unlock();
+    return r;
+}
+
+FC_API CUresult CUDAAPI cuDevicePrimaryCtxReset(CUdevice dev) { return primary_reset(dev); }
+
+FC_API CUresult CUDAAPI cuDevicePrimaryCtxReset_v2(CUdevice dev) { return primary_reset(dev); }
+
 /* A new context, made current on this thread (the driver pushes it). */
 static CUresult ctx_create(CUcontext *pctx, CUdevice dev)
 {

@@ -28,6 +28,21 @@ CUresult fc_stream_get(CUstream h, int ptsz, fc_stream **out)
     return CUDA_SUCCESS;
 }
 
+/* The context a stream was made in; a default stream's: the current one. */
+FC_API CUresult CUDAAPI cuStreamGetCtx(CUstream h, CUcontext *pctx)
+{
+    FC_ENTER();
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    fc_lock();
+    fc_stream *s;
+    CUresult r = fc_stream_get(h, 0, &s);
+    if (r == CUDA_SUCCESS)
+        *pctx = (CUcontext)(s->ctx ? s->ctx : fc_cur_ctx());
+    fc_unlock();
+    return r;
+}
+
 FC_API CUresult CUDAAPI cuStreamCreate(CUstream *phStream, unsigned int Flags)
 {
     FC_ENTER();
