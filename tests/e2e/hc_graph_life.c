@@ -1182,7 +1182,9 @@ static void capture_ctx_destroy(void)
         end_then_destroy(s);
         REQUIRE_OK(cuDevicePrimaryCtxReset(0));
     }
-    /* Launches go on in the context made again, not captured. */
+    /* Launches go on in the context made again, not captured (driver 580
+     * destroys the primary context at its reset: retained again). */
+    REQUIRE_OK(cuDevicePrimaryCtxRetain(&primary, 0));
     REQUIRE_OK(cuCtxSetCurrent(primary));
     REQUIRE_OK(cuStreamCreate(&d, CU_STREAM_NON_BLOCKING));
     REQUIRE_OK(cuLaunchHostFunc(d, fn1, NULL));

@@ -67,6 +67,8 @@ FC_API CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
         return CUDA_ERROR_INVALID_DEVICE;
     fc_lock();
     fc_state.primary_refs++;
+    if (!fc_obj_get(&fc_primary, FC_CTX)) /* made again after a reset */
+        fc_obj_add(&fc_primary.obj, FC_CTX);
     fc_unlock();
     *pctx = (CUcontext)&fc_primary;
     return CUDA_SUCCESS;
@@ -112,8 +114,8 @@ FC_API CUresult CUDAAPI cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *f
 static void ctx_free_resources(fc_ctx *c);
 
 /* The primary context's work waited for, then its streams (their captures
- * with them) and memory freed; it stays retained, and current where it
- * was. */
+ * with them) and memory freed, and the context destroyed, as driver 580
+ * does: its handle refused until it is retained again. */
 static CUresult primary_reset(CUdevice dev)
 {
     FC_ENTER();
@@ -121,8 +123,10 @@ static CUresult primary_reset(CUdevice dev)
         return CUDA_ERROR_INVALID_DEVICE;
     fc_lock();
     CUresult r = fc_wait_done(fc_state.enq_seq);
-    if (r == CUDA_SUCCESS)
+    if (r == CUDA_SUCCESS && fc_obj_get(&fc_primary, FC_CTX)) {
         ctx_free_resources(&fc_primary);
+        fc_obj_del(&fc_primary.obj);
+    }
     fc_unlock();
     return r;
 }
