@@ -114,6 +114,9 @@
  *       checked by check_sequence.sh with capture_destroy.seq; where the
  *       driver refuses to destroy a capturing stream, the scenario ends
  *       the capture first: capture_destroy_refused.seq)
+ *   hc_graph_life host-node-disable
+ *       a host node of an executable graph cannot be disabled
+ *       (cuGraphNodeSetEnabled refused), and runs at each launch
  *   hc_graph_life capture-ctx-destroy
  *       a context destroyed, then the primary context reset, while a
  *       stream of theirs captures a host function, the first while a
@@ -1194,6 +1197,34 @@ static void capture_ctx_destroy(void)
     REQUIRE_OK(cuStreamDestroy(d));
 }
 
+/* ---- host-node-disable ---------------------------------------------------- */
+/* A graph launch records, in each host node's call, that it will run it
+ * once (its replay: seq, stream, wait); a node that could be disabled in
+ * the executable graph would leave a recorded launch without its run, and
+ * every later run would be named by an earlier launch. The driver
+ * documents that only kernel, memset and memcpy nodes can be disabled
+ * (and that conditional bodies hold no host node): a driver that lets a
+ * host node be disabled fails this. */
+static void host_node_disable(void)
+{
+    CUgraph g;
+    CUgraphNode n;
+    CUgraphExec e;
+    CUDA_HOST_NODE_PARAMS p0 = {fn0, NULL};
+    REQUIRE_OK(cuGraphCreate(&g, 0));
+    REQUIRE_OK(cuGraphAddHostNode(&n, g, NULL, 0, &p0));
+    REQUIRE_OK(cuGraphInstantiateWithFlags(&e, g, 0));
+    CUresult r = cuGraphNodeSetEnabled(e, n, 0);
+    fprintf(stderr, "host-node-disable: a host node disabled: %d\n", (int)r);
+    CHECK_MSG(r != CUDA_SUCCESS, "the driver disabled a host node");
+    REQUIRE_OK(cuGraphLaunch(e, life_stream));
+    REQUIRE_OK(cuGraphLaunch(e, life_stream));
+    REQUIRE_OK(cuStreamSynchronize(life_stream));
+    CHECK_EQ(atomic_load(&hits[0]), 2);
+    REQUIRE_OK(cuGraphExecDestroy(e));
+    REQUIRE_OK(cuGraphDestroy(g));
+}
+
 /* ---- capture-calls-in-launch ---------------------------------------------- */
 /* While a capture is open, a launch holds the captures' lock to read; a
  * signal handler inside it (the test driver yields in the launch, where
@@ -1658,6 +1689,7 @@ static const check_scenario scenarios[] = {
     CHECK_SCENARIO("capture-after-jump", capture_after_jump),
     CHECK_SCENARIO("capture-destroy", capture_destroy),
     CHECK_SCENARIO("capture-ctx-destroy", capture_ctx_destroy),
+    CHECK_SCENARIO("host-node-disable", host_node_disable),
     CHECK_SCENARIO("exec-child-set", exec_child_set),
     CHECK_SCENARIO("capture-race-signal", capture_race_signal),
     CHECK_SCENARIO("capture-fork-in-launch", capture_fork_in_launch),

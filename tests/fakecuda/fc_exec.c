@@ -204,6 +204,18 @@ FC_API CUresult CUDAAPI cuGraphExecHostNodeSetParams(
     return r;
 }
 
+/* Only kernel, memset and memcpy nodes can be disabled (the driver's
+ * documentation): none of the test driver's kinds. */
+FC_API CUresult CUDAAPI cuGraphNodeSetEnabled(CUgraphExec hGraphExec, CUgraphNode hNode,
+                                              unsigned int isEnabled)
+{
+    FC_ENTER();
+    (void)hGraphExec;
+    (void)hNode;
+    (void)isEnabled;
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
 static CUresult child_set(fc_node *x, fc_graph *gr);
 
 FC_API CUresult CUDAAPI cuGraphExecNodeSetParams(CUgraphExec hGraphExec,

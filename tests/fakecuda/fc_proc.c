@@ -132,6 +132,7 @@ static const fc_proc fc_procs[] = {
     P("cuGraphLaunch", 10000, cuGraphLaunch),
     PT("cuGraphLaunch", 10000, cuGraphLaunch_ptsz),
     P("cuGraphExecHostNodeSetParams", 10020, cuGraphExecHostNodeSetParams),
+    P("cuGraphNodeSetEnabled", 11060, cuGraphNodeSetEnabled),
     P("cuGraphExecNodeSetParams", 12020, cuGraphExecNodeSetParams),
     P("cuGraphExecChildGraphNodeSetParams", 11010, cuGraphExecChildGraphNodeSetParams),
     P("cuGraphExecUpdate", 10020, cuGraphExecUpdate),
