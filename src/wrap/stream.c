@@ -918,8 +918,9 @@ static int ends_no_count(void)
            atomic_load(&capture_sticky) || nested_call();
 }
 
-static CUresult stream_destroy(hcg_pfn_cuStreamDestroy_v2 f, CUstream s)
+static CUresult stream_destroy(hcg_driver *d, hcg_pfn_cuStreamDestroy_v2 f, CUstream s)
 {
+    (void)d;
     if (ends_no_count() || !destroyable(s))
         return f(s);
     hcg_capture_token t = capture_take(1);
@@ -932,21 +933,19 @@ static CUresult stream_destroy(hcg_pfn_cuStreamDestroy_v2 f, CUstream s)
     return r;
 }
 
-CUresult hcg_w_cuStreamDestroy(CUstream s)
-{
-    HCG_AUDIT_ENTRY(cuStreamDestroy);
-    HCG_DRV_OR_FAIL(d);
-    hcg_pfn_cuStreamDestroy f = atomic_load(&d->cuStreamDestroy);
-    return f ? stream_destroy(f, s) : CUDA_ERROR_NOT_SUPPORTED;
-}
+/* A wrapper of one argument, a of type T, made by how(d, the driver's
+ * entry point, a). */
+#define DESTROY_WRAPPER(name, T, how)                                          \
+    CUresult hcg_w_##name(T a)                                                 \
+    {                                                                          \
+        HCG_AUDIT_ENTRY(name);                                                 \
+        HCG_DRV_OR_FAIL(d);                                                    \
+        hcg_pfn_##name f = atomic_load(&d->name);                              \
+        return f ? how(d, f, a) : CUDA_ERROR_NOT_SUPPORTED;                    \
+    }
 
-CUresult hcg_w_cuStreamDestroy_v2(CUstream s)
-{
-    HCG_AUDIT_ENTRY(cuStreamDestroy_v2);
-    HCG_DRV_OR_FAIL(d);
-    hcg_pfn_cuStreamDestroy_v2 f = atomic_load(&d->cuStreamDestroy_v2);
-    return f ? stream_destroy(f, s) : CUDA_ERROR_NOT_SUPPORTED;
-}
+DESTROY_WRAPPER(cuStreamDestroy, CUstream, stream_destroy)
+DESTROY_WRAPPER(cuStreamDestroy_v2, CUstream, stream_destroy)
 
 /* A context destroyed (cuCtxDestroy) or reset (the primary context's,
  * cuDevicePrimaryCtxReset: cudaDeviceReset) takes its streams with it,
@@ -969,8 +968,9 @@ static void ctx_gone(CUcontext ctx, uint64_t made, const char *how)
     hcg_capture_release(t);
 }
 
-static CUresult ctx_destroy(hcg_pfn_cuCtxDestroy_v2 f, CUcontext ctx)
+static CUresult ctx_destroy(hcg_driver *d, hcg_pfn_cuCtxDestroy_v2 f, CUcontext ctx)
 {
+    (void)d;
     if (ends_no_count())
         return f(ctx);
     uint64_t made = atomic_load(&origins_made);
@@ -980,21 +980,8 @@ static CUresult ctx_destroy(hcg_pfn_cuCtxDestroy_v2 f, CUcontext ctx)
     return r;
 }
 
-CUresult hcg_w_cuCtxDestroy(CUcontext ctx)
-{
-    HCG_AUDIT_ENTRY(cuCtxDestroy);
-    HCG_DRV_OR_FAIL(d);
-    hcg_pfn_cuCtxDestroy f = atomic_load(&d->cuCtxDestroy);
-    return f ? ctx_destroy(f, ctx) : CUDA_ERROR_NOT_SUPPORTED;
-}
-
-CUresult hcg_w_cuCtxDestroy_v2(CUcontext ctx)
-{
-    HCG_AUDIT_ENTRY(cuCtxDestroy_v2);
-    HCG_DRV_OR_FAIL(d);
-    hcg_pfn_cuCtxDestroy_v2 f = atomic_load(&d->cuCtxDestroy_v2);
-    return f ? ctx_destroy(f, ctx) : CUDA_ERROR_NOT_SUPPORTED;
-}
+DESTROY_WRAPPER(cuCtxDestroy, CUcontext, ctx_destroy)
+DESTROY_WRAPPER(cuCtxDestroy_v2, CUcontext, ctx_destroy)
 
 /* The device's primary context, if it is active (NULL if not, or unknown):
  * retained and released again, which changes nothing. */
@@ -1025,21 +1012,8 @@ static CUresult primary_reset(hcg_driver *d, hcg_pfn_cuDevicePrimaryCtxReset_v2 
     return r;
 }
 
-CUresult hcg_w_cuDevicePrimaryCtxReset(CUdevice dev)
-{
-    HCG_AUDIT_ENTRY(cuDevicePrimaryCtxReset);
-    HCG_DRV_OR_FAIL(d);
-    hcg_pfn_cuDevicePrimaryCtxReset f = atomic_load(&d->cuDevicePrimaryCtxReset);
-    return f ? primary_reset(d, f, dev) : CUDA_ERROR_NOT_SUPPORTED;
-}
-
-CUresult hcg_w_cuDevicePrimaryCtxReset_v2(CUdevice dev)
-{
-    HCG_AUDIT_ENTRY(cuDevicePrimaryCtxReset_v2);
-    HCG_DRV_OR_FAIL(d);
-    hcg_pfn_cuDevicePrimaryCtxReset_v2 f = atomic_load(&d->cuDevicePrimaryCtxReset_v2);
-    return f ? primary_reset(d, f, dev) : CUDA_ERROR_NOT_SUPPORTED;
-}
+DESTROY_WRAPPER(cuDevicePrimaryCtxReset, CUdevice, primary_reset)
+DESTROY_WRAPPER(cuDevicePrimaryCtxReset_v2, CUdevice, primary_reset)
 
 /* A stream that waits for an event recorded in a capture joins that
  * capture, and launches on it become nodes from then on: the wait is
