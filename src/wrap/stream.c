@@ -1015,6 +1015,28 @@ static CUresult primary_reset(hcg_driver *d, hcg_pfn_cuDevicePrimaryCtxReset_v2 
 DESTROY_WRAPPER(cuDevicePrimaryCtxReset, CUdevice, primary_reset)
 DESTROY_WRAPPER(cuDevicePrimaryCtxReset_v2, CUdevice, primary_reset)
 
+/* Released for the last time, the primary context is destroyed: the
+ * driver then says it is not active. */
+static CUresult primary_release(hcg_driver *d, hcg_pfn_cuDevicePrimaryCtxRelease_v2 f,
+                                CUdevice dev)
+{
+    if (ends_no_count())
+        return f(dev);
+    uint64_t made = atomic_load(&origins_made);
+    CUcontext ctx = primary_of(d, dev);
+    CUresult r = f(dev);
+    hcg_pfn_cuDevicePrimaryCtxGetState state = atomic_load(&d->cuDevicePrimaryCtxGetState);
+    unsigned flags = 0;
+    int active = 1;
+    if (r == CUDA_SUCCESS && ctx && state && state(dev, &flags, &active) == CUDA_SUCCESS &&
+        !active)
+        ctx_gone(ctx, made, "released for the last time");
+    return r;
+}
+
+DESTROY_WRAPPER(cuDevicePrimaryCtxRelease, CUdevice, primary_release)
+DESTROY_WRAPPER(cuDevicePrimaryCtxRelease_v2, CUdevice, primary_release)
+
 /* A stream that waits for an event recorded in a capture joins that
  * capture, and launches on it become nodes from then on: the wait is
  * ordered with launches as a begin is. While no capture is open, the wait

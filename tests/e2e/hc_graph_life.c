@@ -118,8 +118,9 @@
  *       a host node of an executable graph cannot be disabled
  *       (cuGraphNodeSetEnabled refused), and runs at each launch
  *   hc_graph_life capture-ctx-destroy
- *       a context destroyed, then the primary context reset, while a
- *       stream of theirs captures a host function, the first while a
+ *       a context destroyed, then the primary context reset, then
+ *       released for the last time, while a stream of theirs captures a
+ *       host function, the first while a
  *       stream of another context captures too: the same, with
  *       capture_ctx_destroy.seq (capture_ctx_destroy_refused.seq)
  *   hc_graph_life capture-race-graph
@@ -1185,8 +1186,21 @@ static void capture_ctx_destroy(void)
         end_then_destroy(s);
         REQUIRE_OK(cuDevicePrimaryCtxReset(0));
     }
-    /* Launches go on in the context made again, not captured (driver 580
-     * destroys the primary context at its reset: retained again). */
+    /* Driver 580 destroys the primary context at its reset: retained
+     * again (twice: test_context's reference, and this one), then
+     * released for the last time while a stream of it captures. */
+    REQUIRE_OK(cuDevicePrimaryCtxRetain(&primary, 0));
+    REQUIRE_OK(cuCtxSetCurrent(primary));
+    s = capturing_with_node();
+    REQUIRE_OK(cuDevicePrimaryCtxRelease(0));
+    r = cuDevicePrimaryCtxRelease(0);
+    fprintf(stderr, "capture-ctx-destroy: the primary context released for the last time while "
+            "its stream captured: %d\n", (int)r);
+    if (r != CUDA_SUCCESS) {
+        end_then_destroy(s);
+        REQUIRE_OK(cuDevicePrimaryCtxRelease(0));
+    }
+    /* Launches go on in the context made again, not captured. */
     REQUIRE_OK(cuDevicePrimaryCtxRetain(&primary, 0));
     REQUIRE_OK(cuCtxSetCurrent(primary));
     REQUIRE_OK(cuStreamCreate(&d, CU_STREAM_NON_BLOCKING));

@@ -74,6 +74,9 @@ FC_API CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
     return CUDA_SUCCESS;
 }
 
+static void primary_destroy(void);
+
+/* The last release destroys the primary context (its work waited for). */
 static CUresult primary_release(CUdevice dev)
 {
     FC_ENTER();
@@ -81,8 +84,10 @@ static CUresult primary_release(CUdevice dev)
         return CUDA_ERROR_INVALID_DEVICE;
     fc_lock();
     CUresult r = fc_state.primary_refs > 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
-    if (r == CUDA_SUCCESS)
-        fc_state.primary_refs--;
+    if (r == CUDA_SUCCESS && fc_state.primary_refs == 1)
+        r = fc_wait_done(fc_state.enq_seq);
+    if (r == CUDA_SUCCESS && --fc_state.primary_refs == 0)
+        primary_destroy();
     fc_unlock();
     return r;
 }
@@ -106,7 +111,7 @@ FC_API CUresult CUDAAPI cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *f
         return CUDA_ERROR_INVALID_DEVICE;
     fc_lock();
     *flags = 0;
-    *active = fc_state.primary_refs > 0;
+    *active = fc_state.primary_refs > 0 && fc_obj_get(&fc_primary, FC_CTX);
     fc_unlock();
     return CUDA_SUCCESS;
 }
@@ -123,12 +128,19 @@ static CUresult primary_reset(CUdevice dev)
         return CUDA_ERROR_INVALID_DEVICE;
     fc_lock();
     CUresult r = fc_wait_done(fc_state.enq_seq);
-    if (r == CUDA_SUCCESS && fc_obj_get(&fc_primary, FC_CTX)) {
+    if (r == CUDA_SUCCESS)
+        primary_destroy();
+    fc_unlock();
+    return r;
+}
+
+/* Under fc_lock. */
+static void primary_destroy(void)
+{
+    if (fc_obj_get(&fc_primary, FC_CTX)) {
         ctx_free_resources(&fc_primary);
         fc_obj_del(&fc_primary.obj);
     }
-    fc_unlock();
-    return r;
 }
 
 FC_API CUresult CUDAAPI cuDevicePrimaryCtxReset(CUdevice dev) { return primary_reset(dev); }
