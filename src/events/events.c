@@ -90,11 +90,15 @@ static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 
 static pthread_mutex_t drain_lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_uint drain_owner; /* the thread holding drain_lock, 0 if none */
-/* The files were sealed for an exec (hcg_events_seal_files): no drain
- * writes to them until the exec has failed. Under drain_lock. */
-static int files_sealed;
+/* While the files are sealed for execs under way (hcg_events_seal_files:
+ * how many), or written for the last time at exit (files_done), no drain
+ * writes to them. Under drain_lock. */
+static int files_sealed, files_done;
 static pthread_mutex_t coll_lock = PTHREAD_MUTEX_INITIALIZER;
 static int coll_running;
+/* Stops in force (execs under way, the exit): no start until each exec
+ * that stopped it has failed (hcg_collector_resume). Under coll_lock. */
+static int coll_held;
 static atomic_int coll_stop;
 static pthread_t coll_thread;
 static atomic_int coll_failed; /* errno of a start that failed (said once), 0 */
@@ -412,7 +416,7 @@ __attribute__((noinline, cold)) static void push_ringless(const hcg_event *e)
     cnt_step s[3];
     for (unsigned i = 0, n = event_steps(e, s); i < n; i++)
         atomic_fetch_add_explicit(&ringless_cnt[s[i].idx], s[i].add, memory_order_relaxed);
-    atomic_fetch_add_explicit(&ringless_dropped, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&ringless_dropped, 1, memory_order_release); /* as r->dropped */
     if (flow_counted(e)) {
         void (*lost)(uint64_t) = atomic_load_explicit(&lost_hook, memory_order_acquire);
         if (lost)
@@ -434,7 +438,7 @@ __attribute__((noinline, cold)) static ring *try_acquire_ring(void)
 
 uint64_t hcg_events_ringless(void)
 {
-    return atomic_load_explicit(&ringless_dropped, memory_order_relaxed);
+    return atomic_load_explicit(&ringless_dropped, memory_order_acquire);
 }
 
 void hcg_event_push(const hcg_event *e)
@@ -452,7 +456,10 @@ void hcg_event_push(const hcg_event *e)
         r->tail_seen = atomic_load_explicit(&r->tail, memory_order_acquire);
         if (h - r->tail_seen >= r->cap) {
             count_dropped(r->cnt, e);
-            bump(&r->dropped, 1);
+            /* After the counts (release): the summary reads it first. */
+            atomic_store_explicit(&r->dropped, atomic_load_explicit(&r->dropped,
+                                                                     memory_order_relaxed) + 1,
+                                  memory_order_release);
             if (flow_counted(e)) {
                 void (*lost)(uint64_t) = atomic_load_explicit(&lost_hook, memory_order_acquire);
                 if (lost)
@@ -596,6 +603,20 @@ static void batch_begins(ring *r, uint64_t end)
     atomic_store_explicit(&r->pend_to, end, memory_order_release);
 }
 
+/* The ring's head, less its last event while the counting of that event
+ * has not begun (an event is published before it is counted: see
+ * count_pushed): a drain does not write an event the counts do not hold
+ * yet, and the exit summary names none they will not hold. The rest of
+ * the counting follows at once, on the owner's thread. */
+static uint64_t counted_head(const ring *r, uint64_t tail)
+{
+    uint64_t h = atomic_load_explicit(&r->head, memory_order_acquire);
+    if (h != tail && atomic_load_explicit(&r->step_mark, memory_order_acquire) >> 2 != h &&
+        atomic_load_explicit(&r->owned, memory_order_acquire))
+        h--;
+    return h;
+}
+
 /* Events leave a ring in batches: each batch goes to the sinks (and, when
  * recording, is written to the files) before its slots are given back, so
  * that an event is always in the ring or in the files, whenever the process
@@ -604,7 +625,7 @@ static void batch_begins(ring *r, uint64_t end)
 static void drain(ring *r, const hcg_clock_ref_t *ref)
 {
     uint64_t t = atomic_load_explicit(&r->tail, memory_order_relaxed);
-    uint64_t h = atomic_load_explicit(&r->head, memory_order_acquire);
+    uint64_t h = counted_head(r, t);
     while (t != h) {
         uint64_t seqs[BATCH];
         unsigned n = 0;
@@ -726,7 +747,7 @@ void hcg_events_flush(void)
     sigset_t held;
     hold_deaths(&held);
     drain_enter();
-    if (!files_sealed) {
+    if (!files_sealed && !files_done) {
         hcg_clock_ref(&ref);
         hcg_flight_note_clock(&ref);
         for (ring *r = atomic_load(&rings); r; r = r->next)
@@ -747,7 +768,7 @@ void hcg_events_flush_files(void)
     hcg_events_flush();
     hold_deaths(&held);
     drain_enter();
-    if (!files_sealed)
+    if (!files_sealed && !files_done)
         flush_files();
     drain_leave();
     release_deaths(&held);
@@ -762,9 +783,9 @@ void hcg_events_seal_files(void)
         if ((*k)->seal)
             (*k)->seal();
     /* Left so, whole, while the exec goes on: a thread that drains meanwhile
-     * (hcguard_get_stats, a fatal signal) could be cut off by the exec in
-     * the middle of its write. */
-    files_sealed = 1;
+     * (hcguard_get_stats, a fatal signal, an exec of another thread that
+     * failed) could be cut off by the exec in the middle of its write. */
+    files_sealed++;
     drain_leave();
     release_deaths(&held);
 }
@@ -772,7 +793,15 @@ void hcg_events_seal_files(void)
 void hcg_events_unseal_files(void)
 {
     drain_enter();
-    files_sealed = 0; /* each sink opens its seal again at its next event */
+    if (files_sealed > 0)
+        files_sealed--; /* at 0, each sink opens its seal again at its next event */
+    drain_leave();
+}
+
+void hcg_events_files_done(void)
+{
+    drain_enter();
+    files_done = 1;
     drain_leave();
 }
 
@@ -836,7 +865,7 @@ void hcg_events_flush_from_signal(void)
     hcg_clock_ref(&ref);
     hcg_flight_note_clock(&ref);
     hcg_sinks_signal_mode(1);
-    for (ring *r = atomic_load(&rings); r && !files_sealed; r = r->next)
+    for (ring *r = atomic_load(&rings); r && !files_sealed && !files_done; r = r->next)
         drain_to_files(r, &ref);
     hcg_sinks_signal_mode(0);
     drain_leave();
@@ -962,22 +991,17 @@ uint64_t hcg_events_undrained(void)
 {
     uint64_t n = 0;
     for (ring *r = atomic_load(&rings); r; r = r->next) {
-        uint64_t h = atomic_load_explicit(&r->head, memory_order_acquire);
         uint64_t t = atomic_load_explicit(&r->tail, memory_order_acquire);
-        /* An event is published before it is counted (count_pushed): one
-         * whose counting has not begun may not be in counts read next. */
-        if (h != t && atomic_load_explicit(&r->step_mark, memory_order_acquire) >> 2 != h)
-            h--;
-        n += h - t;
+        n += counted_head(r, t) - t;
     }
     return n;
 }
 
 uint64_t hcg_events_dropped(void)
 {
-    uint64_t n = atomic_load_explicit(&ringless_dropped, memory_order_relaxed);
+    uint64_t n = atomic_load_explicit(&ringless_dropped, memory_order_acquire);
     for (ring *r = atomic_load(&rings); r; r = r->next)
-        n += atomic_load_explicit(&r->dropped, memory_order_relaxed);
+        n += atomic_load_explicit(&r->dropped, memory_order_acquire);
     return n;
 }
 
@@ -1017,7 +1041,7 @@ static void *collector(void *arg)
 void hcg_collector_start(void)
 {
     pthread_mutex_lock(&coll_lock);
-    if (!coll_running) {
+    if (!coll_running && !coll_held) {
         atomic_store(&coll_stop, 0);
         /* Keep application signals off the collector. */
         sigset_t all, old;
@@ -1060,9 +1084,19 @@ void hcg_collector_retry(void)
         hcg_collector_start();
 }
 
+void hcg_collector_resume(void)
+{
+    pthread_mutex_lock(&coll_lock);
+    if (coll_held > 0)
+        coll_held--;
+    pthread_mutex_unlock(&coll_lock);
+    hcg_collector_start();
+}
+
 void hcg_collector_stop(void)
 {
     pthread_mutex_lock(&coll_lock);
+    coll_held++;
     int was = coll_running;
     atomic_store(&coll_stop, 1);
     coll_running = 0;
@@ -1081,7 +1115,8 @@ void hcg_events_after_fork(void)
 {
     pthread_mutex_init(&drain_lock, NULL);
     atomic_store(&drain_owner, 0);
-    files_sealed = 0; /* the exec was another thread's */
+    files_sealed = files_done = 0; /* the exec or the exit was another thread's */
+    coll_held = 0;
     pthread_mutex_init(&coll_lock, NULL);
     coll_running = 0;
     atomic_store(&coll_live, 0);

@@ -115,10 +115,13 @@ uint64_t hcg_event_running_seq(void);
 int hcg_event_slow(const hcg_event *run, hcg_event *out);
 /* Drain every ring into the sinks now (any thread; serialised). */
 void hcg_events_flush(void);
-/* Start the collector thread (idempotent; after fork, restarts). */
+/* Start the collector thread (idempotent; after fork, restarts), unless
+ * a stop holds it (an exec under way, the exit). */
 void hcg_collector_start(void);
-/* Stop the collector and drain what is left (exit). */
+/* Stop the collector and drain what is left (exec, exit); it stays stopped
+ * until hcg_collector_resume (the exec failed): each stop needs its own. */
 void hcg_collector_stop(void);
+void hcg_collector_resume(void);
 /* The errno of a collector start that failed (not yet started since), 0. */
 int hcg_collector_failed(void);
 /* After a failed start: try again (a launch with no collector). */
@@ -139,9 +142,14 @@ uint64_t hcg_events_dropped(void);
 uint64_t hcg_events_undrained(void);
 /* Before an exec: each sink's file left whole (hcg_sink.seal), and no
  * drain writes to the files until hcg_events_unseal_files (the exec
- * failed): events made meanwhile stay in the rings. */
+ * failed; as many as were sealed, execs of several threads at once):
+ * events made meanwhile stay in the rings. */
 void hcg_events_seal_files(void);
 void hcg_events_unseal_files(void);
+/* At exit, after the last drain: no drain writes to the files from now on
+ * (another thread's hcguard_get_stats would write after their close), and
+ * what the rings hold now is what was made after the last write. */
+void hcg_events_files_done(void);
 /* Host functions that ran or were skipped so far, on every thread (their
  * events dropped or not; graph nodes too): whether any runs at all. Not
  * rejections or findings, which an application thread may make while no

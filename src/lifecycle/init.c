@@ -63,7 +63,7 @@ static void start(void)
 void hcg_init_slow(void)
 {
     pthread_once(&once, start); /* done already in a fork child */
-    hcg_collector_start();      /* idempotent */
+    hcg_collector_start();      /* idempotent; none while an exec or the exit holds it */
     atomic_store_explicit(&hcg_g_started, 1, memory_order_release);
 }
 
@@ -116,6 +116,7 @@ __attribute__((destructor)) static void finish(void)
     const hcg_config *c = hcg_config_get();
     hcg_copy_pool_stop(1);
     hcg_collector_stop();
+    hcg_events_files_done();
     hcg_sinks_close();
     if (forked && !hcg_sinks_active())
         return;

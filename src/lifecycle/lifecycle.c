@@ -159,7 +159,7 @@ static int exec_end(exec_prep *p)
     if (p->running) {
         hcg_flight_finished(0);
         hcg_events_unseal_files();
-        hcg_collector_start();
+        hcg_collector_resume();
         hcg_pool_exec_window(0);
     }
     errno = err;
@@ -299,6 +299,23 @@ HCG_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
     real(fd, argv, exec_begin(&p, envp));
     return exec_end(&p);
 }
+
+#if __GLIBC_PREREQ(2, 34)
+/* execveat (as fexecve, with no look of its own before: the file may be
+ * relative to dirfd, or dirfd itself). */
+HCG_EXPORT int execveat(int dirfd, const char *path, char *const argv[], char *const envp[],
+                        int flags)
+{
+    hcg_libc_execveat_fn real = HCG_REAL(execveat);
+    if (!real) {
+        errno = ENOSYS;
+        return -1;
+    }
+    exec_prep p;
+    real(dirfd, path, argv, exec_begin(&p, envp), flags);
+    return exec_end(&p);
+}
+#endif
 
 /* execl, execlp, execle: the arguments up to the NULL as an array. */
 static char **collect_args(const char *arg0, va_list ap, char ***envp_out)

@@ -607,13 +607,17 @@ static uint64_t flow_wait_for_room(hcg_pool *p, uint64_t room, uint64_t all)
     return all;
 }
 
-/* Set while an exec is under way (the collector stopped for it, started
- * again if the exec fails): launches of other threads wait for it. */
+/* Set while execs are under way (how many: the collector stopped for
+ * them, started again once each has failed): launches of other threads
+ * wait for them. */
 static atomic_int exec_window;
 
 void hcg_pool_exec_window(int on)
 {
-    atomic_store(&exec_window, on);
+    if (on)
+        atomic_fetch_add(&exec_window, 1);
+    else if (atomic_fetch_sub(&exec_window, 1) <= 0)
+        atomic_fetch_add(&exec_window, 1); /* none was open */
 }
 
 /* The room once the collector an exec stopped runs again (the exec
@@ -844,6 +848,7 @@ void hcg_count_node(hcg_fnkind kind)
  * before is the parent's. */
 void hcg_pool_after_fork(void)
 {
+    atomic_store(&exec_window, 0); /* the execs were other threads' */
     for (hcg_marker *m = atomic_load(&markers); m; m = m->next)
         if (m != hcg_self.marker) {
             atomic_store(&m->owned, 0);

@@ -198,6 +198,7 @@ typedef struct totals {
     uint64_t launched[HCG_FN_KIND_COUNT];
     uint64_t nodes, dropped, captured;
     uint64_t unmeasured; /* live only: a flight record does not keep it */
+    uint64_t ringless;   /* live only: of dropped, those of threads with no buffer */
     uint64_t undrained;  /* live only: events made after the last drain */
     int own_fns;         /* live: the copy functions this process recognised are its own */
 } totals;
@@ -225,6 +226,7 @@ static void totals_live(totals *t)
     /* Before the counts: every event these find is in them (a dropped
      * event is counted before it is called dropped), while the program's
      * threads go on making more. */
+    t->ringless = hcg_events_ringless(); /* before dropped, which holds it */
     t->dropped = hcg_events_dropped();
     t->undrained = at_exit ? hcg_events_undrained() : 0;
     hcg_counts_get(&t->c);
@@ -528,7 +530,7 @@ static void print_findings(const hcg_counts *c, int sev, int live)
 static void print_dropped(const totals *t, size_t buffer_bytes)
 {
     /* Live only: threads that could not map a buffer at all. */
-    uint64_t ringless = t->own_fns ? hcg_events_ringless() : 0;
+    uint64_t ringless = t->own_fns ? t->ringless : 0;
     uint64_t full = t->dropped > ringless ? t->dropped - ringless : 0;
     if (full)
         hcg_msg("events dropped (full per-thread buffer): %" PRIu64 "; the counts above are "

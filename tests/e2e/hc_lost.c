@@ -34,7 +34,12 @@
  *                            environment (no hcguard in the new image)
  *   hc_lost execdrain N PATH  the same while one thread launches and
  *                            another takes hcguard's counts, without end
+ *   hc_lost execrace N PATH  the same while a third thread makes execs that
+ *                            fail, without end
+ *   hc_lost execat N PATH    N copies, then execveat PATH (empty environment)
  *   hc_lost exitbusy T       T threads launch without end; exit after 50 ms
+ *   hc_lost exitstats T      the same, while two threads take the counts
+ *                            without end; exit after 20 ms
  *   hc_lost die HOW [bad]    100 host functions (after a rejected record:
  *                            bad), then die HOW (segv, bus, abort, term,
  *                            int, exit, _exit, _Exit, kill; fault: a real
@@ -1296,6 +1301,21 @@ static void *launch_forever(void *ctx)
     return NULL;
 }
 
+/* As launch_forever, 64 at a time 200 us apart: the files stay small
+ * enough to check at each of many rounds. */
+static void *launch_paced(void *ctx)
+{
+    CUstream s;
+    REQUIRE_OK(cuCtxSetCurrent((CUcontext)ctx));
+    REQUIRE_OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    for (unsigned i = 1; cuLaunchHostFunc(s, noop, NULL) == CUDA_SUCCESS; i++)
+        if (i % 64 == 0)
+            usleep(200);
+    for (;;)
+        pause();
+    return NULL;
+}
+
 static void s_exitbusy(int argc, char **argv)
 {
     CUcontext ctx;
@@ -1334,6 +1354,85 @@ static void s_execdrain(int argc, char **argv)
     char *none[] = {NULL};
     execve(argv[1], av, none);
     fprintf(stderr, "FAIL: exec %s: %s\n", argv[1], strerror(errno));
+    exit(1);
+}
+
+/* execrace N PATH: as execdrain, while a third thread makes execs that
+ * fail (ENOEXEC: the whole way, stopping and sealing as this exec does)
+ * without end: one fails while this thread is between its seal and its
+ * exec, and must not open the files again under it. */
+static char race_prog[PATH_MAX];
+static atomic_ulong race_fails;
+
+static void *fail_execs(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        char *av[] = {race_prog, NULL};
+        execv(race_prog, av);
+        atomic_fetch_add(&race_fails, 1);
+        usleep(1000 + (unsigned)rand() % 3000);
+    }
+    return NULL;
+}
+
+static void s_execrace(int argc, char **argv)
+{
+    CUcontext ctx;
+    pthread_t t;
+    do_copies(num(argc, argv, 0));
+    make_unrunnable(race_prog, sizeof race_prog);
+    REQUIRE_OK(cuCtxGetCurrent(&ctx));
+    REQUIRE(pthread_create(&t, NULL, launch_paced, ctx) == 0);
+    REQUIRE(pthread_create(&t, NULL, stats_on, NULL) == 0);
+    REQUIRE(pthread_create(&t, NULL, fail_execs, NULL) == 0);
+    for (unsigned long want = 1 + (unsigned)getpid() % 5; atomic_load(&race_fails) < want;)
+        usleep(100);
+    char *av[] = {argv[1], NULL};
+    char *none[] = {NULL};
+    execve(argv[1], av, none);
+    fprintf(stderr, "FAIL: exec %s: %s\n", argv[1], strerror(errno));
+    exit(1);
+}
+
+/* exitstats T: as exitbusy (paced), while two more threads take hcguard's
+ * counts without end, 20 us apart (each writing the buffers to the files;
+ * without a pause they kept the exit from the drain's lock) as the program
+ * exits: after their close, none may write, and none may start the
+ * collector again (the exit then waited for ever). */
+static void *stats_paced(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        test_stats(get_stats);
+        usleep(20);
+    }
+    return NULL;
+}
+
+static void s_exitstats(int argc, char **argv)
+{
+    CUcontext ctx;
+    pthread_t t;
+    REQUIRE_OK(cuCtxGetCurrent(&ctx));
+    for (unsigned long i = 0, n = num(argc, argv, 0); i < n; i++)
+        REQUIRE(pthread_create(&t, NULL, launch_paced, ctx) == 0);
+    REQUIRE(pthread_create(&t, NULL, stats_paced, NULL) == 0);
+    REQUIRE(pthread_create(&t, NULL, stats_paced, NULL) == 0);
+    usleep(20000);
+    printf("exitstats: passed\n");
+    fflush(stdout);
+    exit(0);
+}
+
+/* execat N PATH: N copies, then execveat PATH with an empty environment. */
+static void s_execat(int argc, char **argv)
+{
+    do_copies(num(argc, argv, 0));
+    char *av[] = {argv[1], NULL};
+    char *none[] = {NULL};
+    execveat(AT_FDCWD, argv[1], av, none, 0);
+    fprintf(stderr, "FAIL: execveat %s: %s\n", argv[1], strerror(errno));
     exit(1);
 }
 
@@ -1377,6 +1476,9 @@ static const check_scenario scenarios[] = {
     CHECK_SCENARIO_ARGS("forkexec", s_forkexec, 2, 2, "N M"),
     CHECK_SCENARIO_ARGS("execaway", s_execaway, 2, 2, "N PATH"),
     CHECK_SCENARIO_ARGS("execdrain", s_execdrain, 2, 2, "N PATH"),
+    CHECK_SCENARIO_ARGS("execrace", s_execrace, 2, 2, "N PATH"),
+    CHECK_SCENARIO_ARGS("execat", s_execat, 2, 2, "N PATH"),
+    CHECK_SCENARIO_ARGS("exitstats", s_exitstats, 1, 1, "T"),
     CHECK_SCENARIO_ARGS("die", s_die, 1, 2, "HOW [bad]"),
     CHECK_SCENARIO_ARGS("exitbusy", s_exitbusy, 1, 1, "T"),
     CHECK_SCENARIO_ARGS("sigview", s_sigview, 2, 2, "SIGNAL dfl|ign"),
