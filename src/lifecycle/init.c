@@ -5,12 +5,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "lifecycle/lifecycle.h"
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 atomic_int hcg_g_started;
+static atomic_int starting; /* start() has begun (in this process image) */
 /* The audit's thunk handler, set when the driver is loaded (src/driver). */
 void (*hcg_driver_loaded_hook)(void) = hcg_audit_init;
 /* A fork child (a data loader's worker, say) reports only what it did
@@ -25,11 +27,13 @@ void hcg_init_after_fork(void)
 {
     forked = 1;
     atomic_store(&hcg_g_started, 0);
+    atomic_store(&starting, 0); /* the parent's */
     atomic_fetch_or(&hcg_g_launch_rare, HCG_LAUNCH_UNREADY);
 }
 
 static void start(void)
 {
+    atomic_store(&starting, 1);
     const hcg_config *c = hcg_config_get();
     hcg_clock_init();
     /* Before any ring or pool is made: the pools' launch counts are kept
@@ -101,6 +105,22 @@ static void say_idle(void)
     hcg_sinks_report_idle();
 }
 
+/* The program exits while another thread starts hcguard (its first
+ * launch): waited for, up to 2 s, so that the summary counts what that
+ * thread launched rather than saying nothing was. Not for ever: the
+ * starting thread may wait for a lock the exit holds (the loader's).
+ * Whether hcguard started. */
+static int start_finished(void)
+{
+    if (!atomic_load(&starting))
+        return 0;
+    for (int ms = 0; ms < 2000 && !atomic_load(&hcg_g_started); ms++) {
+        struct timespec one = {0, 1000000};
+        nanosleep(&one, NULL);
+    }
+    return atomic_load(&hcg_g_started);
+}
+
 /* At exit. A child of vfork or _Fork that calls exit finds its parent's
  * state (hcg_fork_foreign): its collector (vfork shares it; _Fork copied a
  * thread that does not exist in the child), its counts, its files: it
@@ -109,7 +129,7 @@ __attribute__((destructor)) static void finish(void)
 {
     if (hcg_fork_foreign())
         return;
-    if (!atomic_load(&hcg_g_started)) {
+    if (!atomic_load(&hcg_g_started) && !start_finished()) {
         say_idle();
         return;
     }

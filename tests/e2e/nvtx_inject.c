@@ -151,6 +151,11 @@ __attribute__((visibility("default"))) int InitializeInjectionNvtx2(NvtxGetExpor
 
 int InitializeInjectionNvtx2(NvtxGetExportTableFunc_t get)
 {
+    /* HCG_NVTX_INIT_DELAY_MS: a tool slow to start, which holds up
+     * hcguard's own start (its first launch) that long. */
+    const char *delay = getenv("HCG_NVTX_INIT_DELAY_MS");
+    if (delay)
+        usleep((useconds_t)atoi(delay) * 1000);
     const NvtxExportTableCallbacks *cb = get(NVTX_ETID_CALLBACKS);
     NvtxFunctionTable t = NULL;
     unsigned size = 0;
