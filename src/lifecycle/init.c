@@ -12,7 +12,7 @@
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 atomic_int hcg_g_started;
-static atomic_int starting; /* start() has begun (in this process image) */
+static atomic_uint starter; /* the thread in start(), or that ran it; 0: none yet */
 /* The audit's thunk handler, set when the driver is loaded (src/driver). */
 void (*hcg_driver_loaded_hook)(void) = hcg_audit_init;
 /* A fork child (a data loader's worker, say) reports only what it did
@@ -27,13 +27,13 @@ void hcg_init_after_fork(void)
 {
     forked = 1;
     atomic_store(&hcg_g_started, 0);
-    atomic_store(&starting, 0); /* the parent's */
+    atomic_store(&starter, 0); /* the parent's */
     atomic_fetch_or(&hcg_g_launch_rare, HCG_LAUNCH_UNREADY);
 }
 
 static void start(void)
 {
-    atomic_store(&starting, 1);
+    atomic_store(&starter, hcg_gettid());
     const hcg_config *c = hcg_config_get();
     hcg_clock_init();
     /* Before any ring or pool is made: the pools' launch counts are kept
@@ -108,11 +108,13 @@ static void say_idle(void)
 /* The program exits while another thread starts hcguard (its first
  * launch): waited for, up to 2 s, so that the summary counts what that
  * thread launched rather than saying nothing was. Not for ever: the
- * starting thread may wait for a lock the exit holds (the loader's).
- * Whether hcguard started. */
+ * starting thread may wait for a lock the exit holds (the loader's). Not
+ * at all where the exit is the starting thread's own (a signal handler's
+ * exit inside that first launch). Whether hcguard started. */
 static int start_finished(void)
 {
-    if (!atomic_load(&starting))
+    uint32_t t = atomic_load(&starter);
+    if (!t || t == hcg_gettid())
         return 0;
     for (int ms = 0; ms < 2000 && !atomic_load(&hcg_g_started); ms++) {
         struct timespec one = {0, 1000000};

@@ -40,6 +40,9 @@
  *   hc_lost exitbusy T       T threads launch without end; exit after 50 ms
  *   hc_lost exitstats T      the same, while two threads take the counts
  *                            without end; exit after 20 ms
+ *   hc_lost exitinstart      a timer's handler exits 50 ms into the first
+ *                            launch
+ *   hc_lost exitwhilestart   exit 100 ms into another thread's first launch
  *   hc_lost die HOW [bad]    100 host functions (after a rejected record:
  *                            bad), then die HOW (segv, bus, abort, term,
  *                            int, exit, _exit, _Exit, kill; fault: a real
@@ -1425,6 +1428,58 @@ static void s_exitstats(int argc, char **argv)
     exit(0);
 }
 
+/* exitwhilestart: another thread's first launch (which a slow NVTX tool
+ * holds up 300 ms in hcguard's start) is under way when this thread exits,
+ * 100 ms after that thread said it launches: the exit must wait for the
+ * start, and count that thread's launches. */
+static atomic_int first_launch_begun;
+
+static void *launch_after_saying(void *ctx)
+{
+    CUstream s;
+    REQUIRE_OK(cuCtxSetCurrent((CUcontext)ctx));
+    REQUIRE_OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    atomic_store(&first_launch_begun, 1);
+    while (cuLaunchHostFunc(s, noop, NULL) == CUDA_SUCCESS)
+        ;
+    for (;;)
+        pause();
+    return NULL;
+}
+
+static void s_exitwhilestart(void)
+{
+    CUcontext ctx;
+    pthread_t t;
+    REQUIRE_OK(cuCtxGetCurrent(&ctx));
+    REQUIRE(pthread_create(&t, NULL, launch_after_saying, ctx) == 0);
+    while (!atomic_load(&first_launch_begun))
+        usleep(1000);
+    usleep(100000);
+    printf("exitwhilestart: passed\n");
+    fflush(stdout);
+    exit(0);
+}
+
+/* exitinstart: a timer's handler calls exit 50 ms into this thread's
+ * first launch (which a slow NVTX tool holds up in hcguard's start): the
+ * exit must not wait for a start its own thread is making. */
+static void exit_now(int sig)
+{
+    (void)sig;
+    exit(0);
+}
+
+static void s_exitinstart(void)
+{
+    struct itimerval it = {{0, 0}, {0, 50000}};
+    REQUIRE(signal(SIGALRM, exit_now) != SIG_ERR);
+    REQUIRE(setitimer(ITIMER_REAL, &it, NULL) == 0);
+    REQUIRE_OK(cuLaunchHostFunc(stream, noop, NULL));
+    REQUIRE_OK(cuStreamSynchronize(stream));
+    printf("exitinstart: the launch returned before the timer\n");
+}
+
 /* execat N PATH: N copies, then execveat PATH with an empty environment. */
 static void s_execat(int argc, char **argv)
 {
@@ -1479,6 +1534,8 @@ static const check_scenario scenarios[] = {
     CHECK_SCENARIO_ARGS("execrace", s_execrace, 2, 2, "N PATH"),
     CHECK_SCENARIO_ARGS("execat", s_execat, 2, 2, "N PATH"),
     CHECK_SCENARIO_ARGS("exitstats", s_exitstats, 1, 1, "T"),
+    CHECK_SCENARIO("exitinstart", s_exitinstart),
+    CHECK_SCENARIO("exitwhilestart", s_exitwhilestart),
     CHECK_SCENARIO_ARGS("die", s_die, 1, 2, "HOW [bad]"),
     CHECK_SCENARIO_ARGS("exitbusy", s_exitbusy, 1, 1, "T"),
     CHECK_SCENARIO_ARGS("sigview", s_sigview, 2, 2, "SIGNAL dfl|ign"),
