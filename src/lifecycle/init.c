@@ -76,7 +76,10 @@ HCG_EXPORT int hcguard_get_stats(hcguard_stats *out, size_t size)
     if (!out || size == 0)
         return -1;
     hcguard_stats all;
-    hcg_events_flush();
+    /* Not before the start is done: another thread's first launch may be
+     * opening the files (none holds an event before it). */
+    if (atomic_load_explicit(&hcg_g_started, memory_order_acquire))
+        hcg_events_flush();
     hcg_sinks_stats(&all);
     all.graph_calls_live = hcg_graph_calls_live();
     memcpy(out, &all, size < sizeof all ? size : sizeof all);
