@@ -94,6 +94,11 @@ static atomic_uint drain_owner; /* the thread holding drain_lock, 0 if none */
  * how many), or written for the last time at exit (files_done), no drain
  * writes to them. Under drain_lock. */
 static int files_sealed, files_done;
+
+static int files_writable(void)
+{
+    return !files_sealed && !files_done;
+}
 static pthread_mutex_t coll_lock = PTHREAD_MUTEX_INITIALIZER;
 static int coll_running;
 /* Stops in force (execs under way, the exit): no start until each exec
@@ -747,7 +752,7 @@ void hcg_events_flush(void)
     sigset_t held;
     hold_deaths(&held);
     drain_enter();
-    if (!files_sealed && !files_done) {
+    if (files_writable()) {
         hcg_clock_ref(&ref);
         hcg_flight_note_clock(&ref);
         for (ring *r = atomic_load(&rings); r; r = r->next)
@@ -768,7 +773,7 @@ void hcg_events_flush_files(void)
     hcg_events_flush();
     hold_deaths(&held);
     drain_enter();
-    if (!files_sealed && !files_done)
+    if (files_writable())
         flush_files();
     drain_leave();
     release_deaths(&held);
@@ -865,7 +870,7 @@ void hcg_events_flush_from_signal(void)
     hcg_clock_ref(&ref);
     hcg_flight_note_clock(&ref);
     hcg_sinks_signal_mode(1);
-    for (ring *r = atomic_load(&rings); r && !files_sealed && !files_done; r = r->next)
+    for (ring *r = atomic_load(&rings); r && files_writable(); r = r->next)
         drain_to_files(r, &ref);
     hcg_sinks_signal_mode(0);
     drain_leave();
