@@ -743,11 +743,13 @@ static atomic_int capture_untracked;
  * would keep every launch asking for good. Changed with capture_lock held
  * to write. One not recorded (no memory) is only seen to end through
  * cuStreamEndCapture; its context unknown (NULL), only through its own
- * destroy. */
+ * destroy. A capture into the program's own graph is recorded for its
+ * context alone (ctx_only): it outlives its stream, not its context. */
 typedef struct {
     CUstream s;
     CUcontext ctx;
     uint64_t born; /* origins_made when it was recorded */
+    int ctx_only;
 } origin;
 static struct {
     origin *v;
@@ -760,7 +762,7 @@ static int destroyable(CUstream s)
     return s && s != CU_STREAM_LEGACY && s != CU_STREAM_PER_THREAD;
 }
 
-static void origin_add(hcg_driver *d, CUstream s)
+static void origin_add(hcg_driver *d, CUstream s, int ctx_only)
 {
     if (!destroyable(s))
         return;
@@ -777,14 +779,15 @@ static void origin_add(hcg_driver *d, CUstream s)
     CUcontext ctx = NULL;
     if (!q || q(s, &ctx) != CUDA_SUCCESS)
         ctx = NULL;
-    origins.v[origins.n++] = (origin){s, ctx, atomic_fetch_add(&origins_made, 1) + 1};
+    origins.v[origins.n++] = (origin){s, ctx, atomic_fetch_add(&origins_made, 1) + 1, ctx_only};
 }
 
-/* 1 if s was recorded (and is no longer). */
-static int origin_remove(CUstream s)
+/* 1 if s was recorded (and is no longer): at its capture's end (any), or
+ * its destroy (not a capture into the program's graph). */
+static int origin_remove(CUstream s, int any)
 {
     for (size_t i = 0; i < origins.n; i++)
-        if (origins.v[i].s == s) {
+        if (origins.v[i].s == s && (any || !origins.v[i].ctx_only)) {
             origins.v[i] = origins.v[--origins.n];
             return 1;
         }
@@ -792,13 +795,17 @@ static int origin_remove(CUstream s)
 }
 
 /* The captures of ctx's streams begun before its destroy (by then
- * origins_made was made), gone with it: how many were open. */
-static unsigned origins_remove_ctx(CUcontext ctx, uint64_t made)
+ * origins_made was made), gone with it: how many were open; taken off the
+ * list if remove (the lock held to write), else only counted (to read). */
+static unsigned origins_of_ctx(CUcontext ctx, uint64_t made, int remove)
 {
     unsigned n = 0;
     for (size_t i = 0; ctx && i < origins.n;) {
         if (origins.v[i].ctx == ctx && origins.v[i].born <= made) {
-            origins.v[i] = origins.v[--origins.n];
+            if (remove)
+                origins.v[i] = origins.v[--origins.n];
+            else
+                i++;
             n++;
         } else {
             i++;
@@ -838,11 +845,11 @@ static void capture_closing(void)
  * launch is between its question and the driver's taking it. Launches
  * are told before the begin, not after it succeeds: one reading the flag
  * after this must ask, and takes the lock to. Its stream is recorded as
- * the capture's origin (a destroy of it ends the capture's count) where
- * tracked: not for a capture into the program's own graph
- * (cuStreamBeginCaptureToGraph), which outlives its stream, so that a
- * stream joined to it may still add nodes that run. */
-#define CAPTURE_WRAPPER(name, params, args, tracked)                           \
+ * the capture's origin (a destroy of it ends the capture's count), but for
+ * a capture into the program's own graph (cuStreamBeginCaptureToGraph,
+ * to_graph) only its context's destroy does: it outlives its stream, so
+ * that a stream joined to it may still add nodes that run. */
+#define CAPTURE_WRAPPER(name, params, args, to_graph)                          \
     CUresult hcg_w_##name params                                               \
     {                                                                          \
         HCG_AUDIT_ENTRY(name);                                                 \
@@ -857,8 +864,8 @@ static void capture_closing(void)
         CUresult r = f args;                                                   \
         if (r != CUDA_SUCCESS && t.held)                                       \
             capture_closing();                                                 \
-        else if (t.held && (tracked))                                          \
-            origin_add(d, s);                                                  \
+        else if (t.held)                                                       \
+            origin_add(d, s, to_graph);                                        \
         else if (r == CUDA_SUCCESS && !t.held)                                 \
             atomic_store(&capture_untracked, 1);                               \
         hcg_capture_release(t);                                                \
@@ -883,25 +890,25 @@ static void capture_closing(void)
         int was = t.held ? capture_status(d, ptsz, s) : 0;                     \
         CUresult r = f(s, g);                                                  \
         if (was == 1 && capture_status(d, ptsz, s) == 0) {                     \
-            origin_remove(s);                                                  \
+            origin_remove(s, 1);                                               \
             capture_closing();                                                 \
         }                                                                      \
         hcg_capture_release(t);                                                \
         return r;                                                              \
     }
 
-CAPTURE_WRAPPER(cuStreamBeginCapture, (CUstream s), (s), 1)
-CAPTURE_WRAPPER(cuStreamBeginCapture_ptsz, (CUstream s), (s), 1)
-CAPTURE_WRAPPER(cuStreamBeginCapture_v2, (CUstream s, CUstreamCaptureMode m), (s, m), 1)
-CAPTURE_WRAPPER(cuStreamBeginCapture_v2_ptsz, (CUstream s, CUstreamCaptureMode m), (s, m), 1)
+CAPTURE_WRAPPER(cuStreamBeginCapture, (CUstream s), (s), 0)
+CAPTURE_WRAPPER(cuStreamBeginCapture_ptsz, (CUstream s), (s), 0)
+CAPTURE_WRAPPER(cuStreamBeginCapture_v2, (CUstream s, CUstreamCaptureMode m), (s, m), 0)
+CAPTURE_WRAPPER(cuStreamBeginCapture_v2_ptsz, (CUstream s, CUstreamCaptureMode m), (s, m), 0)
 CAPTURE_WRAPPER(cuStreamBeginCaptureToGraph,
                 (CUstream s, CUgraph g, const CUgraphNode *deps, const CUgraphEdgeData *edges,
                  size_t n, CUstreamCaptureMode m),
-                (s, g, deps, edges, n, m), 0)
+                (s, g, deps, edges, n, m), 1)
 CAPTURE_WRAPPER(cuStreamBeginCaptureToGraph_ptsz,
                 (CUstream s, CUgraph g, const CUgraphNode *deps, const CUgraphEdgeData *edges,
                  size_t n, CUstreamCaptureMode m),
-                (s, g, deps, edges, n, m), 0)
+                (s, g, deps, edges, n, m), 1)
 END_CAPTURE_WRAPPER(cuStreamEndCapture, 0)
 END_CAPTURE_WRAPPER(cuStreamEndCapture_ptsz, 1)
 
@@ -925,7 +932,7 @@ static CUresult stream_destroy(hcg_driver *d, hcg_pfn_cuStreamDestroy_v2 f, CUst
         return f(s);
     hcg_capture_token t = capture_take(1);
     CUresult r = f(s);
-    if (t.held && r == CUDA_SUCCESS && origin_remove(s)) {
+    if (t.held && r == CUDA_SUCCESS && origin_remove(s, 0)) {
         hcg_debug("stream %p destroyed while it captured: its capture counted as ended", (void *)s);
         capture_closing();
     }
@@ -958,8 +965,17 @@ DESTROY_WRAPPER(cuStreamDestroy_v2, CUstream, stream_destroy)
  * those of a context made meanwhile at the same address. */
 static void ctx_gone(CUcontext ctx, uint64_t made, const char *how)
 {
-    hcg_capture_token t = capture_take(1);
-    unsigned n = t.held ? origins_remove_ctx(ctx, made) : 0;
+    /* Counted under the lock to read first: the write lock, which waits for
+     * every launch that holds it (one may wait in the driver behind a host
+     * function that waits for this thread), only for a context that had
+     * a capture open. */
+    hcg_capture_token t = hcg_capture_hold();
+    unsigned n = t.held ? origins_of_ctx(ctx, made, 0) : 0;
+    hcg_capture_release(t);
+    if (!n)
+        return;
+    t = capture_take(1);
+    n = t.held ? origins_of_ctx(ctx, made, 1) : 0;
     if (n)
         hcg_debug("context %p %s while %u of its streams captured: their captures counted as "
                   "ended", (void *)ctx, how, n);

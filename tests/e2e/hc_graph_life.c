@@ -1155,6 +1155,32 @@ static CUstream capturing_with_node(void)
     return s;
 }
 
+/* A capture into the program's own graph outlives its stream, not its
+ * context: a context destroyed while one of its streams captures so ends
+ * it as well. The graph, made before the context, is the program's to
+ * destroy afterwards. */
+static void capture_to_graph_ctx_destroy(CUcontext primary)
+{
+    CUcontext mine;
+    CUstream s;
+    CUgraph g;
+    REQUIRE_OK(cuGraphCreate(&g, 0));
+    REQUIRE_OK(cuCtxCreate(&mine, NULL, 0, 0));
+    REQUIRE_OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    REQUIRE_OK(cuStreamBeginCaptureToGraph(s, g, NULL, NULL, 0, CU_STREAM_CAPTURE_MODE_RELAXED));
+    REQUIRE_OK(cuLaunchHostFunc(s, fn0, NULL));
+    CUresult r = cuCtxDestroy(mine);
+    fprintf(stderr, "capture-ctx-destroy: a context destroyed while its stream captured into "
+            "the program's graph: %d\n", (int)r);
+    if (r != CUDA_SUCCESS) {
+        end_then_destroy(s);
+        REQUIRE_OK(cuCtxDestroy(mine));
+    }
+    REQUIRE_OK(cuCtxSetCurrent(primary));
+    REQUIRE_OK(cuGraphDestroy(g));
+    CHECK_EQ(atomic_load(&hits[0]), 0);
+}
+
 static void capture_ctx_destroy(void)
 {
     CUcontext primary, mine;
@@ -1209,6 +1235,7 @@ static void capture_ctx_destroy(void)
     CHECK_EQ(atomic_load(&hits[1]), 1);
     CHECK_EQ(atomic_load(&hits[0]), 0);
     REQUIRE_OK(cuStreamDestroy(d));
+    capture_to_graph_ctx_destroy(primary);
 }
 
 /* ---- host-node-disable ---------------------------------------------------- */
