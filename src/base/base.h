@@ -370,10 +370,18 @@ uint64_t hcg_ticks_to_ns(const hcg_clock_ref_t *r, uint64_t t);
 /* ---- outfile.c: output files ------------------------------------------- */
 /* Which sink a file is, for HCGUARD_EXEC (see outfile.c). */
 enum { HCG_SINK_LOG = 0, HCG_SINK_TRACE = 1, HCG_SINK_REPORT = 2, HCG_SINK_SLOTS = 3 };
-/* How the image before this one left the file of sink slot (HCGUARD_EXEC):
- * 'c' continue it, 'n' write none, '-' start it anew. pattern: the file's
- * name before expansion (one with %p is a process's own). */
+/* How the image before this one left the file of sink slot (HCGUARD_EXEC),
+ * or a fork before hcguard started (hcg_output_forked): 'c' continue it,
+ * 'n' write none, '-' start it anew. pattern: the file's name before
+ * expansion (one with %p is a process's own). */
 char hcg_exec_inherited(int slot, const char *pattern, int shared_ok);
+/* A fork before hcguard started in this process (either side): its shared
+ * log is appended to (the next image's HCGUARD_EXEC says it: 'f'). */
+void hcg_output_forked(void);
+int hcg_output_family(void);
+/* Before the first such fork: the log (path, from pattern) started anew,
+ * as the parent's start would have, where that start would have. */
+void hcg_output_fork_prepare(const char *path, const char *pattern);
 /* 1 if a file of this name (its pattern) is appended to, never started
  * anew: under hcguard run with a flight record (HCGUARD_FLIGHT set), whose
  * program's processes all share a log or report file of a fixed name (a

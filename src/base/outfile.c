@@ -181,13 +181,40 @@ int hcg_pattern_per_process(const char *pattern)
  * that process wrote none (a fork child without %p); 'x' its path names
  * another file now (the program moved it away, or closed hcguard's
  * descriptor, and put a file of its own there): none is written, by the
- * next image or by a descendant; '-' none was open.
+ * next image or by a descendant; 'f' none was open, in a process that
+ * forked before hcguard started (the log: appended to); '-' none was open.
  * The same pid is the same process after exec. Another pid is a descendant
  * that inherited the variable (a child started by posix_spawn, or by
  * system()): it shares the files of the process before it like a fork
  * child does, and never truncates them. Without the variable a file is
  * started anew. */
-char hcg_exec_inherited(int slot, const char *pattern, int shared_ok)
+/* Forks before hcguard started in a process (lifecycle.c): no file was
+ * open for the child to share, so nothing told it the log is shared. The
+ * first such fork started the log anew (hcg_output_fork_prepare), as the
+ * parent's start would have; from then on each process of the tree
+ * appends to it, as after a started parent's fork. The next image learns
+ * it from HCGUARD_EXEC ('f'). A name with %p or %q is a file of each
+ * process's own. (The trace is not shared so: each process that starts
+ * writes its own, as before.) */
+static atomic_int fork_family;
+
+void hcg_output_forked(void)
+{
+    atomic_store(&fork_family, 1);
+}
+
+int hcg_output_family(void)
+{
+    return atomic_load(&fork_family);
+}
+
+static int own_file(const char *pattern)
+{
+    return strstr(pattern, "%p") || strstr(pattern, "%q");
+}
+
+/* What HCGUARD_EXEC says of slot's file, as hcg_exec_inherited. */
+static char exec_var_state(int slot, const char *pattern, int shared_ok)
 {
     const char *v = secure_getenv("HCGUARD_EXEC");
     char *end = NULL;
@@ -201,4 +228,30 @@ char hcg_exec_inherited(int slot, const char *pattern, int shared_ok)
     if (end[1 + slot] == 'x')
         return 'x'; /* the program's own file is at the path now */
     return shared_ok ? 'c' : 'n';
+}
+
+char hcg_exec_inherited(int slot, const char *pattern, int shared_ok)
+{
+    char st = exec_var_state(slot, pattern, shared_ok);
+    if (st != '-' && st != 'f')
+        return st;
+    if ((st == 'f' || hcg_output_family()) && shared_ok && !own_file(pattern))
+        return 'c';
+    return '-';
+}
+
+void hcg_output_fork_prepare(const char *path, const char *pattern)
+{
+    if (hcg_output_family() || !path[0] || own_file(pattern) || hcg_run_appends(pattern) ||
+        hcg_exec_inherited(HCG_SINK_LOG, pattern, 1) != '-')
+        return;
+    /* Only an existing regular file of this user is emptied; none is made
+     * (a process tree that never launches leaves none behind). */
+    int fd = open(path, O_WRONLY | O_NONBLOCK | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0)
+        return;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid())
+        (void)!ftruncate(fd, 0);
+    close(fd);
 }

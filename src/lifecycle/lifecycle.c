@@ -43,11 +43,32 @@ static void forked(void)
     hcg_report_set_shared();
 }
 
+/* A fork before hcguard started here: the log is to be shared as a
+ * started parent's is (base/outfile.c: hcg_output_forked). */
+static int unstarted(void)
+{
+    return !atomic_load(&hcg_g_started);
+}
+
+static void fork_prepare(void)
+{
+    const hcg_config *c;
+    if (unstarted() && !hcg_output_family() && (c = hcg_config_get())->mode != HCG_MODE_OFF)
+        hcg_output_fork_prepare(c->log_path, c->log_pattern);
+}
+
+static void forked_unstarted(void)
+{
+    forked();
+    if (unstarted())
+        hcg_output_forked();
+}
+
 __attribute__((constructor)) static void watch_forks(void)
 {
     if (getenv(HCG_SHARED_STDERR_VAR))
         hcg_report_set_shared();
-    pthread_atfork(NULL, forked, forked);
+    pthread_atfork(fork_prepare, forked_unstarted, forked_unstarted);
 }
 
 /* An array of n pointers, or NULL. Mapped, not malloc'd: exec may be
@@ -111,6 +132,8 @@ static const char *make_exec_var(char *buf, size_t len)
     char states[HCG_SINK_SLOTS];
     memset(states, '-', sizeof states); /* '-': no file to continue */
     hcg_sinks_exec_states(states, hcg_fork_foreign());
+    if (unstarted() && hcg_output_family() && states[HCG_SINK_LOG] == '-')
+        states[HCG_SINK_LOG] = 'f';
     states[HCG_SINK_REPORT] = hcg_report_exec_state();
     snprintf(buf, len, "HCGUARD_EXEC=%d:%c%c%c", (int)getpid(), states[0], states[1],
              states[2]);
