@@ -1106,6 +1106,24 @@ static int same_file(const char *a, const char *b)
     return stat(a, &x) == 0 && stat(b, &y) == 0 && x.st_dev == y.st_dev && x.st_ino == y.st_ino;
 }
 
+/* A log named twice (a path again, a link to it, overlapping globs) is
+ * read once: each of its processes would be counted twice. */
+static void drop_repeated_logs(void)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < R.n_files; i++) {
+        size_t j = 0;
+        while (j < n && !same_file(R.files[i].path, R.files[j].path))
+            j++;
+        if (j < n)
+            fprintf(stderr, "hcguard report: %s is the same file as %s: read once\n",
+                    R.files[i].path, R.files[j].path);
+        else
+            R.files[n++] = R.files[i];
+    }
+    R.n_files = n;
+}
+
 /* Options (anywhere before "--") and logs, into R.files. 0, -1 (help
  * printed) or an exit status. */
 static int parse_report(int argc, char **argv, report_opts *o)
@@ -1138,6 +1156,7 @@ static int parse_report(int argc, char **argv, report_opts *o)
     }
     if (!R.n_files)
         return report_usage("no log given");
+    drop_repeated_logs();
     if (o->trace && o->svg && same_file(o->trace, o->svg))
         return report_usage("--trace and --svg name the same file '%s'", o->svg);
     return 0;

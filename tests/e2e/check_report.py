@@ -588,6 +588,24 @@ def case_bad_line(c):
     c.check(numbers(summaries(p.stdout)[0])["ran"] == 20, "the skipped lines were counted")
 
 
+def case_same_log_twice(c):
+    """One log named again, by a hard link and by a symlink: read once."""
+    good = good_log(c)
+    hard, sym = c.path("hard.jsonl"), c.path("sym.jsonl")
+    for f in (hard, sym):
+        if os.path.lexists(f):
+            os.unlink(f)
+    os.link(good, hard)
+    os.symlink(good, sym)
+    p = c.report(good, good, hard, sym)
+    c.check(p.returncode == 0, "exit %d" % p.returncode)
+    c.check(p.stderr.count("is the same file as %s: read once" % good) == 3,
+            "the repeated logs are not each said")
+    secs = summaries(p.stdout)
+    c.check(len(secs) == 1 and numbers(secs[0])["ran"] == 20,
+            "a log named four times was not reported once")
+
+
 def case_usage(c):
     good = good_log(c)
     expect_error(c, c.report(), r"no log given", 2)
