@@ -791,6 +791,10 @@ static void start_sinks(void)
     hcg_report_to_fd(null_fd);
 }
 
+/* Why a log's last line has no end: a shared log's line is not known to
+ * be the process's whose summary says it. */
+#define CUT_WHY "a process died writing it, or a full disk or the file size limit stopped it"
+
 static void describe_log(const proc *p)
 {
     const logfile *lf = &R.files[p->file];
@@ -798,8 +802,7 @@ static void describe_log(const proc *p)
     size_t n = 0;
     if (lf->cut_short)
         n += (size_t)snprintf(extra + n, sizeof extra - n,
-                              "; its last line was cut short (the process died writing it): "
-                              "skipped");
+                              "; the file's last line was cut short (%s): skipped", CUT_WHY);
     if (lf->bad_lines && n < sizeof extra)
         snprintf(extra + n, sizeof extra - n, "; %" PRIu64 " line%s not events, skipped "
                  "(first: line %ld: %s)", lf->bad_lines, lf->bad_lines == 1 ? "" : "s",
@@ -1216,8 +1219,8 @@ static int survey(logfile *lf)
         lf->bad = 1;
     }
     if (!lf->bad && lf->cut_short)
-        fprintf(stderr, "hcguard report: %s: the last line was cut short (the process died "
-                "writing it): skipped\n", lf->path);
+        fprintf(stderr, "hcguard report: %s: the last line was cut short (%s): skipped\n",
+                lf->path, CUT_WHY);
     if (!lf->bad && lf->over_max)
         fprintf(stderr, "hcguard report: %s: %" PRIu64 " lines of processes past the first %d "
                 "of a log (or %d in all): skipped\n", lf->path, lf->over_max,
