@@ -342,6 +342,22 @@ static int one_line(logfile *lf, const char *p, size_t n, line_cb cb, void *ctx,
     return -1;
 }
 
+/* Processes that share a log append whole lines, but one killed while
+ * writing leaves its line cut short, and the next process's line goes on
+ * from there, on the same line. That line, the last record begun in it
+ * (a JSON string in a record holds no unescaped quote, so the pattern
+ * begins a record), is read as its own: 0 if it is one. */
+static int glued_tail(logfile *lf, const char *p, size_t n, line_cb cb, void *ctx)
+{
+    static const char start[] = "{\"event\":\"";
+    const char *last = NULL;
+    for (const char *q = p + 1; (q = memmem(q, n - (size_t)(q - p), start, sizeof start - 1));
+         q++)
+        last = q;
+    char why[512];
+    return last ? one_line(lf, last, n - (size_t)(last - p), cb, ctx, why, sizeof why) : -1;
+}
+
 /* The next line of f into buf (cap bytes): its length without the
  * newline, or -1 at the end. A longer line is read to its end, its head
  * kept (*long_line: not an event); *cut: it had no newline. A hostile file
@@ -387,6 +403,12 @@ static int read_log(logfile *lf, int survey, line_cb cb, void *ctx)
             snprintf(why, sizeof why, "a line longer than %d bytes", HCG_LOGREC_LINE_MAX);
         if (got == 0)
             continue;
+        if (got == -1 && no > 1 && glued_tail(lf, line, (size_t)n, cb, ctx) == 0) {
+            if (survey) /* the head, cut short */
+                bad_line(lf, no, "a line cut short (a process died writing it), and the "
+                                 "next written on after it: that one read");
+            continue;
+        }
         if (survey && no == 1 && last) {
             fprintf(stderr, "hcguard report: %s holds one line, cut short: no events (the "
                     "process died writing its first)\n", lf->path);

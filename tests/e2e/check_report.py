@@ -606,6 +606,23 @@ def case_same_log_twice(c):
             "a log named four times was not reported once")
 
 
+def case_glued_line(c):
+    """A process killed while writing its line into a shared log leaves it
+    cut short, and the next process's line goes on from there: that line
+    is read, the cut head skipped and said."""
+    lines = open(good_log(c)).read().splitlines(True)
+    path = c.path("glued.jsonl")
+    with open(path, "w") as f:
+        f.writelines(lines[:5] + ['{"event":"run","pid":1,"seq":7,"fn":"0x1","t_st' + lines[5]]
+                     + lines[6:])
+    p = c.report(path)
+    c.check(p.returncode == 0, "exit %d" % p.returncode)
+    c.check(numbers(summaries(p.stdout)[0])["ran"] == 20,
+            "the line written on after a cut one was not read")
+    c.check("glued.jsonl: 1 other line not events, skipped (first: line 6: a line cut short"
+            in p.stderr, "the cut head is not said")
+
+
 def case_usage(c):
     good = good_log(c)
     expect_error(c, c.report(), r"no log given", 2)
