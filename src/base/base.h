@@ -182,6 +182,8 @@ int hcg_reopen_same(const char *path, const hcg_fileid *id);
  * SIGPIPE in the program (a pipe whose reader has gone) and is no
  * cancellation point. Async-signal-safe. */
 int hcg_write_all(int fd, const void *buf, size_t n);
+/* The same, and how many bytes were written (*done) when it stopped. */
+int hcg_write_all_done(int fd, const void *buf, size_t n, size_t *done);
 /* The death signals: every signal whose default action ends the process
  * and that arrives on its own (sent, or raised by a system call: SIGPIPE,
  * SIGXFSZ, SIGXCPU), so that holding it back delays it. hcguard stands in

@@ -83,6 +83,13 @@ void hcg_nocancel_end(int old)
  * async-signal-safe: messages are written from signal handlers too. */
 int hcg_write_all(int fd, const void *buf, size_t n)
 {
+    return hcg_write_all_done(fd, buf, n, NULL);
+}
+
+int hcg_write_all_done(int fd, const void *buf, size_t n, size_t *done)
+{
+    if (done)
+        *done = 0;
     if (fd < 0)
         return EBADF;
     int saved_errno = errno, err = 0, cancel = hcg_nocancel_begin();
@@ -111,6 +118,8 @@ int hcg_write_all(int fd, const void *buf, size_t n)
         }
         p += w;
         n -= (size_t)w;
+        if (done)
+            *done += (size_t)w;
     }
     if (err == EPIPE && !was_pending) {
         struct timespec zero = {0, 0};

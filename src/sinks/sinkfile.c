@@ -48,12 +48,16 @@ static void flush_buf(hcg_sinkfile *f)
 {
     if (!f->err && f->used)
         fd_ours(f);
+    size_t done = 0;
+    unsigned whole = 0;
     if (!f->err && f->used)
-        f->err = hcg_write_all(f->fd, f->buf, f->used);
-    if (f->err)
-        f->lost += f->buf_events;
-    else
-        f->written += f->buf_events;
+        f->err = hcg_write_all_done(f->fd, f->buf, f->used, &done);
+    if (!f->err)
+        done = f->used;
+    while (whole < f->buf_events && f->ends[whole] <= done)
+        whole++;
+    f->written += whole;
+    f->lost += f->buf_events - whole;
     f->used = 0;
     f->buf_events = 0;
 }
@@ -242,7 +246,7 @@ char *hcg_sinkfile_reserve(hcg_sinkfile *f)
         open_child_file(f);
     if (f->fd < 0 && !f->replaced)
         return NULL;
-    if (sizeof f->buf - f->used < HCG_SINK_EVENT_MAX)
+    if (sizeof f->buf - f->used < HCG_SINK_EVENT_MAX || f->buf_events == HCG_SINK_BUF_EVENTS)
         flush_buf(f);
     return f->buf + f->used;
 }
@@ -250,7 +254,7 @@ char *hcg_sinkfile_reserve(hcg_sinkfile *f)
 void hcg_sinkfile_commit(hcg_sinkfile *f, size_t len)
 {
     f->used += len;
-    f->buf_events++;
+    f->ends[f->buf_events++] = (uint32_t)f->used;
     f->started = 1;
 }
 

@@ -113,6 +113,7 @@ void hcg_findings_print_groups(uint8_t ev, unsigned reason);
 
 /* ---- sinkfile.c: the sinks' output files --------------------------------- */
 #define HCG_SINK_EVENT_MAX 4096 /* room reserved for one event's text */
+#define HCG_SINK_BUF_EVENTS 1024 /* events a buffer holds at most */
 
 typedef struct hcg_sinkfile {
     const char *what;               /* "event log", "trace": for messages */
@@ -130,6 +131,9 @@ typedef struct hcg_sinkfile {
     pid_t pid;
     uint64_t written, lost;         /* events */
     unsigned buf_events;
+    /* Where each event in buf ends: a write cut short (a full disk, the
+     * file size limit) counts those before the cut as written. */
+    uint32_t ends[HCG_SINK_BUF_EVENTS];
     size_t used;
     char path[HCG_PATH_MAX], pattern[HCG_PATH_MAX];
     char buf[1 << 16];
