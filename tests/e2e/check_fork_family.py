@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
-"""Forks before hcguard started in the parent, into one log named without
-%p (hc_fork prestart [exec]): the log, left from an earlier run, is
-started anew once, then holds every process's header and every run (none
-of the earlier run's lines).
+"""Forks before hcguard started in the parent, into one log and one trace
+named without %p (hc_fork prestart [exec]): the log, left from an earlier
+run, is started anew once, then holds every process's header and every
+run (none of the earlier run's lines); the trace, also left from before,
+is written by one process of them alone (the first to start), whole
+JSON, and each of the others says it writes none.
 
   check_fork_family.py HC_FORK [exec]
 
@@ -24,12 +26,29 @@ def fail(msg):
 
 def main():
     exe, extra = sys.argv[1], sys.argv[2:]
+    # Started by this (preloaded) checker, hc_fork inherits HCGUARD_EXEC
+    # from its exec: its children share as descendants of it do (the trace:
+    # the parent's, which starts last; an image a child execs is of the
+    # tree, below). Started with none (by a shell that hcguard is not loaded
+    # in), the first of its processes to start makes the trace.
+    check([exe], extra, "trace: none for this process (")
+    bare = ["sh", "-c", 'unset HCGUARD_EXEC; LD_PRELOAD="$HCG_FF_PRELOAD" exec "$@"', "sh", exe]
+    check(bare, extra, "trace: none for this process (another process of the program, "
+          "forked before hcguard started")
+    print("fork family: passed")
+
+
+def check(cmd, extra, none_line):
     with tempfile.TemporaryDirectory() as d:
-        log = os.path.join(d, "log.jsonl")
+        log, trace = os.path.join(d, "log.jsonl"), os.path.join(d, "trace.json")
         with open(log, "w") as f:
             f.write('{"event":"header","schema":1,"pid":1}\n{"event":"run","pid":1}\n')
-        env = dict(os.environ, HCGUARD_LOG=log)
-        p = subprocess.run([exe, "prestart"] + extra, env=env, capture_output=True, text=True,
+        with open(trace, "w") as f:
+            f.write("[not this run's\n")
+        env = dict(os.environ, HCGUARD_LOG=log, HCGUARD_TRACE=trace)
+        if cmd[0] == "sh":
+            env["HCG_FF_PRELOAD"] = env.pop("LD_PRELOAD", "")
+        p = subprocess.run(cmd + ["prestart"] + extra, env=env, capture_output=True, text=True,
                            timeout=300)
         sys.stdout.write(p.stdout)
         sys.stdout.write(p.stderr)
@@ -56,7 +75,25 @@ def main():
         if len(heads) != CHILDREN + 1 or runs != want:
             fail("log: headers of %d processes, runs %s; want %d processes, runs %s" %
                  (len(heads), runs, CHILDREN + 1, want))
-    print("fork family: passed")
+        with open(trace) as f:
+            try:
+                t = json.load(f)
+            except ValueError as e:
+                fail("the trace is not JSON: %s" % e)
+        events = t if isinstance(t, list) else t.get("traceEvents", [])
+        pids = {e.get("pid") for e in events}
+        if len(pids) != 1 or not pids <= set(heads):
+            fail("trace: events of processes %s, want one process of the log's" % pids)
+        writer = pids.pop()
+        # Each run: a slice on its callback thread's track and on its stream's.
+        slices = sum(1 for e in events if e.get("ph") == "X" and e.get("cat") != "enqueue")
+        if slices != 2 * want[writer]:
+            fail("trace: %d host function slices, want two for each of pid %d's %d runs" %
+                 (slices, writer, want[writer]))
+        said = (p.stdout + p.stderr).count(none_line)
+        if said != CHILDREN:
+            fail("%s: %d processes said they write no trace, want %d" %
+                 (" ".join(cmd), said, CHILDREN))
 
 
 def p_pid(heads):
