@@ -372,22 +372,10 @@ uint64_t hcg_ticks_to_ns(const hcg_clock_ref_t *r, uint64_t t);
 /* ---- outfile.c: output files ------------------------------------------- */
 /* Which sink a file is, for HCGUARD_EXEC (see outfile.c). */
 enum { HCG_SINK_LOG = 0, HCG_SINK_TRACE = 1, HCG_SINK_REPORT = 2, HCG_SINK_SLOTS = 3 };
-/* How the image before this one left the file of sink slot (HCGUARD_EXEC),
- * or a fork before hcguard started (hcg_output_forked): 'c' continue it,
- * 'n' write none, '-' start it anew, 'e' write it if this process makes it
- * (HCG_OPEN_NEW), else none. pattern: the file's name before
- * expansion (one with %p is a process's own). */
+/* How the image before this one left the file of sink slot (HCGUARD_EXEC):
+ * 'c' continue it, 'n' write none, '-' start it anew. pattern: the file's
+ * name before expansion (one with %p is a process's own). */
 char hcg_exec_inherited(int slot, const char *pattern, int shared_ok);
-/* A fork before hcguard started in this process (either side): its shared
- * log is appended to (the next image's HCGUARD_EXEC says it: 'f'). */
-void hcg_output_forked(void);
-int hcg_output_family(void);
-/* Before the first such fork: the log and the trace (paths, from
- * patterns) started anew, as the parent's start would have, where that
- * start would have: the log emptied, the trace removed (the first process
- * of the tree to start makes it: 'e'). */
-void hcg_output_fork_prepare(const char *log, const char *log_pattern, const char *trace,
-                             const char *trace_pattern);
 /* 1 if a file of this name (its pattern) is appended to, never started
  * anew: under hcguard run with a flight record (HCGUARD_FLIGHT set), whose
  * program's processes all share a log or report file of a fixed name (a
@@ -403,8 +391,6 @@ int hcg_pattern_per_process(const char *pattern);
  * device, directory or another user's file is refused. Returns the fd
  * (O_APPEND, O_CLOEXEC, blocking), or -1 with the reason in why. */
 #define HCG_OPEN_APPEND 1
-/* Only a file made now: -1 with errno EEXIST if the path exists. */
-#define HCG_OPEN_NEW 2
 int hcg_open_output_why(const char *path, int flags, char *why, size_t len);
 /* The file each output (slot HCG_SINK_*) was opened on, noted at each
  * open: under hcguard run the flight record keeps them, and hcguard run

@@ -103,9 +103,7 @@ int hcg_open_output_why(const char *path, int flags, char *why, size_t len)
 {
     int cancel = hcg_nocancel_begin();
     int fd = open_output(path, flags, why, len);
-    int err = errno;
     hcg_nocancel_end(cancel);
-    errno = err;
     return fd;
 }
 
@@ -115,11 +113,6 @@ static int open_output(const char *path, int flags, char *why, size_t len)
     for (int tries = 0; tries < 3; tries++) {
         int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC |
                                 O_NONBLOCK | O_NOCTTY, mode);
-        if (fd < 0 && errno == EEXIST && (flags & HCG_OPEN_NEW)) {
-            snprintf(why, len, "it exists");
-            errno = EEXIST;
-            return -1;
-        }
         if (fd < 0 && errno == EEXIST)
             fd = open_existing(path, flags, why, len);
         else if (fd < 0)
@@ -188,41 +181,13 @@ int hcg_pattern_per_process(const char *pattern)
  * that process wrote none (a fork child without %p); 'x' its path names
  * another file now (the program moved it away, or closed hcguard's
  * descriptor, and put a file of its own there): none is written, by the
- * next image or by a descendant; 'f' none was open, in a process that
- * forked before hcguard started (the log: appended to); '-' none was open.
+ * next image or by a descendant; '-' none was open.
  * The same pid is the same process after exec. Another pid is a descendant
  * that inherited the variable (a child started by posix_spawn, or by
  * system()): it shares the files of the process before it like a fork
  * child does, and never truncates them. Without the variable a file is
  * started anew. */
-/* Forks before hcguard started in a process (lifecycle.c): no file was
- * open for the child to share, so nothing told it the files are shared. The
- * first such fork started the log anew (hcg_output_fork_prepare), as the
- * parent's start would have; from then on each process of the tree
- * appends to it, as after a started parent's fork. The next image learns
- * it from HCGUARD_EXEC ('f'). The trace, which one process writes, is
- * removed instead, and the first process of the tree to start makes it
- * ('e'); the others write none. A name with %p or %q is a file of each
- * process's own. */
-static atomic_int fork_family;
-
-void hcg_output_forked(void)
-{
-    atomic_store(&fork_family, 1);
-}
-
-int hcg_output_family(void)
-{
-    return atomic_load(&fork_family);
-}
-
-static int own_file(const char *pattern)
-{
-    return strstr(pattern, "%p") || strstr(pattern, "%q");
-}
-
-/* What HCGUARD_EXEC says of slot's file, as hcg_exec_inherited. */
-static char exec_var_state(int slot, const char *pattern, int shared_ok)
+char hcg_exec_inherited(int slot, const char *pattern, int shared_ok)
 {
     const char *v = secure_getenv("HCGUARD_EXEC");
     char *end = NULL;
@@ -236,54 +201,4 @@ static char exec_var_state(int slot, const char *pattern, int shared_ok)
     if (end[1 + slot] == 'x')
         return 'x'; /* the program's own file is at the path now */
     return shared_ok ? 'c' : 'n';
-}
-
-char hcg_exec_inherited(int slot, const char *pattern, int shared_ok)
-{
-    char st = exec_var_state(slot, pattern, shared_ok);
-    if (st != '-' && st != 'f')
-        return st;
-    if ((st != 'f' && !hcg_output_family()) || own_file(pattern))
-        return '-';
-    return shared_ok ? 'c' : 'e';
-}
-
-/* An existing regular file of this user at path, opened without following
- * a link (-1 if none). */
-static int own_regular(const char *path, struct stat *st)
-{
-    int fd = open(path, O_WRONLY | O_NONBLOCK | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
-    if (fd >= 0 && (fstat(fd, st) != 0 || !S_ISREG(st->st_mode) || st->st_uid != geteuid())) {
-        close(fd);
-        fd = -1;
-    }
-    return fd;
-}
-
-/* Whether the file of slot at path would have been started anew by this
- * process's start: only then does its first fork do so. */
-static int starts_anew(int slot, const char *path, const char *pattern, int shared_ok)
-{
-    return path[0] && !own_file(pattern) && !(shared_ok && hcg_run_appends(pattern)) &&
-           hcg_exec_inherited(slot, pattern, shared_ok) == '-';
-}
-
-void hcg_output_fork_prepare(const char *log, const char *log_pattern, const char *trace,
-                             const char *trace_pattern)
-{
-    struct stat st, now;
-    int fd;
-    if (hcg_output_family())
-        return;
-    /* None is made (a process tree that never launches leaves none). */
-    if (starts_anew(HCG_SINK_LOG, log, log_pattern, 1) && (fd = own_regular(log, &st)) >= 0) {
-        (void)!ftruncate(fd, 0);
-        close(fd);
-    }
-    if (starts_anew(HCG_SINK_TRACE, trace, trace_pattern, 0) &&
-        (fd = own_regular(trace, &st)) >= 0) {
-        if (lstat(trace, &now) == 0 && now.st_dev == st.st_dev && now.st_ino == st.st_ino)
-            unlink(trace);
-        close(fd);
-    }
 }

@@ -43,32 +43,11 @@ static void forked(void)
     hcg_report_set_shared();
 }
 
-/* A fork before hcguard started here: the files are to be shared as a
- * started parent's are (base/outfile.c: hcg_output_forked). */
-static int unstarted(void)
-{
-    return !atomic_load(&hcg_g_started);
-}
-
-static void fork_prepare(void)
-{
-    const hcg_config *c;
-    if (unstarted() && !hcg_output_family() && (c = hcg_config_get())->mode != HCG_MODE_OFF)
-        hcg_output_fork_prepare(c->log_path, c->log_pattern, c->trace_path, c->trace_pattern);
-}
-
-static void forked_unstarted(void)
-{
-    forked();
-    if (unstarted())
-        hcg_output_forked();
-}
-
 __attribute__((constructor)) static void watch_forks(void)
 {
     if (getenv(HCG_SHARED_STDERR_VAR))
         hcg_report_set_shared();
-    pthread_atfork(fork_prepare, forked_unstarted, forked_unstarted);
+    pthread_atfork(NULL, forked, forked);
 }
 
 /* An array of n pointers, or NULL. Mapped, not malloc'd: exec may be
@@ -132,9 +111,6 @@ static const char *make_exec_var(char *buf, size_t len)
     char states[HCG_SINK_SLOTS];
     memset(states, '-', sizeof states); /* '-': no file to continue */
     hcg_sinks_exec_states(states, hcg_fork_foreign());
-    for (int i = HCG_SINK_LOG; unstarted() && hcg_output_family() && i <= HCG_SINK_TRACE; i++)
-        if (states[i] == '-')
-            states[i] = 'f';
     states[HCG_SINK_REPORT] = hcg_report_exec_state();
     snprintf(buf, len, "HCGUARD_EXEC=%d:%c%c%c", (int)getpid(), states[0], states[1],
              states[2]);

@@ -62,20 +62,14 @@ static void flush_buf(hcg_sinkfile *f)
     f->buf_events = 0;
 }
 
-/* flags: HCG_OPEN_APPEND to what is there (a continuation), HCG_OPEN_NEW
- * (made by this process, or none written), else start it anew.
+/* keep: append to what is there (a continuation), else start it anew.
  * Why it failed is said, but not by a death signal's handler flushing
  * (hcg_self.dying: its thread may hold the message lock): a fork child's
  * own file is opened at its first event, which may be in that handler. */
-static int open_file(hcg_sinkfile *f, const char *path, int flags)
+static int open_file(hcg_sinkfile *f, const char *path, int keep)
 {
     char why[HCG_PATH_MAX + 200];
-    f->fd = hcg_open_output_why(path, flags, why, sizeof why);
-    if (f->fd < 0 && (flags & HCG_OPEN_NEW) && errno == EEXIST) {
-        f->unshared = f->tree = 1; /* another process of the tree made it first */
-        snprintf(f->path, sizeof f->path, "%s", path);
-        return 0;
-    }
+    f->fd = hcg_open_output_why(path, keep ? HCG_OPEN_APPEND : 0, why, sizeof why);
     if (f->fd < 0 && !hcg_self.dying)
         hcg_problem("cannot write the %s %s: %s; none will be written", f->what, path, why);
     if (f->fd < 0)
@@ -85,7 +79,7 @@ static int open_file(hcg_sinkfile *f, const char *path, int flags)
     hcg_output_id_note(f->slot, &f->id);
     f->pid = getpid();
     /* A continued file already holds events (the trace: its opening '['). */
-    f->started = (flags & HCG_OPEN_APPEND) && lseek(f->fd, 0, SEEK_END) > 0;
+    f->started = keep && lseek(f->fd, 0, SEEK_END) > 0;
     return 0;
 }
 
@@ -130,8 +124,7 @@ int hcg_sinkfile_open(hcg_sinkfile *f, const char *what, const char *path, const
         snprintf(f->path, sizeof f->path, "%s", path);
         return 0;
     }
-    int keep = st == 'c' || (shared_ok && hcg_run_appends(f->pattern));
-    return open_file(f, path, st == 'e' ? HCG_OPEN_NEW : keep ? HCG_OPEN_APPEND : 0);
+    return open_file(f, path, st == 'c' || (shared_ok && hcg_run_appends(f->pattern)));
 }
 
 /* The launcher, after the program at pid died: its file continued. */
@@ -304,11 +297,7 @@ void hcg_sinkfile_close(hcg_sinkfile *f, const char *footer)
 
 void hcg_sinkfile_summary(const hcg_sinkfile *f)
 {
-    if (f->unshared && f->tree)
-        hcg_msg("%s: none for this process (another process of the program, forked before "
-                "hcguard started, writes %s): put %%p in its name for one file per process",
-                f->what, f->path);
-    else if (f->unshared)
+    if (f->unshared)
         hcg_msg("%s: none for this process (a fork child): put %%p in its name for one file "
                 "per process", f->what);
     else if (f->path[0] && !f->err)

@@ -121,7 +121,6 @@ typedef struct hcg_sinkfile {
     int shared_ok;                  /* a fork child may append to the parent's file */
     int open_pending;               /* a fork child's own file, not opened yet */
     int unshared;                   /* a fork child that may not share, with no %p */
-    int tree;                       /* unshared: another process of the tree made it */
     int started;                    /* an event was written to this file */
     int err;                        /* the first write error, 0 if none */
     int replaced;                   /* err: the program closed fd, path is another file */
