@@ -3,9 +3,10 @@
 counts as written exactly the events whose lines are whole in the file,
 and the rest as lost.
 
-  check_write_error.py FSIZE_LIMITED LOG CMD ARGS...
+  check_write_error.py LIBHCGUARD FSIZE_LIMITED LOG CMD ARGS...
 
-hcguard is preloaded by the caller's environment; LOG is the log's path."""
+LOG is the log's path; HCG_CHILD_PRELOAD, if set, goes ahead of
+LIBHCGUARD in the command's LD_PRELOAD (a sanitizer's runtime)."""
 
 import json
 import os
@@ -13,12 +14,14 @@ import re
 import subprocess
 import sys
 
+import checklib
+
 
 def main():
-    limited, log, cmd = sys.argv[1], sys.argv[2], sys.argv[3:]
+    lib, limited, log, cmd = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
     if os.path.exists(log):
         os.unlink(log)
-    env = dict(os.environ, HCGUARD_LOG=log)
+    env = dict(checklib.child_env(lib), HCGUARD_LOG=log)
     p = subprocess.run([limited] + cmd, env=env, capture_output=True, text=True, timeout=120)
     sys.stdout.write(p.stdout)
     m = re.search(r"writing the event log .* failed: File too large; (\d+) events? written, "
