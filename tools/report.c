@@ -149,6 +149,8 @@ typedef struct proc {
     uint64_t nodes, events, slow_logged;
     int audit_seen;        /* no header: a rejected record that ran anyway */
     int linked;            /* its runs name their rejections (reject_seq) */
+    long refused_line;     /* a header of it this hcguard cannot use (line), 0 */
+    char refused_why[512];
     map node_set, matched; /* graph nodes seen; (fn, record, reason): rejects, skips */
     uint64_t t_min, tid_max; /* the earliest time; the highest thread id */
     lat run, wait;
@@ -358,6 +360,24 @@ static int glued_tail(logfile *lf, const char *p, size_t n, line_cb cb, void *ct
     return last ? one_line(lf, last, n - (size_t)(last - p), cb, ctx, why, sizeof why) : -1;
 }
 
+static proc *proc_of(int file, int64_t pid);
+static int file_index(const logfile *lf);
+
+/* A header after the first line that this hcguard cannot use (a newer
+ * schema): the process it names is not reported, none of its records
+ * (those before it included) counted. */
+static void refuse_proc(logfile *lf, const char *p, size_t n, long no, const char *why)
+{
+    hcg_loghdr h;
+    char err[8];
+    proc *pr;
+    if (hcg_loghdr_parse(p, n, &h, err, sizeof err) < 0 && h.pid &&
+        (pr = proc_of(file_index(lf), h.pid)) && !pr->refused_line) {
+        pr->refused_line = no;
+        snprintf(pr->refused_why, sizeof pr->refused_why, "%s", why);
+    }
+}
+
 /* The next line of f into buf (cap bytes): its length without the
  * newline, or -1 at the end. A longer line is read to its end, its head
  * kept (*long_line: not an event); *cut: it had no newline. A hostile file
@@ -428,6 +448,8 @@ static int read_log(logfile *lf, int survey, line_cb cb, void *ctx)
             lf->cut_short = 1;
         else if (survey)
             bad_line(lf, no, why);
+        if (survey && got == -2)
+            refuse_proc(lf, line, (size_t)n, no, why);
     }
     if (ferror(f) && !lf->bad) {
         fprintf(stderr, "hcguard report: cannot read %s: %s\n", lf->path, strerror(errno));
@@ -1254,6 +1276,27 @@ static int survey(logfile *lf)
     return lf->bad ? -1 : 0;
 }
 
+/* The processes refuse_proc found, said and taken out: 1 if any. */
+static int drop_refused(void)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < R.n_procs; i++) {
+        proc *p = &R.procs[i];
+        if (!p->refused_line) {
+            R.procs[n++] = *p;
+            continue;
+        }
+        fprintf(stderr, "hcguard report: %s: pid %" PRId64 " has a header this hcguard cannot "
+                "use (line %ld: %s): its %" PRIu64 " events not reported\n",
+                R.files[p->file].path, p->pid, p->refused_line, p->refused_why, p->events);
+        map_free(&p->node_set);
+        map_free(&p->matched);
+    }
+    int any = n < R.n_procs;
+    R.n_procs = n;
+    return any;
+}
+
 /* Two processes of one name (the same rank in two runs): told apart. */
 static void unique_names(void)
 {
@@ -1288,6 +1331,11 @@ static int run_report(const report_opts *o, size_t n_logs)
         usable += survey(&R.files[i]) == 0;
     status |= usable < R.n_files;
     if (!usable || !R.n_procs) {
+        fprintf(stderr, "hcguard report: no log to report\n");
+        return 1;
+    }
+    status |= drop_refused();
+    if (!R.n_procs) {
         fprintf(stderr, "hcguard report: no log to report\n");
         return 1;
     }

@@ -595,6 +595,8 @@ int hcg_loghdr_parse(const char *line, size_t len, hcg_loghdr *out, char *err, s
         return -1;
     if (!(r.have & HCG_LR_SCHEMA))
         return fail(&c, "a header with no \"schema\"");
+    if (r.have & HCG_LR_PID) /* whose header it is, even where it cannot be used */
+        out->pid = r.pid;
     if (r.schema > HCG_LOGHDR_SCHEMA)
         return fail(&c, "schema %llu is newer than this hcguard reads (%d): read it with a newer "
                     "hcguard", (unsigned long long)r.schema, HCG_LOGHDR_SCHEMA);

@@ -487,6 +487,32 @@ def case_newer_schema(c):
     c.check("HCGUARD SUMMARY" not in p.stdout, "a refused log was reported")
 
 
+def case_newer_schema_later(c):
+    """A header of a newer schema after the first line (a newer hcguard's
+    process writing into the same log): that process is not reported, its
+    records (before the header too) not counted; the others are."""
+    good = good_log(c)
+    lines = open(good).read().splitlines(True)
+    pid = json.loads(lines[0])["pid"]
+    other = pid + 1
+    run = json.loads(lines[1])
+    runs = []
+    for seq in (1, 2):
+        run.update(pid=other, seq=seq)
+        runs.append(json.dumps(run) + "\n")
+    path = c.path("newer-later.jsonl")
+    with open(path, "w") as f:
+        f.writelines(lines[:3] + [runs[0], header(other, schema=2), runs[1]] + lines[3:])
+    p = c.report(path)
+    c.check(p.returncode == 1, "exit %d, want 1" % p.returncode)
+    c.check(re.search(r"newer-later.jsonl: pid %d has a header this hcguard cannot use \(line 5: "
+                      r"schema 2 is newer than this hcguard reads \(1\).*\): its 2 events not "
+                      r"reported" % other, p.stderr), "the refused process is not said")
+    secs = summaries(p.stdout)
+    c.check(len(secs) == 1 and numbers(secs[0])["ran"] == 20,
+            "the refused process was reported, or the other not alone")
+
+
 def bad_beside_good(c, bad, pattern):
     good = good_log(c)
     p = c.report(good, bad)
