@@ -373,9 +373,21 @@ uint64_t hcg_ticks_to_ns(const hcg_clock_ref_t *r, uint64_t t);
 /* Which sink a file is, for HCGUARD_EXEC (see outfile.c). */
 enum { HCG_SINK_LOG = 0, HCG_SINK_TRACE = 1, HCG_SINK_REPORT = 2, HCG_SINK_SLOTS = 3 };
 /* How the image before this one left the file of sink slot (HCGUARD_EXEC):
- * 'c' continue it, 'n' write none, '-' start it anew. pattern: the file's
- * name before expansion (one with %p is a process's own). */
+ * 'c' continue it, 'n' write none, '-' start it anew; or, for a log of a
+ * process tree (hcg_output_tree), 'k': start it anew unless a process of
+ * the tree did (hcg_sinkfile_open). pattern: the file's name before
+ * expansion (one with %p is a process's own). */
 char hcg_exec_inherited(int slot, const char *pattern, int shared_ok);
+/* A process tree forked before hcguard started in its first process:
+ * none of its processes had a log open to hand on, so each would start a
+ * log of a fixed name anew over the others' lines. The tree's token (0:
+ * none), made at its first such fork (started: whether hcguard's start had
+ * begun), kept by its fork children, and passed to an image they exec
+ * (HCGUARD_EXEC); a child of a process that had started has none (its
+ * files are that process's). Memory alone: fork handlers may do no more. */
+void hcg_output_fork_prepare(int started);
+void hcg_output_fork_child(int parent_started);
+uint64_t hcg_output_tree(void);
 /* 1 if a file of this name (its pattern) is appended to, never started
  * anew: under hcguard run with a flight record (HCGUARD_FLIGHT set), whose
  * program's processes all share a log or report file of a fixed name (a

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/base.h"
@@ -187,18 +188,84 @@ int hcg_pattern_per_process(const char *pattern)
  * system()): it shares the files of the process before it like a fork
  * child does, and never truncates them. Without the variable a file is
  * started anew. */
-char hcg_exec_inherited(int slot, const char *pattern, int shared_ok)
+/* What HCGUARD_EXEC says of slot's file; *descendant: said by another
+ * process. */
+static char exec_var_state(int slot, const char *pattern, int shared_ok, int *descendant)
 {
     const char *v = secure_getenv("HCGUARD_EXEC");
     char *end = NULL;
     long pid = v ? strtol(v, &end, 10) : 0;
+    *descendant = 0;
     if (!v || end == v || *end != ':' || strlen(end + 1) <= (size_t)slot)
         return '-';
     if (pid == (long)getpid())
         return end[1 + slot];
+    *descendant = 1;
     if (strstr(pattern, "%p"))
         return '-'; /* a file of its own */
     if (end[1 + slot] == 'x')
         return 'x'; /* the program's own file is at the path now */
     return shared_ok ? 'c' : 'n';
+}
+
+char hcg_exec_inherited(int slot, const char *pattern, int shared_ok)
+{
+    int descendant;
+    char st = exec_var_state(slot, pattern, shared_ok, &descendant);
+    /* A process of a tree: one started by exec from a process of it that
+     * had not opened the log (a descendant's 'c' says only that) claims it
+     * as a fork child does. */
+    if ((st == '-' || (descendant && st == 'c')) && slot == HCG_SINK_LOG &&
+        !strstr(pattern, "%p") && !strstr(pattern, "%q") && !hcg_run_appends(pattern) &&
+        hcg_output_tree())
+        return 'k';
+    return st;
+}
+
+/* ---- a process tree forked before hcguard started ------------------------
+ * (base.h: hcg_output_tree.) The token rides in HCGUARD_EXEC after the
+ * states (":t" and 16 hex digits), to the next image and to a process
+ * started by posix_spawn or by an exec in a vfork child. */
+static _Atomic uint64_t tree_token;
+static atomic_int tree_none; /* a child of a process that had started */
+static atomic_int tree_read; /* HCGUARD_EXEC looked at */
+
+static uint64_t tree_from_exec(void)
+{
+    const char *v = secure_getenv("HCGUARD_EXEC");
+    char *end = NULL;
+    long pid = v ? strtol(v, &end, 10) : 0;
+    const char *t = end && *end == ':' && pid > 0 ? strstr(end, ":t") : NULL;
+    return t ? strtoull(t + 2, NULL, 16) : 0;
+}
+
+uint64_t hcg_output_tree(void)
+{
+    if (atomic_load(&tree_none))
+        return 0;
+    if (!atomic_load(&tree_read)) {
+        uint64_t t = tree_from_exec(), none = 0;
+        if (t)
+            atomic_compare_exchange_strong(&tree_token, &none, t);
+        atomic_store(&tree_read, 1);
+    }
+    return atomic_load(&tree_token);
+}
+
+void hcg_output_fork_prepare(int started)
+{
+    if (started || hcg_output_tree())
+        return;
+    struct timespec ts; /* clock_gettime and getpid: async-signal-safe */
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    uint64_t t = (uint64_t)getpid() << 40 ^ (uint64_t)ts.tv_sec << 30 ^ (uint64_t)ts.tv_nsec;
+    atomic_store(&tree_token, t ? t : 1);
+}
+
+void hcg_output_fork_child(int parent_started)
+{
+    if (parent_started) {
+        atomic_store(&tree_none, 1);
+        atomic_store(&tree_token, 0);
+    }
 }

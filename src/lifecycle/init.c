@@ -31,6 +31,11 @@ void hcg_init_after_fork(void)
     atomic_fetch_or(&hcg_g_launch_rare, HCG_LAUNCH_UNREADY);
 }
 
+int hcg_start_begun(void)
+{
+    return atomic_load(&hcg_g_started) || atomic_load(&starter) != 0;
+}
+
 static void start(void)
 {
     atomic_store(&starter, hcg_gettid());

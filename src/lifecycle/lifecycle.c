@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <spawn.h>
 #include <stdarg.h>
@@ -43,11 +44,26 @@ static void forked(void)
     hcg_report_set_shared();
 }
 
+/* A process tree forked before hcguard started (base.h: hcg_output_tree):
+ * memory alone here. The child's handler runs before the module hooks
+ * (registered later) make it a child that has not started: it still sees
+ * its parent's start. */
+static void fork_prepare(void)
+{
+    hcg_output_fork_prepare(hcg_start_begun());
+}
+
+static void forked_child(void)
+{
+    hcg_output_fork_child(hcg_start_begun());
+    forked();
+}
+
 __attribute__((constructor)) static void watch_forks(void)
 {
     if (getenv(HCG_SHARED_STDERR_VAR))
         hcg_report_set_shared();
-    pthread_atfork(NULL, forked, forked);
+    pthread_atfork(fork_prepare, forked, forked_child);
 }
 
 /* An array of n pointers, or NULL. Mapped, not malloc'd: exec may be
@@ -112,8 +128,15 @@ static const char *make_exec_var(char *buf, size_t len)
     memset(states, '-', sizeof states); /* '-': no file to continue */
     hcg_sinks_exec_states(states, hcg_fork_foreign());
     states[HCG_SINK_REPORT] = hcg_report_exec_state();
-    snprintf(buf, len, "HCGUARD_EXEC=%d:%c%c%c", (int)getpid(), states[0], states[1],
-             states[2]);
+    int n = snprintf(buf, len, "HCGUARD_EXEC=%d:%c%c%c", (int)getpid(), states[0], states[1],
+                     states[2]);
+    /* A child of vfork (no fork handler ran) of a process that had not
+     * started: a tree, as a fork makes (the parent shares this memory). */
+    if (hcg_fork_foreign())
+        hcg_output_fork_prepare(hcg_start_begun());
+    uint64_t tree = hcg_output_tree();
+    if (tree && n > 0 && (size_t)n < len)
+        snprintf(buf + n, len - (size_t)n, ":t%016" PRIx64, tree);
     return buf;
 }
 
@@ -391,6 +414,7 @@ static int do_spawn(hcg_libc_posix_spawn_fn real, pid_t *pid, const char *path,
     char var[64];
     if (atomic_load(&hcg_g_started) && !hcg_fork_foreign())
         hcg_events_flush_files();
+    hcg_output_fork_prepare(hcg_start_begun()); /* a tree, as a fork makes */
     char **env = with_exec_var(envp, make_exec_var(var, sizeof var), 1);
     int r = real(pid, path, fa, attr, argv, env ? env : envp);
     env_free(env);

@@ -12,6 +12,9 @@
  * the parent, after_fork in the child) are declared in their layers'
  * headers; hcg_fork_register in base.h. */
 void hcg_init_after_fork(void);
+/* Whether hcguard's start has begun in this process (a fork child: in its
+ * parent, until the child hooks run). */
+int hcg_start_begun(void);
 
 /* ---- lifecycle.c: exec, fatal signals ------------------------------------ */
 /* For the chained handlers of fatal signals: write the events still in the

@@ -92,6 +92,8 @@ static void write_header(void)
     put_str(&t, "mode", mode_name(c->mode));
     hcg_text_printf(&t, ",\"driver_version\":%d", H.driver_version);
     put_str(&t, "exe", H.exe);
+    if (hcg_output_tree()) /* a process tree's log: its processes append (outfile.c) */
+        hcg_text_printf(&t, ",\"tree\":\"%016" PRIx64 "\"", hcg_output_tree());
     hcg_text_printf(&t, ",\"t0_ns\":%" PRIu64 "}\n", hcg_now_ns());
     if (line_whole(&t))
         hcg_sinkfile_commit_uncounted(&log_file, t.len);
@@ -106,6 +108,7 @@ int hcg_jsonl_open(const char *path, const char *pattern)
         write_header();
         hcg_sinkfile_flush(&log_file);
     }
+    hcg_sinkfile_unlock(&log_file);
     return rc;
 }
 

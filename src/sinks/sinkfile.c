@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
@@ -83,6 +84,36 @@ static int open_file(hcg_sinkfile *f, const char *path, int keep)
     return 0;
 }
 
+/* A log of a process tree (hcg_exec_inherited's 'k'): started anew, as
+ * any process's start would, unless its first line is a header of this
+ * tree (another of its processes started first): then appended to. Held
+ * locked (flock) from the look until the caller wrote its header
+ * (hcg_sinkfile_unlock), so that two of the tree starting at once do not
+ * both start it anew; where the lock is refused (some network file
+ * systems), it is looked at unlocked. */
+static int open_tree_file(hcg_sinkfile *f, const char *path)
+{
+    if (open_file(f, path, HCG_OPEN_APPEND) != 0)
+        return -1;
+    f->locked = flock(f->fd, LOCK_EX) == 0;
+    char head[1024], mark[40], self[64];
+    /* Read through a descriptor of its own of the very file (the log's
+     * is opened to write only). */
+    snprintf(self, sizeof self, "/proc/self/fd/%d", f->fd);
+    int rd = open(self, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    ssize_t n = rd >= 0 ? pread(rd, head, sizeof head - 1, 0) : -1;
+    if (rd >= 0)
+        close(rd);
+    head[n > 0 ? n : 0] = '\0';
+    head[strcspn(head, "\n")] = '\0';
+    snprintf(mark, sizeof mark, "\"tree\":\"%016" PRIx64 "\"", hcg_output_tree());
+    if (!strstr(head, mark) && ftruncate(f->fd, 0) != 0)
+        hcg_problem("cannot start the %s %s anew: %s; it is appended to", f->what, path,
+                    strerror(errno));
+    f->started = lseek(f->fd, 0, SEEK_END) > 0;
+    return 0;
+}
+
 static const char *secure_env(const char *name)
 {
     return secure_getenv(name);
@@ -124,7 +155,16 @@ int hcg_sinkfile_open(hcg_sinkfile *f, const char *what, const char *path, const
         snprintf(f->path, sizeof f->path, "%s", path);
         return 0;
     }
+    if (st == 'k')
+        return open_tree_file(f, path);
     return open_file(f, path, st == 'c' || (shared_ok && hcg_run_appends(f->pattern)));
+}
+
+void hcg_sinkfile_unlock(hcg_sinkfile *f)
+{
+    if (f->locked && f->fd >= 0)
+        flock(f->fd, LOCK_UN);
+    f->locked = 0;
 }
 
 /* The launcher, after the program at pid died: its file continued. */

@@ -126,6 +126,7 @@ typedef struct hcg_sinkfile {
     int replaced;                   /* err: the program closed fd, path is another file */
     int elsewhere;                  /* replaced: hcguard run found another file there */
     int continued;                  /* hcguard run continued it for a dead program */
+    int locked;                     /* flock held: a process tree's log being claimed */
     int slot;                       /* HCG_SINK_*, for the flight record */
     hcg_fileid id;                  /* fd's file, checked before each batch is written */
     pid_t pid;
@@ -139,6 +140,9 @@ typedef struct hcg_sinkfile {
     char buf[1 << 16];
 } hcg_sinkfile;
 
+/* The flock hcg_sinkfile_open took on a process tree's log, let go once
+ * its header is written. */
+void hcg_sinkfile_unlock(hcg_sinkfile *f);
 /* Open path (expanded from pattern, kept for a fork child's own %p).
  * shared_ok: a fork child without %p appends to the same file; else it
  * writes none. An image started by exec continues the file the image

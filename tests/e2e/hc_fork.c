@@ -21,6 +21,11 @@
  *                   empty, whatever its parent took since (below)
  *   hc_fork closefrom  under hcguard run: closefrom(3), a data file, then a
  *                   fork child launches 10 (below)
+ *   hc_fork prestart [exec]
+ *                   forks before hcguard starts in the parent, into one
+ *                   log (below; check_fork_family.py)
+ *   hc_fork refork  a started parent's child forks again: the parent's
+ *                   files stay whole (check_fork_family.py)
  *   hc_fork vfork | _Fork [exit]
  *                   10 host functions, then a child by vfork or _Fork,
  *                   which execs hc_fork spawned (5 host functions of its
@@ -520,7 +525,79 @@ static void watchdog(void)
     test_watchdog(wd ? (unsigned)atoi(wd) : HC_FORK_WATCHDOG_S);
 }
 
+/* ---- prestart -----------------------------------------------------------
+ * Forks before hcguard starts in the parent (no CUDA call yet): the
+ * children, and the parent after them, launch host functions into one log
+ * named without %p. Each child (or, with "exec", the image
+ * it execs: hc_fork prestart-child) launches PRESTART_CHILD; the parent
+ * PRESTART_PARENT once every child has exited. check_fork_family.py holds
+ * the log to it: every run in it, none of an earlier run's. */
+#define PRESTART_CHILDREN 4
+#define PRESTART_CHILD 500
+#define PRESTART_PARENT 300
+
+static void launch_ordinary(int n)
+{
+    CUstream s = test_context();
+    for (int i = 0; i < n; i++)
+        REQUIRE_OK(cuLaunchHostFunc(s, ordinary, NULL));
+    REQUIRE_OK(cuStreamSynchronize(s));
+}
+
+static void prestart_child(void)
+{
+    launch_ordinary(PRESTART_CHILD);
+}
+
+static void prestart(int argc, char **argv)
+{
+    int do_exec = argc > 0 && !strcmp(argv[0], "exec");
+    pid_t kids[PRESTART_CHILDREN];
+    for (int i = 0; i < PRESTART_CHILDREN; i++) {
+        kids[i] = fork();
+        REQUIRE(kids[i] >= 0);
+        if (kids[i] == 0) {
+            if (do_exec) {
+                execl("/proc/self/exe", "hc_fork", "prestart-child", (char *)NULL);
+                _exit(126);
+            }
+            prestart_child();
+            exit(0);
+        }
+    }
+    for (int i = 0; i < PRESTART_CHILDREN; i++) {
+        int st = 0;
+        REQUIRE(waitpid(kids[i], &st, 0) == kids[i]);
+        CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child %d: status %d", i, st);
+    }
+    launch_ordinary(PRESTART_PARENT);
+}
+
+/* A process that started forks a child, which forks again before either
+ * launches: their files are the parent's (a fork child's), and neither
+ * may start them anew; then the parent launches more. */
+static void refork(void)
+{
+    launch_ordinary(5);
+    pid_t c = fork();
+    REQUIRE(c >= 0);
+    if (c == 0) {
+        pid_t g = fork();
+        if (g == 0)
+            _exit(0);
+        int st = 0;
+        _exit(g > 0 && waitpid(g, &st, 0) == g && WIFEXITED(st) ? 0 : 1);
+    }
+    int st = 0;
+    REQUIRE(waitpid(c, &st, 0) == c);
+    CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child: status %d", st);
+    launch_ordinary(6);
+}
+
 static const check_scenario scenarios[] = {
+    CHECK_SCENARIO_ARGS("prestart", prestart, 0, 1, "[exec]"),
+    CHECK_SCENARIO("refork", refork),
+    CHECK_SCENARIO("prestart-child", prestart_child),
     CHECK_SCENARIO("quiet", quiet),
     CHECK_SCENARIO("busy", busy),
     CHECK_SCENARIO("hang", hang),
