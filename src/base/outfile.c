@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
 #include <time.h>
 #include <unistd.h>
@@ -208,6 +209,8 @@ static char exec_var_state(int slot, const char *pattern, int shared_ok, int *de
     return shared_ok ? 'c' : 'n';
 }
 
+static int tree_passed(void);
+
 char hcg_exec_inherited(int slot, const char *pattern, int shared_ok)
 {
     int descendant;
@@ -215,7 +218,7 @@ char hcg_exec_inherited(int slot, const char *pattern, int shared_ok)
     /* A process of a tree: one started by exec from a process of it that
      * had not opened the log (a descendant's 'c' says only that) claims it
      * as a fork child does. */
-    if ((st == '-' || (descendant && st == 'c')) && slot == HCG_SINK_LOG &&
+    if ((st == '-' || (descendant && st == 'c' && tree_passed())) && slot == HCG_SINK_LOG &&
         !strstr(pattern, "%p") && !strstr(pattern, "%q") && !hcg_run_appends(pattern) &&
         hcg_output_tree())
         return 'k';
@@ -230,35 +233,59 @@ static _Atomic uint64_t tree_token;
 static atomic_int tree_none; /* a child of a process that had started */
 static atomic_int tree_read; /* HCGUARD_EXEC looked at */
 
-static uint64_t tree_from_exec(void)
+/* The token HCGUARD_EXEC carries (0: none); *continues: it says this
+ * process goes on with a log another started (its own image before, or an
+ * ancestor that started), which is never started anew. */
+static uint64_t tree_from_exec(int *continues)
 {
     const char *v = secure_getenv("HCGUARD_EXEC");
     char *end = NULL;
     long pid = v ? strtol(v, &end, 10) : 0;
-    const char *t = end && *end == ':' && pid > 0 ? strstr(end, ":t") : NULL;
-    return t ? strtoull(t + 2, NULL, 16) : 0;
+    *continues = 0;
+    if (!v || end == v || *end != ':' || pid <= 0)
+        return 0;
+    const char *t = strstr(end, ":t");
+    uint64_t token = t ? strtoull(t + 2, NULL, 16) : 0;
+    /* A descendant of a process that started passes on no token: it
+     * appends ('c'), as does the next image of one whose log was open. */
+    *continues = !token && (pid != (long)getpid() || end[1 + HCG_SINK_LOG] == 'c');
+    return token;
 }
+
+static atomic_int tree_inherited; /* the token came in HCGUARD_EXEC */
 
 uint64_t hcg_output_tree(void)
 {
-    if (atomic_load(&tree_none))
-        return 0;
     if (!atomic_load(&tree_read)) {
-        uint64_t t = tree_from_exec(), none = 0;
-        if (t)
-            atomic_compare_exchange_strong(&tree_token, &none, t);
+        int continues;
+        uint64_t t = tree_from_exec(&continues), none = 0;
+        if (continues)
+            atomic_store(&tree_none, 1);
+        else if (t && atomic_compare_exchange_strong(&tree_token, &none, t))
+            atomic_store(&tree_inherited, 1);
         atomic_store(&tree_read, 1);
     }
-    return atomic_load(&tree_token);
+    return atomic_load(&tree_none) ? 0 : atomic_load(&tree_token);
+}
+
+/* The token came from the process before (not made here). */
+static int tree_passed(void)
+{
+    return hcg_output_tree() && atomic_load(&tree_inherited);
 }
 
 void hcg_output_fork_prepare(int started)
 {
-    if (started || hcg_output_tree())
+    if (started || hcg_output_tree() || atomic_load(&tree_none))
         return;
-    struct timespec ts; /* clock_gettime and getpid: async-signal-safe */
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    uint64_t t = (uint64_t)getpid() << 40 ^ (uint64_t)ts.tv_sec << 30 ^ (uint64_t)ts.tv_nsec;
+    /* getrandom and clock_gettime: async-signal-safe, as a fork handler
+     * must be. */
+    uint64_t t = 0;
+    if (syscall(SYS_getrandom, &t, sizeof t, 1 /* GRND_NONBLOCK */) != (long)sizeof t || !t) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        t = (uint64_t)getpid() << 40 ^ (uint64_t)ts.tv_sec * 1000000000ull ^ (uint64_t)ts.tv_nsec;
+    }
     atomic_store(&tree_token, t ? t : 1);
 }
 

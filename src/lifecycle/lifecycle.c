@@ -134,7 +134,9 @@ static const char *make_exec_var(char *buf, size_t len)
      * started: a tree, as a fork makes (the parent shares this memory). */
     if (hcg_fork_foreign())
         hcg_output_fork_prepare(hcg_start_begun());
-    uint64_t tree = hcg_output_tree();
+    /* A process that started passes on no token: its log is open, and its
+     * descendants append to it ('c'). */
+    uint64_t tree = hcg_start_begun() ? 0 : hcg_output_tree();
     if (tree && n > 0 && (size_t)n < len)
         snprintf(buf + n, len - (size_t)n, ":t%016" PRIx64, tree);
     return buf;

@@ -84,16 +84,19 @@ static void write_header(void)
         return;
     const hcg_config *c = hcg_config_get();
     hcg_text t = {p, 0, HCG_SINK_EVENT_MAX};
-    hcg_text_printf(&t, "{\"event\":\"header\",\"schema\":%d,\"hcguard\":\"%s\",\"pid\":%d,"
-                    "\"ppid\":%d", HCG_LOG_SCHEMA, HCG_VERSION, (int)getpid(), (int)getppid());
+    hcg_text_printf(&t, "{\"event\":\"header\",\"schema\":%d", HCG_LOG_SCHEMA);
+    /* A process tree's log (its processes append: outfile.c), near the
+     * start of the line, where the next of the tree looks for it. */
+    if (hcg_output_tree())
+        hcg_text_printf(&t, ",\"tree\":\"%016" PRIx64 "\"", hcg_output_tree());
+    hcg_text_printf(&t, ",\"hcguard\":\"%s\",\"pid\":%d,\"ppid\":%d", HCG_VERSION,
+                    (int)getpid(), (int)getppid());
     put_str(&t, "host", H.host);
     if (c->rank[0])
         put_str(&t, "rank", c->rank);
     put_str(&t, "mode", mode_name(c->mode));
     hcg_text_printf(&t, ",\"driver_version\":%d", H.driver_version);
     put_str(&t, "exe", H.exe);
-    if (hcg_output_tree()) /* a process tree's log: its processes append (outfile.c) */
-        hcg_text_printf(&t, ",\"tree\":\"%016" PRIx64 "\"", hcg_output_tree());
     hcg_text_printf(&t, ",\"t0_ns\":%" PRIu64 "}\n", hcg_now_ns());
     if (line_whole(&t))
         hcg_sinkfile_commit_uncounted(&log_file, t.len);

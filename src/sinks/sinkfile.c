@@ -91,25 +91,53 @@ static int open_file(hcg_sinkfile *f, const char *path, int keep)
  * (hcg_sinkfile_unlock), so that two of the tree starting at once do not
  * both start it anew; where the lock is refused (some network file
  * systems), it is looked at unlocked. */
+/* The first line of f's file into head (len bytes): 0, or -1 if it cannot
+ * be read. Through a descriptor of its own of the very file (the log's is
+ * opened to write only), else by path if that is the same file. */
+static int first_line(const hcg_sinkfile *f, const char *path, char *head, size_t len)
+{
+    char self[64];
+    struct stat st;
+    snprintf(self, sizeof self, "/proc/self/fd/%d", f->fd);
+    int rd = open(self, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (rd < 0)
+        rd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY | O_NOFOLLOW);
+    if (rd >= 0 && (fstat(rd, &st) != 0 || st.st_dev != f->id.dev || st.st_ino != f->id.ino)) {
+        close(rd);
+        rd = -1;
+    }
+    ssize_t n = rd >= 0 ? pread(rd, head, len - 1, 0) : -1;
+    if (rd >= 0)
+        close(rd);
+    if (n < 0)
+        return -1;
+    head[n] = '\0';
+    head[strcspn(head, "\n")] = '\0';
+    return 0;
+}
+
+/* A log of a process tree (hcg_exec_inherited's 'k'): started anew, as
+ * any process's start would, unless its first line is a header of this
+ * tree (another of its processes started first): then appended to. Held
+ * locked (flock) from the look until the caller wrote its header
+ * (hcg_sinkfile_unlock), so that two of the tree starting at once do not
+ * both start it anew; where the lock is refused (some network file
+ * systems), it is looked at unlocked. A first line that cannot be read
+ * is appended to, never started anew (said once unlocked). */
 static int open_tree_file(hcg_sinkfile *f, const char *path)
 {
     if (open_file(f, path, HCG_OPEN_APPEND) != 0)
         return -1;
-    f->locked = flock(f->fd, LOCK_EX) == 0;
-    char head[1024], mark[40], self[64];
-    /* Read through a descriptor of its own of the very file (the log's
-     * is opened to write only). */
-    snprintf(self, sizeof self, "/proc/self/fd/%d", f->fd);
-    int rd = open(self, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-    ssize_t n = rd >= 0 ? pread(rd, head, sizeof head - 1, 0) : -1;
-    if (rd >= 0)
-        close(rd);
-    head[n > 0 ? n : 0] = '\0';
-    head[strcspn(head, "\n")] = '\0';
+    int r;
+    while ((r = flock(f->fd, LOCK_EX)) != 0 && errno == EINTR)
+        ;
+    f->locked = r == 0;
+    char head[HCG_SINK_EVENT_MAX], mark[40];
     snprintf(mark, sizeof mark, "\"tree\":\"%016" PRIx64 "\"", hcg_output_tree());
-    if (!strstr(head, mark) && ftruncate(f->fd, 0) != 0)
-        hcg_problem("cannot start the %s %s anew: %s; it is appended to", f->what, path,
-                    strerror(errno));
+    if (first_line(f, path, head, sizeof head) != 0)
+        f->claim_err = errno ? errno : EIO;
+    else if (!strstr(head, mark) && ftruncate(f->fd, 0) != 0)
+        f->claim_err = errno;
     f->started = lseek(f->fd, 0, SEEK_END) > 0;
     return 0;
 }
@@ -165,6 +193,10 @@ void hcg_sinkfile_unlock(hcg_sinkfile *f)
     if (f->locked && f->fd >= 0)
         flock(f->fd, LOCK_UN);
     f->locked = 0;
+    if (f->claim_err) /* said unlocked: stderr may be a pipe another of the tree reads */
+        hcg_problem("the %s %s, shared by the processes of a tree, could not be started anew "
+                    "(%s): appended to", f->what, f->path, strerror(f->claim_err));
+    f->claim_err = 0;
 }
 
 /* The launcher, after the program at pid died: its file continued. */

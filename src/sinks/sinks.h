@@ -127,6 +127,7 @@ typedef struct hcg_sinkfile {
     int elsewhere;                  /* replaced: hcguard run found another file there */
     int continued;                  /* hcguard run continued it for a dead program */
     int locked;                     /* flock held: a process tree's log being claimed */
+    int claim_err;                  /* why that log could not be started anew, 0 */
     int slot;                       /* HCG_SINK_*, for the flight record */
     hcg_fileid id;                  /* fd's file, checked before each batch is written */
     pid_t pid;

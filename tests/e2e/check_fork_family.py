@@ -40,6 +40,28 @@ def run(lib, d, argv, trace=False):
     return log, tr
 
 
+def runs_by_pid(log):
+    heads, runs = 0, {}
+    with open(log) as f:
+        for line in f:
+            r = json.loads(line)
+            heads += r.get("event") == "header"
+            if r.get("event") == "run":
+                runs[r["pid"]] = runs.get(r["pid"], 0) + 1
+    return heads, runs
+
+
+def started(lib, exe, scenario, want, headers):
+    """A started process passes its log on (exec, spawn); the new image's
+    fork child, launching before the image does, appends too."""
+    with tempfile.TemporaryDirectory() as d:
+        log, _ = run(lib, d, [exe, scenario])
+        heads, runs = runs_by_pid(log)
+        if sorted(runs.values()) != sorted(want) or heads != headers:
+            fail("%s: %d headers, runs %s; want %d headers, runs %s" %
+                 (scenario, heads, runs, headers, sorted(want)))
+
+
 def read_log(log):
     heads, runs = {}, {}
     with open(log) as f:
@@ -74,8 +96,13 @@ def tree(lib, exe, how, argv):
         if len(heads) != CHILDREN + 1 or runs != want:
             fail("%s: headers of %d processes, runs %s; want %d processes, runs %s" %
                  (how, len(heads), runs, CHILDREN + 1, want))
-        if len({h.get("tree") for h in heads.values()}) != 1 or None in {h.get("tree") for h in heads.values()}:
-            fail("%s: the headers do not name one tree: %s" % (how, [h.get("tree") for h in heads.values()]))
+        trees = {h.get("tree") for h in heads.values()}
+        if len(trees) != 1 or None in trees:
+            fail("%s: the headers do not name one tree: %s" % (how, trees))
+        with open(log) as f:
+            for line in f:  # near the start, where the next of the tree looks
+                if '"header"' in line and line.find('"tree"') > 64:
+                    fail("%s: the tree is not near the header's start: %s" % (how, line[:200]))
 
 
 def idle(lib):
@@ -113,6 +140,9 @@ def main():
     tree(lib, exe, "under a shell", ["sh", "-c", '"$@"; true', "sh", exe, "prestart"])
     idle(lib)
     refork(lib, exe)
+    # Headers: each image's, the worker's.
+    started(lib, exe, "started-exec", [4, 2], 3)
+    started(lib, exe, "started-spawn", [7, 2, 1], 3)
     print("fork family: passed")
 
 

@@ -26,6 +26,10 @@
  *                   log (below; check_fork_family.py)
  *   hc_fork refork  a started parent's child forks again: the parent's
  *                   files stay whole (check_fork_family.py)
+ *   hc_fork started-exec | started-spawn
+ *                   a started process execs itself, or spawns itself;
+ *                   the new image forks a worker before it launches: all
+ *                   of them append to its log (check_fork_family.py)
  *   hc_fork vfork | _Fork [exit]
  *                   10 host functions, then a child by vfork or _Fork,
  *                   which execs hc_fork spawned (5 host functions of its
@@ -36,8 +40,10 @@
  */
 #include <cuda.h>
 #include <dlfcn.h>
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -594,8 +600,55 @@ static void refork(void)
     launch_ordinary(6);
 }
 
+/* A process that started passes its log on: the next image of it, and a
+ * process it spawns, append to it, and so do their fork children, though
+ * they fork before they launch (no tree of their own: they never start
+ * the log anew). */
+static void fork_worker(int n)
+{
+    pid_t w = fork();
+    REQUIRE(w >= 0);
+    if (w == 0) {
+        launch_ordinary(n);
+        exit(0);
+    }
+    int st = 0;
+    REQUIRE(waitpid(w, &st, 0) == w);
+    CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "worker: status %d", st);
+}
+
+static void started_exec(void)
+{
+    launch_ordinary(3);
+    execl("/proc/self/exe", "hc_fork", "started-exec-2", (char *)NULL);
+    CHECK_MSG(0, "exec: %s", strerror(errno));
+}
+
+static void started_exec_2(void)
+{
+    fork_worker(2);
+    launch_ordinary(1);
+}
+
+static void started_spawn(void)
+{
+    extern char **environ;
+    launch_ordinary(3);
+    pid_t d;
+    char *argv[] = {"hc_fork", "started-spawn-2", NULL};
+    REQUIRE(posix_spawn(&d, "/proc/self/exe", NULL, NULL, argv, environ) == 0);
+    int st = 0;
+    REQUIRE(waitpid(d, &st, 0) == d);
+    CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "spawned: status %d", st);
+    launch_ordinary(4);
+}
+
 static const check_scenario scenarios[] = {
     CHECK_SCENARIO_ARGS("prestart", prestart, 0, 1, "[exec]"),
+    CHECK_SCENARIO("started-exec", started_exec),
+    CHECK_SCENARIO("started-exec-2", started_exec_2),
+    CHECK_SCENARIO("started-spawn", started_spawn),
+    CHECK_SCENARIO("started-spawn-2", started_exec_2),
     CHECK_SCENARIO("refork", refork),
     CHECK_SCENARIO("prestart-child", prestart_child),
     CHECK_SCENARIO("quiet", quiet),
