@@ -84,13 +84,6 @@ static int open_file(hcg_sinkfile *f, const char *path, int keep)
     return 0;
 }
 
-/* A log of a process tree (hcg_exec_inherited's 'k'): started anew, as
- * any process's start would, unless its first line is a header of this
- * tree (another of its processes started first): then appended to. Held
- * locked (flock) from the look until the caller wrote its header
- * (hcg_sinkfile_unlock), so that two of the tree starting at once do not
- * both start it anew; where the lock is refused (some network file
- * systems), it is looked at unlocked. */
 /* The first line of f's file into head (len bytes): 0, or -1 if it cannot
  * be read. Through a descriptor of its own of the very file (the log's is
  * opened to write only), else by path if that is the same file. */
