@@ -135,6 +135,45 @@ static int open_tree_file(hcg_sinkfile *f, const char *path)
     return 0;
 }
 
+/* A file one process writes (the trace: one JSON array), opened for this
+ * process: kept whole while another live process writes it, rather than
+ * written into at once by both (the processes of a program started by a
+ * preloaded shell or launcher, several at once). The writer holds a lock
+ * (flock) on it for as long as its descriptor is open; this process takes
+ * it, or writes none (f->busy, said in its summary). Started anew once
+ * locked, unless keep (an image after exec continues it). Where the lock
+ * is refused for another reason (some network file systems), it is
+ * written as before, unlocked. */
+int hcg_sinkfile_take(hcg_sinkfile *f)
+{
+    int r;
+    while ((r = flock(f->fd, LOCK_EX | LOCK_NB)) != 0 && errno == EINTR)
+        ;
+    if (r == 0 || errno != EWOULDBLOCK)
+        return 0;
+    close(f->fd);
+    f->fd = -1;
+    f->busy = 1;
+    f->continued = 0;
+    return -1;
+}
+
+static int open_own_file(hcg_sinkfile *f, const char *path, int keep)
+{
+    if (open_file(f, path, HCG_OPEN_APPEND) != 0)
+        return -1;
+    if (hcg_sinkfile_take(f) != 0) {
+        hcg_fileid none = {0, 0}; /* none open: hcguard run writes nothing there for it */
+        hcg_output_id_note(f->slot, &none);
+        return 0;
+    }
+    if (!keep && ftruncate(f->fd, 0) != 0 && !hcg_self.dying)
+        hcg_problem("cannot start the %s %s anew (%s): appended to", f->what, path,
+                    strerror(errno));
+    f->started = keep && lseek(f->fd, 0, SEEK_END) > 0;
+    return 0;
+}
+
 static const char *secure_env(const char *name)
 {
     return secure_getenv(name);
@@ -149,6 +188,8 @@ char hcg_sinkfile_exec_state(const hcg_sinkfile *f, int forked)
         return '-'; /* as hcg_sinkfile_after_fork leaves it: a file of its own */
     if (f->open_pending)
         return '-'; /* a fork child's own file (%p), not opened yet */
+    if (f->busy)
+        return 'n'; /* another process writes it: none for the next image either */
     /* The next image opens the path: only if it still names the file. */
     if (f->fd >= 0 && !hcg_path_is(f->path, &f->id))
         return 'x';
@@ -178,7 +219,9 @@ int hcg_sinkfile_open(hcg_sinkfile *f, const char *what, const char *path, const
     }
     if (st == 'k')
         return open_tree_file(f, path);
-    return open_file(f, path, st == 'c' || (shared_ok && hcg_run_appends(f->pattern)));
+    if (!shared_ok)
+        return open_own_file(f, path, st == 'c');
+    return open_file(f, path, st == 'c' || hcg_run_appends(f->pattern));
 }
 
 void hcg_sinkfile_unlock(hcg_sinkfile *f)
@@ -283,7 +326,10 @@ static void open_child_file(hcg_sinkfile *f)
             hcg_msg("%s of process %d: %s; none will be written", f->what, (int)getpid(), why);
         return;
     }
-    open_file(f, path, 0);
+    if (f->shared_ok)
+        open_file(f, path, 0);
+    else
+        open_own_file(f, path, 0);
 }
 
 void hcg_sinkfile_after_fork(hcg_sinkfile *f)
@@ -363,8 +409,12 @@ void hcg_sinkfile_close(hcg_sinkfile *f, const char *footer)
 void hcg_sinkfile_summary(const hcg_sinkfile *f)
 {
     if (f->unshared)
-        hcg_msg("%s: none for this process (a fork child): put %%p in its name for one file "
-                "per process", f->what);
+        hcg_msg("%s: none for this process (a fork child, or the image exec'd by a process "
+                "that wrote none): put %%p in its name for one file per process", f->what);
+    else if (f->busy)
+        hcg_msg("%s: none for this process: %s is being written by another process (a %s is "
+                "one process's): put %%p in its name for one file per process", f->what,
+                f->path, f->what);
     else if (f->path[0] && !f->err)
         hcg_msg("%s: %s (%" PRIu64 " events)", f->what, f->path, f->written);
     else if (f->path[0] && f->replaced && !f->lost) /* whole: nothing came after */
@@ -382,9 +432,10 @@ void hcg_sinkfile_recovered_line(const hcg_sinkfile *f, const char *path, const 
 {
     if (f->continued)
         hcg_msg("%s: %s (%s)", f->what, path, done);
-    else if (f->elsewhere)
-        hcg_msg("%s: %s: the program's last %" PRIu64 " event%s not written (the path names "
-                "another file now)", f->what, path, f->lost, f->lost == 1 ? "" : "s");
+    else if (f->elsewhere || f->busy)
+        hcg_msg("%s: %s: the program's last %" PRIu64 " event%s not written (%s)", f->what,
+                path, f->lost, f->lost == 1 ? "" : "s",
+                f->busy ? "another process writes it now" : "the path names another file now");
 }
 
 /* ---- names ---------------------------------------------------------------- */

@@ -121,6 +121,7 @@ typedef struct hcg_sinkfile {
     int shared_ok;                  /* a fork child may append to the parent's file */
     int open_pending;               /* a fork child's own file, not opened yet */
     int unshared;                   /* a fork child that may not share, with no %p */
+    int busy;                       /* may not share: another process writes the file */
     int started;                    /* an event was written to this file */
     int err;                        /* the first write error, 0 if none */
     int replaced;                   /* err: the program closed fd, path is another file */
@@ -141,6 +142,10 @@ typedef struct hcg_sinkfile {
     char buf[1 << 16];
 } hcg_sinkfile;
 
+/* f's file is one process's (the trace): the lock (flock) that says so
+ * taken for as long as f->fd is open, 0; -1 if another process holds it:
+ * f->fd closed, f->busy set. Where the file system refuses the lock, 0. */
+int hcg_sinkfile_take(hcg_sinkfile *f);
 /* The flock hcg_sinkfile_open took on a process tree's log, let go once
  * its header is written. */
 void hcg_sinkfile_unlock(hcg_sinkfile *f);

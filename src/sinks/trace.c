@@ -721,6 +721,13 @@ int hcg_trace_reopen(const char *path, pid_t pid, const hcg_fileid *id)
 {
     restart();
     int rc = hcg_sinkfile_reopen(&trace_file, "trace", path, pid, id);
+    /* The program's lock went with it: another process may have the file
+     * now, and started it anew. Its last events are then not written. */
+    if (rc == 0 && hcg_sinkfile_take(&trace_file) != 0) {
+        trace_file.replaced = 1; /* counted as not written */
+        trace_file.err = EBUSY;
+        rc = -1;
+    }
     if (rc == 0)
         drop_half_event();
     seed_pending = rc == 0; /* read once hcg_trace_rewrite_from has cut it back */

@@ -30,6 +30,13 @@
  *                   a started process execs itself, or spawns itself;
  *                   the new image forks a worker before it launches: all
  *                   of them append to its log (check_fork_family.py)
+ *   hc_fork overlap forks before hcguard starts in the parent; the children
+ *                   launch, all of them at work at the same time, into one
+ *                   trace named without %p (below; check_trace_shared.py)
+ *   hc_fork die-holding PATH
+ *                   under hcguard run --trace PATH: launches, leaves a
+ *                   child holding the trace's lock, and dies of SIGKILL
+ *                   (below; check_trace_shared.py)
  *   hc_fork vfork | _Fork [exit]
  *                   10 host functions, then a child by vfork or _Fork,
  *                   which execs hc_fork spawned (5 host functions of its
@@ -579,6 +586,85 @@ static void prestart(int argc, char **argv)
     launch_ordinary(PRESTART_PARENT);
 }
 
+/* ---- overlap ------------------------------------------------------------
+ * OVERLAP_CHILDREN children forked before hcguard starts anywhere: each
+ * launches OVERLAP_RUNS (hcguard starts in it and opens its files), says
+ * so on a pipe, waits until every child has, then launches OVERLAP_RUNS
+ * more. So all of them have their files open at once. The parent launches
+ * nothing. */
+#define OVERLAP_CHILDREN 4
+#define OVERLAP_RUNS 20
+
+static void overlap_child(int up, int go)
+{
+    char c;
+    launch_ordinary(OVERLAP_RUNS);
+    REQUIRE(write(up, "x", 1) == 1);
+    REQUIRE(read(go, &c, 1) == 0); /* the parent closed it: every child is at work */
+    launch_ordinary(OVERLAP_RUNS);
+}
+
+static void overlap(void)
+{
+    int up[2], go[2];
+    REQUIRE(pipe(up) == 0 && pipe(go) == 0);
+    pid_t kids[OVERLAP_CHILDREN];
+    for (int i = 0; i < OVERLAP_CHILDREN; i++) {
+        kids[i] = fork();
+        REQUIRE(kids[i] >= 0);
+        if (kids[i] == 0) {
+            close(up[0]);
+            close(go[1]);
+            overlap_child(up[1], go[0]);
+            exit(0);
+        }
+    }
+    close(up[1]);
+    close(go[0]);
+    char c;
+    for (int i = 0; i < OVERLAP_CHILDREN; i++) /* 0: a child died first */
+        REQUIRE(read(up[0], &c, 1) == 1);
+    close(go[1]);
+    for (int i = 0; i < OVERLAP_CHILDREN; i++) {
+        int st = 0;
+        REQUIRE(waitpid(kids[i], &st, 0) == kids[i]);
+        CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child %d: status %d", i, st);
+    }
+}
+
+/* Under hcguard run --trace PATH: 10 host functions, then a child given a
+ * descriptor of hcguard's open trace (a dup: the same open file, whose
+ * lock then outlives this process; hcguard's own descriptor is closed in
+ * the child), and death by SIGKILL with events not written yet. hcguard
+ * run, writing the program's last events, finds the trace held by another
+ * process (the child, for 3 s): it must write none there. */
+static void die_holding(int argc, char **argv)
+{
+    REQUIRE(argc == 1);
+    char want[4096], link[64], got[4096];
+    launch_ordinary(10); /* the trace is open from here */
+    REQUIRE(realpath(argv[0], want) != NULL);
+    int held = -1;
+    for (int fd = 3; fd < 1024 && held < 0; fd++) {
+        snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+        ssize_t n = readlink(link, got, sizeof got - 1);
+        if (n > 0 && (got[n] = '\0', strcmp(got, want) == 0))
+            held = dup(fd);
+    }
+    REQUIRE(held >= 0);
+    pid_t c = fork();
+    REQUIRE(c >= 0);
+    if (c == 0) {
+        sleep(3);
+        _exit(0);
+    }
+    CUstream s = test_context();
+    for (int i = 0; i < 10; i++)
+        REQUIRE_OK(cuLaunchHostFunc(s, ordinary, NULL));
+    REQUIRE_OK(cuStreamSynchronize(s));
+    kill(getpid(), SIGKILL);
+}
+
 /* A process that started forks a child, which forks again before either
  * launches: their files are the parent's (a fork child's), and neither
  * may start them anew; then the parent launches more. */
@@ -650,6 +736,8 @@ static const check_scenario scenarios[] = {
     CHECK_SCENARIO("started-spawn", started_spawn),
     CHECK_SCENARIO("started-spawn-2", started_exec_2),
     CHECK_SCENARIO("refork", refork),
+    CHECK_SCENARIO("overlap", overlap),
+    CHECK_SCENARIO_ARGS("die-holding", die_holding, 1, 1, "PATH"),
     CHECK_SCENARIO("prestart-child", prestart_child),
     CHECK_SCENARIO("quiet", quiet),
     CHECK_SCENARIO("busy", busy),

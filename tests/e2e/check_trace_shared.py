@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""check_trace_shared.py LAUNCHER LIBHCGUARD HC_FORK DIR: processes of one
+program at work at the same time, given one trace named without %p (a
+preloaded shell's children, or `hcguard run`'s: torchrun's workers). A
+trace is one JSON array: one of them writes it, whole, and each of the
+others writes none and says so in its summary. Before, each started it
+anew and wrote into it at once: no JSON, while every summary said its
+events were written.
+
+hc_fork overlap: OVERLAP_CHILDREN children, forked before hcguard
+started, all with their files open at once. And hcguard run, writing a
+killed program's last events, writes none into a trace another process
+holds (hc_fork die-holding).
+"""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+from checklib import child_env, verdict
+
+CHILDREN = 4  # hc_fork.c: OVERLAP_CHILDREN
+WROTE = re.compile(r"\[pid (\d+)\] trace: (\S+) \((\d+) events\)")
+NONE = re.compile(r"\[pid (\d+)\] trace: none for this process: (\S+) is being written by "
+                  r"another process")
+
+
+def check(how, argv, env, trace, bad):
+    with open(trace, "w") as f:
+        f.write("STALE an earlier run\n")
+    p = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+    out = p.stdout + p.stderr
+    if p.returncode != 0:
+        bad.append("%s: exit %d:\n%s" % (how, p.returncode, out[-3000:]))
+        return
+    wrote = WROTE.findall(out)
+    none = NONE.findall(out)
+    if len(wrote) != 1 or len(none) != CHILDREN - 1:
+        bad.append("%s: %d summaries say they wrote the trace and %d that another process "
+                   "writes it; want 1 and %d:\n%s" % (how, len(wrote), len(none), CHILDREN - 1,
+                                                      out[-3000:]))
+        return
+    if any(path != trace for _, path in none) or wrote[0][1] != trace:
+        bad.append("%s: the summaries name another file:\n%s" % (how, out[-3000:]))
+    try:
+        with open(trace) as f:
+            events = json.load(f)
+    except ValueError as e:
+        bad.append("%s: the trace is not JSON: %s" % (how, e))
+        return
+    pids = {e.get("pid") for e in events}
+    if pids != {int(wrote[0][0])}:
+        bad.append("%s: the trace holds processes %s, not the writer's alone (%s)"
+                   % (how, sorted(pids), wrote[0][0]))
+    ran = [e for e in events if e.get("ph") == "X" and e.get("cat") == "host function"]
+    if not ran:
+        bad.append("%s: no host function's slice in the trace" % how)
+
+
+def launcher_finds_it_held(launcher, exe, d, bad):
+    """hcguard run, writing a killed program's last events, finds the trace
+    held by another process (hc_fork die-holding: a child of the program
+    keeps its lock): it writes none there, and says so."""
+    trace = os.path.join(d, "held.json")
+    p = subprocess.run([launcher, "run", "--trace", trace, "--", exe, "die-holding", trace],
+                       env=child_env(), capture_output=True, text=True, timeout=120)
+    out = p.stdout + p.stderr
+    said = re.search(r"trace: %s: the program's last \d+ events? not written \(another "
+                     r"process writes it now\)" % re.escape(trace), out)
+    if p.returncode not in (-9, 137) or not said:
+        bad.append("hcguard run, the trace held: exit %d, want death by SIGKILL and the "
+                   "program's last events said not written:\n%s" % (p.returncode, out[-3000:]))
+
+
+def main():
+    launcher, lib, exe, d = sys.argv[1:5]
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    bad = []
+    trace = os.path.join(d, "pre.json")
+    check("preloaded", [exe, "overlap"], dict(child_env(lib), HCGUARD_TRACE=trace), trace, bad)
+    trace = os.path.join(d, "run.json")
+    check("hcguard run", [launcher, "run", "--trace", trace, "--", exe, "overlap"],
+          child_env(), trace, bad)
+    launcher_finds_it_held(launcher, exe, d, bad)
+    return verdict("trace shared", bad)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
