@@ -9,7 +9,8 @@
  * waits (cumulative distributions, one series per process, log time axis).
  *
  * A process is a pid in a log: a fork child sharing its parent's file is a
- * process of its own. Logs of processes that died are read too: a last
+ * process of its own, and so is a later process given the same pid (its
+ * header's proc_start differs). Logs of processes that died are read too: a last
  * line cut short is skipped and said, as is any other line that is not an
  * event. A file that cannot be read, is empty or is not an event log is
  * an error (exit status 1) and the others are still reported.
@@ -141,6 +142,7 @@ typedef struct logfile {
 typedef struct proc {
     int file;
     int64_t pid;
+    unsigned life; /* the pid's process in its file, from 0 (life_of) */
     int has_header;
     hcg_loghdr hdr;
     char name[320];
@@ -163,7 +165,8 @@ static struct {
     size_t n_procs, cap_procs;
     map names;      /* fn -> name, over every process */
     map host_base;  /* hash of a host name -> the earliest time seen there */
-    map known;      /* (file, pid) of every process reported */
+    map known;      /* (file, pid, life) of every process reported */
+    map lives;      /* pid -> its life in the file being read, the last proc_start */
     FILE *trace;
     int trace_started;
 } R;
@@ -270,7 +273,9 @@ static void note_name(const hcg_logrec *r)
 
 /* ---- reading a log ------------------------------------------------------------ */
 
-typedef int (*line_cb)(logfile *lf, const hcg_logrec *r, const hcg_loghdr *h, void *ctx);
+/* A line of lf: an event r or a header h, of the process (pid, life). */
+typedef int (*line_cb)(logfile *lf, const hcg_logrec *r, const hcg_loghdr *h, unsigned life,
+                       void *ctx);
 
 static void bad_line(logfile *lf, long line, const char *why)
 {
@@ -320,6 +325,25 @@ static void clean_hdr(hcg_loghdr *h)
     clean(h->exe);
 }
 
+/* ---- lives: one pid, several processes ------------------------------------
+ * A pid names another process from the header whose proc_start differs
+ * from that of the pid's last header in the file on (a pid reused: a log
+ * that a long-lived process tree shares collects all of its processes);
+ * an image that exec starts keeps its process's. A header without one
+ * (no /proc, an older hcguard) changes nothing. Counted anew from the
+ * start of each read of a file, so that each pass gives a line the same
+ * life. */
+static unsigned life_of(int64_t pid, const hcg_loghdr *h)
+{
+    map_slot *s = map_find(&R.lives, (uint64_t)pid, 0, 0);
+    if (h && h->proc_start) {
+        if (s->b && s->b != h->proc_start)
+            s->a++;
+        s->b = h->proc_start;
+    }
+    return (unsigned)s->a;
+}
+
 /* One line to cb, as an event or a header. -1: not a line of a log, -2: a
  * header that cannot be used (why). */
 static int one_line(logfile *lf, const char *p, size_t n, line_cb cb, void *ctx, char *why,
@@ -330,12 +354,12 @@ static int one_line(logfile *lf, const char *p, size_t n, line_cb cb, void *ctx,
     char herr[256];
     if (hcg_logrec_parse(p, n, &r, why, whylen) == 0 && r.kind != HCG_LOGREC_HEADER) {
         clean_rec(&r);
-        return cb(lf, &r, NULL, ctx);
+        return cb(lf, &r, NULL, life_of(r.pid, NULL), ctx);
     }
     int hr = hcg_loghdr_parse(p, n, &h, herr, sizeof herr);
     if (hr == 0) {
         clean_hdr(&h);
-        return cb(lf, NULL, &h, ctx);
+        return cb(lf, NULL, &h, life_of(h.pid, &h), ctx);
     }
     if (hr < 0) {
         snprintf(why, whylen, "%s", herr);
@@ -360,7 +384,7 @@ static int glued_tail(logfile *lf, const char *p, size_t n, line_cb cb, void *ct
     return last ? one_line(lf, last, n - (size_t)(last - p), cb, ctx, why, sizeof why) : -1;
 }
 
-static proc *proc_of(int file, int64_t pid);
+static proc *proc_of(int file, int64_t pid, unsigned life);
 static int file_index(const logfile *lf);
 
 /* A header after the first line that this hcguard cannot use (a newer
@@ -372,7 +396,7 @@ static void refuse_proc(logfile *lf, const char *p, size_t n, long no, const cha
     char err[8];
     proc *pr;
     if (hcg_loghdr_parse(p, n, &h, err, sizeof err) < 0 && h.pid &&
-        (pr = proc_of(file_index(lf), h.pid)) && !pr->refused_line) {
+        (pr = proc_of(file_index(lf), h.pid, life_of(h.pid, NULL))) && !pr->refused_line) {
         pr->refused_line = no;
         snprintf(pr->refused_why, sizeof pr->refused_why, "%s", why);
     }
@@ -405,6 +429,7 @@ static long next_line(FILE *f, char *buf, size_t cap, int *cut, int *long_line)
 static int read_log(logfile *lf, int survey, line_cb cb, void *ctx)
 {
     FILE *f = fopen(lf->path, "re");
+    map_free(&R.lives);
     if (!f) {
         fprintf(stderr, "hcguard report: cannot read %s: %s\n", lf->path, strerror(errno));
         lf->bad = 1;
@@ -470,14 +495,19 @@ static int read_log(logfile *lf, int survey, line_cb cb, void *ctx)
 
 /* Processes are few per file, and a file's lines mostly one process's: the
  * last one found is tried first, then the file's own, newest first. */
-static proc *proc_of(int file, int64_t pid)
+static int is_proc(const proc *p, int file, int64_t pid, unsigned life)
+{
+    return p->file == file && p->pid == pid && p->life == life;
+}
+
+static proc *proc_of(int file, int64_t pid, unsigned life)
 {
     static size_t last;
-    if (last < R.n_procs && R.procs[last].file == file && R.procs[last].pid == pid)
+    if (last < R.n_procs && is_proc(&R.procs[last], file, pid, life))
         return &R.procs[last];
     size_t in_file = 0;
     for (size_t i = R.n_procs; i-- > 0 && R.procs[i].file == file; in_file++)
-        if (R.procs[i].pid == pid)
+        if (is_proc(&R.procs[i], file, pid, life))
             return &R.procs[last = i];
     last = R.n_procs;
     if (R.n_procs == REPORT_MAX_PROCS || in_file == REPORT_MAX_PROCS_PER_FILE)
@@ -496,6 +526,7 @@ static proc *proc_of(int file, int64_t pid)
     memset(p, 0, sizeof *p);
     p->file = file;
     p->pid = pid;
+    p->life = life;
     p->t_min = UINT64_MAX;
     return p;
 }
@@ -560,10 +591,11 @@ static void count_event(proc *p, const hcg_logrec *r)
     }
 }
 
-static int survey_line(logfile *lf, const hcg_logrec *r, const hcg_loghdr *h, void *ctx)
+static int survey_line(logfile *lf, const hcg_logrec *r, const hcg_loghdr *h, unsigned life,
+                       void *ctx)
 {
     (void)ctx;
-    proc *p = proc_of(file_index(lf), h ? h->pid : r->pid);
+    proc *p = proc_of(file_index(lf), h ? h->pid : r->pid, life);
     if (!p) {
         lf->over_max++;
         return 0;
@@ -628,7 +660,9 @@ static int proc_order(const void *a, const void *b)
     }
     if (x->file != y->file)
         return x->file - y->file;
-    return x->pid < y->pid ? -1 : x->pid > y->pid;
+    if (x->pid != y->pid)
+        return x->pid < y->pid ? -1 : 1;
+    return x->life < y->life ? -1 : x->life > y->life;
 }
 
 static const char *host_of(const proc *p)
@@ -775,10 +809,10 @@ static int mode_of(const proc *p)
 /* A skip in audit mode whose record was reported at enqueue (the same
  * function, record and reason), as the process itself marked it. p: the
  * process being fed, or NULL (the totals' pass: looked up). */
-static int reported_at_enqueue(const proc *p, int file, const hcg_logrec *r)
+static int reported_at_enqueue(const proc *p, int file, const hcg_logrec *r, unsigned life)
 {
     for (size_t i = 0; !p && i < R.n_procs; i++)
-        if (R.procs[i].file == file && R.procs[i].pid == r->pid)
+        if (is_proc(&R.procs[i], file, r->pid, life))
             p = &R.procs[i];
     int why = kind_of(r->reason, status_n, HCGUARD_STATUS_COUNT);
     if (!p || why < 0 || p->linked)
@@ -787,15 +821,16 @@ static int reported_at_enqueue(const proc *p, int file, const hcg_logrec *r)
     return mode_of(p) == HCG_MODE_AUDIT && m && m->a > 0;
 }
 
-static int feed_line(logfile *lf, const hcg_logrec *r, const hcg_loghdr *h, void *ctx)
+static int feed_line(logfile *lf, const hcg_logrec *r, const hcg_loghdr *h, unsigned life,
+                     void *ctx)
 {
     feed *fd = ctx;
-    if (h || (fd->p && (file_index(lf) != fd->p->file || r->pid != fd->p->pid)))
+    if (h || (fd->p && !is_proc(fd->p, file_index(lf), r->pid, life)))
         return 0;
-    if (!fd->p && !map_get(&R.known, (uint64_t)file_index(lf), (uint64_t)r->pid, 0))
+    if (!fd->p && !map_get(&R.known, (uint64_t)file_index(lf), (uint64_t)r->pid, life))
         return 0; /* past the bounds: skipped */
     hcg_event e = event_of(r);
-    if (e.kind == HCG_EV_SKIP && reported_at_enqueue(fd->p, file_index(lf), r))
+    if (e.kind == HCG_EV_SKIP && reported_at_enqueue(fd->p, file_index(lf), r, life))
         e.flags |= HCG_EVF_REPORTED; /* that error, listed with the rejections */
     hcg_sinks_read_event(&e);
     if (!fd->p)
@@ -1340,7 +1375,8 @@ static int run_report(const report_opts *o, size_t n_logs)
         return 1;
     }
     for (size_t i = 0; i < R.n_procs; i++) {
-        map_find(&R.known, (uint64_t)R.procs[i].file, (uint64_t)R.procs[i].pid, 0);
+        map_find(&R.known, (uint64_t)R.procs[i].file, (uint64_t)R.procs[i].pid,
+                 R.procs[i].life);
         count_reported_skips(&R.procs[i]);
         name_proc(&R.procs[i]);
         note_host_base(&R.procs[i]);
@@ -1394,6 +1430,7 @@ int hcg_report_main(int argc, char **argv)
     map_free(&R.names);
     map_free(&R.host_base);
     map_free(&R.known);
+    map_free(&R.lives);
     free(R.procs);
     free(R.files);
     return rc;

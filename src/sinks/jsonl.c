@@ -6,6 +6,7 @@
  * do nothing leave no file), else to the same file, which is opened for
  * appending so that the two processes' writes do not overwrite each
  * other; every line names its process. */
+#include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
@@ -27,6 +28,8 @@ static hcg_sinkfile log_file = {.fd = -1};
 static struct {
     int pending; /* the next line this process writes is the header */
     int driver_version;
+    uint64_t proc_start; /* proc_start_ticks() of start_pid, 0 unknown */
+    pid_t start_pid;
     char host[256];
     char exe[HCG_PATH_MAX];
 } H;
@@ -40,6 +43,32 @@ static int driver_version(void)
                                             : NULL;
     if (!get || get(&v) != CUDA_SUCCESS)
         v = 0;
+    return v;
+}
+
+/* When this process started, in clock ticks since boot (field 22 of
+ * /proc/self/stat), 0 if unknown: the same in each image an exec starts,
+ * another for a later process given the same pid, which a log shared by a
+ * long-lived process tree can hold (hcguard report tells them apart).
+ * Read when the header is written, which a fork child may do in a death
+ * signal's handler: system calls and digits only. */
+static uint64_t proc_start_ticks(void)
+{
+    char buf[1024];
+    int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    char *p = strrchr(buf, ')'); /* after the command's name, which may hold anything */
+    for (int field = 2; p && field < 22; field++)
+        p = strchr(p + 1, ' ');
+    uint64_t v = 0;
+    while (p && *++p >= '0' && *p <= '9')
+        v = v * 10 + (uint64_t)(*p - '0');
     return v;
 }
 
@@ -91,6 +120,12 @@ static void write_header(void)
         hcg_text_printf(&t, ",\"tree\":\"%016" PRIx64 "\"", hcg_output_tree());
     hcg_text_printf(&t, ",\"hcguard\":\"%s\",\"pid\":%d,\"ppid\":%d", HCG_VERSION,
                     (int)getpid(), (int)getppid());
+    if (H.start_pid != getpid()) { /* a fork child's own */
+        H.proc_start = proc_start_ticks();
+        H.start_pid = getpid();
+    }
+    if (H.proc_start)
+        hcg_text_key_u64(&t, "proc_start", H.proc_start);
     put_str(&t, "host", H.host);
     if (c->rank[0])
         put_str(&t, "rank", c->rank);

@@ -270,7 +270,8 @@ typedef struct field {
 /* The fields a header record has (hcg_loghdr_parse reads only these). */
 #define HEADER_BITS                                                                          \
     (HCG_LR_EVENT | HCG_LR_PID | HCG_LR_SCHEMA | HCG_LR_VERSION | HCG_LR_PPID | HCG_LR_HOST | \
-     HCG_LR_RANK | HCG_LR_MODE | HCG_LR_DRIVER_VERSION | HCG_LR_EXE | HCG_LR_T0)
+     HCG_LR_RANK | HCG_LR_MODE | HCG_LR_DRIVER_VERSION | HCG_LR_EXE | HCG_LR_T0 |            \
+     HCG_LR_PROC_START)
 
 #define AT(m) offsetof(hcg_logrec, m)
 #define STR(k, m, bit) {k, F_STR, AT(m), sizeof(((hcg_logrec *)0)->m), bit}
@@ -313,6 +314,7 @@ static const field fields[] = {
     {"driver_version", F_UINT, AT(driver_version), 0, HCG_LR_DRIVER_VERSION},
     STR("exe", exe, HCG_LR_EXE),
     {"t0_ns", F_UINT, AT(t0_ns), 0, HCG_LR_T0},
+    {"proc_start", F_UINT, AT(proc_start), 0, HCG_LR_PROC_START},
 };
 
 /* A kind a newer writer added is HCG_LOGREC_OTHER (docs/LOG.md: readers
@@ -608,6 +610,7 @@ int hcg_loghdr_parse(const char *line, size_t len, hcg_loghdr *out, char *err, s
     out->ppid = r.ppid;
     out->driver_version = r.driver_version;
     out->t0_ns = r.t0_ns;
+    out->proc_start = r.proc_start;
     out->pid = r.pid;
 #define SAME_ROOM(m) _Static_assert(sizeof out->m == sizeof r.m, "hcg_loghdr and hcg_logrec: " #m)
     SAME_ROOM(version);

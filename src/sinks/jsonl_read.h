@@ -42,7 +42,8 @@ enum {
     /* the header's */
     HCG_LR_SCHEMA = 1ull << 32, HCG_LR_VERSION = 1ull << 33, HCG_LR_PPID = 1ull << 34,
     HCG_LR_HOST = 1ull << 35, HCG_LR_RANK = 1ull << 36, HCG_LR_MODE = 1ull << 37,
-    HCG_LR_DRIVER_VERSION = 1ull << 38, HCG_LR_EXE = 1ull << 39, HCG_LR_T0 = 1ull << 40
+    HCG_LR_DRIVER_VERSION = 1ull << 38, HCG_LR_EXE = 1ull << 39, HCG_LR_T0 = 1ull << 40,
+    HCG_LR_PROC_START = 1ull << 41
 };
 
 typedef struct hcg_logrec {
@@ -58,7 +59,7 @@ typedef struct hcg_logrec {
     char fault[16], fault_code[32];
     char caller[320]; /* the call site, as the writer named it */
     /* the header's */
-    uint64_t schema, ppid, driver_version, t0_ns;
+    uint64_t schema, ppid, driver_version, t0_ns, proc_start;
     char version[32], host[256], rank[HCG_LOGHDR_RANK_CAP], mode[16], exe[4096];
 } hcg_logrec;
 /* A record's rank is at most this long with its NUL (the writer's); a
@@ -83,10 +84,12 @@ long hcg_logrec_read_fd(int fd, hcg_logrec_cb cb, void *ctx, char *err, size_t e
 /* The header record a process writes first (schema HCG_LOGHDR_SCHEMA):
  * {"event":"header","schema":1,"hcguard":"0.1.0","pid":N,"ppid":N,
  *  "host":"...","rank":"R" (optional),"mode":"guard|audit",
- *  "driver_version":N,"exe":"...","t0_ns":N}. */
+ *  "driver_version":N,"exe":"...","t0_ns":N}, and "proc_start":N where
+ *  the writer could read it. */
 #define HCG_LOGHDR_SCHEMA 1
 typedef struct hcg_loghdr {
     uint64_t schema, ppid, driver_version, t0_ns;
+    uint64_t proc_start; /* 0: not in the header */
     int64_t pid;
     char version[32], host[256], rank[HCG_LOGHDR_RANK_CAP], mode[16], exe[1024];
 } hcg_loghdr;

@@ -57,6 +57,15 @@ def started(lib, exe, scenario, want, headers):
     with tempfile.TemporaryDirectory() as d:
         log, _ = run(lib, d, [exe, scenario])
         heads, runs = runs_by_pid(log)
+        starts = {}
+        with open(log) as f:
+            for line in f:
+                r = json.loads(line)
+                if r.get("event") == "header":
+                    starts.setdefault(r["pid"], set()).add(r.get("proc_start"))
+        # An image that exec starts is its process's: the same proc_start.
+        if any(len(v) != 1 or None in v for v in starts.values()):
+            fail("%s: proc_start by pid: %s; want one each" % (scenario, starts))
         if sorted(runs.values()) != sorted(want) or heads != headers:
             fail("%s: %d headers, runs %s; want %d headers, runs %s" %
                  (scenario, heads, runs, headers, sorted(want)))

@@ -632,6 +632,34 @@ def case_same_log_twice(c):
             "a log named four times was not reported once")
 
 
+def case_pid_reused(c):
+    """One log holding two processes given the same pid one after the other
+    (the log of a long-lived process tree): told apart by the headers'
+    proc_start, each reported with its own events. An image that exec
+    starts (the same proc_start) stays its process's."""
+    lines = open(good_log(c)).read().splitlines(True)
+    pid = json.loads(lines[0])["pid"]
+    runs = [l for l in lines[1:] if json.loads(l)["event"] == "run"]
+    c.check(len(runs) == 20, "the good log has %d runs, want 20" % len(runs))
+    path = c.path("reused.jsonl")
+    with open(path, "w") as f:
+        f.writelines([header(pid, proc_start=100)] + runs[:5] +
+                     [header(pid, proc_start=100, exe="/bin/next-image")] + runs[5:8] +
+                     [header(pid, proc_start=900, exe="/bin/other")] + runs[8:15] +
+                     [header(pid, exe="/bin/no-start")] + runs[15:])
+    p = c.report(path)
+    c.check(p.returncode == 0, "exit %d" % p.returncode)
+    secs = summaries(p.stdout)
+    ran = [numbers(sec)["ran"] for sec in secs]
+    c.check(ran == [8, 12, 20], "ran per section %s, want [8, 12, 20] (the first process with "
+            "its exec'd image, the pid's later process, the totals)" % ran)
+    if len(secs) == 3:
+        c.check("/bin/app" in secs[0][0] and "/bin/other" in secs[1][0],
+                "the processes' titles: %s, %s" % (secs[0][0], secs[1][0]))
+        c.check(secs[1][0].startswith("HCGUARD SUMMARY of node-a:%d #2 " % pid),
+                "the later process is not named apart: %s" % secs[1][0])
+
+
 def case_glued_line(c):
     """A process killed while writing its line into a shared log leaves it
     cut short, and the next process's line goes on from there: that line
