@@ -1,6 +1,7 @@
 /* Output files: opened safely, and which of them an image started by exec
  * continues. For the report file here, and the sinks' files (src/sinks). */
 #include <errno.h>
+#include <limits.h>
 #include <stdatomic.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -189,27 +190,44 @@ int hcg_pattern_per_process(const char *pattern)
  * system()): it shares the files of the process before it like a fork
  * child does, and never truncates them. Without the variable a file is
  * started anew. */
+/* HCGUARD_EXEC's pid into *pid, and what follows "PID:" (the states, then
+ * a tree's token); NULL where it is not set, or not of that form. */
+static const char *exec_var(long *pid)
+{
+    const char *v = secure_getenv("HCGUARD_EXEC");
+    char *end = NULL;
+    *pid = v ? strtol(v, &end, 10) : 0;
+    return v && end != v && *end == ':' && *pid > 0 && *pid <= INT_MAX ? end + 1 : NULL;
+}
+
 /* What HCGUARD_EXEC says of slot's file; *descendant: said by another
  * process. */
 static char exec_var_state(int slot, const char *pattern, int shared_ok, int *descendant)
 {
-    const char *v = secure_getenv("HCGUARD_EXEC");
-    char *end = NULL;
-    long pid = v ? strtol(v, &end, 10) : 0;
+    long pid;
+    const char *states = exec_var(&pid);
     *descendant = 0;
-    if (!v || end == v || *end != ':' || strlen(end + 1) <= (size_t)slot)
+    if (!states || strlen(states) <= (size_t)slot)
         return '-';
     if (pid == (long)getpid())
-        return end[1 + slot];
+        return states[slot];
     *descendant = 1;
     if (strstr(pattern, "%p"))
         return '-'; /* a file of its own */
-    if (end[1 + slot] == 'x')
+    if (states[slot] == 'x')
         return 'x'; /* the program's own file is at the path now */
     return shared_ok ? 'c' : 'n';
 }
 
 static int tree_passed(void);
+
+/* A name that gives each process a file of its own (%p, %q{VAR}). Not %h,
+ * as hcg_pattern_per_process counts it: a tree on one host shares a
+ * per-host name. */
+static int own_file(const char *pattern)
+{
+    return strstr(pattern, "%p") || strstr(pattern, "%q");
+}
 
 char hcg_exec_inherited(int slot, const char *pattern, int shared_ok)
 {
@@ -219,8 +237,7 @@ char hcg_exec_inherited(int slot, const char *pattern, int shared_ok)
      * had not opened the log (a descendant's 'c' says only that) claims it
      * as a fork child does. */
     if ((st == '-' || (descendant && st == 'c' && tree_passed())) && slot == HCG_SINK_LOG &&
-        !strstr(pattern, "%p") && !strstr(pattern, "%q") && !hcg_run_appends(pattern) &&
-        hcg_output_tree())
+        !own_file(pattern) && !hcg_run_appends(pattern) && hcg_output_tree())
         return 'k';
     return st;
 }
@@ -238,17 +255,16 @@ static atomic_int tree_read; /* HCGUARD_EXEC looked at */
  * ancestor that started), which is never started anew. */
 static uint64_t tree_from_exec(int *continues)
 {
-    const char *v = secure_getenv("HCGUARD_EXEC");
-    char *end = NULL;
-    long pid = v ? strtol(v, &end, 10) : 0;
+    long pid;
+    const char *states = exec_var(&pid);
     *continues = 0;
-    if (!v || end == v || *end != ':' || pid <= 0)
+    if (!states)
         return 0;
-    const char *t = strstr(end, ":t");
+    const char *t = strstr(states, ":t");
     uint64_t token = t ? strtoull(t + 2, NULL, 16) : 0;
     /* A descendant of a process that started passes on no token: it
      * appends ('c'), as does the next image of one whose log was open. */
-    *continues = !token && (pid != (long)getpid() || end[1 + HCG_SINK_LOG] == 'c');
+    *continues = !token && (pid != (long)getpid() || states[HCG_SINK_LOG] == 'c');
     return token;
 }
 

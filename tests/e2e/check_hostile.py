@@ -191,6 +191,24 @@ def q_unset(args, tmp):
 
 
 @case
+def exec_var_garbage(args, tmp):
+    """HCGUARD_EXEC (internal: what an image before an exec had open) set
+    to garbage: taken as unset, the log started anew. A well-formed one of
+    another pid (a descendant's) appends, as documented."""
+    log = os.path.join(tmp, "log.jsonl")
+    for value in ("", "abc", "0:cc-", "-7:cc-", "4242", "4242cc-", ":cc-", "0x10:cc-",
+                  "99999999999999999999999:cc-", "1:", "1:c"):
+        with open(log, "w") as f:
+            f.write("STALE\n")
+        rc, out, err = run(args, ["good"], {"HCGUARD_LOG": log, "HCGUARD_EXEC": value})
+        text = open(log).read()
+        fresh = value != "1:c"
+        expect(rc == 0 and ("STALE" not in text) == fresh and '"event":"header"' in text,
+               f"HCGUARD_EXEC={value!r}: exit {rc}, the log {'kept' if fresh else 'lost'} "
+               f"an earlier line or has no header", out + err + text[:500])
+
+
+@case
 def reuse_fd2(args, tmp):
     data = os.path.join(tmp, "data")
     rc, out, err = run(args, ["reuse-fd2", data])
