@@ -26,14 +26,18 @@
 static void fd_lost(hcg_sinkfile *f)
 {
     f->fd = hcg_reopen_same(f->path, &f->id);
-    if (f->fd >= 0)
+    /* A file one process writes lost its lock with the descriptor: another
+     * process may have taken it since (open_own_file). */
+    if (f->fd >= 0 && (f->shared_ok || hcg_sinkfile_take(f) == 0))
         return;
     f->err = EBADF;
     f->replaced = 1; /* no file, but its events still counted, as lost */
     if (!hcg_self.dying)
-        hcg_msg("ERROR: the %s %s: the program closed hcguard's descriptor of it and the path "
-                "no longer names that file: %" PRIu64 " event%s written, none from now on",
-                f->what, f->path, f->written, f->written == 1 ? "" : "s");
+        hcg_msg("ERROR: the %s %s: the program closed hcguard's descriptor of it and %s: "
+                "%" PRIu64 " event%s written, none from now on", f->what, f->path,
+                f->busy ? "another process writes the file now"
+                        : "the path no longer names that file",
+                f->written, f->written == 1 ? "" : "s");
 }
 
 /* Whether f's descriptor is still its file: one fstat a batch, never one
@@ -411,7 +415,7 @@ void hcg_sinkfile_summary(const hcg_sinkfile *f)
     if (f->unshared)
         hcg_msg("%s: none for this process (a fork child, or the image exec'd by a process "
                 "that wrote none): put %%p in its name for one file per process", f->what);
-    else if (f->busy)
+    else if (f->busy && !f->replaced)
         hcg_msg("%s: none for this process: %s is being written by another process (a %s is "
                 "one process's): put %%p in its name for one file per process", f->what,
                 f->path, f->what);

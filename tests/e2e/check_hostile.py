@@ -218,12 +218,13 @@ def reuse_fd2(args, tmp):
            "hcguard's report did not reach the original stderr", out + err)
 
 
-def run_closefrom(args, tmp, move=False):
+def run_closefrom(args, tmp, move=False, lock=False):
     """hc_hostile closefrom with a log and a trace: what it said, the log's
     and the trace's events, after checking that every data file of the
     program holds only its own bytes."""
     log, trace = os.path.join(tmp, "log.jsonl"), os.path.join(tmp, "trace.json")
-    rc, out, err = run(args, ["closefrom", tmp] + ([log] if move else []),
+    extra = [log if move else "-", trace] if lock else [log] if move else []
+    rc, out, err = run(args, ["closefrom", tmp] + extra,
                        {"HCGUARD_LOG": log, "HCGUARD_TRACE": trace})
     both = out + err
     expect(rc == 0 and "closefrom: passed" in out, f"exit status {rc}", both)
@@ -234,6 +235,8 @@ def run_closefrom(args, tmp, move=False):
            "the message and the summary on stderr", both)
     lines = open(log + (".moved" if move else "")).read().splitlines()
     events = [e for e in map(json.loads, lines) if e.get("event") != "header"]
+    if lock:  # hcguard's trace was left as it was: an array never closed
+        return err, len(events), open(trace).read().count('"cat":"enqueue"')
     objs = json.load(open(trace))
     enqueued = [o for o in objs if o.get("cat") in ("enqueue", "rejected record")]
     return err, len(events), len(enqueued)
@@ -263,6 +266,20 @@ def closefrom_moved(args, tmp):
     expect(re.search(r"event log: \S+: incomplete, 20 events written, 101 not written", err),
            "the summary's line", err)
     expect(f"trace: {tmp}/trace.json (121 events)" in err, "the trace's line", err)
+
+
+@case
+def closefrom_trace_taken(args, tmp):
+    # The trace's lock went with its descriptor, and another process took
+    # the file (the program itself, here): hcguard writes no more there,
+    # says so once and in the summary; the log goes on.
+    err, logged, traced = run_closefrom(args, tmp, lock=True)
+    expect(logged == 121 and traced == 20, f"{logged} events in the log (want 121), "
+           f"{traced} in the trace (want the 20 before)", err)
+    expect(err.count("the program closed hcguard's descriptor of it and another process writes "
+                     "the file now: 20 events written, none from now on") == 1, "said once", err)
+    expect(re.search(r"trace: \S+: incomplete, 20 events written, 101 not written", err),
+           "the summary's line", err)
 
 
 @case

@@ -18,9 +18,13 @@
  *                                  what each returned
  *   hc_hostile closures N          N distinct host functions in anonymous
  *                                  memory (closure findings)
- *   hc_hostile closefrom DIR [MOVE] after some launches, closes every fd
+ *   hc_hostile closefrom DIR [MOVE [LOCK]]
+ *                                  after some launches, closes every fd
  *                                  above 2 (closefrom(3)), renames MOVE
- *                                  away if given, opens 16 data files
+ *                                  away if given (not "-"), locks the file
+ *                                  LOCK (flock) if given, as another
+ *                                  process taking hcguard's trace would,
+ *                                  opens 16 data files
  *                                  DIR/data<i> (kept open to the end),
  *                                  then a bad launch and 100 good ones
  *   hc_hostile cancel-msg FILE     a thread cancelled while hcguard writes
@@ -45,6 +49,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <time.h>
@@ -416,11 +421,14 @@ static void closefrom3(int argc, char **argv)
     REQUIRE_OK(cuStreamSynchronize(stream));
     stats(); /* the log and the trace written, and open */
     closefrom(3);
-    if (argc > 1) {
+    if (argc > 1 && strcmp(argv[1], "-") != 0) {
         char moved[4096];
         snprintf(moved, sizeof moved, "%s.moved", argv[1]);
         CHECK_MSG(rename(argv[1], moved) == 0, "rename %s", argv[1]);
     }
+    int lock = argc > 2 ? open(argv[2], O_WRONLY | O_CLOEXEC) : -1;
+    CHECK_MSG(argc <= 2 || (lock >= 0 && flock(lock, LOCK_EX | LOCK_NB) == 0), "lock %s",
+              argc > 2 ? argv[2] : "");
     int fds[16];
     for (int i = 0; i < 16; i++) {
         char name[4096];
@@ -566,7 +574,7 @@ static const check_scenario scenarios[] = {
     CHECK_SCENARIO("graph-api-in-hostfn", graph_api_in_hostfn),
     CHECK_SCENARIO_ARGS("closures", s_closures, 0, 1, "[N]"),
     CHECK_SCENARIO("good", good),
-    CHECK_SCENARIO_ARGS("closefrom", s_closefrom, 1, 2, "DIR [MOVE]"),
+    CHECK_SCENARIO_ARGS("closefrom", s_closefrom, 1, 3, "DIR [MOVE [LOCK]]"),
     CHECK_SCENARIO_ARGS("cancel-msg", s_cancel_msg, 1, 1, "FILE"),
     CHECK_SCENARIO("cancel-flow", cancel_flow),
 };
