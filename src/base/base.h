@@ -409,6 +409,12 @@ int hcg_open_output_why(const char *path, int flags, char *why, size_t len);
  * continues a dead program's file only if its path still names it (the
  * program may have moved it away and put a file of its own there). */
 void hcg_output_id_note(int slot, const hcg_fileid *id);
+/* The other output (slot) already open on the file id, or -1: two outputs
+ * named for one file would write into each other (and a trace's lock
+ * would hold up a process tree's log). */
+int hcg_output_id_other(int slot, const hcg_fileid *id);
+/* "event log", "trace", "report file". */
+const char *hcg_output_slot_name(int slot);
 /* An output this process does not write because its path names another
  * file (an exec'd image's 'x'): hcguard run must not write there either. */
 void hcg_output_id_elsewhere(int slot);

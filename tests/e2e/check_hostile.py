@@ -283,6 +283,44 @@ def closefrom_trace_taken(args, tmp):
 
 
 @case
+def trace_is_log(args, tmp):
+    # The trace named for the log's file (by its name, or a hard link):
+    # refused, said; the log whole. Before, both wrote into one file.
+    log = os.path.join(tmp, "out.jsonl")
+    link = os.path.join(tmp, "link.json")
+    for trace in (log, link):
+        if os.path.exists(link):
+            os.unlink(link)
+        open(log, "w").close()
+        os.link(log, link)
+        rc, out, err = run(args, ["good"], {"HCGUARD_LOG": log, "HCGUARD_TRACE": trace})
+        both = out + err
+        expect(rc == 0, f"exit status {rc}", both)
+        expect(f"cannot write the trace {trace}: it is the file of the event log; none will be "
+               "written" in err, "the refusal said", both)
+        lines = open(log).read().splitlines()
+        events = [json.loads(l) for l in lines]  # every line one object: nothing of a trace
+        expect(events and events[0]["event"] == "header" and len(events) > 1,
+               f"the log: {lines[:3]}", both)
+    # The report file (--log-file) named for the log's file: the one opened
+    # second refused, the log whole, the messages on stderr.
+    open(log, "w").close()
+    rc, out, err = run(args, ["good"], {"HCGUARD_LOG": log, "HCGUARD_LOG_FILE": log})
+    both = out + err
+    expect(rc == 0 and re.search(r"cannot write the (report file \(HCGUARD_LOG_FILE\)|event "
+                                 r"log) \S+: it is the file of the (event log|report file)", err),
+           "the refusal said on stderr", both)
+    lines = open(log).read().splitlines()
+    def is_json(line):
+        try:
+            return isinstance(json.loads(line), dict)
+        except ValueError:
+            return False
+    expect(all(map(is_json, lines)) and "ERROR SUMMARY" in err,
+           f"the log holds more than events, or the summary left stderr: {lines[:3]}", both)
+
+
+@case
 def sigpipe(args, tmp):
     # stderr a pipe whose reader has gone: hcguard's message and summary
     # fail with EPIPE, and the program must not die of SIGPIPE (141).

@@ -10,7 +10,8 @@ events were written.
 hc_fork overlap: OVERLAP_CHILDREN children, forked before hcguard
 started, all with their files open at once. And hcguard run, writing a
 killed program's last events, writes none into a trace another process
-holds (hc_fork die-holding).
+holds (hc_fork die-holding); and a trace named for the log's file is
+refused (a tree's log waited for good behind its lock).
 """
 import json
 import os
@@ -85,6 +86,18 @@ def main():
     check("hcguard run", [launcher, "run", "--trace", trace, "--", exe, "overlap"],
           child_env(), trace, bad)
     launcher_finds_it_held(launcher, exe, d, bad)
+    same = os.path.join(d, "same.out")
+    try:  # a tree's log, and a trace of the same name: refused, no wait for good
+        p = subprocess.run([exe, "overlap"], env=dict(child_env(lib), HCGUARD_LOG=same,
+                                                       HCGUARD_TRACE=same),
+                           capture_output=True, text=True, timeout=60)
+        said = (p.stdout + p.stderr).count("ERROR: cannot write the trace %s: it is the file of the "
+                                           "event log" % same)
+        if p.returncode != 0 or said != CHILDREN:
+            bad.append("log and trace one file: exit %d, the refusal said %d times, want %d"
+                       % (p.returncode, said, CHILDREN))
+    except subprocess.TimeoutExpired:
+        bad.append("log and trace one file: the tree hung (60 s)")
     return verdict("trace shared", bad)
 
 
