@@ -10,7 +10,7 @@
  *
  * A process is a pid in a log: a fork child sharing its parent's file is a
  * process of its own, and so is a later process given the same pid (its
- * header's proc_start differs). Logs of processes that died are read too: a last
+ * header's proc_start differs: life_of). Logs of processes that died are read too: a last
  * line cut short is skipped and said, as is any other line that is not an
  * event. A file that cannot be read, is empty or is not an event log is
  * an error (exit status 1) and the others are still reported.
@@ -166,7 +166,7 @@ static struct {
     map names;      /* fn -> name, over every process */
     map host_base;  /* hash of a host name -> the earliest time seen there */
     map known;      /* (file, pid, life) of every process reported */
-    map lives;      /* pid -> its life in the file being read, the last proc_start */
+    map lives;      /* the lives of pids in the file being read (life_of) */
     FILE *trace;
     int trace_started;
 } R;
@@ -326,22 +326,31 @@ static void clean_hdr(hcg_loghdr *h)
 }
 
 /* ---- lives: one pid, several processes ------------------------------------
- * A pid names another process from the header whose proc_start differs
- * from that of the pid's last header in the file on (a pid reused: a log
- * that a long-lived process tree shares collects all of its processes);
- * an image that exec starts keeps its process's. A header without one
- * (no /proc, an older hcguard) changes nothing. Counted anew from the
- * start of each read of a file, so that each pass gives a line the same
- * life. */
+ * A pid names another process from a header whose proc_start (and host)
+ * is not that of an earlier header of the pid in the file (a pid reused:
+ * a log that a long-lived process tree shares collects all of its
+ * processes; or two hosts' processes of one pid in one file); a header of
+ * one seen before (an image exec started, after another's lines) goes
+ * back to that process. A header without proc_start (no /proc, an older
+ * hcguard) changes nothing. Records name no host: each is the current
+ * process's of its pid. Counted anew at the start of each read of a file,
+ * so that each pass gives a line the same life. */
 static unsigned life_of(int64_t pid, const hcg_loghdr *h)
 {
-    map_slot *s = map_find(&R.lives, (uint64_t)pid, 0, 0);
+    /* a: the pid's current life; b: how many it has had */
+    map_slot *cur = map_find(&R.lives, (uint64_t)pid, 0, 0);
     if (h && h->proc_start) {
-        if (s->b && s->b != h->proc_start)
-            s->a++;
-        s->b = h->proc_start;
+        /* a: that process's life; b: seen. Its add may move cur's slot,
+         * found again after (there then, so added no more: k stays). */
+        map_slot *k = map_find(&R.lives, (uint64_t)pid, str_hash(h->host) | 1, h->proc_start);
+        cur = map_find(&R.lives, (uint64_t)pid, 0, 0);
+        if (!k->b) {
+            k->b = 1;
+            k->a = cur->b++;
+        }
+        cur->a = k->a;
     }
-    return (unsigned)s->a;
+    return (unsigned)cur->a;
 }
 
 /* One line to cb, as an event or a header. -1: not a line of a log, -2: a
@@ -362,6 +371,8 @@ static int one_line(logfile *lf, const char *p, size_t n, line_cb cb, void *ctx,
         return cb(lf, NULL, &h, life_of(h.pid, &h), ctx);
     }
     if (hr < 0) {
+        if (h.pid) /* another process of the pid from here too (refuse_proc) */
+            life_of(h.pid, &h);
         snprintf(why, whylen, "%s", herr);
         return -2;
     }

@@ -599,6 +599,7 @@ int hcg_loghdr_parse(const char *line, size_t len, hcg_loghdr *out, char *err, s
         return fail(&c, "a header with no \"schema\"");
     if (r.have & HCG_LR_PID) /* whose header it is, even where it cannot be used */
         out->pid = r.pid;
+    out->proc_start = r.proc_start; /* and which process of that pid (0: not said) */
     if (r.schema > HCG_LOGHDR_SCHEMA)
         return fail(&c, "schema %llu is newer than this hcguard reads (%d): read it with a newer "
                     "hcguard", (unsigned long long)r.schema, HCG_LOGHDR_SCHEMA);

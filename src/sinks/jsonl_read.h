@@ -97,7 +97,7 @@ typedef struct hcg_loghdr {
 /* Parse line as a header: 0; 1 if it is not one ("event" is not "header",
  * or there is none: an event line); -1 with a reason in err if it is a
  * header that cannot be used (a bad value, no "pid", or a schema newer
- * than HCG_LOGHDR_SCHEMA). Unknown keys with scalar values are skipped.
+ * than HCG_LOGHDR_SCHEMA: then out has its pid and proc_start, where read). Unknown keys with scalar values are skipped.
  * The same parser as hcg_logrec_parse's, over the header's fields, more
  * lenient than a record (only "schema" and "pid" are needed). */
 int hcg_loghdr_parse(const char *line, size_t len, hcg_loghdr *out, char *err, size_t errlen);

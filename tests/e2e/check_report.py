@@ -658,6 +658,44 @@ def case_pid_reused(c):
                 "the processes' titles: %s, %s" % (secs[0][0], secs[1][0]))
         c.check(secs[1][0].startswith("HCGUARD SUMMARY of node-a:%d #2 " % pid),
                 "the later process is not named apart: %s" % secs[1][0])
+    # Two hosts' processes of one pid in one file, the first's exec'd image
+    # after the other's lines: back to the first process.
+    path = c.path("two-hosts.jsonl")
+    with open(path, "w") as f:
+        f.writelines([header(pid, proc_start=100)] + runs[:3] +
+                     [header(pid, proc_start=100, host="node-b")] + runs[3:5] +
+                     [header(pid, proc_start=100, exe="/bin/next-image")] + runs[5:9])
+    p = c.report(path)
+    ran = [numbers(sec)["ran"] for sec in summaries(p.stdout)]
+    c.check(p.returncode == 0 and ran == [7, 2, 9], "two hosts: exit %d, ran per section %s, "
+            "want [7, 2, 9]" % (p.returncode, ran))
+
+
+def case_pid_reused_refused(c):
+    """A header of a newer schema for one process of a reused pid, the
+    later or the earlier (after another pid's first line: a refused first
+    line refuses the file): only that process is left out, with its own
+    records; the other process of the pid is reported."""
+    lines = open(good_log(c)).read().splitlines(True)
+    pid = json.loads(lines[0])["pid"]
+    runs = [l for l in lines[1:] if json.loads(l)["event"] == "run"]
+    run = json.loads(runs[0])
+    run.update(pid=pid + 1)
+    other = [header(pid + 1), json.dumps(run) + "\n"]
+    for first, later, lead, line, gone, ran in ((1, 2, [], 5, 2, [3]),
+                                                (2, 1, other, 3, 3, [2, 1, 3])):
+        path = c.path("reused-refused-%d.jsonl" % first)
+        with open(path, "w") as f:
+            f.writelines(lead + [header(pid, proc_start=100, schema=first)] + runs[:3] +
+                         [header(pid, proc_start=200, schema=later)] + runs[3:5])
+        p = c.report(path)
+        c.check(p.returncode == 1, "%s: exit %d, want 1" % (path, p.returncode))
+        c.check(re.search(r"pid %d has a header this hcguard cannot use \(line %d: schema 2 is "
+                          r"newer.*\): its %d events not reported" % (pid, line, gone), p.stderr),
+                "%s: the refused process is not said with its own %d events:\n%s"
+                % (path, gone, p.stderr))
+        got = [numbers(sec)["ran"] for sec in summaries(p.stdout)]
+        c.check(got == ran, "%s: ran per section %s, want %s" % (path, got, ran))
 
 
 def case_glued_line(c):
