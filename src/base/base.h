@@ -418,6 +418,14 @@ const char *hcg_output_slot_name(int slot);
 /* An output this process does not write because its path names another
  * file (an exec'd image's 'x'): hcguard run must not write there either. */
 void hcg_output_id_elsewhere(int slot);
+/* An output this process does not write because another process writes
+ * it (a trace, sinkfile.c): hcguard run writes none there for it, and says
+ * so (hcg_output_id_is_busy). */
+void hcg_output_id_busy(int slot);
+static inline int hcg_output_id_is_busy(const hcg_fileid *id)
+{
+    return id->dev == 0 && id->ino == (ino_t)-2;
+}
 /* From now on noted into ids (the flight record's), with what was noted
  * before copied there. */
 void hcg_output_ids_keep_in(hcg_fileid ids[HCG_SINK_SLOTS]);

@@ -154,7 +154,7 @@ void hcg_output_id_note(int slot, const hcg_fileid *id)
 int hcg_output_id_other(int slot, const hcg_fileid *id)
 {
     for (int i = 0; i < HCG_SINK_SLOTS; i++)
-        if (i != slot && ids_here[i].ino && ids_here[i].ino != (ino_t)-1 &&
+        if (i != slot && ids_here[i].dev && ids_here[i].ino &&
             ids_here[i].dev == id->dev && ids_here[i].ino == id->ino)
             return i;
     return -1;
@@ -164,6 +164,12 @@ const char *hcg_output_slot_name(int slot)
 {
     static const char *const names[HCG_SINK_SLOTS] = {"event log", "trace", "report file"};
     return slot >= 0 && slot < HCG_SINK_SLOTS ? names[slot] : "output";
+}
+
+void hcg_output_id_busy(int slot)
+{
+    hcg_fileid busy = {0, (ino_t)-2}; /* as elsewhere, and hcguard run says why */
+    hcg_output_id_note(slot, &busy);
 }
 
 void hcg_output_id_elsewhere(int slot)

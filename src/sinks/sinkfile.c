@@ -199,8 +199,7 @@ static int open_own_file(hcg_sinkfile *f, const char *path, int keep)
     if (open_file(f, path, HCG_OPEN_APPEND) != 0)
         return -1;
     if (hcg_sinkfile_take(f) != 0) {
-        hcg_fileid none = {0, 0}; /* none open: hcguard run writes nothing there for it */
-        hcg_output_id_note(f->slot, &none);
+        hcg_output_id_busy(f->slot); /* hcguard run writes none there for it either */
         return 0;
     }
     if (!keep && start_anew(f, path) != 0)
@@ -279,6 +278,11 @@ int hcg_sinkfile_reopen(hcg_sinkfile *f, const char *what, const char *path, pid
     f->elsewhere = f->replaced = f->continued = 0;
     f->err = 0;
     f->path[0] = '\0';
+    if (hcg_output_id_is_busy(id)) { /* the program wrote none: another process does */
+        snprintf(f->path, sizeof f->path, "%s", path);
+        f->busy = 1;
+        return -1;
+    }
     if (!id->ino) { /* none was open (refused, or not this image's to write) */
         f->err = EBADF;
         return -1;
@@ -467,6 +471,10 @@ void hcg_sinkfile_recovered_line(const hcg_sinkfile *f, const char *path, const 
 {
     if (f->continued)
         hcg_msg("%s: %s (%s)", f->what, path, done);
+    else if (f->busy && !f->replaced)
+        hcg_msg("%s: none for the program: %s is being written by another process (a %s is "
+                "one process's): put %%p in its name for one file per process", f->what, path,
+                f->what);
     else if (f->elsewhere || f->busy)
         hcg_msg("%s: %s: the program's last %" PRIu64 " event%s not written (%s)", f->what,
                 path, f->lost, f->lost == 1 ? "" : "s",

@@ -75,6 +75,24 @@ def launcher_finds_it_held(launcher, exe, d, bad):
                    "program's last events said not written:\n%s" % (p.returncode, out[-3000:]))
 
 
+def launcher_program_locked_out(launcher, lib, exe, d, bad):
+    """A program under hcguard run that found the trace held from its start
+    and was killed: hcguard run writes none of its events there either,
+    and its summary says why (before, it said nothing of the trace)."""
+    trace = os.path.join(d, "out.json")
+    holder = subprocess.run([exe, "die-holding", trace], env=dict(child_env(lib),
+                            HCGUARD_TRACE=trace), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, timeout=60)  # its child holds it 3 s
+    p = subprocess.run([launcher, "run", "--trace", trace, "--", exe, "die"], env=child_env(),
+                       capture_output=True, text=True, timeout=60)
+    out = p.stdout + p.stderr
+    said = "trace: none for the program: %s is being written by another process" % trace
+    if holder.returncode != -9 or p.returncode not in (-9, 137) or said not in out:
+        bad.append("hcguard run, the trace held from the program's start: holder exit %d, "
+                   "exit %d, want both killed and '%s':\n%s"
+                   % (holder.returncode, p.returncode, said, out[-3000:]))
+
+
 def main():
     launcher, lib, exe, d = sys.argv[1:5]
     shutil.rmtree(d, ignore_errors=True)
@@ -86,6 +104,7 @@ def main():
     check("hcguard run", [launcher, "run", "--trace", trace, "--", exe, "overlap"],
           child_env(), trace, bad)
     launcher_finds_it_held(launcher, exe, d, bad)
+    launcher_program_locked_out(launcher, lib, exe, d, bad)
     same = os.path.join(d, "same.out")
     try:  # a tree's log, and a trace of the same name: refused, no wait for good
         p = subprocess.run([exe, "overlap"], env=dict(child_env(lib), HCGUARD_LOG=same,

@@ -37,6 +37,8 @@
  *                   under hcguard run --trace PATH: launches, leaves a
  *                   child holding the trace's lock, and dies of SIGKILL
  *                   (below; check_trace_shared.py)
+ *   hc_fork die     10 host functions, then death by SIGKILL
+ *                   (check_trace_shared.py)
  *   hc_fork vfork | _Fork [exit]
  *                   10 host functions, then a child by vfork or _Fork,
  *                   which execs hc_fork spawned (5 host functions of its
@@ -665,6 +667,12 @@ static void die_holding(int argc, char **argv)
     kill(getpid(), SIGKILL);
 }
 
+static void die_now(void)
+{
+    launch_ordinary(10);
+    kill(getpid(), SIGKILL);
+}
+
 /* A process that started forks a child, which forks again before either
  * launches: their files are the parent's (a fork child's), and neither
  * may start them anew; then the parent launches more. */
@@ -737,6 +745,7 @@ static const check_scenario scenarios[] = {
     CHECK_SCENARIO("started-spawn-2", started_exec_2),
     CHECK_SCENARIO("refork", refork),
     CHECK_SCENARIO("overlap", overlap),
+    CHECK_SCENARIO("die", die_now),
     CHECK_SCENARIO_ARGS("die-holding", die_holding, 1, 1, "PATH"),
     CHECK_SCENARIO("prestart-child", prestart_child),
     CHECK_SCENARIO("quiet", quiet),
