@@ -253,6 +253,15 @@ def closefrom(args, tmp):
            f"trace: {tmp}/trace.json (121 events)" in err, "the outputs' lines", err)
 
 
+def expect_ended(err, what, why):
+    """The output ended when its descriptor was closed, 20 events in it:
+    said once, and in the summary."""
+    expect(err.count(f"the program closed hcguard's descriptor of it and {why}: 20 events "
+                     "written, none from now on") == 1, "said once", err)
+    expect(re.search(what + r": \S+: incomplete, 20 events written, 101 not written", err),
+           "the summary's line", err)
+
+
 @case
 def closefrom_moved(args, tmp):
     # The log's path names another file (none) once its descriptor is gone:
@@ -260,11 +269,7 @@ def closefrom_moved(args, tmp):
     err, logged, traced = run_closefrom(args, tmp, move=True)
     expect(logged == 20 and traced == 121, f"{logged} events in the log (want the 20 before), "
            f"{traced} in the trace (want 121)", err)
-    expect(err.count("the program closed hcguard's descriptor of it and the path no longer "
-                     "names that file: 20 events written, none from now on") == 1,
-           "said once", err)
-    expect(re.search(r"event log: \S+: incomplete, 20 events written, 101 not written", err),
-           "the summary's line", err)
+    expect_ended(err, "event log", "the path no longer names that file")
     expect(f"trace: {tmp}/trace.json (121 events)" in err, "the trace's line", err)
 
 
@@ -276,10 +281,7 @@ def closefrom_trace_taken(args, tmp):
     err, logged, traced = run_closefrom(args, tmp, lock=True)
     expect(logged == 121 and traced == 20, f"{logged} events in the log (want 121), "
            f"{traced} in the trace (want the 20 before)", err)
-    expect(err.count("the program closed hcguard's descriptor of it and another process writes "
-                     "the file now: 20 events written, none from now on") == 1, "said once", err)
-    expect(re.search(r"trace: \S+: incomplete, 20 events written, 101 not written", err),
-           "the summary's line", err)
+    expect_ended(err, "trace", "another process writes the file now")
 
 
 @case
