@@ -273,9 +273,12 @@ void hcg_sinkfile_unlock(hcg_sinkfile *f)
 int hcg_sinkfile_reopen(hcg_sinkfile *f, const char *what, const char *path, pid_t pid,
                         const hcg_fileid *id)
 {
+    if (f->fd >= 0 && hcg_fileid_is(f->fd, &f->id)) /* one continued before: done with */
+        close(f->fd);
+    f->fd = -1;
     f->what = what;
     f->pid = pid;
-    f->elsewhere = f->replaced = f->continued = 0;
+    f->elsewhere = f->replaced = f->continued = f->busy = 0;
     f->err = 0;
     f->path[0] = '\0';
     if (hcg_output_id_is_busy(id)) { /* the program wrote none: another process does */
