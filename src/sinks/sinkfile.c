@@ -171,15 +171,6 @@ static int open_tree_file(hcg_sinkfile *f, const char *path)
     return 0;
 }
 
-/* A file one process writes (the trace: one JSON array), opened for this
- * process: kept whole while another live process writes it, rather than
- * written into at once by both (the processes of a program started by a
- * preloaded shell or launcher, several at once). The writer holds a lock
- * (flock) on it for as long as its descriptor is open; this process takes
- * it, or writes none (f->busy, said in its summary). Started anew once
- * locked, unless keep (an image after exec continues it). Where the lock
- * is refused for another reason (some network file systems), it is
- * written as before, unlocked. */
 int hcg_sinkfile_take(hcg_sinkfile *f)
 {
     int r;
@@ -194,6 +185,15 @@ int hcg_sinkfile_take(hcg_sinkfile *f)
     return -1;
 }
 
+/* A file one process writes (the trace: one JSON array), opened for this
+ * process: kept whole while another live process writes it, rather than
+ * written into at once by both (the processes of a program started by a
+ * preloaded shell or launcher, several at once). The writer holds a lock
+ * (flock) on it for as long as its descriptor is open; this process takes
+ * it, or writes none (f->busy, said in its summary). Started anew once
+ * locked, unless keep (an image after exec continues it). Where the lock
+ * is refused for another reason (some network file systems), it is
+ * written as before, unlocked. */
 static int open_own_file(hcg_sinkfile *f, const char *path, int keep)
 {
     if (open_file(f, path, HCG_OPEN_APPEND) != 0)
@@ -204,7 +204,8 @@ static int open_own_file(hcg_sinkfile *f, const char *path, int keep)
     }
     if (!keep && start_anew(f, path) != 0)
         return -1;
-    f->started = keep && lseek(f->fd, 0, SEEK_END) > 0;
+    if (!keep)
+        f->started = 0; /* open_file's look was before the start anew */
     return 0;
 }
 
@@ -448,15 +449,20 @@ void hcg_sinkfile_close(hcg_sinkfile *f, const char *footer)
                 f->written == 1 ? "" : "s", f->lost, f->what);
 }
 
+/* Why f's process (who: "this process", "the program") wrote none. */
+static void say_busy(const hcg_sinkfile *f, const char *who, const char *path)
+{
+    hcg_msg("%s: none for %s: %s is being written by another process (a %s is one process's): "
+            "put %%p in its name for one file per process", f->what, who, path, f->what);
+}
+
 void hcg_sinkfile_summary(const hcg_sinkfile *f)
 {
     if (f->unshared)
         hcg_msg("%s: none for this process (a fork child, or the image exec'd by a process "
                 "that wrote none): put %%p in its name for one file per process", f->what);
     else if (f->busy && !f->replaced)
-        hcg_msg("%s: none for this process: %s is being written by another process (a %s is "
-                "one process's): put %%p in its name for one file per process", f->what,
-                f->path, f->what);
+        say_busy(f, "this process", f->path);
     else if (f->path[0] && !f->err)
         hcg_msg("%s: %s (%" PRIu64 " events)", f->what, f->path, f->written);
     else if (f->path[0] && f->replaced && !f->lost) /* whole: nothing came after */
@@ -475,9 +481,7 @@ void hcg_sinkfile_recovered_line(const hcg_sinkfile *f, const char *path, const 
     if (f->continued)
         hcg_msg("%s: %s (%s)", f->what, path, done);
     else if (f->busy && !f->replaced)
-        hcg_msg("%s: none for the program: %s is being written by another process (a %s is "
-                "one process's): put %%p in its name for one file per process", f->what, path,
-                f->what);
+        say_busy(f, "the program", path);
     else if (f->elsewhere || f->busy)
         hcg_msg("%s: %s: the program's last %" PRIu64 " event%s not written (%s)", f->what,
                 path, f->lost, f->lost == 1 ? "" : "s",
