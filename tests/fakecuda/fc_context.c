@@ -211,14 +211,18 @@ static fc_stream *stream_of_ctx(const fc_ctx *c)
     return NULL;
 }
 
-/* Streams and memory die with their context. A stream is looked up afresh
- * each time: dropping its capture graph changes the registry. */
+/* Streams and memory die with their context, and so does the caller's
+ * graph a stream of it captures into (driver 580 frees it: its handle is
+ * refused afterwards). A stream is looked up afresh each time: dropping
+ * its capture graph changes the registry. */
 static void ctx_free_resources(fc_ctx *c)
 {
     fc_stream *s;
     while ((s = stream_of_ctx(c))) {
+        fc_graph *into = fc_capture_origin(s) == s && s->cap_user_graph ? s->cap_graph : NULL;
         fc_obj_del(&s->obj);
         fc_stream_capture_drop(s);
+        fc_graph_free(into);
         free(s);
     }
     for (fc_mem **pp = &fc_state.mems; *pp;) {
