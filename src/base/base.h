@@ -415,6 +415,14 @@ void hcg_output_id_note(int slot, const hcg_fileid *id);
 int hcg_output_id_other(int slot, const hcg_fileid *id);
 /* "event log", "trace", "report file". */
 const char *hcg_output_slot_name(int slot);
+/* fd's file started anew (truncated): 0, or -1 with the reason in why. */
+int hcg_output_start_anew(int fd, char *why, size_t len);
+/* path opened as output slot's file (see hcg_open_output_why), to append
+ * if keep, else started anew; its id in *id, noted as slot's. Refused, -1
+ * with the reason in why, if it is the file of another output of this
+ * process, or cannot be started anew. */
+int hcg_open_slot_file(int slot, const char *path, int keep, hcg_fileid *id, char *why,
+                       size_t len);
 /* An output this process does not write because its path names another
  * file (an exec'd image's 'x'): hcguard run must not write there either. */
 void hcg_output_id_elsewhere(int slot);

@@ -166,6 +166,38 @@ const char *hcg_output_slot_name(int slot)
     return slot >= 0 && slot < HCG_SINK_SLOTS ? names[slot] : "output";
 }
 
+int hcg_output_start_anew(int fd, char *why, size_t len)
+{
+    if (ftruncate(fd, 0) == 0)
+        return 0;
+    snprintf(why, len, "cannot truncate it: %s", strerror(errno));
+    return -1;
+}
+
+/* Opened to append, and started anew only once it is known to be no other
+ * output's file: two names for one file would write into each other, and
+ * a trace's lock would hold up a process tree's log for good. */
+int hcg_open_slot_file(int slot, const char *path, int keep, hcg_fileid *id, char *why,
+                       size_t len)
+{
+    int fd = hcg_open_output_why(path, HCG_OPEN_APPEND, why, len);
+    if (fd < 0)
+        return -1;
+    hcg_fileid_of(fd, id);
+    int other = hcg_output_id_other(slot, id);
+    hcg_fileid none = {0, 0};
+    if (other >= 0)
+        snprintf(why, len, "it is the file of the %s", hcg_output_slot_name(other));
+    else if (!keep && hcg_output_start_anew(fd, why, len) != 0)
+        hcg_output_id_note(slot, &none); /* none of slot's, whatever was before */
+    else {
+        hcg_output_id_note(slot, id);
+        return fd;
+    }
+    close(fd);
+    return -1;
+}
+
 void hcg_output_id_busy(int slot)
 {
     hcg_fileid busy = {0, (ino_t)-2}; /* as elsewhere, and hcguard run says why */

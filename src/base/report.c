@@ -192,24 +192,13 @@ static void report_is(const char *path, int fd)
 __attribute__((noinline, cold)) static void open_report_file(const char *path, int flags)
 {
     static char why[HCG_PATH_MAX + 200];
-    /* Opened to append, and started anew only once it is known to be no
-     * other output's file (the log's, the trace's): then it is refused. */
-    int fd = hcg_open_output_why(path, HCG_OPEN_APPEND, why, sizeof why);
     hcg_fileid id;
-    int other = -1;
-    if (fd >= 0 && hcg_fileid_of(fd, &id) == 0)
-        other = hcg_output_id_other(HCG_SINK_REPORT, &id);
-    if (other >= 0)
-        snprintf(why, sizeof why, "it is the file of the %s", hcg_output_slot_name(other));
-    else if (fd >= 0 && !(flags & HCG_OPEN_APPEND) && ftruncate(fd, 0) != 0)
-        snprintf(why, sizeof why, "cannot truncate it: %s", strerror(errno));
-    else if (fd >= 0) {
-        report_is(path, fd);
-        return;
-    }
+    int fd = hcg_open_slot_file(HCG_SINK_REPORT, path, flags & HCG_OPEN_APPEND, &id, why,
+                                sizeof why);
     if (fd >= 0)
-        close(fd);
-    report_refused(path, why);
+        report_is(path, fd);
+    else
+        report_refused(path, why);
 }
 
 /* The path names another file than the one the process before wrote. */

@@ -83,9 +83,8 @@ static int refuse(hcg_sinkfile *f, const char *path, const char *why)
 static int start_anew(hcg_sinkfile *f, const char *path)
 {
     char why[200];
-    if (ftruncate(f->fd, 0) == 0)
+    if (hcg_output_start_anew(f->fd, why, sizeof why) == 0)
         return 0;
-    snprintf(why, sizeof why, "cannot truncate it: %s", strerror(errno));
     hcg_fileid none = {0, 0};
     hcg_output_id_note(f->slot, &none);
     return refuse(f, path, why);
@@ -94,26 +93,14 @@ static int start_anew(hcg_sinkfile *f, const char *path)
 /* keep: append to what is there (a continuation), else start it anew.
  * Why it failed is said, but not by a death signal's handler flushing
  * (hcg_self.dying: its thread may hold the message lock): a fork child's
- * own file is opened at its first event, which may be in that handler.
- * Opened to append, and started anew only once it is known to be no other
- * output's file (two names for one file would write into each other, and
- * a trace's lock would hold up a process tree's log for good). */
+ * own file is opened at its first event, which may be in that handler. */
 static int open_file(hcg_sinkfile *f, const char *path, int keep)
 {
     char why[HCG_PATH_MAX + 200];
-    f->fd = hcg_open_output_why(path, HCG_OPEN_APPEND, why, sizeof why);
+    f->fd = hcg_open_slot_file(f->slot, path, keep, &f->id, why, sizeof why);
     if (f->fd < 0)
         return refuse(f, path, why);
-    hcg_fileid_of(f->fd, &f->id);
-    int other = hcg_output_id_other(f->slot, &f->id);
-    if (other >= 0) {
-        snprintf(why, sizeof why, "it is the file of the %s", hcg_output_slot_name(other));
-        return refuse(f, path, why);
-    }
     snprintf(f->path, sizeof f->path, "%s", path);
-    hcg_output_id_note(f->slot, &f->id);
-    if (!keep && start_anew(f, path) != 0)
-        return -1;
     f->pid = getpid();
     /* A continued file already holds events (the trace: its opening '['). */
     f->started = keep && lseek(f->fd, 0, SEEK_END) > 0;
