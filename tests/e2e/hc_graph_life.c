@@ -669,6 +669,19 @@ static void child_set_plain(void)
 enum { RACE_LAUNCHES = 10000, RACE_GRAPH_LAUNCHES = 5000, RACE_REPLAYS = 3 };
 static CUcontext race_ctx;
 static atomic_int race_done;
+static atomic_int race_launched; /* launches made: race_launcher stops early past RACE_BUDGET_NS */
+
+/* The launching threads stop early once this long has passed (the race
+ * takes 0.4-2 s on an idle machine; where CPUs are oversubscribed each
+ * sched_yield the test driver makes inside a call (FAKECUDA_*_YIELD) costs
+ * a scheduler period, ~10 ms, and 10000 launches would take minutes). */
+#define RACE_BUDGET_NS (20ull * 1000000000ull)
+static uint64_t race_now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
 static atomic_int race_refused; /* graph launches the driver refused */
 
 static void fn3b(void *p) { (void)p; atomic_fetch_add(&hits[3], 1); }
@@ -686,7 +699,9 @@ static void *race_launcher(void *p)
 {
     const race_arg *a = p;
     REQUIRE_OK(cuCtxSetCurrent(race_ctx));
-    for (int i = 0; i < a->launches; i++) {
+    uint64_t end = race_now_ns() + RACE_BUDGET_NS;
+    int i;
+    for (i = 0; i < a->launches && race_now_ns() < end; i++) {
         if (!a->e) {
             REQUIRE_OK(cuLaunchHostFunc(a->s, fn3, NULL));
             continue;
@@ -699,6 +714,7 @@ static void *race_launcher(void *p)
         else
             REQUIRE_OK(r);
     }
+    atomic_store(&race_launched, i);
     atomic_store(&race_done, 1);
     return NULL;
 }
@@ -763,11 +779,11 @@ static void capture_race_with(race_arg a)
     }
     pthread_join(t, NULL);
     REQUIRE_OK(cuStreamSynchronize(a.s));
-    int refused = atomic_load(&race_refused);
-    printf("capture race: %ld captures took %ld of %d launches, %d refused\n", captures, captured,
-           a.launches, refused);
+    int refused = atomic_load(&race_refused), launched = atomic_load(&race_launched);
+    printf("capture race: %ld captures took %ld of %d launches (of %d), %d refused\n", captures,
+           captured, launched, a.launches, refused);
     CHECK_EQ(atomic_load(&hits[3]),
-             (int)(a.launches - refused - captured + captured * RACE_REPLAYS));
+             (int)(launched - refused - captured + captured * RACE_REPLAYS));
 }
 
 static void capture_race(void)
@@ -797,6 +813,7 @@ static void capture_race_graph(void)
 static atomic_int join_runs[RACE_LAUNCHES];
 static atomic_char join_refused[RACE_LAUNCHES]; /* the driver refused the launch */
 static atomic_int join_done;
+static int join_launched; /* launches made (read after the join) */
 static void fn_join(void *p) { atomic_fetch_add(&join_runs[(intptr_t)p], 1); }
 
 /* One of the stream-capture errors (CUDA_ERROR_STREAM_CAPTURE_*). */
@@ -809,7 +826,9 @@ static void *join_launcher(void *p)
 {
     CUstream b = p;
     REQUIRE_OK(cuCtxSetCurrent(race_ctx));
-    for (intptr_t i = 0; i < RACE_LAUNCHES; i++) {
+    uint64_t end = race_now_ns() + RACE_BUDGET_NS;
+    intptr_t i;
+    for (i = 0; i < RACE_LAUNCHES && race_now_ns() < end; i++) {
         CUresult r = cuLaunchHostFunc(b, fn_join, (void *)i);
         if (capture_error(r)) /* b in a capture the driver gave up on */
             atomic_store(&join_refused[i], 1);
@@ -818,6 +837,7 @@ static void *join_launcher(void *p)
         if (i % 8 == 7) /* quiet spells: captures that b rejoined and that end */
             usleep(20);
     }
+    join_launched = (int)i;
     atomic_store(&join_done, 1);
     return NULL;
 }
@@ -892,7 +912,7 @@ static void capture_join_race(void)
     }
     pthread_join(t, NULL);
     REQUIRE_OK(cuStreamSynchronize(b));
-    for (int i = 0; i < RACE_LAUNCHES; i++) {
+    for (int i = 0; i < join_launched; i++) {
         int n = atomic_load(&join_runs[i]), no = atomic_load(&join_refused[i]);
         CHECK_MSG(n == 1 || n == RACE_REPLAYS || (n == 0 && (unended || no)),
                   "launch %d ran %d times", i, n);
@@ -1555,7 +1575,7 @@ static void capture_join_race_waiter(void)
     pthread_join(l, NULL);
     pthread_join(w, NULL);
     REQUIRE_OK(cuStreamSynchronize(b));
-    for (int i = 0; i < RACE_LAUNCHES; i++) {
+    for (int i = 0; i < join_launched; i++) {
         int n = atomic_load(&join_runs[i]), no = atomic_load(&join_refused[i]);
         CHECK_MSG(n == 1 || n == RACE_REPLAYS || (n == 0 && (unended || no)),
                   "launch %d ran %d times", i, n);
