@@ -608,16 +608,35 @@ static void batch_begins(ring *r, uint64_t end)
     atomic_store_explicit(&r->pend_to, end, memory_order_release);
 }
 
+/* Whether the counting of r's event at h - 1, the last pushed, has moved
+ * its first counter (its launch's, in the counts from then on). Its step's
+ * mark is stored before that counter (count_step), so a mark alone says
+ * only that the counter is about to move: the counter is compared with
+ * its value before. Every event's first step adds 1. */
+static int first_counted(const ring *r, uint64_t h)
+{
+    uint64_t mark = atomic_load_explicit(&r->step_mark, memory_order_acquire);
+    if (mark >> 2 != h)
+        return 0;
+    if (mark & 3)
+        return 1;
+    cnt_step s[3];
+    if (!event_steps(&r->ev[(h - 1) & (r->cap - 1)], s))
+        return 1;
+    return atomic_load_explicit(&r->cnt[s[0].idx], memory_order_acquire) !=
+           atomic_load_explicit(&r->step_old, memory_order_relaxed);
+}
+
 /* The ring's head, less its last event while the counting of that event
- * has not begun (an event is published before it is counted: see
- * count_pushed): a drain does not write an event the counts do not hold
- * yet, and the exit summary names none they will not hold. The rest of
- * the counting follows at once, on the owner's thread. */
+ * has not moved its first counter (an event is published before it is
+ * counted: see count_pushed): a drain does not write an event the counts
+ * do not hold yet, and the exit summary, which reads the counts after
+ * this, names none they do not hold. The rest of the counting follows at
+ * once, on the owner's thread. */
 static uint64_t counted_head(const ring *r, uint64_t tail)
 {
     uint64_t h = atomic_load_explicit(&r->head, memory_order_acquire);
-    if (h != tail && atomic_load_explicit(&r->step_mark, memory_order_acquire) >> 2 != h &&
-        atomic_load_explicit(&r->owned, memory_order_acquire))
+    if (h != tail && !first_counted(r, h) && atomic_load_explicit(&r->owned, memory_order_acquire))
         h--;
     return h;
 }

@@ -10,3 +10,10 @@ add_executable(test_clock ${CMAKE_CURRENT_LIST_DIR}/test_clock.c)
 target_link_libraries(test_clock PRIVATE hcg_core)
 add_test(NAME test_clock COMMAND test_clock)
 set_tests_properties(test_clock PROPERTIES LABELS unit TIMEOUT 300)
+
+# The event rings: what the exit summary names as unwritten, the counts
+# hold (src/events/events.c).
+add_executable(test_events ${CMAKE_CURRENT_LIST_DIR}/test_events.c)
+target_link_libraries(test_events PRIVATE hcg_core Threads::Threads)
+add_test(NAME test_events COMMAND test_events)
+set_tests_properties(test_events PROPERTIES LABELS unit TIMEOUT 300)
