@@ -55,24 +55,32 @@ static unsigned char pattern(size_t i)
     return (unsigned char)(i * 131 + (i >> 13) + 7);
 }
 
-/* A split copy of n bytes at the given misalignments, with guard bytes
- * around the destination: 1 if exact. */
-static int copy_checked(size_t n, size_t dmis, size_t smis, unsigned threads)
+/* A split copy of n bytes from src + smis into dst, after guard bytes and
+ * dmis more (src: n + smis bytes, dst: n + dmis + 2 * guard): 1 if exact. */
+enum { GUARD = 256 };
+static int copy_checked_in(unsigned char *src, unsigned char *dst, size_t n, size_t dmis,
+                           size_t smis, unsigned threads)
 {
-    size_t guard = 256;
-    unsigned char *src = malloc(n + smis + 1), *dst = malloc(n + dmis + 2 * guard);
-    REQUIRE(src && dst);
     for (size_t i = 0; i < n; i++)
         src[smis + i] = pattern(i);
-    memset(dst, 0xee, n + dmis + 2 * guard);
-    unsigned char *d = dst + guard + dmis;
+    memset(dst, 0xee, n + dmis + 2 * GUARD);
+    unsigned char *d = dst + GUARD + dmis;
     int ok = hcg_copy_split(d, src + smis, n, threads, NULL) == 0;
     for (size_t i = 0; ok && i < n; i++)
         ok = d[i] == pattern(i);
-    for (size_t i = 0; ok && i < guard + dmis; i++)
+    for (size_t i = 0; ok && i < GUARD + dmis; i++)
         ok = dst[i] == 0xee;
-    for (size_t i = 0; ok && i < guard; i++)
+    for (size_t i = 0; ok && i < GUARD; i++)
         ok = d[n + i] == 0xee;
+    return ok;
+}
+
+/* The same in buffers of its own. */
+static int copy_checked(size_t n, size_t dmis, size_t smis, unsigned threads)
+{
+    unsigned char *src = malloc(n + smis + 1), *dst = malloc(n + dmis + 2 * GUARD);
+    REQUIRE(src && dst);
+    int ok = copy_checked_in(src, dst, n, dmis, smis, threads);
     free(src);
     free(dst);
     return ok;
@@ -162,13 +170,25 @@ static void test_stop(void)
 }
 
 /* ---- fork while split copies run ------------------------------------------- */
-static atomic_int stop_copying;
+static atomic_int stop_copying, copies_made;
 
+/* Split copies without end, in buffers made once: no thread but the
+ * forking one allocates while it forks. A fork while another thread is
+ * inside malloc leaves the child with that allocator's lock held under
+ * ASan (GCC 12's runtime takes none around fork; glibc's malloc does), and
+ * the child's first malloc waited for ever. */
 static void *copying(void *v)
 {
     int *ok = v;
-    while (!atomic_load(&stop_copying))
-        *ok &= copy_checked(6 * MIB, 7, 9, THREADS);
+    size_t n = 6 * MIB;
+    unsigned char *src = malloc(n + 9 + 1), *dst = malloc(n + 7 + 2 * GUARD);
+    REQUIRE(src && dst);
+    while (!atomic_load(&stop_copying)) {
+        *ok &= copy_checked_in(src, dst, n, 7, 9, THREADS);
+        atomic_fetch_add(&copies_made, 1);
+    }
+    free(src);
+    free(dst);
     return NULL;
 }
 
@@ -179,6 +199,9 @@ static void test_fork(void)
     int ok = 1;
     pthread_t t;
     REQUIRE(pthread_create(&t, NULL, copying, &ok) == 0);
+    /* The pool's workers made and started (their start allocates). */
+    while (atomic_load(&copies_made) == 0)
+        usleep(1000);
     for (int i = 0; i < 6; i++) {
         usleep(2000);
         pid_t pid = fork();
